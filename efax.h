@@ -1,0 +1,3581 @@
+/* efax.h — raw inter-node communication over libfabric (AWS EFA, tcp, shm), in one header.
+
+   What it is
+   ----------
+   A small C library for measuring and driving what the network itself does, without NCCL
+   in the way: fabric set-up on one or many NICs, memory registration, completion polling,
+   two-sided SEND/RECV, one-sided RDMA WRITE with 32-bit immediate data, multi-NIC
+   schedules (single, split, round-robin, stripe), a PMIx or TCP bootstrap, and the
+   benchmark harness its drivers share. efax_cuda.h adds GPU memory, the GPU->CPU queue,
+   the CPU proxy and NVLink IPC on top.
+
+   Use
+   ---
+   Define EFAX_IMPLEMENTATION in exactly one C or C++ file before including this header:
+
+       #define EFAX_IMPLEMENTATION
+       #include "efax.h"
+
+   Build a program in one line:
+
+       cc -O2 -I. prog.c -o prog $(pkg-config --cflags --libs libfabric pmix)
+       cc -O2 -I. -DEFAX_NO_PMIX prog.c -o prog $(pkg-config --cflags --libs libfabric)
+
+   Launch (every rank runs the same program):
+
+       mpirun -np 2 ./prog                      # Open MPI (its mpirun is a PMIx server)
+       srun --mpi=pmix -N 2 ./prog              # Slurm
+       EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=10.0.0.1:29500 EFAX_TOKEN=s3cret ./prog   # on host A
+       EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=10.0.0.1:29500 EFAX_TOKEN=s3cret ./prog   # on host B
+
+   The model, in order of use
+   --------------------------
+       efax_ctx_init      open the NICs of a provider (fabric, domain, CQ, AV, RDM endpoint each)
+       efax_boot_init     rank, size and all-gather through PMIx or the TCP rendezvous
+       efax_ctx_connect   exchange endpoint names, match NICs between hosts, fill the AVs
+       efax_mr_reg        register one buffer on every NIC; efax_mr_exchange gives every peer's keys
+       efax_write / efax_send / efax_recv   start a transfer (an efax_xfer); efax_progress moves it
+       efax_wait          wait for a transfer, with a timeout; efax_wait_imm counts a peer's arrivals
+       efax_notify        a tiny control message that the peer counts like a write's immediate data
+
+   Config macros (define before including)
+   ---------------------------------------
+       EFAX_NO_PMIX        build without PMIx; only the TCP rendezvous bootstraps
+       EFAX_MAX_NICS       most NICs one context opens (default 32: a p5 has 32 EFA devices)
+       EFAX_ASSERT(c)      assertion hook (default: assert)
+       EFAX_API            linkage of public functions (default: extern; define as static to
+                           keep everything in one translation unit)
+
+   Environment
+   -----------
+       EFAX_PROVIDER       provider to use (efa, tcp, shm, ...); default efa, else tcp, else shm
+       EFAX_NICS           comma-separated NIC (domain) names; a name listed twice opens two
+                           endpoints on it (exercises multi-rail code on one device)
+       EFAX_TIMEOUT_MS     how long any wait lasts before it fails (default 30000)
+       EFAX_BOOTSTRAP      pmix | tcp: force a bootstrap (default: tcp if EFAX_ROOT is set, else pmix)
+       EFAX_RANK, EFAX_SIZE, EFAX_ROOT (host:port), EFAX_TOKEN: the TCP rendezvous
+       EFAX_LINE_GBPS      line rate of one NIC in Gbit/s when the provider reports none (or a
+                           shaped link's rate)
+
+   Troubleshooting
+   ---------------
+     - "no provider": install libfabric (Debian: libfabric1 libfabric-bin); `fi_info -l` lists providers.
+     - "unknown NIC": the message lists the NICs the provider has; pass one of them to --nics.
+     - "no launcher": run under mpirun/srun --mpi=pmix, or set EFAX_RANK/EFAX_SIZE/EFAX_ROOT.
+     - A wait times out: the peer died or never started, or the transfer is slower than
+       EFAX_TIMEOUT_MS; the message names the peer, NIC and what was awaited.
+     - Under AddressSanitizer set FI_MR_CACHE_MONITOR=disabled (libfabric's memory hooks and
+       ASan's interceptors disagree).
+
+   License: MIT (see the end of this file).
+*/
+#ifndef EFAX_H
+#define EFAX_H
+
+/* The implementation uses POSIX and GNU interfaces (clock_gettime, getaddrinfo, sched
+   affinity): include efax.h before other headers in the implementing file, or compile
+   with -D_GNU_SOURCE. */
+#if defined(EFAX_IMPLEMENTATION) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE 1
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/fi_errno.h>
+
+// >>config ---------------------------------------------------------------------------------
+
+#define EFAX_VERSION_MAJOR 0
+#define EFAX_VERSION_MINOR 1
+#define EFAX_VERSION_PATCH 0
+#define EFAX_VERSION_STRING "0.1.0"
+/* Wire format of everything ranks exchange; ranks with different values refuse each other. */
+#define EFAX_WIRE_VERSION 1u
+
+#ifndef EFAX_API
+#define EFAX_API extern
+#endif
+#define EFAX_PRIVATE static
+
+#ifndef EFAX_MAX_NICS
+#define EFAX_MAX_NICS 32
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* efax's own error codes: far above FI_ERRNO_MAX so they never collide with libfabric's.
+   Functions return 0 or a negative value: -FI_Exxx or -EFAX_Exxx. */
+enum {
+    EFAX_E_BASE = 5000,
+    EFAX_E_USAGE = EFAX_E_BASE,  /* bad option or argument (drivers exit 2) */
+    EFAX_E_NOPROV,               /* provider not available on this host */
+    EFAX_E_NONIC,                /* requested NIC not offered by the provider */
+    EFAX_E_LAUNCH,               /* no PMIx and no rendezvous variables */
+    EFAX_E_BOOT,                 /* bootstrap failure (PMIx or TCP rendezvous) */
+    EFAX_E_VERSION,              /* a peer runs another efax wire version */
+    EFAX_E_PEER,                 /* a peer sent something malformed or was lost */
+    EFAX_E_BOUNDS,               /* offset/size outside a registered window */
+    EFAX_E_STALE,                /* immediate data of another iteration arrived */
+    EFAX_E_VERIFY,               /* data check failed */
+    EFAX_E_CUDA,                 /* a CUDA call failed (efax_cuda.h) */
+    EFAX_E_UNSUPPORTED,          /* the provider or build cannot do what was asked */
+    EFAX_E_END
+};
+
+/* Names any code efax returns: efax's own, libfabric's (fi_strerror) or errno values.
+   Accepts the code with either sign. Thread safe. */
+EFAX_API const char *efax_strerror(int code);
+
+/* Log hook: every error efax detects is described once, in full, through it (which
+   operation, which peer, which NIC, the provider's text), then returned as a code.
+   level: 0 error, 1 warning, 2 info, 3 debug. Default: errors and warnings to stderr. */
+typedef void (*efax_log_fn)(void *user, int level, const char *msg);
+
+/* Monotonic time in nanoseconds. Thread safe. */
+EFAX_API uint64_t efax_now_ns(void);
+
+// >>topology --------------------------------------------------------------------------------
+
+/* One NIC (a libfabric domain) of a provider and the attributes that matter. */
+typedef struct efax_nic_info {
+    char provider[32];      /* e.g. "efa", "tcp;ofi_rxm", "shm" */
+    char name[64];          /* domain name: EFA device (rdmap16s27-rdm), interface (eth0), "shm" */
+    char fabric[64];
+    char pci[16];           /* "0000:10:1b.0", or "" when the NIC has no PCI device */
+    double link_gbps;       /* line rate (provider or sysfs); 0 when unknown */
+    int numa;               /* NUMA node, -1 when unknown */
+    uint64_t caps, mode, mr_mode;
+    size_t cq_data_size, max_msg_size, inject_size, tx_size, rx_size, mr_key_size;
+    uint32_t addr_format;
+    bool hmem;              /* FI_HMEM offered */
+    bool loopback;          /* the loopback interface (tcp) */
+} efax_nic_info;
+
+/* Lists the NICs `provider` offers on this host (RDM endpoints with messages, tagged
+   messages and RMA), one entry per domain. provider: a name such as "efa", "tcp", "shm";
+   NULL picks as efax_ctx_init does. out: array of `max` entries (may be NULL to count).
+   *count receives the number found (may exceed max). Returns 0, -EFAX_E_NOPROV.
+   Thread safe. */
+EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, int *count);
+
+/* Writes into buf the providers that offer RDM endpoints with RMA on this host, comma
+   separated ("efa,tcp,shm"). Returns 0 or a negative code. Thread safe. */
+EFAX_API int efax_topo_providers(char *buf, size_t len);
+
+/* The provider efax uses when none is named: `want` if not NULL/empty, else $EFAX_PROVIDER,
+   else efa, tcp or shm, the first present. Writes it into buf. Returns 0 or
+   -EFAX_E_NOPROV. Thread safe. */
+EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len);
+
+// >>context ---------------------------------------------------------------------------------
+
+typedef struct efax_ctx efax_ctx;
+typedef struct efax_xfer efax_xfer;
+typedef struct efax_op efax_op;
+
+/* How to set up a context. A zeroed desc means defaults. */
+typedef struct efax_ctx_desc {
+    const char *provider;   /* NULL: $EFAX_PROVIDER, else efa > tcp > shm */
+    const char *nics;       /* comma list of NIC names; NULL: $EFAX_NICS, else every NIC but loopback */
+    int max_nics;           /* cap on NICs opened (0: no cap) */
+    int window;             /* operations in flight per NIC (0: min(provider tx size, 256)) */
+    int timeout_ms;         /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
+    int imm_tags;           /* immediate-data tags counted per peer (0: 64; at most 256) */
+    bool hmem;              /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
+    bool fi_more;           /* post batches with FI_MORE on all but the last (default off) */
+    efax_log_fn log;        /* NULL: stderr */
+    void *log_user;
+    int log_level;          /* most verbose level logged (0: errors and warnings; 2 adds info) */
+} efax_ctx_desc;
+
+/* Per-NIC traffic counters (this process, since init or efax_ctx_stats_reset). */
+typedef struct efax_nic_stats {
+    uint64_t tx_bytes, tx_ops;     /* bytes and operations this NIC carried out */
+    uint64_t rx_bytes, rx_ops;     /* receives and remote writes with data that landed here */
+    uint64_t eagain;               /* posts the provider refused for now (-FI_EAGAIN) */
+} efax_nic_stats;
+
+/* Opens a context: the provider's NICs (each with fabric, domain, CQ, AV and RDM endpoint).
+   ctx must stay at one address until efax_ctx_deinit. Returns 0, -EFAX_E_NOPROV (message
+   lists the providers present), -EFAX_E_NONIC (lists the NICs), or a libfabric error.
+   Not thread safe: one thread drives a context (FI_THREAD_DOMAIN). */
+EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc);
+
+/* Closes everything in reverse order; safe on a zeroed or half-initialised context. */
+EFAX_API void efax_ctx_deinit(efax_ctx *ctx);
+
+/* Number of NICs the context opened. */
+EFAX_API int efax_ctx_nnics(const efax_ctx *ctx);
+/* Attributes of local NIC i (0 <= i < nnics). */
+EFAX_API const efax_nic_info *efax_ctx_nic(const efax_ctx *ctx, int i);
+/* Counters of local NIC i. */
+EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i);
+/* Zeroes every NIC's counters. */
+EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx);
+/* Logs a message through the context's hook (printf-style). */
+EFAX_API void efax_log(const efax_ctx *ctx, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+// >>memory ----------------------------------------------------------------------------------
+
+/* What a registered region is used for: registration asks only for these rights. */
+enum {
+    EFAX_MR_SEND = 1u << 0,        /* source of sends */
+    EFAX_MR_RECV = 1u << 1,        /* destination of receives */
+    EFAX_MR_WRITE_SRC = 1u << 2,   /* local source of RDMA writes */
+    EFAX_MR_WRITE_DST = 1u << 3,   /* remote peers write into it (FI_REMOTE_WRITE) */
+    EFAX_MR_ALL = 0xfu
+};
+
+/* A buffer to register. iface/device/dmabuf describe device memory (efax_cuda.h fills them). */
+typedef struct efax_mr_desc {
+    void *ptr;
+    size_t len;
+    unsigned access;          /* EFAX_MR_* bits; 0 means EFAX_MR_ALL */
+    int iface;                /* enum fi_hmem_iface; 0 = FI_HMEM_SYSTEM (host memory) */
+    int device;               /* CUDA device ordinal for FI_HMEM_CUDA */
+    int dmabuf_fd;            /* >= 0 (with dmabuf=true): register through FI_MR_DMABUF */
+    uint64_t dmabuf_offset;   /* offset of ptr within the dmabuf */
+    bool dmabuf;
+} efax_mr_desc;
+
+/* Another rank's view of a registered region: where it is and its key on each of its NICs. */
+typedef struct efax_rmr {
+    uint64_t base;            /* address used in writes (0-based offsets unless FI_MR_VIRT_ADDR) */
+    uint64_t len;
+    int nnic;
+    uint64_t key[EFAX_MAX_NICS];
+} efax_rmr;
+
+/* One buffer registered on every NIC of a context. Must not move after efax_mr_reg. */
+typedef struct efax_mr {
+    efax_ctx *ctx;
+    void *ptr;
+    size_t len;
+    unsigned access;
+    int iface;
+    struct fid_mr *mr[EFAX_MAX_NICS];
+    void *desc[EFAX_MAX_NICS];
+    uint64_t key[EFAX_MAX_NICS];
+    efax_rmr *remote;         /* [size] after efax_mr_exchange; remote[own rank] is this one */
+    int nremote;
+} efax_mr;
+
+/* Registers desc->ptr[0..len) on every NIC with the rights desc->access asks for.
+   Returns 0, -FI_ENOSYS / -EFAX_E_UNSUPPORTED when the provider cannot register this kind
+   of memory, or another libfabric error (logged with the NIC's name). Not thread safe. */
+EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc);
+
+/* Closes the registrations and frees the remote table; safe on a zeroed efax_mr. */
+EFAX_API void efax_mr_dereg(efax_mr *mr);
+
+// >>bootstrap -------------------------------------------------------------------------------
+
+enum { EFAX_BOOT_NONE = 0, EFAX_BOOT_PMIX, EFAX_BOOT_TCP, EFAX_BOOT_SINGLE };
+
+typedef struct efax_boot_desc {
+    int timeout_ms;          /* 0: $EFAX_TIMEOUT_MS, else 30000 */
+    bool allow_single;       /* with no launcher, run as rank 0 of 1 instead of failing */
+    const char *force;       /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic) */
+    efax_log_fn log;
+    void *log_user;
+} efax_boot_desc;
+
+/* Who this process is and how to reach the others. Must not move after init. */
+typedef struct efax_boot {
+    int kind;                /* EFAX_BOOT_* */
+    int rank, size;
+    int local_rank, local_size;
+    char host[64];
+    char (*hosts)[64];       /* [size] host name of every rank */
+    int timeout_ms;
+    efax_log_fn log;
+    void *log_user;
+    uint32_t seq;            /* all-gathers so far (PMIx keys) */
+    /* TCP rendezvous: on rank 0, one socket per peer; elsewhere, one socket to rank 0. */
+    int *fds;
+    int fd;
+    uint64_t token;
+    void *pmix_proc;         /* pmix_proc_t of this process */
+} efax_boot;
+
+/* Finds the launcher and joins the job: PMIx (mpirun, srun --mpi=pmix, prterun), or the TCP
+   rendezvous from EFAX_RANK/EFAX_SIZE/EFAX_ROOT/EFAX_TOKEN. Without either, fails with
+   -EFAX_E_LAUNCH and a message saying how to launch (or runs alone if allow_single).
+   Gathers every rank's host name and computes local rank/size. Not thread safe. */
+EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc);
+
+/* Leaves the job; safe on a zeroed or failed efax_boot. */
+EFAX_API void efax_boot_deinit(efax_boot *b);
+
+/* How long a rank may wait for its turn in a benchmark whose ranks take turns (rank 0 with
+   rank 1, then rank 2, ...): the barrier between steps. A lost peer still ends the wait at
+   once (the launcher kills the job, or the rendezvous socket closes). */
+#define EFAX_TURN_MS (6 * 3600 * 1000)
+
+/* All-gather: every rank contributes len bytes; out receives size*len bytes, rank r's at
+   out + r*len. Collective: every rank calls it in the same order with the same len.
+   timeout_ms < 0: the boot's timeout. Returns 0, -FI_ETIMEDOUT naming the missing ranks, or
+   -EFAX_E_BOOT. Not thread safe. */
+EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms);
+
+/* Barrier over all ranks (timeout_ms < 0: the boot's timeout). */
+EFAX_API int efax_boot_barrier(efax_boot *b, int timeout_ms);
+
+/* Sums one value over all ranks (a barrier too). */
+EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeout_ms);
+
+/* Exchanges endpoint names and NIC lists with every rank and fills each NIC's address
+   vector. NICs are matched between hosts by name when both have the name (rails with the
+   same interface or device names), else by index modulo the peer's NIC count, so hosts
+   need not have the same number or order of NICs. Collective. Returns 0,
+   -EFAX_E_VERSION (a peer runs another wire version), -EFAX_E_PEER, or a libfabric error. */
+EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot);
+
+/* Gives every rank every other rank's keys and address of `mr` (mr->remote[r]).
+   Collective over boot. Every blob is checked (version, NIC count, key count). */
+EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot);
+
+/* This rank, the job size, and the NIC count of peer p (after efax_ctx_connect). */
+EFAX_API int efax_ctx_rank(const efax_ctx *ctx);
+EFAX_API int efax_ctx_size(const efax_ctx *ctx);
+EFAX_API int efax_ctx_peer_nnics(const efax_ctx *ctx, int peer);
+/* Which remote NIC index local NIC i sends to when talking to peer p. */
+EFAX_API int efax_ctx_route(const efax_ctx *ctx, int peer, int nic);
+/* Which local NIC receives what peer p sends from its NIC k (-1 if p has no NIC k). */
+EFAX_API int efax_ctx_route_in(const efax_ctx *ctx, int peer, int peer_nic);
+
+// >>operations ------------------------------------------------------------------------------
+
+/* Immediate data (32 bits): who wrote (rank, 16 bits), a tag (8 bits, counted separately)
+   and a sequence (8 bits, checked so data of another iteration is caught). */
+#define EFAX_IMM_RANK_BITS 16
+#define EFAX_IMM_TAG_BITS 8
+#define EFAX_IMM_SEQ_BITS 8
+#define EFAX_IMM_MAX_RANKS (1 << EFAX_IMM_RANK_BITS)
+#define EFAX_IMM_MAX_TAGS (1 << EFAX_IMM_TAG_BITS)
+
+/* Packs (rank, tag, seq) into 32-bit immediate data. Returns 0 or -FI_EINVAL when a field
+   does not fit. Pure. */
+EFAX_API int efax_imm_encode(int rank, int tag, uint32_t seq, uint32_t *imm);
+/* Unpacks immediate data. Pure. */
+EFAX_API void efax_imm_decode(uint32_t imm, int *rank, int *tag, uint32_t *seq);
+
+/* One contiguous piece of a transfer on one NIC. Filled by the scheduler (efax_plan). */
+typedef struct efax_seg {
+    struct efax_seg *next;     /* NIC's pending list */
+    struct efax_xfer *x;
+    uint64_t off;              /* offset within the transfer */
+    uint64_t len;
+    uint64_t posted;           /* bytes of it posted so far */
+    int nic;
+} efax_seg;
+
+enum { EFAX_OP_SEND = 1, EFAX_OP_RECV, EFAX_OP_WRITE };
+
+/* One logical transfer: a send, a receive or a write, possibly in many chunks over many
+   NICs. Owned by the caller, zero-initialised or reused after it completed; it must not
+   move until efax_xfer_done() says so. */
+struct efax_xfer {
+    int op;                    /* EFAX_OP_* */
+    int peer;                  /* -1 for a receive from anyone */
+    int status;                /* 0, or the first error of any chunk */
+    bool done;
+    bool has_imm;
+    uint32_t imm;
+    const efax_mr *lmr;        /* local region */
+    uint64_t loff;             /* offset in the local region */
+    const efax_mr *rmr;        /* remote region (writes): rmr->remote[peer] */
+    uint64_t roff;
+    uint64_t len;
+    uint64_t chunk;            /* most bytes one post carries */
+    int nseg;
+    efax_seg seg[EFAX_MAX_NICS];
+    uint32_t pending;          /* chunks posted but not completed */
+    uint32_t unposted;         /* segments with bytes still to post */
+    uint32_t chunks;           /* chunks this transfer is made of (the target counts them) */
+    uint64_t bytes_done;
+    /* receives: what arrived */
+    uint64_t rx_len;
+    uint64_t rx_data;
+    bool rx_has_data;
+    uint64_t t_start_ns, t_done_ns;
+};
+
+/* Starts a send of len bytes at mr+off to `peer` on local NIC `nic`, with immediate data if
+   has_imm (the receiver's xfer gets it in rx_data). One post: sends are not chunked.
+   Returns 0 (queued or posted), -FI_EINVAL / -EFAX_E_BOUNDS for bad arguments.
+   Not thread safe. */
+EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, int peer, int nic, const efax_mr *mr,
+                       uint64_t off, uint64_t len, bool has_imm, uint32_t imm);
+
+/* Posts a receive of up to len bytes into mr+off on local NIC `nic` from any peer. */
+EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off,
+                       uint64_t len);
+
+/* Starts a write of segments already planned into x->seg (efax_plan fills them): bytes
+   [loff + seg.off, +seg.len) of lmr go to rmr->remote[peer] at roff + seg.off through
+   seg.nic, in posts of at most `chunk` bytes, each carrying `imm` if has_imm. Checks the
+   whole range against both registered windows first. Returns 0 or a negative code.
+   Not thread safe. */
+EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_mr *lmr,
+                             uint64_t loff, const efax_mr *rmr, uint64_t roff, uint64_t chunk,
+                             bool has_imm, uint32_t imm);
+
+/* Drives the context once: drains every NIC's CQ (completions, receives, immediate data,
+   errors), then posts queued chunks up to each NIC's window. Returns the number of
+   completions handled, or a negative code for a failure not tied to one transfer.
+   Not thread safe. */
+EFAX_API int efax_progress(efax_ctx *ctx);
+
+/* True when x finished (successfully or not; see x->status). */
+EFAX_API bool efax_xfer_done(const efax_xfer *x);
+
+/* Progresses until x is done or timeout_ms passes (<0: the context's timeout). Returns
+   x->status, or -FI_ETIMEDOUT with a message naming the operation, peer and NIC. */
+EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms);
+
+/* Like efax_wait for n transfers (pointers; NULL entries are skipped). */
+EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms);
+
+/* Sends a control message: the peer counts it under (this rank, tag, seq) exactly as it
+   counts a write's immediate data. Tagged, so it never meets efax_recv's buffers. */
+EFAX_API int efax_notify(efax_ctx *ctx, int peer, int tag, uint32_t seq);
+
+/* Waits until `count` arrivals (writes with immediate data or notifications) from `peer`
+   under `tag` carried sequence `seq` (low EFAX_IMM_SEQ_BITS bits), then consumes them.
+   Arrivals of another sequence under the same tag are reported as -EFAX_E_STALE (data from
+   another iteration: use different tags for transfers that may overlap). Returns 0,
+   -FI_ETIMEDOUT (names the peer, tag and how many of count arrived), -EFAX_E_STALE, or the
+   error of a failed arrival. Not thread safe. */
+EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count,
+                           int timeout_ms);
+
+/* Arrivals counted so far from peer under tag, not yet consumed. */
+EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag);
+
+// >>schedule --------------------------------------------------------------------------------
+
+/* How one logical transfer becomes posts over several NICs. */
+typedef enum efax_mode {
+    EFAX_MODE_SINGLE = 0,     /* one NIC (the one asked for) */
+    EFAX_MODE_SPLIT,          /* one buffer striped evenly over all NICs */
+    EFAX_MODE_ROUNDROBIN,     /* whole messages rotate over NICs (message index picks the NIC) */
+    EFAX_MODE_STRIPE,         /* small messages whole and rotating, large ones striped over
+                                 up to all NICs with stripes of at least min_stripe (aws-ofi-nccl) */
+    EFAX_MODE_COUNT
+} efax_mode;
+
+/* Names: "single", "split", "roundrobin", "stripe" (and the CamelCase labels of tables). */
+EFAX_API const char *efax_mode_name(efax_mode m);
+EFAX_API const char *efax_mode_label(efax_mode m);
+/* Parses a mode name (case-insensitive; "rr" means roundrobin). Returns 0 or -EFAX_E_USAGE. */
+EFAX_API int efax_mode_parse(const char *s, efax_mode *m);
+
+#define EFAX_MIN_STRIPE (128u * 1024u)
+#define EFAX_STRIPE_ALIGN 128u
+
+/* One planned piece: local NIC, offset within the message, length. */
+typedef struct efax_plan_seg {
+    int nic;
+    uint64_t off, len;
+} efax_plan_seg;
+
+/* Plans a message of `size` bytes over `nnic` NICs. index: the message's number (which NIC
+   a rotating mode starts on; pass e.g. iteration*window + message + peer). nic0: the NIC
+   SINGLE uses. min_stripe: STRIPE's smallest stripe (0: EFAX_MIN_STRIPE).
+   out: at least nnic entries. Returns the number of segments (>= 1; a 0-byte message gives
+   one empty segment) or -FI_EINVAL. Pure: the same inputs give the same plan on every rank. */
+EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0,
+                       uint64_t min_stripe, efax_plan_seg *out);
+
+/* How many posts (chunks of at most `chunk` bytes) a plan makes: what the target counts. */
+EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t chunk);
+
+/* Plans and starts a write of `size` bytes: lmr+loff -> peer's rmr at roff, in `mode`.
+   Each chunk carries immediate data (this rank, tag, seq) so the target can count them;
+   *chunks receives how many it must count (may be NULL). Returns 0 or a negative code. */
+EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, uint64_t index,
+                        const efax_mr *lmr, uint64_t loff, const efax_mr *rmr, uint64_t roff,
+                        uint64_t size, uint64_t chunk, int tag, uint32_t seq, uint32_t *chunks);
+
+/* The number of chunks the target of such a write counts, computed on the target from the
+   writer's NIC count (efax_ctx_peer_nnics) and the same mode and chunk size. Pure. */
+EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mode, uint64_t chunk);
+
+// >>private types (declared here so callers can embed them; do not touch their fields) ---------
+
+#define EFAX__ADDR_MAX 96
+#define EFAX__CTRL_SLOTS 64
+#define EFAX__CTRL_MSG 16
+#define EFAX__CTRL_TAG 0x6566617843544c00ull /* "efaxCTL\0": control messages' libfabric tag */
+
+enum { EFAX__OPK_TX = 1, EFAX__OPK_RX, EFAX__OPK_CTRL };
+
+struct efax_op {
+    struct fi_context2 fctx;   /* first: providers with FI_CONTEXT/FI_CONTEXT2 use it */
+    efax_op *next;
+    efax_xfer *x;
+    uint64_t len;
+    int kind;                  /* EFAX__OPK_* */
+    int nic;
+    int slot;                  /* control slot */
+    struct iovec iov;          /* kept alive for FI_ASYNC_IOV */
+    struct fi_rma_iov riov;
+    void *desc;
+};
+
+typedef struct efax__route {
+    fi_addr_t fa;              /* peer's matched NIC in this NIC's AV */
+    int rnic;                  /* its index on the peer */
+} efax__route;
+
+typedef struct efax__imm_slot {
+    uint32_t count;            /* arrivals not yet consumed */
+    uint32_t stale;            /* arrivals with a sequence other than the first's */
+    uint32_t seq;              /* sequence of the first unconsumed arrival */
+    uint32_t stale_seq;
+} efax__imm_slot;
+
+typedef struct efax__nic {
+    efax_nic_info info;
+    struct fi_info *fi;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_cq *cq;
+    struct fid_av *av;
+    struct fid_ep *ep;
+    uint8_t addr[EFAX__ADDR_MAX];
+    size_t addrlen;
+    int window, inflight;
+    efax_op *ops, *free_ops;
+    efax_seg *pend_head, *pend_tail;     /* transmit segments waiting for the window */
+    efax_seg *rxp_head, *rxp_tail;       /* receives waiting to be posted */
+    int rx_inflight;
+    uint8_t *ctrl_buf;
+    struct fid_mr *ctrl_mr;
+    void *ctrl_desc;
+    efax_op ctrl_ops[EFAX__CTRL_SLOTS];
+    int ctrl_posted;
+    efax_nic_stats stats;
+} efax__nic;
+
+struct efax_ctx {
+    int nnic;
+    efax__nic *nic;            /* [nnic] */
+    int rank, size;            /* after efax_ctx_connect; 0/1 before */
+    bool connected;
+    int *peer_nnic;            /* [size] */
+    char (*peer_host)[64];     /* [size] host of every rank, for messages */
+    efax__route *route;        /* [size * nnic] */
+    int *route_in;             /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
+    int ntags;
+    efax__imm_slot *imm;       /* [size * ntags] */
+    uint64_t bad_imm;          /* arrivals whose immediate data named no valid rank/tag */
+    int timeout_ms;
+    bool fi_more;
+    uint64_t next_key;         /* requested keys when the provider does not choose them */
+    efax_log_fn log;
+    void *log_user;
+    int log_level;
+    char provider[32];
+    int last_cq_error;         /* a failure no transfer owned (control or remote write) */
+};
+
+// >>bench (the harness every driver shares) ----------------------------------------------------
+
+/* Options every benchmark driver takes. efax_opts_init sets the defaults. */
+typedef struct efax_opts {
+    uint64_t min_size, max_size;   /* -b, -e (K/M/G suffixes, binary) */
+    double factor;                 /* -f: next size = size * factor */
+    int iters;                     /* -n (0: by size, see efax_opts_iters) */
+    int warmup;                    /* -w (-1: by size) */
+    bool check;                    /* -c: verify every byte of every iteration */
+    const char *provider;          /* --provider */
+    const char *nics;              /* --nics */
+    unsigned modes;                /* --mode: bit (1u << efax_mode) per mode */
+    const char *json, *csv;        /* --json FILE, --csv FILE */
+    bool quiet;                    /* --quiet: no table, no progress line */
+    double line_gbps;              /* --line-rate GBPS (0: provider's, or $EFAX_LINE_GBPS) */
+    int timeout_ms;                /* --timeout MS */
+    int window;                    /* --window N: messages in flight per iteration */
+    uint64_t chunk;                /* --chunk BYTES: most bytes one post carries */
+    double duration_s;             /* --duration S: repeat the sweep until S seconds passed */
+    const char *mem;               /* --mem host,pin,dma (efax_cuda.h builds) */
+    int argc;
+    char **argv;
+} efax_opts;
+
+/* Kinds of option a driver can add to the common ones. */
+typedef enum efax_opt_type {
+    EFAX_OPT_FLAG = 1,     /* bool, no argument */
+    EFAX_OPT_INT,          /* int in [min, max] */
+    EFAX_OPT_SIZE,         /* uint64_t bytes with K/M/G suffix, in [min, max] */
+    EFAX_OPT_DOUBLE,       /* double in [min, max] */
+    EFAX_OPT_STR,          /* const char* */
+    EFAX_OPT_CHOICE        /* const char* that must be one of `choices` ("a|b|c") */
+} efax_opt_type;
+
+typedef struct efax_optdef {
+    const char *name;      /* long name without dashes */
+    char short_name;       /* 0 for none */
+    efax_opt_type type;
+    void *dst;
+    double min, max;
+    const char *choices;
+    const char *arg;       /* argument name shown in help */
+    const char *help;
+} efax_optdef;
+
+/* Parses argv against `defs` alone (terminated by an entry with name NULL): for drivers with
+   their own options only. Returns 0, 1 after printing help, or -EFAX_E_USAGE with a one-line
+   message in err. Pure apart from the help text. */
+EFAX_API int efax_args_parse(int argc, char **argv, const efax_optdef *defs, const char *driver,
+                             const char *about, char *err, size_t errlen);
+
+/* Defaults: -b 1K -e 64M -f 2, iterations by size, window 1, chunk 1M, mode single. */
+EFAX_API void efax_opts_init(efax_opts *o);
+
+/* Parses argv into o: the common options and the driver's `extra` (terminated by an entry
+   with name NULL; may be NULL). Returns 0; 1 after printing help for -h/--help (exit 0);
+   -EFAX_E_USAGE with a one-line message in err naming the option and what it accepts
+   (drivers exit 2). Pure apart from the help text. */
+EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_optdef *extra,
+                             const char *driver, const char *about, char *err, size_t errlen);
+
+/* Parses "64", "4K", "1M", "2G" (binary multiples). Returns 0 or -EFAX_E_USAGE (empty,
+   negative, not a number, trailing junk, overflow). Pure. */
+EFAX_API int efax_parse_size(const char *s, uint64_t *out);
+
+/* Formats bytes as "4K", "1M", "1.5G", "300". Returns buf. */
+EFAX_API const char *efax_fmt_size(uint64_t bytes, char *buf, size_t len);
+
+/* Iterations and warm-ups for a size: -n/-w when given, else many for small sizes and few
+   for large so a default sweep takes about a minute. */
+EFAX_API int efax_opts_iters(const efax_opts *o, uint64_t size);
+EFAX_API int efax_opts_warmup(const efax_opts *o, uint64_t size);
+/* The size after `size` in the sweep (0 when the sweep is over). */
+EFAX_API uint64_t efax_opts_next_size(const efax_opts *o, uint64_t size);
+
+/* min/p50/avg/p99/max of n samples; sorts v. */
+typedef struct efax_stats { double min, p50, avg, p99, max; } efax_stats;
+EFAX_API efax_stats efax_stats_of(double *v, int n);
+
+/* Verification pattern: byte `off` of the message that `rank` sends in iteration `iter`.
+   Every (rank, iteration, offset) gives other bytes, so a stale or misplaced byte shows. */
+EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter);
+/* Counts bytes of buf that differ from the pattern; *first_bad (may be NULL) gets the
+   offset of the first (or UINT64_MAX). */
+EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
+                                     uint64_t iter, uint64_t *first_bad);
+/* Clears a receive buffer with a poison byte before a checked iteration. */
+#define EFAX_POISON 0xA5
+EFAX_API void efax_poison(void *buf, uint64_t len);
+
+/* One measured row cell: a (size, variant) pair. */
+typedef struct efax_result {
+    char variant[40];          /* e.g. "Single", "Split", "Stream", "RoundTrip" */
+    char memory[16];           /* host, pinned, device */
+    char mem_path[16];         /* how device memory reached the NIC: host, dmabuf, hmem, staged */
+    char kind[16];             /* oneway | roundtrip | alltoall */
+    uint64_t size;             /* bytes per message (all2all: per-rank send buffer) */
+    int iters, window, peers;
+    double seconds;            /* sum of timed iterations */
+    uint64_t bytes;            /* bytes moved in the timed iterations (one direction) */
+    double gbps;               /* bytes*8/seconds/1e9 */
+    double algbw_gbs, busbw_gbs; /* all2all (GB/s, nccl-tests definitions); 0 elsewhere */
+    double line_gbps;          /* line rate the % column uses (sum over the NICs used) */
+    efax_stats lat_us;         /* per-iteration time in microseconds */
+    int64_t wrong;             /* bytes that failed the check; -1 when not checked */
+    int nnic;
+    struct { char name[64]; uint64_t bytes, ops; } nic[EFAX_MAX_NICS];
+} efax_result;
+
+/* Output of one driver run: the header block, the human table (one row per size, a column
+   group per variant), CSV and JSON Lines. Only rank 0 writes. */
+typedef struct efax_report {
+    const efax_opts *o;
+    const char *driver;
+    const char *memory;
+    efax_ctx *ctx;
+    efax_boot *boot;
+    FILE *json, *csv;
+    int rank;
+    efax_result row[16];
+    int nrow;
+    bool header_printed;
+    bool tty;
+    uint64_t t0_ns;
+    char meta[4096];           /* the run's metadata as JSON members */
+} efax_report;
+
+/* Opens the outputs and prints the header block (provider, libfabric version, hosts, NICs,
+   memory, command line, FI_* and EFAX_* variables). Collective: gathers host names.
+   Returns 0 or a negative code (a file that cannot be opened is named). */
+EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
+                              const char *memory, efax_ctx *ctx, efax_boot *boot);
+/* Adds a result: written to JSON and CSV at once, kept for the table row. */
+EFAX_API void efax_report_add(efax_report *r, const efax_result *res);
+/* Prints the table row of the results added since the last row. */
+EFAX_API void efax_report_row(efax_report *r);
+/* A live progress line on stderr (only on a terminal, never with --quiet). */
+EFAX_API void efax_report_progress(efax_report *r, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Closes the outputs. Safe on a zeroed report. */
+EFAX_API void efax_report_deinit(efax_report *r);
+
+/* Fills res->nic[] from the context's counters (bytes/ops since the last reset). */
+EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFAX_H */
+
+/* ============================================================================================
+   Implementation
+   ============================================================================================ */
+#ifdef EFAX_IMPLEMENTATION
+#ifndef EFAX_IMPLEMENTATION_DONE
+#define EFAX_IMPLEMENTATION_DONE
+
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <time.h>
+#include <limits.h>
+#include <ctype.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <netdb.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <rdma/fi_cm.h>
+#ifndef EFAX_NO_PMIX
+#include <pmix.h>
+#endif
+
+#ifndef EFAX_ASSERT
+#include <assert.h>
+#define EFAX_ASSERT(c) assert(c)
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// >>config (implementation) ------------------------------------------------------------------
+
+EFAX_API const char *efax_strerror(int code) {
+    if (code < 0) code = -code;
+    switch (code) {
+    case 0: return "success";
+    case EFAX_E_USAGE: return "bad option or argument";
+    case EFAX_E_NOPROV: return "libfabric provider not available";
+    case EFAX_E_NONIC: return "no such NIC for this provider";
+    case EFAX_E_LAUNCH: return "no launcher (PMIx or EFAX_RANK/EFAX_SIZE/EFAX_ROOT)";
+    case EFAX_E_BOOT: return "bootstrap failed";
+    case EFAX_E_VERSION: return "peer runs another efax wire version";
+    case EFAX_E_PEER: return "peer sent malformed data or was lost";
+    case EFAX_E_BOUNDS: return "offset or size outside the registered window";
+    case EFAX_E_STALE: return "data of another iteration arrived";
+    case EFAX_E_VERIFY: return "data check failed";
+    case EFAX_E_CUDA: return "CUDA call failed";
+    case EFAX_E_UNSUPPORTED: return "not supported by this provider or build";
+    default: break;
+    }
+    return fi_strerror(code);
+}
+
+EFAX_API uint64_t efax_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+EFAX_PRIVATE void efax__stderr_log(void *user, int level, const char *msg) {
+    (void)user;
+    fprintf(stderr, "efax: %s%s\n", level == 0 ? "error: " : level == 1 ? "warning: " : "", msg);
+}
+
+EFAX_PRIVATE void efax__vlog(efax_log_fn fn, void *user, int max_level, int level, const char *fmt,
+                             va_list ap) {
+    char msg[1024];
+    if (level > 1 && level > max_level) return;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    (fn ? fn : efax__stderr_log)(user, level, msg);
+}
+
+EFAX_API void efax_log(const efax_ctx *ctx, int level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    efax__vlog(ctx ? ctx->log : NULL, ctx ? ctx->log_user : NULL, ctx ? ctx->log_level : 0, level,
+               fmt, ap);
+    va_end(ap);
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+EFAX_PRIVATE void efax__blog(const efax_boot *b, int level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    efax__vlog(b->log, b->log_user, 0, level, fmt, ap);
+    va_end(ap);
+}
+
+EFAX_PRIVATE int efax__env_int(const char *name, int def, int lo, int hi, int *out) {
+    const char *s = getenv(name);
+    char *end;
+    long v;
+    if (!s || !*s) { *out = def; return 0; }
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) {
+        fprintf(stderr, "efax: error: %s='%s' is not valid: expected an integer in [%d, %d]\n", name, s,
+                lo, hi);
+        return -EFAX_E_USAGE;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src) {
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+// >>topology (implementation) ------------------------------------------------------------------
+
+EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem) {
+    struct fi_info *h = fi_allocinfo();
+    if (!h) return NULL;
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
+    /* The modes efax can honour: operation contexts are efax_op (fi_context2 first) and
+       iovecs live in the op until completion. */
+    h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV;
+    h->domain_attr->mr_mode =
+        FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    if (hmem) {
+        h->caps |= FI_HMEM;
+        h->domain_attr->mr_mode |= FI_MR_HMEM;
+    }
+    if (prov && *prov) h->fabric_attr->prov_name = strdup(prov);
+    return h;
+}
+
+EFAX_PRIVATE int efax__getinfo(const char *prov, bool hmem, struct fi_info **out) {
+    struct fi_info *h = efax__hints(prov, hmem);
+    int rc;
+    if (!h) return -FI_ENOMEM;
+    rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, h, out);
+    fi_freeinfo(h);
+    if (rc == -FI_ENODATA) *out = NULL, rc = 0;
+    return rc;
+}
+
+EFAX_PRIVATE int efax__read_sysfs(const char *path, char *buf, size_t len) {
+    FILE *f = fopen(path, "r");
+    size_t n;
+    if (!f) return -1;
+    n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) buf[--n] = 0;
+    return 0;
+}
+
+EFAX_PRIVATE bool efax__is_pci(const char *s) {
+    unsigned a, b, c, d;
+    char tail;
+    return strlen(s) == 12 && sscanf(s, "%4x:%2x:%2x.%1x%c", &a, &b, &c, &d, &tail) == 4;
+}
+
+/* The PCI device a network interface sits on: the deepest PCI component of its sysfs path. */
+EFAX_PRIVATE void efax__if_pci(const char *ifname, char *pci, size_t len) {
+    char path[256], real[PATH_MAX], *tok, *save = NULL;
+    pci[0] = 0;
+    snprintf(path, sizeof path, "/sys/class/net/%s/device", ifname);
+    if (!realpath(path, real)) return;
+    for (tok = strtok_r(real, "/", &save); tok; tok = strtok_r(NULL, "/", &save))
+        if (efax__is_pci(tok)) efax__copy(pci, len, tok);
+}
+
+EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
+    char path[256], buf[64];
+    memset(n, 0, sizeof *n);
+    efax__copy(n->provider, sizeof n->provider, fi->fabric_attr->prov_name);
+    efax__copy(n->name, sizeof n->name, fi->domain_attr->name);
+    efax__copy(n->fabric, sizeof n->fabric, fi->fabric_attr->name);
+    n->numa = -1;
+    n->caps = fi->caps;
+    n->mode = fi->mode;
+    n->mr_mode = (uint64_t)fi->domain_attr->mr_mode;
+    n->cq_data_size = fi->domain_attr->cq_data_size;
+    n->max_msg_size = fi->ep_attr->max_msg_size;
+    n->inject_size = fi->tx_attr->inject_size;
+    n->tx_size = fi->tx_attr->size;
+    n->rx_size = fi->rx_attr->size;
+    n->mr_key_size = fi->domain_attr->mr_key_size;
+    n->addr_format = fi->addr_format;
+    n->hmem = (fi->caps & FI_HMEM) != 0;
+    n->loopback = !strcmp(n->name, "lo") || !strncmp(n->fabric, "127.", 4) ||
+                  !strcmp(n->fabric, "::1/128");
+    if (fi->nic && fi->nic->bus_attr && fi->nic->bus_attr->bus_type == FI_BUS_PCI) {
+        const struct fi_pci_attr *p = &fi->nic->bus_attr->attr.pci;
+        snprintf(n->pci, sizeof n->pci, "%04x:%02x:%02x.%x", p->domain_id, p->bus_id,
+                 p->device_id, p->function_id);
+    }
+    if (fi->nic && fi->nic->link_attr && fi->nic->link_attr->speed)
+        n->link_gbps = (double)fi->nic->link_attr->speed / 1e9;
+    if (!n->pci[0]) efax__if_pci(n->name, n->pci, sizeof n->pci);
+    if (n->link_gbps == 0) {
+        snprintf(path, sizeof path, "/sys/class/net/%s/speed", n->name);
+        if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0)
+            n->link_gbps = atoi(buf) / 1000.0;
+    }
+    if (n->pci[0]) {
+        snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", n->pci);
+        if (!efax__read_sysfs(path, buf, sizeof buf)) n->numa = atoi(buf);
+    }
+}
+
+/* One fi_info per domain: the first entry of each, preferring IPv4 addresses on tcp. */
+EFAX_PRIVATE int efax__domains(struct fi_info *list, struct fi_info **pick, int max) {
+    int n = 0, i;
+    struct fi_info *fi;
+    for (fi = list; fi; fi = fi->next) {
+        for (i = 0; i < n; i++)
+            if (!strcmp(pick[i]->domain_attr->name, fi->domain_attr->name)) break;
+        if (i < n) {
+            if (pick[i]->addr_format != FI_SOCKADDR_IN && fi->addr_format == FI_SOCKADDR_IN)
+                pick[i] = fi;
+            continue;
+        }
+        if (n < max) pick[n] = fi;
+        n++;
+    }
+    return n;
+}
+
+EFAX_API int efax_topo_providers(char *buf, size_t len) {
+    struct fi_info *list = NULL, *fi;
+    size_t used = 0;
+    int rc = efax__getinfo(NULL, false, &list);
+    buf[0] = 0;
+    if (rc) return rc;
+    for (fi = list; fi; fi = fi->next) {
+        char name[64];
+        const char *p = fi->fabric_attr->prov_name;
+        char *semi;
+        efax__copy(name, sizeof name, p);
+        if ((semi = strchr(name, ';'))) *semi = 0; /* "tcp;ofi_rxm" is asked for as "tcp" */
+        if (!strncmp(name, "ofi_", 4)) continue;
+        {
+            /* skip names already listed */
+            const char *q = buf;
+            size_t nl = strlen(name);
+            bool seen = false;
+            while (*q) {
+                if (!strncmp(q, name, nl) && (q[nl] == ',' || q[nl] == 0)) { seen = true; break; }
+                q = strchr(q, ',');
+                if (!q) break;
+                q++;
+            }
+            if (seen) continue;
+        }
+        if (used + strlen(name) + 2 >= len) break;
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "," : "", name);
+    }
+    fi_freeinfo(list);
+    return 0;
+}
+
+EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len) {
+    static const char *const order[] = {"efa", "tcp", "shm"};
+    struct fi_info *list = NULL;
+    unsigned i;
+    if (!want || !*want) want = getenv("EFAX_PROVIDER");
+    if (want && *want) {
+        if (efax__getinfo(want, false, &list) == 0 && list) {
+            fi_freeinfo(list);
+            efax__copy(buf, len, want);
+            return 0;
+        }
+        return -EFAX_E_NOPROV;
+    }
+    for (i = 0; i < sizeof order / sizeof order[0]; i++) {
+        if (efax__getinfo(order[i], false, &list) == 0 && list) {
+            fi_freeinfo(list);
+            efax__copy(buf, len, order[i]);
+            return 0;
+        }
+    }
+    return -EFAX_E_NOPROV;
+}
+
+EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, int *count) {
+    char prov[32];
+    struct fi_info *list = NULL, *pick[256];
+    int rc, n, i;
+    *count = 0;
+    rc = efax_topo_pick_provider(provider, prov, sizeof prov);
+    if (rc) return rc;
+    rc = efax__getinfo(prov, false, &list);
+    if (rc) return rc;
+    if (!list) return -EFAX_E_NOPROV;
+    n = efax__domains(list, pick, 256);
+    if (n > 256) n = 256;
+    for (i = 0; i < n && out && i < max; i++) efax__fill_info(pick[i], &out[i]);
+    /* an FI_HMEM query tells whether device memory can be registered */
+    if (out) {
+        struct fi_info *hl = NULL, *fi;
+        if (efax__getinfo(prov, true, &hl) == 0)
+            for (fi = hl; fi; fi = fi->next)
+                for (i = 0; i < n && i < max; i++)
+                    if (!strcmp(out[i].name, fi->domain_attr->name)) out[i].hmem = true;
+        fi_freeinfo(hl);
+    }
+    *count = n;
+    fi_freeinfo(list);
+    return 0;
+}
+
+// >>context (implementation) -------------------------------------------------------------------
+
+EFAX_PRIVATE int efax__fierr(const efax_ctx *ctx, int rc, const char *what, const char *nic) {
+    efax_log(ctx, 0, "%s failed on NIC %s: %s (%d)", what, nic ? nic : "-", fi_strerror(-rc), rc);
+    return rc;
+}
+
+EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
+    efax_op *op = &n->ctrl_ops[slot];
+    ssize_t rc;
+    memset(op, 0, sizeof *op);
+    op->kind = EFAX__OPK_CTRL;
+    op->nic = (int)(n - ctx->nic);
+    op->slot = slot;
+    rc = fi_trecv(n->ep, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc,
+                  FI_ADDR_UNSPEC, EFAX__CTRL_TAG, 0, &op->fctx);
+    if (rc == 0) {
+        op->next = NULL;
+        op->slot = slot;
+        n->ctrl_posted++;
+    }
+    return (int)rc;
+}
+
+EFAX_PRIVATE uint64_t efax__new_key(efax_ctx *ctx) { return ++ctx->next_key; }
+
+EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, uint64_t access,
+                           int iface, int device, int dmabuf_fd, uint64_t dmabuf_off,
+                           struct fid_mr **mr) {
+    struct fi_mr_attr attr;
+    struct iovec iov;
+    uint64_t flags = 0;
+    int rc;
+    memset(&attr, 0, sizeof attr);
+    iov.iov_base = buf;
+    iov.iov_len = len;
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = access;
+    attr.requested_key = efax__new_key(ctx);
+    attr.iface = (enum fi_hmem_iface)iface;
+    if (iface == FI_HMEM_CUDA) attr.device.cuda = device;
+    if (dmabuf_fd >= 0) {
+#ifdef FI_MR_DMABUF
+        {
+            struct fi_mr_dmabuf db;
+            memset(&db, 0, sizeof db);
+            db.fd = dmabuf_fd;
+            db.offset = dmabuf_off;
+            db.len = len;
+            db.base_addr = buf;
+            attr.dmabuf = &db;
+            flags |= FI_MR_DMABUF;
+            rc = fi_mr_regattr(n->domain, &attr, flags, mr);
+            goto bound;
+        }
+#else
+        (void)dmabuf_off;
+        efax_log(ctx, 1, "NIC %s: this build's libfabric (%d.%d) has no FI_MR_DMABUF (1.20+)",
+                 n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
+        return -FI_ENOSYS;
+#endif
+    }
+    rc = fi_mr_regattr(n->domain, &attr, flags, mr);
+#ifdef FI_MR_DMABUF
+bound:
+#endif
+    if (rc) return rc;
+    if (n->info.mr_mode & FI_MR_ENDPOINT) {
+        rc = fi_mr_bind(*mr, &n->ep->fid, 0);
+        if (!rc) rc = fi_mr_enable(*mr);
+        if (rc) {
+            fi_close(&(*mr)->fid);
+            *mr = NULL;
+        }
+    }
+    return rc;
+}
+
+EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi, int window) {
+    struct fi_cq_attr cqa;
+    struct fi_av_attr ava;
+    int rc, i;
+    n->fi = fi_dupinfo(fi);
+    if (!n->fi) return -FI_ENOMEM;
+    efax__fill_info(n->fi, &n->info);
+    if ((rc = fi_fabric(n->fi->fabric_attr, &n->fabric, NULL)))
+        return efax__fierr(ctx, rc, "fi_fabric", n->info.name);
+    if ((rc = fi_domain(n->fabric, n->fi, &n->domain, NULL)))
+        return efax__fierr(ctx, rc, "fi_domain", n->info.name);
+    n->window = window > 0 ? window : 256;
+    if (n->info.tx_size && (size_t)n->window > n->info.tx_size) n->window = (int)n->info.tx_size;
+    memset(&cqa, 0, sizeof cqa);
+    cqa.format = FI_CQ_FORMAT_DATA;
+    cqa.wait_obj = FI_WAIT_NONE;
+    cqa.size = (size_t)n->window * 2 + EFAX__CTRL_SLOTS + 1024;
+    if ((rc = fi_cq_open(n->domain, &cqa, &n->cq, NULL)))
+        return efax__fierr(ctx, rc, "fi_cq_open", n->info.name);
+    memset(&ava, 0, sizeof ava);
+    ava.type = n->fi->domain_attr->av_type != FI_AV_UNSPEC ? n->fi->domain_attr->av_type : FI_AV_TABLE;
+    if ((rc = fi_av_open(n->domain, &ava, &n->av, NULL)))
+        return efax__fierr(ctx, rc, "fi_av_open", n->info.name);
+    if ((rc = fi_endpoint(n->domain, n->fi, &n->ep, NULL)))
+        return efax__fierr(ctx, rc, "fi_endpoint", n->info.name);
+    if ((rc = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV)))
+        return efax__fierr(ctx, rc, "fi_ep_bind(cq)", n->info.name);
+    if ((rc = fi_ep_bind(n->ep, &n->av->fid, 0)))
+        return efax__fierr(ctx, rc, "fi_ep_bind(av)", n->info.name);
+    if ((rc = fi_enable(n->ep))) return efax__fierr(ctx, rc, "fi_enable", n->info.name);
+    n->addrlen = sizeof n->addr;
+    if ((rc = fi_getname(&n->ep->fid, n->addr, &n->addrlen)))
+        return efax__fierr(ctx, rc, "fi_getname", n->info.name);
+    /* the operation pool: one op per slot of the window for transmits, as many for receives */
+    n->ops = (efax_op *)calloc((size_t)n->window * 2, sizeof(efax_op));
+    if (!n->ops) return -FI_ENOMEM;
+    for (i = 0; i < n->window * 2; i++) {
+        n->ops[i].next = n->free_ops;
+        n->free_ops = &n->ops[i];
+    }
+    /* control receives: small tagged buffers for efax_notify */
+    n->ctrl_buf = (uint8_t *)calloc(EFAX__CTRL_SLOTS, EFAX__CTRL_MSG);
+    if (!n->ctrl_buf) return -FI_ENOMEM;
+    if ((rc = efax__reg(ctx, n, n->ctrl_buf, EFAX__CTRL_SLOTS * EFAX__CTRL_MSG, FI_RECV | FI_SEND,
+                        FI_HMEM_SYSTEM, 0, -1, 0, &n->ctrl_mr)))
+        return efax__fierr(ctx, rc, "fi_mr_regattr(control buffers)", n->info.name);
+    n->ctrl_desc = fi_mr_desc(n->ctrl_mr);
+    for (i = 0; i < EFAX__CTRL_SLOTS; i++) {
+        rc = efax__post_ctrl(ctx, n, i);
+        if (rc && rc != -FI_EAGAIN) return efax__fierr(ctx, rc, "fi_trecv(control)", n->info.name);
+        if (rc) n->ctrl_ops[i].kind = 0; /* posted later by efax_progress */
+    }
+    return 0;
+}
+
+EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
+    if (n->ep) fi_close(&n->ep->fid);
+    if (n->ctrl_mr) fi_close(&n->ctrl_mr->fid);
+    if (n->av) fi_close(&n->av->fid);
+    if (n->cq) fi_close(&n->cq->fid);
+    if (n->domain) fi_close(&n->domain->fid);
+    if (n->fabric) fi_close(&n->fabric->fid);
+    if (n->fi) fi_freeinfo(n->fi);
+    free(n->ops);
+    free(n->ctrl_buf);
+    memset(n, 0, sizeof *n);
+}
+
+EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
+    efax_ctx_desc d;
+    struct fi_info *list = NULL, *pick[256], *chosen[EFAX_MAX_NICS];
+    int ndom, nsel = 0, i, rc;
+    char names[1024];
+    const char *want;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    memset(ctx, 0, sizeof *ctx);
+    ctx->log = d.log;
+    ctx->log_user = d.log_user;
+    ctx->log_level = d.log_level;
+    ctx->rank = 0;
+    ctx->size = 1;
+    ctx->fi_more = d.fi_more;
+    ctx->ntags = d.imm_tags > 0 ? d.imm_tags : 64;
+    if (ctx->ntags > EFAX_IMM_MAX_TAGS) {
+        efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d.imm_tags,
+                 EFAX_IMM_MAX_TAGS);
+        return -EFAX_E_USAGE;
+    }
+    if (d.timeout_ms > 0) ctx->timeout_ms = d.timeout_ms;
+    else if ((rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &ctx->timeout_ms))) return rc;
+
+    rc = efax_topo_pick_provider(d.provider, ctx->provider, sizeof ctx->provider);
+    if (rc) {
+        efax_topo_providers(names, sizeof names);
+        want = d.provider && *d.provider ? d.provider : getenv("EFAX_PROVIDER");
+        if (want && *want)
+            efax_log(ctx, 0, "provider '%s' is not available here; providers on this host: %s", want,
+                     names[0] ? names : "none");
+        else
+            efax_log(ctx, 0, "none of efa, tcp, shm is available (providers here: %s); install "
+                             "libfabric (Debian: apt-get install libfabric1)", names[0] ? names : "none");
+        return -EFAX_E_NOPROV;
+    }
+    rc = efax__getinfo(ctx->provider, d.hmem, &list);
+    if ((rc || !list) && d.hmem) {
+        efax_log(ctx, 2, "provider %s offers no FI_HMEM: device memory cannot be registered",
+                 ctx->provider);
+        rc = efax__getinfo(ctx->provider, false, &list);
+    }
+    if (rc || !list) {
+        efax_log(ctx, 0, "provider %s offers no RDM endpoint with messages, tagged messages and "
+                         "RMA writes (fi_getinfo: %s)", ctx->provider, fi_strerror(-rc));
+        return -EFAX_E_NOPROV;
+    }
+    ndom = efax__domains(list, pick, 256);
+    if (ndom > 256) ndom = 256;
+    names[0] = 0;
+    for (i = 0; i < ndom; i++) {
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", pick[i]->domain_attr->name);
+    }
+    want = d.nics && *d.nics ? d.nics : getenv("EFAX_NICS");
+    if (want && *want) {
+        char buf[1024], *tok, *save = NULL;
+        efax__copy(buf, sizeof buf, want);
+        for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            while (*tok == ' ') tok++;
+            for (i = 0; i < ndom; i++)
+                if (!strcmp(pick[i]->domain_attr->name, tok)) break;
+            if (i == ndom) {
+                efax_log(ctx, 0, "NIC '%s' is not offered by provider %s; its NICs here: %s", tok,
+                         ctx->provider, names);
+                fi_freeinfo(list);
+                return -EFAX_E_NONIC;
+            }
+            if (nsel == EFAX_MAX_NICS) {
+                efax_log(ctx, 0, "more than %d NICs listed; raise EFAX_MAX_NICS", EFAX_MAX_NICS);
+                fi_freeinfo(list);
+                return -EFAX_E_USAGE;
+            }
+            chosen[nsel++] = pick[i];
+        }
+    } else {
+        bool real = false;
+        efax_nic_info tmp;
+        for (i = 0; i < ndom; i++) {
+            efax__fill_info(pick[i], &tmp);
+            if (!tmp.loopback) real = true;
+        }
+        for (i = 0; i < ndom && nsel < EFAX_MAX_NICS; i++) {
+            efax__fill_info(pick[i], &tmp);
+            if (real && tmp.loopback) continue;
+            chosen[nsel++] = pick[i];
+        }
+    }
+    if (d.max_nics > 0 && nsel > d.max_nics) nsel = d.max_nics;
+    if (nsel == 0) {
+        efax_log(ctx, 0, "provider %s: no NIC selected (NICs here: %s)", ctx->provider, names);
+        fi_freeinfo(list);
+        return -EFAX_E_NONIC;
+    }
+    ctx->nic = (efax__nic *)calloc((size_t)nsel, sizeof(efax__nic));
+    if (!ctx->nic) {
+        fi_freeinfo(list);
+        return -FI_ENOMEM;
+    }
+    for (i = 0; i < nsel; i++) {
+        ctx->nnic = i + 1;
+        rc = efax__open_nic(ctx, &ctx->nic[i], chosen[i], d.window);
+        if (rc) {
+            fi_freeinfo(list);
+            efax_ctx_deinit(ctx);
+            return rc;
+        }
+        if (ctx->nic[i].info.cq_data_size < 4) {
+            efax_log(ctx, 0, "NIC %s offers %zu bytes of immediate data; efax needs 4",
+                     ctx->nic[i].info.name, ctx->nic[i].info.cq_data_size);
+            fi_freeinfo(list);
+            efax_ctx_deinit(ctx);
+            return -EFAX_E_UNSUPPORTED;
+        }
+    }
+    fi_freeinfo(list);
+    return 0;
+}
+
+EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
+    int i;
+    if (!ctx) return;
+    for (i = ctx->nnic - 1; i >= 0; i--)
+        if (ctx->nic) efax__close_nic(&ctx->nic[i]);
+    free(ctx->nic);
+    free(ctx->peer_nnic);
+    free(ctx->route);
+    free(ctx->route_in);
+    free(ctx->imm);
+    free(ctx->peer_host);
+    memset(ctx, 0, sizeof *ctx);
+}
+
+EFAX_API int efax_ctx_nnics(const efax_ctx *ctx) { return ctx->nnic; }
+EFAX_API const efax_nic_info *efax_ctx_nic(const efax_ctx *ctx, int i) {
+    return i >= 0 && i < ctx->nnic ? &ctx->nic[i].info : NULL;
+}
+EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i) { return ctx->nic[i].stats; }
+EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx) {
+    int i;
+    for (i = 0; i < ctx->nnic; i++) memset(&ctx->nic[i].stats, 0, sizeof ctx->nic[i].stats);
+}
+EFAX_API int efax_ctx_rank(const efax_ctx *ctx) { return ctx->rank; }
+EFAX_API int efax_ctx_size(const efax_ctx *ctx) { return ctx->size; }
+EFAX_API int efax_ctx_peer_nnics(const efax_ctx *ctx, int peer) {
+    return ctx->peer_nnic && peer >= 0 && peer < ctx->size ? ctx->peer_nnic[peer] : 0;
+}
+EFAX_API int efax_ctx_route(const efax_ctx *ctx, int peer, int nic) {
+    if (!ctx->route || peer < 0 || peer >= ctx->size || nic < 0 || nic >= ctx->nnic) return -1;
+    return ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].rnic;
+}
+EFAX_API int efax_ctx_route_in(const efax_ctx *ctx, int peer, int peer_nic) {
+    if (!ctx->route_in || peer < 0 || peer >= ctx->size || peer_nic < 0 || peer_nic >= ctx->peer_nnic[peer])
+        return -1;
+    return ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)peer_nic];
+}
+
+// >>memory (implementation) --------------------------------------------------------------------
+
+EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
+    unsigned access;
+    uint64_t fa = 0;
+    int i, rc;
+    memset(mr, 0, sizeof *mr);
+    if (!desc || !desc->ptr || !desc->len) {
+        efax_log(ctx, 0, "efax_mr_reg: a buffer and a non-zero length are required");
+        return -FI_EINVAL;
+    }
+    access = desc->access ? desc->access : (unsigned)EFAX_MR_ALL;
+    if (access & EFAX_MR_SEND) fa |= FI_SEND;
+    if (access & EFAX_MR_RECV) fa |= FI_RECV;
+    if (access & EFAX_MR_WRITE_SRC) fa |= FI_WRITE;
+    if (access & EFAX_MR_WRITE_DST) fa |= FI_REMOTE_WRITE;
+    mr->ctx = ctx;
+    mr->ptr = desc->ptr;
+    mr->len = desc->len;
+    mr->access = access;
+    mr->iface = desc->iface;
+    for (i = 0; i < ctx->nnic; i++) {
+        efax__nic *n = &ctx->nic[i];
+        rc = efax__reg(ctx, n, desc->ptr, desc->len, fa, desc->iface, desc->device,
+                       desc->dmabuf ? desc->dmabuf_fd : -1, desc->dmabuf_offset, &mr->mr[i]);
+        if (rc) {
+            efax_log(ctx, rc == -FI_ENOSYS ? 1 : 0,
+                     "registering %zu bytes of %s memory%s on NIC %s failed: %s (%d)", desc->len,
+                     desc->iface == FI_HMEM_CUDA ? "CUDA" : "host", desc->dmabuf ? " (dmabuf)" : "",
+                     n->info.name, fi_strerror(-rc), rc);
+            efax_mr_dereg(mr);
+            return rc;
+        }
+        mr->desc[i] = fi_mr_desc(mr->mr[i]);
+        mr->key[i] = fi_mr_key(mr->mr[i]);
+        if (mr->key[i] == FI_KEY_NOTAVAIL) {
+            efax_log(ctx, 0, "NIC %s uses raw memory keys (FI_MR_RAW), which efax does not support",
+                     n->info.name);
+            efax_mr_dereg(mr);
+            return -EFAX_E_UNSUPPORTED;
+        }
+    }
+    return 0;
+}
+
+EFAX_API void efax_mr_dereg(efax_mr *mr) {
+    int i;
+    if (!mr) return;
+    for (i = EFAX_MAX_NICS - 1; i >= 0; i--)
+        if (mr->mr[i]) fi_close(&mr->mr[i]->fid);
+    free(mr->remote);
+    memset(mr, 0, sizeof *mr);
+}
+
+// >>bootstrap (implementation) -----------------------------------------------------------------
+
+#define EFAX__BOOT_MAGIC 0x45465842u /* "EFXB" */
+
+EFAX_PRIVATE int efax__remaining_ms(uint64_t deadline) {
+    uint64_t now = efax_now_ns();
+    return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* Reads or writes exactly len bytes before the deadline. */
+EFAX_PRIVATE int efax__io(int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
+    uint8_t *p = (uint8_t *)buf;
+    while (len) {
+        struct pollfd pf;
+        ssize_t n;
+        int ms = efax__remaining_ms(deadline), prc;
+        if (ms == 0) return -FI_ETIMEDOUT;
+        pf.fd = fd;
+        pf.events = wr ? POLLOUT : POLLIN;
+        pf.revents = 0;
+        prc = poll(&pf, 1, ms);
+        if (prc < 0 && errno == EINTR) continue;
+        if (prc < 0) return -errno;
+        if (prc == 0) return -FI_ETIMEDOUT;
+        n = wr ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+        if (n == 0) return -EFAX_E_PEER;
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return errno == ECONNRESET || errno == EPIPE ? -EFAX_E_PEER : -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+typedef struct efax__boot_hello {
+    uint32_t magic, wire;
+    uint64_t token;
+    int32_t rank, size;
+} efax__boot_hello;
+
+typedef struct efax__boot_reply {
+    uint32_t magic, wire;
+    int32_t status;
+    int32_t pad;
+} efax__boot_reply;
+
+EFAX_PRIVATE uint64_t efax__hash(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    while (s && *s) h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+    return h;
+}
+
+/* "host:port" or "[v6]:port" */
+EFAX_PRIVATE int efax__split_hostport(const char *s, char *host, size_t hl, char *port, size_t pl) {
+    const char *colon;
+    if (!s || !*s) return -1;
+    if (*s == '[') {
+        const char *e = strchr(s, ']');
+        if (!e || e[1] != ':') return -1;
+        if ((size_t)(e - s - 1) >= hl) return -1;
+        memcpy(host, s + 1, (size_t)(e - s - 1));
+        host[e - s - 1] = 0;
+        colon = e + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon || (size_t)(colon - s) >= hl || colon == s) return -1;
+        memcpy(host, s, (size_t)(colon - s));
+        host[colon - s] = 0;
+    }
+    efax__copy(port, pl, colon + 1);
+    {
+        char *end;
+        long v = strtol(port, &end, 10);
+        if (!port[0] || *end || v <= 0 || v > 65535) return -1;
+    }
+    return 0;
+}
+
+EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, struct addrinfo *ai, uint64_t deadline) {
+    int one = 1, lfd, joined = 0, i, rc = 0;
+    efax__boot_reply rep;
+    lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0) return -errno;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, b->size)) {
+        rc = -errno;
+        efax__blog(b, 0, "rendezvous: rank 0 cannot listen on EFAX_ROOT=%s: %s (it must be an "
+                         "address of rank 0's host, and the port free)", root, strerror(errno));
+        close(lfd);
+        return rc;
+    }
+    b->fds = (int *)malloc(sizeof(int) * (size_t)b->size);
+    if (!b->fds) { close(lfd); return -FI_ENOMEM; }
+    for (i = 0; i < b->size; i++) b->fds[i] = -1;
+    while (joined < b->size - 1) {
+        struct pollfd pf;
+        efax__boot_hello h;
+        struct sockaddr_storage from;
+        socklen_t fl = sizeof from;
+        char who[INET6_ADDRSTRLEN + 8] = "?";
+        int fd, prc, ms = efax__remaining_ms(deadline);
+        pf.fd = lfd;
+        pf.events = POLLIN;
+        pf.revents = 0;
+        prc = ms ? poll(&pf, 1, ms) : 0;
+        if (prc < 0 && errno == EINTR) continue;
+        if (prc <= 0) {
+            char miss[256] = "";
+            size_t l = 0;
+            for (i = 1; i < b->size && l + 12 < sizeof miss; i++)
+                if (b->fds[i] < 0) l += (size_t)snprintf(miss + l, sizeof miss - l, "%s%d", l ? "," : "", i);
+            efax__blog(b, 0, "rendezvous: timed out after %d ms waiting for rank(s) %s to join at %s "
+                             "(never started, or EFAX_ROOT/EFAX_TOKEN differ)", b->timeout_ms, miss, root);
+            rc = -FI_ETIMEDOUT;
+            break;
+        }
+        fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        if (from.ss_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&from)->sin_addr, who, sizeof who);
+        else if (from.ss_family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&from)->sin6_addr, who, sizeof who);
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        {
+            uint64_t hd = efax_now_ns() + 5000000000ull;
+            if (hd > deadline) hd = deadline;
+            if (efax__io(fd, &h, sizeof h, false, hd)) { close(fd); continue; }
+        }
+        memset(&rep, 0, sizeof rep);
+        rep.magic = EFAX__BOOT_MAGIC;
+        rep.wire = EFAX_WIRE_VERSION;
+        if (h.magic != EFAX__BOOT_MAGIC || h.token != b->token) {
+            efax__blog(b, 1, "rendezvous: rejected a connection from %s: %s", who,
+                       h.magic != EFAX__BOOT_MAGIC ? "not an efax peer" : "wrong EFAX_TOKEN");
+            rep.status = -EFAX_E_BOOT;
+            efax__io(fd, &rep, sizeof rep, true, deadline);
+            close(fd);
+            continue;
+        }
+        if (h.wire != EFAX_WIRE_VERSION) {
+            efax__blog(b, 0, "rendezvous: rank %d (%s) runs efax wire version %u, rank 0 runs %u: "
+                             "build every rank from the same efax.h", h.rank, who, h.wire, EFAX_WIRE_VERSION);
+            rep.status = -EFAX_E_VERSION;
+            efax__io(fd, &rep, sizeof rep, true, deadline);
+            close(fd);
+            rc = -EFAX_E_VERSION;
+            break;
+        }
+        if (h.size != b->size || h.rank <= 0 || h.rank >= b->size || b->fds[h.rank] >= 0) {
+            efax__blog(b, 0, "rendezvous: a peer at %s claims rank %d of %d; rank 0 has EFAX_SIZE=%d%s",
+                       who, h.rank, h.size, b->size,
+                       h.rank > 0 && h.rank < b->size && b->fds[h.rank] >= 0 ? " and that rank already joined" : "");
+            rep.status = -EFAX_E_BOOT;
+            efax__io(fd, &rep, sizeof rep, true, deadline);
+            close(fd);
+            rc = -EFAX_E_BOOT;
+            break;
+        }
+        b->fds[h.rank] = fd;
+        joined++;
+    }
+    close(lfd);
+    if (rc) return rc;
+    memset(&rep, 0, sizeof rep);
+    rep.magic = EFAX__BOOT_MAGIC;
+    rep.wire = EFAX_WIRE_VERSION;
+    for (i = 1; i < b->size; i++)
+        if ((rc = efax__io(b->fds[i], &rep, sizeof rep, true, deadline))) return rc;
+    return 0;
+}
+
+EFAX_PRIVATE int efax__tcp_join(efax_boot *b, const char *root, uint64_t deadline) {
+    char host[256], port[16], last[128] = "no attempt";
+    struct addrinfo hints, *ai = NULL, *a;
+    int rc, one = 1;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    if (efax__split_hostport(root, host, sizeof host, port, sizeof port)) {
+        efax__blog(b, 0, "EFAX_ROOT='%s' is not host:port (e.g. 10.0.0.1:29500 or [fe80::1]:29500)", root);
+        return -EFAX_E_USAGE;
+    }
+    if ((rc = getaddrinfo(host, port, &hints, &ai)) || !ai) {
+        efax__blog(b, 0, "EFAX_ROOT=%s: cannot resolve '%s': %s", root, host, gai_strerror(rc));
+        return -EFAX_E_BOOT;
+    }
+    if (b->rank == 0) {
+        rc = efax__tcp_root(b, root, ai, deadline);
+        freeaddrinfo(ai);
+        return rc;
+    }
+    /* the root may start later than we do: retry until the deadline */
+    for (;;) {
+        for (a = ai; a; a = a->ai_next) {
+            int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+            struct pollfd pf;
+            int err = 0;
+            socklen_t el = sizeof err;
+            if (fd < 0) continue;
+            if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
+                snprintf(last, sizeof last, "%s", strerror(errno));
+                close(fd);
+                continue;
+            }
+            pf.fd = fd;
+            pf.events = POLLOUT;
+            pf.revents = 0;
+            if (poll(&pf, 1, efax__remaining_ms(deadline) < 1000 ? efax__remaining_ms(deadline) : 1000) <= 0) {
+                snprintf(last, sizeof last, "connect timed out");
+                close(fd);
+                continue;
+            }
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+            if (err) {
+                snprintf(last, sizeof last, "%s", strerror(err));
+                close(fd);
+                continue;
+            }
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            {
+                efax__boot_hello h;
+                efax__boot_reply rep;
+                memset(&h, 0, sizeof h);
+                h.magic = EFAX__BOOT_MAGIC;
+                h.wire = EFAX_WIRE_VERSION;
+                h.token = b->token;
+                h.rank = b->rank;
+                h.size = b->size;
+                if ((rc = efax__io(fd, &h, sizeof h, true, deadline)) ||
+                    (rc = efax__io(fd, &rep, sizeof rep, false, deadline))) {
+                    close(fd);
+                    freeaddrinfo(ai);
+                    efax__blog(b, 0, "rendezvous at %s: rank 0 closed the connection or did not answer (%s): "
+                                     "check that EFAX_TOKEN and EFAX_SIZE are the same on every rank",
+                               root, efax_strerror(rc));
+                    return rc == -FI_ETIMEDOUT ? rc : -EFAX_E_BOOT;
+                }
+                if (rep.magic != EFAX__BOOT_MAGIC || rep.status) {
+                    close(fd);
+                    freeaddrinfo(ai);
+                    if (rep.status == -EFAX_E_VERSION || rep.wire != EFAX_WIRE_VERSION) {
+                        efax__blog(b, 0, "rendezvous: rank 0 runs efax wire version %u, this rank %u: "
+                                         "build every rank from the same efax.h", rep.wire, EFAX_WIRE_VERSION);
+                        return -EFAX_E_VERSION;
+                    }
+                    efax__blog(b, 0, "rendezvous at %s refused rank %d: %s (check EFAX_TOKEN, EFAX_SIZE, EFAX_RANK)",
+                               root, b->rank, efax_strerror(rep.status));
+                    return -EFAX_E_BOOT;
+                }
+            }
+            b->fd = fd;
+            freeaddrinfo(ai);
+            return 0;
+        }
+        if (efax__remaining_ms(deadline) == 0) break;
+        usleep(100000);
+    }
+    freeaddrinfo(ai);
+    efax__blog(b, 0, "rendezvous: could not reach rank 0 at EFAX_ROOT=%s within %d ms (last error: %s); "
+                     "check the address and that rank 0 is running", root, b->timeout_ms, last);
+    return -FI_ETIMEDOUT;
+}
+
+EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
+    uint64_t deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t hdr;
+    int i, rc;
+    memcpy((uint8_t *)out + (size_t)b->rank * len, in, len);
+    if (b->rank != 0) {
+        hdr = len;
+        if ((rc = efax__io(b->fd, &hdr, sizeof hdr, true, deadline)) ||
+            (rc = efax__io(b->fd, (void *)(uintptr_t)in, len, true, deadline)) ||
+            (rc = efax__io(b->fd, out, len * (size_t)b->size, false, deadline))) {
+            efax__blog(b, 0, "rendezvous all-gather: lost rank 0 (%s): %s", b->hosts ? b->hosts[0] : "?",
+                       rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
+            return rc;
+        }
+        return 0;
+    }
+    for (i = 1; i < b->size; i++) {
+        rc = efax__io(b->fds[i], &hdr, sizeof hdr, false, deadline);
+        if (!rc && hdr != len) {
+            efax__blog(b, 0, "rendezvous all-gather: rank %d sent %llu bytes, rank 0 expected %zu: the "
+                             "ranks run different programs or call collectives in another order",
+                       i, (unsigned long long)hdr, len);
+            return -EFAX_E_BOOT;
+        }
+        if (!rc) rc = efax__io(b->fds[i], (uint8_t *)out + (size_t)i * len, len, false, deadline);
+        if (rc) {
+            efax__blog(b, 0, "rendezvous all-gather: lost rank %d (%s): %s", i,
+                       b->hosts ? b->hosts[i] : "?", rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
+            return rc;
+        }
+    }
+    for (i = 1; i < b->size; i++)
+        if ((rc = efax__io(b->fds[i], out, len * (size_t)b->size, true, deadline))) {
+            efax__blog(b, 0, "rendezvous all-gather: lost rank %d while sending", i);
+            return rc;
+        }
+    return 0;
+}
+
+#ifndef EFAX_NO_PMIX
+EFAX_PRIVATE int efax__pmix_init(efax_boot *b) {
+    pmix_proc_t *me = (pmix_proc_t *)calloc(1, sizeof(pmix_proc_t)), wild;
+    pmix_value_t *v = NULL;
+    pmix_status_t st;
+    if (!me) return -FI_ENOMEM;
+    b->pmix_proc = me;
+    st = PMIx_Init(me, NULL, 0);
+    if (st != PMIX_SUCCESS) {
+        efax__blog(b, 0, "PMIx_Init failed: %s", PMIx_Error_string(st));
+        free(me);
+        b->pmix_proc = NULL;
+        return -EFAX_E_BOOT;
+    }
+    b->kind = EFAX_BOOT_PMIX;
+    b->rank = (int)me->rank;
+    PMIX_PROC_CONSTRUCT(&wild);
+    PMIX_LOAD_PROCID(&wild, me->nspace, PMIX_RANK_WILDCARD);
+    st = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &v);
+    if (st != PMIX_SUCCESS || !v) {
+        efax__blog(b, 0, "PMIx_Get(PMIX_JOB_SIZE) failed: %s", PMIx_Error_string(st));
+        return -EFAX_E_BOOT;
+    }
+    b->size = v->type == PMIX_UINT32 ? (int)v->data.uint32 : v->type == PMIX_INT ? v->data.integer : 0;
+    PMIX_VALUE_RELEASE(v);
+    if (b->size <= 0 || b->rank < 0 || b->rank >= b->size) {
+        efax__blog(b, 0, "PMIx reports rank %d of %d", b->rank, b->size);
+        return -EFAX_E_BOOT;
+    }
+    v = NULL;
+    if (PMIx_Get(me, PMIX_HOSTNAME, NULL, 0, &v) == PMIX_SUCCESS && v && v->type == PMIX_STRING &&
+        v->data.string)
+        efax__copy(b->host, sizeof b->host, v->data.string);
+    if (v) PMIX_VALUE_RELEASE(v);
+    return 0;
+}
+
+EFAX_PRIVATE int efax__pmix_fence(efax_boot *b, bool collect, int timeout_ms) {
+    pmix_proc_t wild;
+    pmix_info_t info[2];
+    bool flag = collect;
+    int tmo = (timeout_ms + 999) / 1000;
+    pmix_status_t st;
+    PMIX_PROC_CONSTRUCT(&wild);
+    PMIX_LOAD_PROCID(&wild, ((pmix_proc_t *)b->pmix_proc)->nspace, PMIX_RANK_WILDCARD);
+    PMIX_INFO_CONSTRUCT(&info[0]);
+    PMIX_INFO_CONSTRUCT(&info[1]);
+    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &tmo, PMIX_INT);
+    st = PMIx_Fence(&wild, 1, info, 2);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    if (st != PMIX_SUCCESS) {
+        efax__blog(b, 0, "PMIx_Fence failed: %s%s", PMIx_Error_string(st),
+                   st == PMIX_ERR_TIMEOUT ? " (a rank did not arrive in time)" : "");
+        return st == PMIX_ERR_TIMEOUT ? -FI_ETIMEDOUT : -EFAX_E_BOOT;
+    }
+    return 0;
+}
+
+EFAX_PRIVATE int efax__pmix_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
+    char key[64];
+    pmix_value_t val;
+    pmix_status_t st;
+    pmix_proc_t *me = (pmix_proc_t *)b->pmix_proc, p;
+    int r, rc;
+    snprintf(key, sizeof key, "efax.ag.%u", b->seq++);
+    PMIX_VALUE_CONSTRUCT(&val);
+    val.type = PMIX_BYTE_OBJECT;
+    val.data.bo.bytes = (char *)(uintptr_t)in;
+    val.data.bo.size = len;
+    st = PMIx_Put(PMIX_GLOBAL, key, &val);
+    if (st == PMIX_SUCCESS) st = PMIx_Commit();
+    if (st != PMIX_SUCCESS) {
+        efax__blog(b, 0, "PMIx_Put/Commit(%s) failed: %s", key, PMIx_Error_string(st));
+        return -EFAX_E_BOOT;
+    }
+    if ((rc = efax__pmix_fence(b, true, timeout_ms))) return rc;
+    for (r = 0; r < b->size; r++) {
+        pmix_value_t *v = NULL;
+        PMIX_PROC_CONSTRUCT(&p);
+        PMIX_LOAD_PROCID(&p, me->nspace, (pmix_rank_t)r);
+        st = PMIx_Get(&p, key, NULL, 0, &v);
+        if (st != PMIX_SUCCESS || !v || v->type != PMIX_BYTE_OBJECT || v->data.bo.size != len) {
+            efax__blog(b, 0, "PMIx_Get(%s) from rank %d: %s", key, r,
+                       st != PMIX_SUCCESS ? PMIx_Error_string(st) : "wrong size: ranks run different programs");
+            if (v) PMIX_VALUE_RELEASE(v);
+            return -EFAX_E_BOOT;
+        }
+        memcpy((uint8_t *)out + (size_t)r * len, v->data.bo.bytes, len);
+        PMIX_VALUE_RELEASE(v);
+    }
+    return 0;
+}
+#endif
+
+EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
+    efax_boot_desc d;
+    const char *force, *root;
+    char *all = NULL;
+    int rc = 0, i;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    memset(b, 0, sizeof *b);
+    b->fd = -1;
+    b->log = d.log;
+    b->log_user = d.log_user;
+    b->size = 1;
+    if (d.timeout_ms > 0) b->timeout_ms = d.timeout_ms;
+    else if ((rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &b->timeout_ms))) return rc;
+    force = d.force ? d.force : getenv("EFAX_BOOTSTRAP");
+    root = getenv("EFAX_ROOT");
+    if (force && *force && strcmp(force, "pmix") && strcmp(force, "tcp")) {
+        efax__blog(b, 0, "EFAX_BOOTSTRAP='%s': expected pmix or tcp", force);
+        return -EFAX_E_USAGE;
+    }
+    if ((force && !strcmp(force, "tcp")) || (!(force && *force) && root && *root)) {
+        uint64_t deadline = efax_now_ns() + (uint64_t)b->timeout_ms * 1000000ull;
+        if (!root || !*root || !getenv("EFAX_RANK") || !getenv("EFAX_SIZE")) {
+            efax__blog(b, 0, "the TCP rendezvous needs EFAX_RANK, EFAX_SIZE and EFAX_ROOT=host:port on every rank");
+            return -EFAX_E_LAUNCH;
+        }
+        if ((rc = efax__env_int("EFAX_SIZE", 1, 1, EFAX_IMM_MAX_RANKS, &b->size))) return rc;
+        if ((rc = efax__env_int("EFAX_RANK", 0, 0, b->size - 1, &b->rank))) return rc;
+        if (!getenv("EFAX_TOKEN"))
+            efax__blog(b, 1, "EFAX_TOKEN is not set: the rendezvous accepts any peer that knows EFAX_ROOT");
+        b->token = efax__hash(getenv("EFAX_TOKEN"));
+        b->kind = EFAX_BOOT_TCP;
+        if (b->size > 1 && (rc = efax__tcp_join(b, root, deadline))) goto fail;
+    } else if ((force && !strcmp(force, "pmix")) || getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
+#ifndef EFAX_NO_PMIX
+        if ((rc = efax__pmix_init(b))) goto fail;
+#else
+        efax__blog(b, 0, "launched under PMIx, but this program was built with EFAX_NO_PMIX: rebuild "
+                         "without it (and with $(pkg-config --cflags --libs pmix)) or use EFAX_ROOT");
+        return -EFAX_E_LAUNCH;
+#endif
+    } else if (d.allow_single) {
+        b->kind = EFAX_BOOT_SINGLE;
+    } else {
+        efax__blog(b, 0, "no launcher found: start every rank with `mpirun -np N PROG` (Open MPI), "
+                         "`srun --mpi=pmix -n N PROG` (Slurm) or `prterun`, or set EFAX_RANK, EFAX_SIZE, "
+                         "EFAX_ROOT=host:port and EFAX_TOKEN on every rank");
+        return -EFAX_E_LAUNCH;
+    }
+    if (!b->host[0]) {
+        const char *node = getenv("EFAX_NODE");
+        if (node && *node) efax__copy(b->host, sizeof b->host, node);
+        else if (gethostname(b->host, sizeof b->host)) efax__copy(b->host, sizeof b->host, "?");
+        b->host[sizeof b->host - 1] = 0;
+    }
+    /* every rank's host: local rank and size, and names for messages */
+    b->hosts = (char (*)[64])calloc((size_t)b->size, 64);
+    all = (char *)calloc((size_t)b->size, 64);
+    if (!b->hosts || !all) { rc = -FI_ENOMEM; goto fail; }
+    if ((rc = efax_boot_allgather(b, b->host, 64, all, -1))) goto fail;
+    memcpy(b->hosts, all, (size_t)b->size * 64);
+    free(all);
+    all = NULL;
+    b->local_rank = 0;
+    b->local_size = 0;
+    for (i = 0; i < b->size; i++) {
+        b->hosts[i][63] = 0;
+        if (!strcmp(b->hosts[i], b->host)) {
+            if (i < b->rank) b->local_rank++;
+            b->local_size++;
+        }
+    }
+    return 0;
+fail:
+    free(all);
+    efax_boot_deinit(b);
+    return rc;
+}
+
+EFAX_API void efax_boot_deinit(efax_boot *b) {
+    int i;
+    if (!b) return;
+    if (b->fds) {
+        for (i = 0; i < b->size; i++)
+            if (b->fds[i] >= 0) close(b->fds[i]);
+        free(b->fds);
+    }
+    if (b->fd >= 0 && b->kind == EFAX_BOOT_TCP) close(b->fd);
+#ifndef EFAX_NO_PMIX
+    if (b->pmix_proc) {
+        PMIx_Finalize(NULL, 0);
+        free(b->pmix_proc);
+    }
+#endif
+    free(b->hosts);
+    memset(b, 0, sizeof *b);
+    b->fd = -1;
+}
+
+EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
+    if (timeout_ms < 0) timeout_ms = b->timeout_ms;
+    switch (b->kind) {
+    case EFAX_BOOT_SINGLE:
+        memcpy(out, in, len);
+        return 0;
+    case EFAX_BOOT_TCP:
+        if (b->size == 1) { memcpy(out, in, len); return 0; }
+        return efax__tcp_allgather(b, in, len, out, timeout_ms);
+#ifndef EFAX_NO_PMIX
+    case EFAX_BOOT_PMIX:
+        return efax__pmix_allgather(b, in, len, out, timeout_ms);
+#endif
+    default:
+        return -EFAX_E_BOOT;
+    }
+}
+
+EFAX_API int efax_boot_barrier(efax_boot *b, int timeout_ms) {
+    if (timeout_ms < 0) timeout_ms = b->timeout_ms;
+#ifndef EFAX_NO_PMIX
+    if (b->kind == EFAX_BOOT_PMIX) return efax__pmix_fence(b, false, timeout_ms);
+#endif
+    {
+        uint8_t one = 1, *all = (uint8_t *)malloc((size_t)b->size);
+        int rc;
+        if (!all) return -FI_ENOMEM;
+        rc = efax_boot_allgather(b, &one, 1, all, timeout_ms);
+        free(all);
+        return rc;
+    }
+}
+
+EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeout_ms) {
+    int64_t *all = (int64_t *)malloc(sizeof(int64_t) * (size_t)b->size);
+    int rc, i;
+    if (!all) return -FI_ENOMEM;
+    rc = efax_boot_allgather(b, &value, sizeof value, all, timeout_ms);
+    *sum = 0;
+    for (i = 0; !rc && i < b->size; i++) *sum += all[i];
+    free(all);
+    return rc;
+}
+
+/* What each rank tells the others in efax_ctx_connect. */
+#define EFAX__HELLO_MAGIC 0x45464148u /* "EFAH" */
+typedef struct efax__hello_nic {
+    char name[64];
+    uint32_t addrlen;
+    uint8_t addr[EFAX__ADDR_MAX];
+} efax__hello_nic;
+typedef struct efax__hello {
+    uint32_t magic, wire;
+    int32_t rank, nnic;
+    char provider[32];
+    char host[64];
+    efax__hello_nic nic[EFAX_MAX_NICS];
+} efax__hello;
+
+/* Checks a peer's hello. Returns 0 or -EFAX_E_VERSION / -EFAX_E_PEER with the reason in why. */
+EFAX_PRIVATE int efax__hello_check(const efax__hello *h, int rank, const char *provider, char *why,
+                                   size_t wl) {
+    int i;
+    if (h->magic != EFAX__HELLO_MAGIC) {
+        snprintf(why, wl, "rank %d sent no efax endpoint data (magic %08x)", rank, h->magic);
+        return -EFAX_E_PEER;
+    }
+    if (h->wire != EFAX_WIRE_VERSION) {
+        snprintf(why, wl, "rank %d runs efax wire version %u, this rank %u: build every rank from the "
+                          "same efax.h", rank, h->wire, EFAX_WIRE_VERSION);
+        return -EFAX_E_VERSION;
+    }
+    if (h->rank != rank || h->nnic < 1 || h->nnic > EFAX_MAX_NICS) {
+        snprintf(why, wl, "rank %d sent a malformed endpoint list (rank %d, %d NICs)", rank, h->rank, h->nnic);
+        return -EFAX_E_PEER;
+    }
+    if (memchr(h->provider, 0, sizeof h->provider) == NULL || strcmp(h->provider, provider)) {
+        snprintf(why, wl, "rank %d uses provider %.32s, this rank %s: pass the same --provider to every rank",
+                 rank, memchr(h->provider, 0, sizeof h->provider) ? h->provider : "?", provider);
+        return -EFAX_E_PEER;
+    }
+    for (i = 0; i < h->nnic; i++)
+        if (h->nic[i].addrlen == 0 || h->nic[i].addrlen > EFAX__ADDR_MAX ||
+            !memchr(h->nic[i].name, 0, sizeof h->nic[i].name)) {
+            snprintf(why, wl, "rank %d NIC %d: malformed address (%u bytes)", rank, i, h->nic[i].addrlen);
+            return -EFAX_E_PEER;
+        }
+    return 0;
+}
+
+/* Which of `to`'s NICs NIC i of `from` talks to: the k-th NIC with the same name as i when `to`
+   has one (k = how many NICs of that name come before i), else i modulo to's NIC count. */
+EFAX_PRIVATE int efax__match(const efax__hello *from, int i, const efax__hello *to) {
+    int k = 0, j, seen = 0;
+    for (j = 0; j < i; j++)
+        if (!strcmp(from->nic[j].name, from->nic[i].name)) k++;
+    for (j = 0; j < to->nnic; j++)
+        if (!strcmp(to->nic[j].name, from->nic[i].name) && seen++ == k) return j;
+    return i % to->nnic;
+}
+
+EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
+    efax__hello *all = NULL, me;
+    int rc, p, i, j, size = boot->size;
+    char why[256];
+    memset(&me, 0, sizeof me);
+    me.magic = EFAX__HELLO_MAGIC;
+    me.wire = EFAX_WIRE_VERSION;
+    me.rank = boot->rank;
+    me.nnic = ctx->nnic;
+    efax__copy(me.provider, sizeof me.provider, ctx->provider);
+    efax__copy(me.host, sizeof me.host, boot->host);
+    for (i = 0; i < ctx->nnic; i++) {
+        efax__copy(me.nic[i].name, sizeof me.nic[i].name, ctx->nic[i].info.name);
+        me.nic[i].addrlen = (uint32_t)ctx->nic[i].addrlen;
+        memcpy(me.nic[i].addr, ctx->nic[i].addr, ctx->nic[i].addrlen);
+    }
+    if (size > EFAX_IMM_MAX_RANKS) {
+        efax_log(ctx, 0, "%d ranks: immediate data names at most %d", size, EFAX_IMM_MAX_RANKS);
+        return -EFAX_E_UNSUPPORTED;
+    }
+    all = (efax__hello *)calloc((size_t)size, sizeof *all);
+    if (!all) return -FI_ENOMEM;
+    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) {
+        efax_log(ctx, 0, "exchanging endpoint names failed: %s", efax_strerror(rc));
+        free(all);
+        return rc;
+    }
+    for (p = 0; p < size; p++)
+        if ((rc = efax__hello_check(&all[p], p, ctx->provider, why, sizeof why))) {
+            efax_log(ctx, 0, "%s", why);
+            free(all);
+            return rc;
+        }
+    ctx->rank = boot->rank;
+    ctx->size = size;
+    ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
+    ctx->peer_host = (char (*)[64])calloc((size_t)size, 64);
+    ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
+    ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
+    ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
+    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->route_in) {
+        free(all);
+        return -FI_ENOMEM;
+    }
+    for (p = 0; p < size; p++) {
+        ctx->peer_nnic[p] = all[p].nnic;
+        memcpy(ctx->peer_host[p], all[p].host, 64);
+        ctx->peer_host[p][63] = 0;
+        for (j = 0; j < all[p].nnic; j++) ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(&all[p], j, &me);
+        for (i = 0; i < ctx->nnic; i++) {
+            efax__nic *n = &ctx->nic[i];
+            int out = efax__match(&me, i, &all[p]);
+            /* insert the NIC we send to, and every NIC of the peer that sends to us here */
+            for (j = 0; j < all[p].nnic; j++) {
+                fi_addr_t fa = FI_ADDR_NOTAVAIL;
+                if (j != out && efax__match(&all[p], j, &me) != i) continue;
+                rc = fi_av_insert(n->av, all[p].nic[j].addr, 1, &fa, 0, NULL);
+                if (rc != 1) {
+                    efax_log(ctx, 0, "fi_av_insert of rank %d (%s) NIC %s into NIC %s failed: %s", p,
+                             all[p].host, all[p].nic[j].name, n->info.name, fi_strerror(rc < 0 ? -rc : FI_EOTHER));
+                    free(all);
+                    return rc < 0 ? rc : -FI_EOTHER;
+                }
+                if (j == out) {
+                    ctx->route[(size_t)p * (size_t)ctx->nnic + (size_t)i].fa = fa;
+                    ctx->route[(size_t)p * (size_t)ctx->nnic + (size_t)i].rnic = j;
+                }
+            }
+        }
+    }
+    ctx->connected = true;
+    free(all);
+    return 0;
+}
+
+#define EFAX__MR_MAGIC 0x4546414du /* "EFAM" */
+typedef struct efax__mr_blob {
+    uint32_t magic, wire;
+    int32_t rank, nnic;
+    uint64_t base, len;
+    uint64_t key[EFAX_MAX_NICS];
+} efax__mr_blob;
+
+EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
+    efax_ctx *ctx = mr->ctx;
+    efax__mr_blob me, *all;
+    int p, i, rc;
+    if (!ctx->connected) {
+        efax_log(ctx, 0, "efax_mr_exchange: call efax_ctx_connect first");
+        return -FI_EOPBADSTATE;
+    }
+    memset(&me, 0, sizeof me);
+    me.magic = EFAX__MR_MAGIC;
+    me.wire = EFAX_WIRE_VERSION;
+    me.rank = ctx->rank;
+    me.nnic = ctx->nnic;
+    me.base = (ctx->nic[0].info.mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->ptr : 0;
+    me.len = mr->len;
+    for (i = 0; i < ctx->nnic; i++) me.key[i] = mr->key[i];
+    all = (efax__mr_blob *)calloc((size_t)ctx->size, sizeof *all);
+    if (!all) return -FI_ENOMEM;
+    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) {
+        efax_log(ctx, 0, "exchanging memory keys failed: %s", efax_strerror(rc));
+        free(all);
+        return rc;
+    }
+    free(mr->remote);
+    mr->remote = (efax_rmr *)calloc((size_t)ctx->size, sizeof(efax_rmr));
+    if (!mr->remote) { free(all); return -FI_ENOMEM; }
+    mr->nremote = ctx->size;
+    for (p = 0; p < ctx->size; p++) {
+        const efax__mr_blob *b = &all[p];
+        if (b->magic != EFAX__MR_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != p ||
+            b->nnic != ctx->peer_nnic[p]) {
+            efax_log(ctx, 0, "rank %d (%s) sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs; "
+                             "expected wire %u and %d NICs)", p, ctx->peer_host[p], b->magic, b->wire,
+                     b->rank, b->nnic, EFAX_WIRE_VERSION, ctx->peer_nnic[p]);
+            free(all);
+            return b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+        }
+        mr->remote[p].base = b->base;
+        mr->remote[p].len = b->len;
+        mr->remote[p].nnic = b->nnic;
+        memcpy(mr->remote[p].key, b->key, sizeof b->key);
+    }
+    free(all);
+    return 0;
+}
+
+// >>operations (implementation) ----------------------------------------------------------------
+
+EFAX_API int efax_imm_encode(int rank, int tag, uint32_t seq, uint32_t *imm) {
+    if (rank < 0 || rank >= EFAX_IMM_MAX_RANKS || tag < 0 || tag >= EFAX_IMM_MAX_TAGS) return -FI_EINVAL;
+    *imm = ((uint32_t)rank << (EFAX_IMM_TAG_BITS + EFAX_IMM_SEQ_BITS)) |
+           ((uint32_t)tag << EFAX_IMM_SEQ_BITS) | (seq & ((1u << EFAX_IMM_SEQ_BITS) - 1));
+    return 0;
+}
+
+EFAX_API void efax_imm_decode(uint32_t imm, int *rank, int *tag, uint32_t *seq) {
+    *rank = (int)(imm >> (EFAX_IMM_TAG_BITS + EFAX_IMM_SEQ_BITS));
+    *tag = (int)((imm >> EFAX_IMM_SEQ_BITS) & ((1u << EFAX_IMM_TAG_BITS) - 1));
+    *seq = imm & ((1u << EFAX_IMM_SEQ_BITS) - 1);
+}
+
+EFAX_PRIVATE const char *efax__opname(int op) {
+    return op == EFAX_OP_SEND ? "send" : op == EFAX_OP_RECV ? "receive" : op == EFAX_OP_WRITE ? "write" : "?";
+}
+
+EFAX_PRIVATE const char *efax__host(const efax_ctx *ctx, int peer) {
+    return ctx->peer_host && peer >= 0 && peer < ctx->size ? ctx->peer_host[peer] : "?";
+}
+
+EFAX_PRIVATE void efax__seg_push(efax_seg **head, efax_seg **tail, efax_seg *s) {
+    s->next = NULL;
+    if (*tail) (*tail)->next = s;
+    else *head = s;
+    *tail = s;
+}
+
+EFAX_PRIVATE efax_seg *efax__seg_pop(efax_seg **head, efax_seg **tail) {
+    efax_seg *s = *head;
+    if (s) {
+        *head = s->next;
+        if (!*head) *tail = NULL;
+        s->next = NULL;
+    }
+    return s;
+}
+
+EFAX_PRIVATE void efax__xfer_check_done(efax_xfer *x) {
+    if (x->pending == 0 && x->unposted == 0 && !x->done) {
+        x->done = true;
+        x->t_done_ns = efax_now_ns();
+    }
+}
+
+/* Posts one chunk of a transmit segment. Returns 0, -FI_EAGAIN or an error. */
+EFAX_PRIVATE int efax__post_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, efax_op *op,
+                               bool more) {
+    efax_xfer *x = s->x;
+    int nic = s->nic;
+    const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)nic];
+    uint64_t at = x->loff + s->off + s->posted;
+    uint64_t flags = FI_COMPLETION | (x->has_imm ? FI_REMOTE_CQ_DATA : 0) | (more ? FI_MORE : 0);
+    op->kind = EFAX__OPK_TX;
+    op->x = x;
+    op->nic = nic;
+    op->len = len;
+    op->iov.iov_base = (uint8_t *)x->lmr->ptr + at;
+    op->iov.iov_len = len;
+    op->desc = x->lmr->desc[nic];
+    if (x->op == EFAX_OP_WRITE) {
+        const efax_rmr *rm = &x->rmr->remote[x->peer];
+        struct fi_msg_rma m;
+        op->riov.addr = rm->base + x->roff + s->off + s->posted;
+        op->riov.len = len;
+        op->riov.key = rm->key[rt->rnic];
+        m.msg_iov = &op->iov;
+        m.desc = &op->desc;
+        m.iov_count = 1;
+        m.addr = rt->fa;
+        m.rma_iov = &op->riov;
+        m.rma_iov_count = 1;
+        m.context = &op->fctx;
+        m.data = x->imm;
+        return (int)fi_writemsg(n->ep, &m, flags);
+    } else {
+        struct fi_msg m;
+        m.msg_iov = &op->iov;
+        m.desc = &op->desc;
+        m.iov_count = 1;
+        m.addr = rt->fa;
+        m.context = &op->fctx;
+        m.data = x->imm;
+        return (int)fi_sendmsg(n->ep, &m, flags);
+    }
+}
+
+EFAX_PRIVATE void efax__fail_xfer(efax_ctx *ctx, efax_xfer *x, int rc) {
+    (void)ctx;
+    if (!x->status) x->status = rc;
+}
+
+/* Posts queued transmit chunks while the NIC's window has room. */
+EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
+    int posted = 0;
+    while (n->pend_head && n->inflight < n->window) {
+        efax_seg *s = n->pend_head;
+        efax_xfer *x = s->x;
+        uint64_t len;
+        efax_op *op;
+        int rc;
+        bool more;
+        if (x->status) { /* the transfer failed elsewhere: post no more of it */
+            efax__seg_pop(&n->pend_head, &n->pend_tail);
+            x->unposted--;
+            efax__xfer_check_done(x);
+            continue;
+        }
+        len = s->len - s->posted;
+        if (len > x->chunk) len = x->chunk;
+        op = n->free_ops;
+        EFAX_ASSERT(op);
+        more = ctx->fi_more && n->inflight + 1 < n->window &&
+               (s->posted + len < s->len || s->next != NULL);
+        rc = efax__post_tx(ctx, n, s, len, op, more);
+        if (rc == -FI_EAGAIN) {
+            n->stats.eagain++;
+            break;
+        }
+        if (rc) {
+            efax_log(ctx, 0, "%s of %llu bytes to rank %d (%s) on NIC %s: posting failed: %s (%d)",
+                     efax__opname(x->op), (unsigned long long)len, x->peer, efax__host(ctx, x->peer),
+                     n->info.name, fi_strerror(-rc), rc);
+            efax__fail_xfer(ctx, x, rc);
+            efax__seg_pop(&n->pend_head, &n->pend_tail);
+            x->unposted--;
+            efax__xfer_check_done(x);
+            continue;
+        }
+        n->free_ops = op->next;
+        n->inflight++;
+        x->pending++;
+        s->posted += len;
+        posted++;
+        if (s->posted >= s->len) {
+            efax__seg_pop(&n->pend_head, &n->pend_tail);
+            x->unposted--;
+        }
+    }
+    return posted;
+}
+
+EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
+    while (n->rxp_head && n->rx_inflight < n->window && n->free_ops) {
+        efax_seg *s = n->rxp_head;
+        efax_xfer *x = s->x;
+        efax_op *op = n->free_ops;
+        struct fi_msg m;
+        int rc;
+        op->kind = EFAX__OPK_RX;
+        op->x = x;
+        op->nic = s->nic;
+        op->len = x->len;
+        op->iov.iov_base = (uint8_t *)x->lmr->ptr + x->loff;
+        op->iov.iov_len = x->len;
+        op->desc = x->lmr->desc[s->nic];
+        m.msg_iov = &op->iov;
+        m.desc = &op->desc;
+        m.iov_count = 1;
+        m.addr = FI_ADDR_UNSPEC;
+        m.context = &op->fctx;
+        m.data = 0;
+        rc = (int)fi_recvmsg(n->ep, &m, FI_COMPLETION);
+        if (rc == -FI_EAGAIN) break;
+        efax__seg_pop(&n->rxp_head, &n->rxp_tail);
+        x->unposted--;
+        if (rc) {
+            efax_log(ctx, 0, "posting a receive of %llu bytes on NIC %s failed: %s (%d)",
+                     (unsigned long long)x->len, n->info.name, fi_strerror(-rc), rc);
+            efax__fail_xfer(ctx, x, rc);
+            efax__xfer_check_done(x);
+            continue;
+        }
+        n->free_ops = op->next;
+        n->rx_inflight++;
+        x->pending++;
+    }
+    return 0;
+}
+
+EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
+    int rank, tag;
+    uint32_t seq;
+    efax__imm_slot *sl;
+    efax_imm_decode((uint32_t)data, &rank, &tag, &seq);
+    if (!ctx->imm || rank >= ctx->size || tag >= ctx->ntags) {
+        if (ctx->bad_imm++ < 8)
+            efax_log(ctx, 1, "NIC %s: immediate data 0x%08x names rank %d tag %d, outside this job "
+                             "(%d ranks, %d tags): ignored", ctx->nic[nic].info.name, (unsigned)data, rank,
+                     tag, ctx->size, ctx->ntags);
+        return;
+    }
+    sl = &ctx->imm[(size_t)rank * (size_t)ctx->ntags + (size_t)tag];
+    if (sl->count == 0 && sl->stale == 0) sl->seq = seq;
+    if (seq == sl->seq) sl->count++;
+    else {
+        sl->stale++;
+        sl->stale_seq = seq;
+    }
+}
+
+EFAX_PRIVATE void efax__op_free(efax__nic *n, efax_op *op) {
+    op->next = n->free_ops;
+    n->free_ops = op;
+}
+
+EFAX_PRIVATE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int err, uint64_t len,
+                                 uint64_t flags, uint64_t data) {
+    efax_xfer *x = op->x;
+    (void)ctx;
+    if (op->kind == EFAX__OPK_TX) {
+        n->inflight--;
+        if (!err) {
+            n->stats.tx_bytes += op->len;
+            n->stats.tx_ops++;
+            x->bytes_done += op->len;
+        }
+    } else {
+        n->rx_inflight--;
+        if (!err) {
+            n->stats.rx_bytes += len;
+            n->stats.rx_ops++;
+            x->bytes_done += len;
+            x->rx_len = len;
+            x->rx_has_data = (flags & FI_REMOTE_CQ_DATA) != 0;
+            x->rx_data = data;
+        }
+    }
+    if (err) efax__fail_xfer(ctx, x, err);
+    x->pending--;
+    efax__op_free(n, op);
+    efax__xfer_check_done(x);
+}
+
+EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
+    struct fi_cq_err_entry e;
+    char pbuf[256];
+    const char *ptxt;
+    efax_op *op;
+    memset(&e, 0, sizeof e);
+    if (fi_cq_readerr(n->cq, &e, 0) < 0) return;
+    ptxt = fi_cq_strerror(n->cq, e.prov_errno, e.err_data, pbuf, sizeof pbuf);
+    op = (efax_op *)e.op_context;
+    if (!op) {
+        efax_log(ctx, 0, "NIC %s: an incoming operation failed: %s (provider: %s)", n->info.name,
+                 fi_strerror(e.err), ptxt ? ptxt : "-");
+        ctx->last_cq_error = -(int)e.err;
+        return;
+    }
+    if (op->kind == EFAX__OPK_CTRL) {
+        n->ctrl_posted--;
+        op->kind = 0;
+        if (e.err != FI_ECANCELED)
+            efax_log(ctx, 1, "NIC %s: control receive failed: %s (provider: %s)", n->info.name,
+                     fi_strerror(e.err), ptxt ? ptxt : "-");
+        return;
+    }
+    {
+        efax_xfer *x = op->x;
+        int rnic = x->peer >= 0 && ctx->route ? ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic].rnic : -1;
+        if (x->peer >= 0)
+            efax_log(ctx, 0, "%s of %llu bytes to rank %d (%s) on NIC %s (peer NIC %d) failed: %s (provider: %s)",
+                     efax__opname(x->op), (unsigned long long)op->len, x->peer, efax__host(ctx, x->peer),
+                     n->info.name, rnic, fi_strerror(e.err), ptxt ? ptxt : "-");
+        else
+            efax_log(ctx, 0, "receive of up to %llu bytes on NIC %s failed: %s (provider: %s)",
+                     (unsigned long long)op->len, n->info.name, fi_strerror(e.err), ptxt ? ptxt : "-");
+        efax__complete(ctx, n, op, -(int)(e.err ? e.err : FI_EOTHER), 0, 0, 0);
+    }
+}
+
+EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n) {
+    struct fi_cq_data_entry e[32];
+    int total = 0;
+    for (;;) {
+        ssize_t got = fi_cq_read(n->cq, e, 32), i;
+        if (got == -FI_EAGAIN) break;
+        if (got == -FI_EAVAIL) {
+            efax__cq_error(ctx, n);
+            total++;
+            continue;
+        }
+        if (got < 0) {
+            efax_log(ctx, 0, "fi_cq_read on NIC %s failed: %s", n->info.name, fi_strerror((int)-got));
+            return (int)got;
+        }
+        for (i = 0; i < got; i++) {
+            efax_op *op = (efax_op *)e[i].op_context;
+            if (!op || (e[i].flags & FI_REMOTE_WRITE)) {
+                /* a peer's write with immediate data landed here */
+                n->stats.rx_bytes += e[i].len;
+                n->stats.rx_ops++;
+                if (e[i].flags & FI_REMOTE_CQ_DATA) efax__count_imm(ctx, e[i].data, (int)(n - ctx->nic));
+                continue;
+            }
+            if (op->kind == EFAX__OPK_CTRL) {
+                int slot = op->slot;
+                n->ctrl_posted--;
+                op->kind = 0;
+                if (e[i].flags & FI_REMOTE_CQ_DATA) efax__count_imm(ctx, e[i].data, (int)(n - ctx->nic));
+                efax__post_ctrl(ctx, n, slot);
+                continue;
+            }
+            efax__complete(ctx, n, op, 0, e[i].len, e[i].flags, e[i].data);
+        }
+        total += (int)got;
+        if (got < 32) break;
+    }
+    return total;
+}
+
+EFAX_API int efax_progress(efax_ctx *ctx) {
+    int i, total = 0, rc, s;
+    for (i = 0; i < ctx->nnic; i++) {
+        efax__nic *n = &ctx->nic[i];
+        if ((rc = efax__drain(ctx, n)) < 0) return rc;
+        total += rc;
+        if (n->rxp_head) efax__post_rx(ctx, n);
+        if (n->pend_head) efax__post_nic(ctx, n);
+        if (n->ctrl_posted < EFAX__CTRL_SLOTS)
+            for (s = 0; s < EFAX__CTRL_SLOTS; s++)
+                if (n->ctrl_ops[s].kind == 0 && efax__post_ctrl(ctx, n, s)) break;
+    }
+    return total;
+}
+
+EFAX_PRIVATE int efax__check_peer(efax_ctx *ctx, int peer, int nic) {
+    if (!ctx->connected) {
+        efax_log(ctx, 0, "no peers yet: call efax_ctx_connect first");
+        return -FI_EOPBADSTATE;
+    }
+    if (peer < 0 || peer >= ctx->size) {
+        efax_log(ctx, 0, "peer rank %d is outside the job (0..%d)", peer, ctx->size - 1);
+        return -FI_EINVAL;
+    }
+    if (nic < 0 || nic >= ctx->nnic) {
+        efax_log(ctx, 0, "NIC index %d: this context has %d NIC(s)", nic, ctx->nnic);
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
+EFAX_PRIVATE int efax__check_local(efax_ctx *ctx, const efax_mr *mr, uint64_t off, uint64_t len,
+                                   const char *what) {
+    if (!mr || mr->ctx != ctx) {
+        efax_log(ctx, 0, "%s: the memory region is not registered with this context", what);
+        return -FI_EINVAL;
+    }
+    if (off > mr->len || len > mr->len - off) {
+        efax_log(ctx, 0, "%s: bytes [%llu, %llu) fall outside the registered region of %zu bytes", what,
+                 (unsigned long long)off, (unsigned long long)(off + len), mr->len);
+        return -EFAX_E_BOUNDS;
+    }
+    return 0;
+}
+
+EFAX_PRIVATE void efax__xfer_reset(efax_xfer *x, int op, int peer) {
+    memset(x, 0, sizeof *x);
+    x->op = op;
+    x->peer = peer;
+    x->t_start_ns = efax_now_ns();
+}
+
+EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, int peer, int nic, const efax_mr *mr,
+                       uint64_t off, uint64_t len, bool has_imm, uint32_t imm) {
+    int rc;
+    if ((rc = efax__check_peer(ctx, peer, nic)) || (rc = efax__check_local(ctx, mr, off, len, "send")))
+        return rc;
+    efax__xfer_reset(x, EFAX_OP_SEND, peer);
+    x->lmr = mr;
+    x->loff = off;
+    x->len = len;
+    x->chunk = len ? len : 1;
+    x->has_imm = has_imm;
+    x->imm = imm;
+    x->nseg = 1;
+    x->seg[0].x = x;
+    x->seg[0].nic = nic;
+    x->seg[0].len = len;
+    x->unposted = 1;
+    x->chunks = 1;
+    efax__seg_push(&ctx->nic[nic].pend_head, &ctx->nic[nic].pend_tail, &x->seg[0]);
+    efax__post_nic(ctx, &ctx->nic[nic]);
+    return 0;
+}
+
+EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off,
+                       uint64_t len) {
+    int rc;
+    if (nic < 0 || nic >= ctx->nnic) {
+        efax_log(ctx, 0, "receive: NIC index %d, this context has %d", nic, ctx->nnic);
+        return -FI_EINVAL;
+    }
+    if ((rc = efax__check_local(ctx, mr, off, len, "receive"))) return rc;
+    efax__xfer_reset(x, EFAX_OP_RECV, -1);
+    x->lmr = mr;
+    x->loff = off;
+    x->len = len;
+    x->nseg = 1;
+    x->seg[0].x = x;
+    x->seg[0].nic = nic;
+    x->seg[0].len = len;
+    x->unposted = 1;
+    x->chunks = 1;
+    efax__seg_push(&ctx->nic[nic].rxp_head, &ctx->nic[nic].rxp_tail, &x->seg[0]);
+    efax__post_rx(ctx, &ctx->nic[nic]);
+    return 0;
+}
+
+EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_mr *lmr,
+                             uint64_t loff, const efax_mr *rmr, uint64_t roff, uint64_t chunk,
+                             bool has_imm, uint32_t imm) {
+    uint64_t len = 0, chunks = 0;
+    int i, rc, nseg = x->nseg;
+    if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
+    if (nseg < 1 || nseg > EFAX_MAX_NICS) {
+        efax_log(ctx, 0, "write: %d segments planned (1..%d)", nseg, EFAX_MAX_NICS);
+        return -FI_EINVAL;
+    }
+    if (!rmr || !rmr->remote || rmr->nremote != ctx->size) {
+        efax_log(ctx, 0, "write: the destination region has no remote keys: call efax_mr_exchange");
+        return -FI_EINVAL;
+    }
+    if (!chunk) chunk = UINT64_MAX;
+    for (i = 0; i < nseg; i++) {
+        const efax_seg *s = &x->seg[i];
+        if (s->nic < 0 || s->nic >= ctx->nnic) {
+            efax_log(ctx, 0, "write: segment %d names NIC %d of %d", i, s->nic, ctx->nnic);
+            return -FI_EINVAL;
+        }
+        if (s->off + s->len > len) len = s->off + s->len;
+        chunks += s->len ? (s->len + chunk - 1) / chunk : 1;
+    }
+    if ((rc = efax__check_local(ctx, lmr, loff, len, "write source"))) return rc;
+    {
+        const efax_rmr *rm = &rmr->remote[peer];
+        if (roff > rm->len || len > rm->len - roff) {
+            efax_log(ctx, 0, "write to rank %d (%s): bytes [%llu, %llu) fall outside its registered "
+                             "window of %llu bytes", peer, efax__host(ctx, peer), (unsigned long long)roff,
+                     (unsigned long long)(roff + len), (unsigned long long)rm->len);
+            return -EFAX_E_BOUNDS;
+        }
+    }
+    x->op = EFAX_OP_WRITE;
+    x->peer = peer;
+    x->status = 0;
+    x->done = false;
+    x->has_imm = has_imm;
+    x->imm = imm;
+    x->lmr = lmr;
+    x->loff = loff;
+    x->rmr = rmr;
+    x->roff = roff;
+    x->len = len;
+    x->chunk = chunk;
+    x->pending = 0;
+    x->unposted = (uint32_t)nseg;
+    x->chunks = (uint32_t)chunks;
+    x->bytes_done = 0;
+    x->t_start_ns = efax_now_ns();
+    x->t_done_ns = 0;
+    for (i = 0; i < nseg; i++) {
+        efax_seg *s = &x->seg[i];
+        s->x = x;
+        s->posted = 0;
+        if (s->len == 0) {
+            /* an empty write still carries its immediate data: post it as one 0-byte chunk */
+            s->len = 0;
+        }
+        efax__seg_push(&ctx->nic[s->nic].pend_head, &ctx->nic[s->nic].pend_tail, s);
+    }
+    for (i = 0; i < nseg; i++) efax__post_nic(ctx, &ctx->nic[x->seg[i].nic]);
+    return 0;
+}
+
+EFAX_API bool efax_xfer_done(const efax_xfer *x) { return x->done; }
+
+EFAX_PRIVATE int efax__timeout_msg(efax_ctx *ctx, const efax_xfer *x, int ms) {
+    if (x->op == EFAX_OP_RECV)
+        efax_log(ctx, 0, "timed out after %d ms waiting for a receive of up to %llu bytes on NIC %s: "
+                         "no peer sent it (died, never started, or slower than the timeout: raise "
+                         "EFAX_TIMEOUT_MS or --timeout)", ms, (unsigned long long)x->len,
+                 ctx->nic[x->seg[0].nic].info.name);
+    else
+        efax_log(ctx, 0, "timed out after %d ms: %s of %llu bytes to rank %d (%s) on NIC %s: %llu of "
+                         "%llu bytes completed, %u chunk(s) in flight; the peer died or stopped "
+                         "progressing, or raise EFAX_TIMEOUT_MS / --timeout", ms,
+                 efax__opname(x->op), (unsigned long long)x->len, x->peer, efax__host(ctx, x->peer),
+                 ctx->nic[x->seg[0].nic].info.name, (unsigned long long)x->bytes_done,
+                 (unsigned long long)x->len, x->pending);
+    return -FI_ETIMEDOUT;
+}
+
+EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
+    return efax_wait_all(ctx, &x, 1, timeout_ms);
+}
+
+EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms) {
+    uint64_t deadline;
+    unsigned spins = 0;
+    int i, rc, first = 0;
+    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
+    deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        while (first < n && (!xs[first] || xs[first]->done)) first++;
+        if (first == n) break;
+        if ((rc = efax_progress(ctx)) < 0) return rc;
+        if ((++spins & 15) == 0 && efax_now_ns() > deadline) return efax__timeout_msg(ctx, xs[first], timeout_ms);
+    }
+    for (i = 0; i < n; i++)
+        if (xs[i] && xs[i]->status) return xs[i]->status;
+    return 0;
+}
+
+EFAX_API int efax_notify(efax_ctx *ctx, int peer, int tag, uint32_t seq) {
+    uint32_t imm;
+    uint8_t msg[8];
+    uint64_t deadline;
+    unsigned spins = 0;
+    int rc;
+    efax__nic *n = &ctx->nic[0];
+    if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
+    if (tag < 0 || tag >= ctx->ntags || efax_imm_encode(ctx->rank, tag, seq, &imm)) {
+        efax_log(ctx, 0, "notify: tag %d outside 0..%d", tag, ctx->ntags - 1);
+        return -FI_EINVAL;
+    }
+    memcpy(msg, &imm, 4);
+    memset(msg + 4, 0, 4);
+    deadline = efax_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
+    for (;;) {
+        rc = (int)fi_tinjectdata(n->ep, msg, sizeof msg, imm,
+                                 ctx->route[(size_t)peer * (size_t)ctx->nnic].fa, EFAX__CTRL_TAG);
+        if (rc == 0) return 0;
+        if (rc != -FI_EAGAIN) {
+            efax_log(ctx, 0, "notify to rank %d (%s) on NIC %s failed: %s (%d)", peer, efax__host(ctx, peer),
+                     n->info.name, fi_strerror(-rc), rc);
+            return rc;
+        }
+        n->stats.eagain++;
+        if ((rc = efax_progress(ctx)) < 0) return rc;
+        if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
+            efax_log(ctx, 0, "timed out after %d ms sending a notification to rank %d (%s): the provider "
+                             "kept refusing (-FI_EAGAIN)", ctx->timeout_ms, peer, efax__host(ctx, peer));
+            return -FI_ETIMEDOUT;
+        }
+    }
+}
+
+EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag) {
+    if (!ctx->imm || peer < 0 || peer >= ctx->size || tag < 0 || tag >= ctx->ntags) return 0;
+    return ctx->imm[(size_t)peer * (size_t)ctx->ntags + (size_t)tag].count;
+}
+
+EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count,
+                           int timeout_ms) {
+    efax__imm_slot *sl;
+    uint64_t deadline;
+    unsigned spins = 0;
+    int rc;
+    if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
+    if (tag < 0 || tag >= ctx->ntags) {
+        efax_log(ctx, 0, "wait_imm: tag %d outside 0..%d", tag, ctx->ntags - 1);
+        return -FI_EINVAL;
+    }
+    seq &= (1u << EFAX_IMM_SEQ_BITS) - 1;
+    sl = &ctx->imm[(size_t)peer * (size_t)ctx->ntags + (size_t)tag];
+    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
+    deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        if (sl->stale || (sl->count && sl->seq != seq)) {
+            efax_log(ctx, 0, "rank %d (%s) tag %d: expected arrivals of sequence %u, got %u of sequence %u: "
+                             "data of another iteration (use distinct tags for transfers that overlap)",
+                     peer, efax__host(ctx, peer), tag, seq, sl->stale ? sl->stale : sl->count,
+                     sl->stale ? sl->stale_seq : sl->seq);
+            return -EFAX_E_STALE;
+        }
+        if (sl->count >= count) {
+            sl->count -= count;
+            return 0;
+        }
+        if (ctx->last_cq_error) {
+            rc = ctx->last_cq_error;
+            ctx->last_cq_error = 0;
+            return rc;
+        }
+        if ((rc = efax_progress(ctx)) < 0) return rc;
+        if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
+            efax_log(ctx, 0, "timed out after %d ms waiting for %u arrival(s) from rank %d (%s), tag %d, "
+                             "sequence %u: %u arrived; the peer died, never started, or is slower than "
+                             "the timeout (raise EFAX_TIMEOUT_MS or --timeout)", timeout_ms, count, peer,
+                     efax__host(ctx, peer), tag, seq, sl->count);
+            return -FI_ETIMEDOUT;
+        }
+    }
+}
+
+// >>schedule (implementation) ------------------------------------------------------------------
+
+EFAX_API const char *efax_mode_name(efax_mode m) {
+    static const char *const n[] = {"single", "split", "roundrobin", "stripe"};
+    return (unsigned)m < EFAX_MODE_COUNT ? n[m] : "?";
+}
+
+EFAX_API const char *efax_mode_label(efax_mode m) {
+    static const char *const n[] = {"Single", "Split", "RoundRobin", "Stripe"};
+    return (unsigned)m < EFAX_MODE_COUNT ? n[m] : "?";
+}
+
+EFAX_API int efax_mode_parse(const char *s, efax_mode *m) {
+    int i;
+    if (!s) return -EFAX_E_USAGE;
+    if (!strcasecmp(s, "rr")) { *m = EFAX_MODE_ROUNDROBIN; return 0; }
+    for (i = 0; i < EFAX_MODE_COUNT; i++)
+        if (!strcasecmp(s, efax_mode_name((efax_mode)i))) { *m = (efax_mode)i; return 0; }
+    return -EFAX_E_USAGE;
+}
+
+EFAX_PRIVATE uint64_t efax__div_ceil(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+/* Cuts size into k stripes of ceil(size/k) rounded up to `align`, on NICs start, start+1, ... */
+EFAX_PRIVATE int efax__stripes(uint64_t size, int k, uint64_t align, int nnic, int start, efax_plan_seg *out) {
+    uint64_t stripe = efax__div_ceil(efax__div_ceil(size, (uint64_t)k), align) * align, off = 0;
+    int n = 0;
+    while (off < size && n < k) {
+        uint64_t len = size - off < stripe ? size - off : stripe;
+        out[n].nic = (start + n) % nnic;
+        out[n].off = off;
+        out[n].len = len;
+        off += len;
+        n++;
+    }
+    return n;
+}
+
+EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0,
+                       uint64_t min_stripe, efax_plan_seg *out) {
+    int k;
+    if (nnic < 1 || nnic > EFAX_MAX_NICS || !out || nic0 < 0) return -FI_EINVAL;
+    if (!min_stripe) min_stripe = EFAX_MIN_STRIPE;
+    out[0].off = 0;
+    out[0].len = size;
+    switch (mode) {
+    case EFAX_MODE_SINGLE:
+        out[0].nic = nic0 % nnic;
+        return 1;
+    case EFAX_MODE_ROUNDROBIN:
+        out[0].nic = (int)(index % (uint64_t)nnic);
+        return 1;
+    case EFAX_MODE_SPLIT:
+        if (size == 0 || nnic == 1) {
+            out[0].nic = 0;
+            return 1;
+        }
+        /* 64-byte aligned stripes keep every NIC's piece cache-line aligned */
+        k = size < (uint64_t)nnic * 64 ? (int)efax__div_ceil(size, 64) : nnic;
+        return efax__stripes(size, k, 64, nnic, 0, out);
+    case EFAX_MODE_STRIPE: {
+        /* aws-ofi-nccl's threshold scheduler: as many stripes as min_stripe allows, reduced
+           to a divisor of the NIC count, 128-byte aligned, starting where the last message's
+           stripes ended */
+        uint64_t want = efax__div_ceil(size, min_stripe);
+        k = want < 1 ? 1 : want > (uint64_t)nnic ? nnic : (int)want;
+        while (k > 1 && nnic % k) k--;
+        if (size == 0) {
+            out[0].nic = (int)(index % (uint64_t)nnic);
+            return 1;
+        }
+        return efax__stripes(size, k, EFAX_STRIPE_ALIGN, nnic, (int)((index * (uint64_t)k) % (uint64_t)nnic), out);
+    }
+    default:
+        return -FI_EINVAL;
+    }
+}
+
+EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t chunk) {
+    uint64_t n = 0;
+    int i;
+    if (!chunk) chunk = UINT64_MAX;
+    for (i = 0; i < nseg; i++) n += segs[i].len ? efax__div_ceil(segs[i].len, chunk) : 1;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mode, uint64_t chunk) {
+    efax_plan_seg segs[EFAX_MAX_NICS];
+    int n = efax_plan(size, writer_nnic, mode, 0, 0, 0, segs);
+    return n < 0 ? 0 : efax_plan_chunks(segs, n, chunk);
+}
+
+EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, uint64_t index,
+                        const efax_mr *lmr, uint64_t loff, const efax_mr *rmr, uint64_t roff,
+                        uint64_t size, uint64_t chunk, int tag, uint32_t seq, uint32_t *chunks) {
+    efax_plan_seg segs[EFAX_MAX_NICS];
+    uint32_t imm;
+    int n, i;
+    if (tag < 0 || tag >= ctx->ntags || efax_imm_encode(ctx->rank, tag, seq, &imm)) {
+        efax_log(ctx, 0, "write: tag %d outside 0..%d", tag, ctx->ntags - 1);
+        return -FI_EINVAL;
+    }
+    n = efax_plan(size, ctx->nnic, mode, index, 0, 0, segs);
+    if (n < 0) {
+        efax_log(ctx, 0, "write: cannot plan %llu bytes in mode %d", (unsigned long long)size, (int)mode);
+        return n;
+    }
+    memset(x, 0, sizeof *x);
+    x->nseg = n;
+    for (i = 0; i < n; i++) {
+        x->seg[i].nic = segs[i].nic;
+        x->seg[i].off = segs[i].off;
+        x->seg[i].len = segs[i].len;
+    }
+    if (chunks) *chunks = efax_plan_chunks(segs, n, chunk);
+    return efax_write_segs(ctx, x, peer, lmr, loff, rmr, roff, chunk, true, imm);
+}
+
+// >>bench (implementation) ---------------------------------------------------------------------
+
+EFAX_API void efax_opts_init(efax_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->min_size = 1024;
+    o->max_size = 64ull << 20;
+    o->factor = 2.0;
+    o->warmup = -1;
+    o->modes = 1u << EFAX_MODE_SINGLE;
+    o->window = 1;
+    o->chunk = 1ull << 20;
+    o->mem = "host";
+}
+
+EFAX_API int efax_parse_size(const char *s, uint64_t *out) {
+    uint64_t v = 0, mul = 1;
+    const char *p = s;
+    if (!s || !isdigit((unsigned char)*s)) return -EFAX_E_USAGE;
+    while (isdigit((unsigned char)*p)) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) return -EFAX_E_USAGE;
+        v = v * 10 + d;
+        p++;
+    }
+    switch (toupper((unsigned char)*p)) {
+    case 0: break;
+    case 'K': mul = 1ull << 10; p++; break;
+    case 'M': mul = 1ull << 20; p++; break;
+    case 'G': mul = 1ull << 30; p++; break;
+    case 'T': mul = 1ull << 40; p++; break;
+    default: return -EFAX_E_USAGE;
+    }
+    if (*p == 'i' && mul > 1) p++;
+    if ((*p == 'B' || *p == 'b') && mul > 1) p++;
+    if (*p) return -EFAX_E_USAGE;
+    if (mul > 1 && v > UINT64_MAX / mul) return -EFAX_E_USAGE;
+    *out = v * mul;
+    return 0;
+}
+
+EFAX_API const char *efax_fmt_size(uint64_t b, char *buf, size_t len) {
+    static const char sfx[] = "KMGT";
+    int i = -1;
+    double v = (double)b;
+    while (v >= 1024.0 && i < 3 && (b % 1024 == 0 || v >= 1024.0 * 1024.0)) {
+        v /= 1024.0;
+        i++;
+        if (b % 1024) break;
+        b /= 1024;
+    }
+    if (i < 0) snprintf(buf, len, "%llu", (unsigned long long)b);
+    else if (v == (double)(uint64_t)v) snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[i]);
+    else snprintf(buf, len, "%.1f%c", v, sfx[i]);
+    return buf;
+}
+
+EFAX_PRIVATE const efax_optdef *efax__find_opt(const efax_optdef *defs, const char *lname, char sname) {
+    for (; defs && defs->name; defs++)
+        if ((lname && !strcmp(defs->name, lname)) || (!lname && sname && defs->short_name == sname)) return defs;
+    return NULL;
+}
+
+EFAX_PRIVATE void efax__opt_label(const efax_optdef *d, char *buf, size_t len) {
+    if (d->short_name) snprintf(buf, len, "-%c/--%s", d->short_name, d->name);
+    else snprintf(buf, len, "--%s", d->name);
+}
+
+EFAX_PRIVATE void efax__print_help(const efax_optdef *common, const efax_optdef *extra, const char *driver,
+                                   const char *about) {
+    const efax_optdef *sets[2];
+    int k;
+    sets[0] = extra;
+    sets[1] = common;
+    printf("usage: %s [options]   (launch under mpirun/srun --mpi=pmix, or see efax.h for EFAX_ROOT)\n", driver);
+    if (about) printf("%s\n", about);
+    printf("\noptions:\n");
+    for (k = 0; k < 2; k++) {
+        const efax_optdef *d;
+        for (d = sets[k]; d && d->name; d++) {
+            char lhs[64], rng[96] = "";
+            if (d->short_name) snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", d->short_name, d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+            else snprintf(lhs, sizeof lhs, "    --%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+            if (d->type == EFAX_OPT_CHOICE) snprintf(rng, sizeof rng, " [%s]", d->choices);
+            printf("  %-28s %s%s\n", lhs, d->help ? d->help : "", rng);
+        }
+    }
+    printf("  %-28s %s\n", "-h, --help", "this text");
+    printf("\nsizes take K, M, G suffixes (binary: 1K = 1024). Exit codes: 0 ok, 1 run failed, 2 bad usage.\n");
+}
+
+EFAX_PRIVATE int efax__set_opt(const efax_optdef *d, const char *val, char *err, size_t el) {
+    char lbl[64];
+    efax__opt_label(d, lbl, sizeof lbl);
+    switch (d->type) {
+    case EFAX_OPT_FLAG:
+        *(bool *)d->dst = true;
+        return 0;
+    case EFAX_OPT_INT: {
+        char *end;
+        long long v;
+        errno = 0;
+        v = strtoll(val, &end, 10);
+        if (!*val || *end || errno || (double)v < d->min || (double)v > d->max) {
+            snprintf(err, el, "%s: '%s' is not valid: expected an integer in [%.0f, %.0f]", lbl, val, d->min, d->max);
+            return -EFAX_E_USAGE;
+        }
+        *(int *)d->dst = (int)v;
+        return 0;
+    }
+    case EFAX_OPT_SIZE: {
+        uint64_t v;
+        char lo[32], hi[32];
+        if (efax_parse_size(val, &v) || (double)v < d->min || (double)v > d->max) {
+            snprintf(err, el, "%s: '%s' is not valid: expected a size in [%s, %s] (bytes, or with K/M/G)", lbl, val,
+                     efax_fmt_size((uint64_t)d->min, lo, sizeof lo), efax_fmt_size((uint64_t)d->max, hi, sizeof hi));
+            return -EFAX_E_USAGE;
+        }
+        *(uint64_t *)d->dst = v;
+        return 0;
+    }
+    case EFAX_OPT_DOUBLE: {
+        char *end;
+        double v;
+        errno = 0;
+        v = strtod(val, &end);
+        if (!*val || *end || errno || !(v >= d->min && v <= d->max)) {
+            snprintf(err, el, "%s: '%s' is not valid: expected a number in [%g, %g]", lbl, val, d->min, d->max);
+            return -EFAX_E_USAGE;
+        }
+        *(double *)d->dst = v;
+        return 0;
+    }
+    case EFAX_OPT_STR:
+        if (!*val) {
+            snprintf(err, el, "%s: an empty value is not valid", lbl);
+            return -EFAX_E_USAGE;
+        }
+        *(const char **)d->dst = val;
+        return 0;
+    case EFAX_OPT_CHOICE: {
+        const char *c = d->choices;
+        size_t vl = strlen(val);
+        while (c && *c) {
+            const char *bar = strchr(c, '|');
+            size_t cl = bar ? (size_t)(bar - c) : strlen(c);
+            if (cl == vl && !strncmp(c, val, vl)) {
+                *(const char **)d->dst = val;
+                return 0;
+            }
+            c = bar ? bar + 1 : NULL;
+        }
+        snprintf(err, el, "%s: '%s' is not valid: expected one of %s", lbl, val, d->choices);
+        return -EFAX_E_USAGE;
+    }
+    }
+    return -EFAX_E_USAGE;
+}
+
+EFAX_PRIVATE int efax__parse(int argc, char **argv, const efax_optdef *extra, const efax_optdef *common,
+                             const char *driver, const char *about, char *err, size_t errlen) {
+    int i, rc;
+    err[0] = 0;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        const efax_optdef *d;
+        char name[64];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            efax__print_help(common, extra, driver, about);
+            return 1;
+        }
+        if (a[0] == '-' && a[1] == '-' && a[2]) {
+            const char *eq = strchr(a + 2, '=');
+            size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            if (nl >= sizeof name) nl = sizeof name - 1;
+            memcpy(name, a + 2, nl);
+            name[nl] = 0;
+            if (eq) val = eq + 1;
+            d = efax__find_opt(extra, name, 0);
+            if (!d) d = efax__find_opt(common, name, 0);
+        } else if (a[0] == '-' && a[1] && !a[2]) {
+            d = efax__find_opt(extra, NULL, a[1]);
+            if (!d) d = efax__find_opt(common, NULL, a[1]);
+        } else {
+            snprintf(err, errlen, "unexpected argument '%s' (options start with - or --; see -h)", a);
+            return -EFAX_E_USAGE;
+        }
+        if (!d) {
+            snprintf(err, errlen, "unknown option '%s' (see -h)", a);
+            return -EFAX_E_USAGE;
+        }
+        if (d->type == EFAX_OPT_FLAG) {
+            if (val) {
+                snprintf(err, errlen, "option '%s' takes no value", a);
+                return -EFAX_E_USAGE;
+            }
+        } else if (!val) {
+            if (i + 1 >= argc) {
+                char lbl[64];
+                efax__opt_label(d, lbl, sizeof lbl);
+                snprintf(err, errlen, "%s needs a value (%s)", lbl, d->arg ? d->arg : "value");
+                return -EFAX_E_USAGE;
+            }
+            val = argv[++i];
+        }
+        if ((rc = efax__set_opt(d, val ? val : "", err, errlen))) return rc;
+    }
+    return 0;
+}
+
+EFAX_API int efax_args_parse(int argc, char **argv, const efax_optdef *defs, const char *driver,
+                             const char *about, char *err, size_t errlen) {
+    return efax__parse(argc, argv, defs, NULL, driver, about, err, errlen);
+}
+
+EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_optdef *extra,
+                             const char *driver, const char *about, char *err, size_t errlen) {
+    const char *modes = NULL;
+    int rc;
+    efax_optdef common[20];
+    memset(common, 0, sizeof common);
+    {
+        int k = 0;
+#define EFAX__OPT(l, s, t, d, lo, hi, ch, a, h)                                                    \
+    do {                                                                                           \
+        common[k].name = l; common[k].short_name = s; common[k].type = t; common[k].dst = d;       \
+        common[k].min = lo; common[k].max = hi; common[k].choices = ch; common[k].arg = a;         \
+        common[k].help = h; k++;                                                                   \
+    } while (0)
+        EFAX__OPT("min-size", 'b', EFAX_OPT_SIZE, &o->min_size, 1, 68719476736.0, NULL, "SIZE", "smallest message (default 1K)");
+        EFAX__OPT("max-size", 'e', EFAX_OPT_SIZE, &o->max_size, 1, 68719476736.0, NULL, "SIZE", "largest message (default 64M)");
+        EFAX__OPT("factor", 'f', EFAX_OPT_DOUBLE, &o->factor, 1.0, 1024, NULL, "F", "size multiplier between rows, > 1 (default 2)");
+        EFAX__OPT("iters", 'n', EFAX_OPT_INT, &o->iters, 1, 10000000, NULL, "N", "timed iterations per size (default: by size)");
+        EFAX__OPT("warmup", 'w', EFAX_OPT_INT, &o->warmup, 0, 1000000, NULL, "N", "untimed iterations first (default: by size)");
+        EFAX__OPT("check", 'c', EFAX_OPT_FLAG, &o->check, 0, 0, NULL, NULL, "verify every byte of every iteration (outside the timing)");
+        EFAX__OPT("provider", 0, EFAX_OPT_STR, &o->provider, 0, 0, NULL, "NAME", "libfabric provider: efa, tcp, shm, ... (default: efa > tcp > shm)");
+        EFAX__OPT("nics", 0, EFAX_OPT_STR, &o->nics, 0, 0, NULL, "LIST", "comma-separated NIC names (default: all but loopback)");
+        EFAX__OPT("mode", 0, EFAX_OPT_STR, &modes, 0, 0, NULL, "LIST", "single,split,roundrobin,stripe or all (default single)");
+        EFAX__OPT("json", 0, EFAX_OPT_STR, &o->json, 0, 0, NULL, "FILE", "write JSON Lines records");
+        EFAX__OPT("csv", 0, EFAX_OPT_STR, &o->csv, 0, 0, NULL, "FILE", "write CSV rows");
+        EFAX__OPT("quiet", 'q', EFAX_OPT_FLAG, &o->quiet, 0, 0, NULL, NULL, "no table and no progress line");
+        EFAX__OPT("line-rate", 0, EFAX_OPT_DOUBLE, &o->line_gbps, 0.001, 100000, NULL, "GBPS", "line rate of one NIC in Gbit/s for the % column");
+        EFAX__OPT("timeout", 0, EFAX_OPT_INT, &o->timeout_ms, 1, 86400000, NULL, "MS", "fail any wait longer than this (default 30000)");
+        EFAX__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 1024, NULL, "N", "messages in flight per iteration (default 1)");
+        EFAX__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE", "most bytes one post carries (default 1M)");
+        EFAX__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S", "repeat the sweep until S seconds have passed (soak)");
+        EFAX__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
+#undef EFAX__OPT
+    }
+    o->argc = argc;
+    o->argv = argv;
+    if ((rc = efax__parse(argc, argv, extra, common, driver, about, err, errlen))) return rc;
+    if (modes) {
+        char buf[128], *tok, *save = NULL;
+        o->modes = 0;
+        efax__copy(buf, sizeof buf, modes);
+        for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            efax_mode m;
+            if (!strcmp(tok, "all")) { o->modes = (1u << EFAX_MODE_COUNT) - 1; continue; }
+            if (efax_mode_parse(tok, &m)) {
+                snprintf(err, errlen, "--mode: '%s' is not valid: expected single, split, roundrobin, stripe or all", tok);
+                return -EFAX_E_USAGE;
+            }
+            o->modes |= 1u << m;
+        }
+        if (!o->modes) {
+            snprintf(err, errlen, "--mode: no mode given: expected single, split, roundrobin, stripe or all");
+            return -EFAX_E_USAGE;
+        }
+    }
+    if (!(o->factor > 1.0)) {
+        snprintf(err, errlen, "-f/--factor: %g is not valid: the size factor must be greater than 1", o->factor);
+        return -EFAX_E_USAGE;
+    }
+    if (o->min_size > o->max_size) {
+        char lo[32], hi[32];
+        snprintf(err, errlen, "-b/--min-size %s is larger than -e/--max-size %s: the smallest size must not exceed the largest",
+                 efax_fmt_size(o->min_size, lo, sizeof lo), efax_fmt_size(o->max_size, hi, sizeof hi));
+        return -EFAX_E_USAGE;
+    }
+    return 0;
+}
+
+EFAX_API int efax_opts_iters(const efax_opts *o, uint64_t size) {
+    uint64_t n;
+    if (o->iters > 0) return o->iters;
+    n = size ? (256ull << 20) / size : 1000;
+    return n < 5 ? 5 : n > 1000 ? 1000 : (int)n;
+}
+
+EFAX_API int efax_opts_warmup(const efax_opts *o, uint64_t size) {
+    int n;
+    if (o->warmup >= 0) return o->warmup;
+    n = efax_opts_iters(o, size) / 10;
+    return n < 1 ? 1 : n > 10 ? 10 : n;
+}
+
+EFAX_API uint64_t efax_opts_next_size(const efax_opts *o, uint64_t size) {
+    double next;
+    uint64_t n;
+    if (size >= o->max_size) return 0;
+    next = (double)size * o->factor;
+    n = next >= (double)o->max_size ? o->max_size : (uint64_t)next;
+    return n <= size ? size + 1 : n;
+}
+
+EFAX_PRIVATE int efax__cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+EFAX_API efax_stats efax_stats_of(double *v, int n) {
+    efax_stats s;
+    double sum = 0;
+    int i, k;
+    memset(&s, 0, sizeof s);
+    if (n <= 0) return s;
+    qsort(v, (size_t)n, sizeof *v, efax__cmp_double);
+    for (i = 0; i < n; i++) sum += v[i];
+    s.min = v[0];
+    s.max = v[n - 1];
+    s.avg = sum / n;
+    s.p50 = v[(n - 1) / 2];
+    k = (int)((99.0 * n + 99) / 100) - 1; /* nearest rank */
+    s.p99 = v[k < 0 ? 0 : k >= n ? n - 1 : k];
+    return s;
+}
+
+EFAX_PRIVATE uint64_t efax__mix(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+EFAX_PRIVATE uint64_t efax__seed(int rank, uint64_t iter) {
+    return efax__mix(((uint64_t)(uint32_t)rank << 32) ^ efax__mix(iter ^ 0x5eedull));
+}
+
+EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter) {
+    uint8_t *p = (uint8_t *)buf;
+    uint64_t seed = efax__seed(rank, iter), i = 0;
+    while (i < len && ((off + i) & 7)) {
+        p[i] = (uint8_t)(efax__mix(seed + ((off + i) >> 3)) >> (8 * ((off + i) & 7)));
+        i++;
+    }
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w = efax__mix(seed + ((off + i) >> 3));
+        memcpy(p + i, &w, 8);
+    }
+    for (; i < len; i++) p[i] = (uint8_t)(efax__mix(seed + ((off + i) >> 3)) >> (8 * ((off + i) & 7)));
+}
+
+EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
+                                     uint64_t iter, uint64_t *first_bad) {
+    const uint8_t *p = (const uint8_t *)buf;
+    uint64_t seed = efax__seed(rank, iter), i = 0, bad = 0, first = UINT64_MAX;
+    for (; i < len; i++) {
+        if (((off + i) & 7) == 0 && i + 8 <= len) {
+            uint64_t w = efax__mix(seed + ((off + i) >> 3)), g;
+            memcpy(&g, p + i, 8);
+            if (g == w) {
+                i += 7;
+                continue;
+            }
+        }
+        if (p[i] != (uint8_t)(efax__mix(seed + ((off + i) >> 3)) >> (8 * ((off + i) & 7)))) {
+            if (first == UINT64_MAX) first = i;
+            bad++;
+        }
+    }
+    if (first_bad) *first_bad = first;
+    return bad;
+}
+
+EFAX_API void efax_poison(void *buf, uint64_t len) { memset(buf, EFAX_POISON, len); }
+
+EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx) {
+    int i;
+    res->nnic = ctx->nnic;
+    for (i = 0; i < ctx->nnic; i++) {
+        efax__copy(res->nic[i].name, sizeof res->nic[i].name, ctx->nic[i].info.name);
+        res->nic[i].bytes = ctx->nic[i].stats.tx_bytes;
+        res->nic[i].ops = ctx->nic[i].stats.tx_ops;
+    }
+}
+
+/* JSON string with escapes, appended at buf+*used. */
+EFAX_PRIVATE void efax__json_str(char *buf, size_t cap, size_t *used, const char *s) {
+    size_t u = *used;
+    if (u + 2 >= cap) return;
+    buf[u++] = '"';
+    for (; s && *s && u + 8 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { buf[u++] = '\\'; buf[u++] = (char)c; }
+        else if (c == '\n') { buf[u++] = '\\'; buf[u++] = 'n'; }
+        else if (c == '\t') { buf[u++] = '\\'; buf[u++] = 't'; }
+        else if (c < 0x20 || c == 0x7f) u += (size_t)snprintf(buf + u, cap - u, "\\u%04x", c);
+        else buf[u++] = (char)c;
+    }
+    buf[u++] = '"';
+    buf[u] = 0;
+    *used = u;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+EFAX_PRIVATE void efax__cat(char *buf, size_t cap, size_t *used, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    if (*used >= cap) return;
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *used, cap - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0) *used = *used + (size_t)n < cap ? *used + (size_t)n : cap - 1;
+}
+
+/* A finite number, or null: JSON has no NaN or infinity. */
+EFAX_PRIVATE void efax__json_num(char *buf, size_t cap, size_t *used, double v) {
+    if (v != v || v > 1e300 || v < -1e300) efax__cat(buf, cap, used, "null");
+    else efax__cat(buf, cap, used, "%.6g", v);
+}
+
+EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
+                              const char *memory, efax_ctx *ctx, efax_boot *boot) {
+    size_t u = 0;
+    int i;
+    char tbuf[64];
+    time_t now = time(NULL);
+    struct tm tmv;
+    extern char **environ;
+    memset(r, 0, sizeof *r);
+    r->o = o;
+    r->driver = driver;
+    r->memory = memory;
+    r->ctx = ctx;
+    r->boot = boot;
+    r->rank = boot ? boot->rank : 0;
+    r->t0_ns = efax_now_ns();
+    r->tty = isatty(2) && !o->quiet;
+    if (r->rank != 0) return 0;
+    if (o->json && !(r->json = fopen(o->json, "w"))) {
+        fprintf(stderr, "efax: error: --json %s: cannot open: %s\n", o->json, strerror(errno));
+        return -EFAX_E_USAGE;
+    }
+    if (o->csv && !(r->csv = fopen(o->csv, "w"))) {
+        fprintf(stderr, "efax: error: --csv %s: cannot open: %s\n", o->csv, strerror(errno));
+        return -EFAX_E_USAGE;
+    }
+    gmtime_r(&now, &tmv);
+    strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    /* the run's metadata, repeated in every JSON record so each stands alone */
+    efax__cat(r->meta, sizeof r->meta, &u, "\"run\":{\"efax\":\"%s\",\"libfabric\":\"%u.%u\",\"time\":\"%s\",\"ranks\":%d,",
+              EFAX_VERSION_STRING, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), tbuf, boot ? boot->size : 1);
+    efax__cat(r->meta, sizeof r->meta, &u, "\"provider\":");
+    efax__json_str(r->meta, sizeof r->meta, &u, ctx ? ctx->provider : "-");
+    efax__cat(r->meta, sizeof r->meta, &u, ",\"hosts\":[");
+    for (i = 0; boot && i < boot->size; i++) {
+        int j;
+        for (j = 0; j < i; j++)
+            if (!strcmp(boot->hosts[j], boot->hosts[i])) break;
+        if (j < i) continue;
+        if (i) efax__cat(r->meta, sizeof r->meta, &u, ",");
+        efax__json_str(r->meta, sizeof r->meta, &u, boot->hosts[i]);
+    }
+    efax__cat(r->meta, sizeof r->meta, &u, "],\"nics\":[");
+    for (i = 0; ctx && i < ctx->nnic; i++) {
+        const efax_nic_info *n = &ctx->nic[i].info;
+        efax__cat(r->meta, sizeof r->meta, &u, "%s{\"name\":", i ? "," : "");
+        efax__json_str(r->meta, sizeof r->meta, &u, n->name);
+        efax__cat(r->meta, sizeof r->meta, &u, ",\"pci\":");
+        efax__json_str(r->meta, sizeof r->meta, &u, n->pci);
+        efax__cat(r->meta, sizeof r->meta, &u, ",\"link_gbps\":");
+        efax__json_num(r->meta, sizeof r->meta, &u, n->link_gbps);
+        efax__cat(r->meta, sizeof r->meta, &u, ",\"numa\":%d}", n->numa);
+    }
+    efax__cat(r->meta, sizeof r->meta, &u, "],\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
+              o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
+    {
+        char cmd[1024];
+        size_t cu = 0;
+        cmd[0] = 0;
+        for (i = 0; i < o->argc; i++) efax__cat(cmd, sizeof cmd, &cu, "%s%s", i ? " " : "", o->argv[i]);
+        efax__json_str(r->meta, sizeof r->meta, &u, cmd);
+    }
+    efax__cat(r->meta, sizeof r->meta, &u, ",\"env\":{");
+    {
+        int k = 0;
+        char **e;
+        for (e = environ; e && *e; e++) {
+            const char *eq = strchr(*e, '=');
+            char key[128];
+            if (!eq || (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5)) || (size_t)(eq - *e) >= sizeof key) continue;
+            if (!strncmp(*e, "EFAX_TOKEN=", 11)) continue; /* a secret */
+            memcpy(key, *e, (size_t)(eq - *e));
+            key[eq - *e] = 0;
+            if (k++) efax__cat(r->meta, sizeof r->meta, &u, ",");
+            efax__json_str(r->meta, sizeof r->meta, &u, key);
+            efax__cat(r->meta, sizeof r->meta, &u, ":");
+            efax__json_str(r->meta, sizeof r->meta, &u, eq + 1);
+        }
+    }
+    efax__cat(r->meta, sizeof r->meta, &u, "}}");
+    if (r->csv)
+        fprintf(r->csv, "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_gbps,"
+                        "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes\n");
+    if (!o->quiet) {
+        char sz[32], cs[32];
+        printf("# efax %s %s\n", driver, EFAX_VERSION_STRING);
+        printf("# provider %s, libfabric %u.%u, %d rank(s) on", ctx ? ctx->provider : "-", FI_MAJOR(fi_version()),
+               FI_MINOR(fi_version()), boot ? boot->size : 1);
+        for (i = 0; boot && i < boot->size; i++) {
+            int j;
+            for (j = 0; j < i; j++)
+                if (!strcmp(boot->hosts[j], boot->hosts[i])) break;
+            if (j == i) printf(" %s", boot->hosts[i]);
+        }
+        printf("\n# NICs (rank 0):");
+        for (i = 0; ctx && i < ctx->nnic; i++) {
+            const efax_nic_info *n = &ctx->nic[i].info;
+            printf(" %s", n->name);
+            if (n->pci[0]) printf(" [%s]", n->pci);
+            if (o->line_gbps > 0) printf(" (line %.3g Gbps, given)", o->line_gbps);
+            else if (n->link_gbps > 0) printf(" (link %.3g Gbps)", n->link_gbps);
+        }
+        printf("\n# memory %s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory, o->window,
+               efax_fmt_size(o->chunk, cs, sizeof cs), o->check ? "every byte" : "off",
+               efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
+        printf("# command:");
+        for (i = 0; i < o->argc; i++) printf(" %s", o->argv[i]);
+        printf("\n");
+        {
+            char **e;
+            int k = 0;
+            for (e = environ; e && *e; e++)
+                if ((!strncmp(*e, "FI_", 3) || !strncmp(*e, "EFAX_", 5)) && strncmp(*e, "EFAX_TOKEN=", 11))
+                    printf("%s %s", k++ ? "" : "# env:", *e);
+            if (k) printf("\n");
+        }
+        fflush(stdout);
+    }
+    return 0;
+}
+
+EFAX_PRIVATE double efax__pct(const efax_result *res) {
+    return res->line_gbps > 0 ? 100.0 * res->gbps / res->line_gbps : -1;
+}
+
+EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
+    char buf[8192];
+    size_t u = 0;
+    int i;
+    if (r->rank != 0) return;
+    if (r->nrow < (int)(sizeof r->row / sizeof r->row[0])) r->row[r->nrow++] = *res;
+    if (r->json) {
+        efax__cat(buf, sizeof buf, &u, "{\"schema\":1,\"driver\":");
+        efax__json_str(buf, sizeof buf, &u, r->driver);
+        efax__cat(buf, sizeof buf, &u, ",\"variant\":");
+        efax__json_str(buf, sizeof buf, &u, res->variant);
+        efax__cat(buf, sizeof buf, &u, ",\"kind\":");
+        efax__json_str(buf, sizeof buf, &u, res->kind);
+        efax__cat(buf, sizeof buf, &u, ",\"provider\":");
+        efax__json_str(buf, sizeof buf, &u, r->ctx ? r->ctx->provider : "-");
+        efax__cat(buf, sizeof buf, &u, ",\"memory\":");
+        efax__json_str(buf, sizeof buf, &u, res->memory);
+        efax__cat(buf, sizeof buf, &u, ",\"mem_path\":");
+        efax__json_str(buf, sizeof buf, &u, res->mem_path);
+        efax__cat(buf, sizeof buf, &u, ",\"size\":%llu,\"iters\":%d,\"window\":%d,\"peers\":%d,\"seconds\":",
+                  (unsigned long long)res->size, res->iters, res->window, res->peers);
+        efax__json_num(buf, sizeof buf, &u, res->seconds);
+        efax__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"gbps\":", (unsigned long long)res->bytes);
+        efax__json_num(buf, sizeof buf, &u, res->gbps);
+        efax__cat(buf, sizeof buf, &u, ",\"gbs\":");
+        efax__json_num(buf, sizeof buf, &u, res->gbps / 8);
+        efax__cat(buf, sizeof buf, &u, ",\"line_gbps\":");
+        if (res->line_gbps > 0) efax__json_num(buf, sizeof buf, &u, res->line_gbps);
+        else efax__cat(buf, sizeof buf, &u, "null");
+        efax__cat(buf, sizeof buf, &u, ",\"pct_line\":");
+        if (res->line_gbps > 0) efax__json_num(buf, sizeof buf, &u, efax__pct(res));
+        else efax__cat(buf, sizeof buf, &u, "null");
+        efax__cat(buf, sizeof buf, &u, ",\"lat_us\":{\"min\":");
+        efax__json_num(buf, sizeof buf, &u, res->lat_us.min);
+        efax__cat(buf, sizeof buf, &u, ",\"p50\":");
+        efax__json_num(buf, sizeof buf, &u, res->lat_us.p50);
+        efax__cat(buf, sizeof buf, &u, ",\"avg\":");
+        efax__json_num(buf, sizeof buf, &u, res->lat_us.avg);
+        efax__cat(buf, sizeof buf, &u, ",\"p99\":");
+        efax__json_num(buf, sizeof buf, &u, res->lat_us.p99);
+        efax__cat(buf, sizeof buf, &u, ",\"max\":");
+        efax__json_num(buf, sizeof buf, &u, res->lat_us.max);
+        efax__cat(buf, sizeof buf, &u, "},\"wrong\":");
+        if (res->wrong < 0) efax__cat(buf, sizeof buf, &u, "null");
+        else efax__cat(buf, sizeof buf, &u, "%lld", (long long)res->wrong);
+        if (!strcmp(res->kind, "alltoall")) {
+            efax__cat(buf, sizeof buf, &u, ",\"algbw_gbs\":");
+            efax__json_num(buf, sizeof buf, &u, res->algbw_gbs);
+            efax__cat(buf, sizeof buf, &u, ",\"busbw_gbs\":");
+            efax__json_num(buf, sizeof buf, &u, res->busbw_gbs);
+        }
+        efax__cat(buf, sizeof buf, &u, ",\"nics\":[");
+        for (i = 0; i < res->nnic; i++) {
+            efax__cat(buf, sizeof buf, &u, "%s{\"name\":", i ? "," : "");
+            efax__json_str(buf, sizeof buf, &u, res->nic[i].name);
+            efax__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"ops\":%llu}", (unsigned long long)res->nic[i].bytes,
+                      (unsigned long long)res->nic[i].ops);
+        }
+        efax__cat(buf, sizeof buf, &u, "],%s}\n", r->meta);
+        fputs(buf, r->json);
+        fflush(r->json);
+    }
+    if (r->csv) {
+        fprintf(r->csv, "%s,%s,%s,%s,%s,%s,%llu,%d,%d,%d,%.6g,%.6g,", r->driver, res->variant, res->kind,
+                r->ctx ? r->ctx->provider : "-", res->memory, res->mem_path, (unsigned long long)res->size, res->iters,
+                res->window, res->peers, res->gbps, res->gbps / 8);
+        if (res->line_gbps > 0) fprintf(r->csv, "%.6g,%.6g,", efax__pct(res), res->line_gbps);
+        else fprintf(r->csv, ",,");
+        fprintf(r->csv, "%.6g,%.6g,%.6g,%.6g,%.6g,", res->lat_us.min, res->lat_us.p50, res->lat_us.avg,
+                res->lat_us.p99, res->lat_us.max);
+        if (res->wrong >= 0) fprintf(r->csv, "%lld", (long long)res->wrong);
+        fprintf(r->csv, ",%.6g,%.6g,", res->algbw_gbs, res->busbw_gbs);
+        for (i = 0; i < res->nnic; i++)
+            fprintf(r->csv, "%s%s=%llu", i ? ";" : "", res->nic[i].name, (unsigned long long)res->nic[i].bytes);
+        fprintf(r->csv, "\n");
+        fflush(r->csv);
+    }
+}
+
+EFAX_API void efax_report_row(efax_report *r) {
+    int i;
+    bool a2a;
+    char sz[32];
+    int64_t wrong = -1;
+    if (r->rank != 0 || r->nrow == 0) { r->nrow = 0; return; }
+    a2a = !strcmp(r->row[0].kind, "alltoall");
+    if (r->tty) fprintf(stderr, "\r\033[K");
+    if (!r->o->quiet) {
+        if (!r->header_printed) {
+            printf("\n%8s", "size");
+            for (i = 0; i < r->nrow; i++) printf(" | %-*s", a2a ? 39 : 30, r->row[i].variant);
+            printf("%s\n%8s", r->o->check ? " | " : "", "(bytes)");
+            for (i = 0; i < r->nrow; i++) {
+                if (a2a) printf(" | %9s %9s %6s %11s", "algbw GB/s", "busbw GB/s", "%line", "p50 us");
+                else printf(" | %9s %6s %12s", !strcmp(r->row[i].kind, "roundtrip") ? "Gbps(rt)" : "Gbps", "%line",
+                            !strcmp(r->row[i].kind, "roundtrip") ? "rtt p50 us" : "p50 us");
+            }
+            printf("%s\n", r->o->check ? " | #wrong" : "");
+            r->header_printed = true;
+        }
+        printf("%8s", efax_fmt_size(r->row[0].size, sz, sizeof sz));
+        for (i = 0; i < r->nrow; i++) {
+            const efax_result *x = &r->row[i];
+            char pct[16];
+            if (x->line_gbps > 0) snprintf(pct, sizeof pct, "%6.1f", efax__pct(x));
+            else snprintf(pct, sizeof pct, "%6s", "-");
+            if (a2a) printf(" | %10.3f %10.3f %6s %11.2f", x->algbw_gbs, x->busbw_gbs, pct, x->lat_us.p50);
+            else printf(" | %9.3f %6s %12.2f", x->gbps, pct, x->lat_us.p50);
+            if (x->wrong >= 0) wrong = (wrong < 0 ? 0 : wrong) + x->wrong;
+        }
+        if (r->o->check) printf(" | %lld", (long long)wrong);
+        printf("\n");
+        fflush(stdout);
+    }
+    r->nrow = 0;
+}
+
+EFAX_API void efax_report_progress(efax_report *r, const char *fmt, ...) {
+    va_list ap;
+    char msg[256];
+    if (r->rank != 0 || !r->tty) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\r\033[K[%s %.0fs] %s", r->driver, (double)(efax_now_ns() - r->t0_ns) / 1e9, msg);
+    fflush(stderr);
+}
+
+EFAX_API void efax_report_deinit(efax_report *r) {
+    if (!r) return;
+    if (r->tty && r->rank == 0) fprintf(stderr, "\r\033[K");
+    if (r->json) fclose(r->json);
+    if (r->csv) fclose(r->csv);
+    memset(r, 0, sizeof *r);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFAX_IMPLEMENTATION_DONE */
+#endif /* EFAX_IMPLEMENTATION */
+
+/*
+MIT License
+
+Copyright (c) 2026 the efax authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of this software and
+associated documentation files (the "Software"), to deal in the Software without restriction,
+including without limitation the rights to use, copy, modify, merge, publish, distribute,
+sublicense, and/or sell copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all copies or
+substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING BUT
+NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND
+NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES
+OR OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN
+CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+*/
