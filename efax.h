@@ -218,6 +218,8 @@ EFAX_API void efax_ctx_deinit(efax_ctx *ctx);
 EFAX_API int efax_ctx_nnics(const efax_ctx *ctx);
 /* Attributes of local NIC i (0 <= i < nnics). */
 EFAX_API const efax_nic_info *efax_ctx_nic(const efax_ctx *ctx, int i);
+/* Local NIC i's endpoint address as text (fi_av_straddr), e.g. "fi_sockaddr_in://10.0.0.1:4242". */
+EFAX_API const char *efax_ctx_nic_addr(const efax_ctx *ctx, int i, char *buf, size_t len);
 /* Counters of local NIC i. */
 EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i);
 /* Zeroes every NIC's counters. */
@@ -413,6 +415,10 @@ struct efax_xfer {
     uint64_t rx_data;
     bool rx_has_data;
     uint64_t t_start_ns, t_done_ns;
+    /* optional: a chunk is posted only once ready(ready_user, off, len) says its source bytes
+       are in place (efax_cuda.h's staged sends copy device memory out chunk by chunk) */
+    bool (*ready)(void *user, uint64_t off, uint64_t len);
+    void *ready_user;
 };
 
 /* Starts a send of len bytes at mr+off to `peer` on local NIC `nic`, with immediate data if
@@ -452,8 +458,24 @@ EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms);
 EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms);
 
 /* Sends a control message: the peer counts it under (this rank, tag, seq) exactly as it
-   counts a write's immediate data. Tagged, so it never meets efax_recv's buffers. */
+   counts a write's immediate data. Tagged, so it never meets efax_recv's buffers. Goes out
+   on NIC 0; efax_notify_nic picks the NIC. Retries -FI_EAGAIN until the timeout. */
 EFAX_API int efax_notify(efax_ctx *ctx, int peer, int tag, uint32_t seq);
+EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t seq);
+
+/* Tag 0 is efax's own (efax_ctx_warmup); applications use tags 1 .. imm_tags-1. */
+#define EFAX_TAG_INTERNAL 0
+
+/* Opens every connection before anything is timed: each rank notifies every peer on every
+   NIC and waits for every peer's notifications (the first message over EFA or tcp can take
+   milliseconds). Collective: every rank calls it after efax_ctx_connect. */
+EFAX_API int efax_ctx_warmup(efax_ctx *ctx);
+
+/* Hands arrivals under `tag` to fn instead of counting them (fn NULL: count again). For
+   engines that need to know each chunk as it lands (efax_cuda.h's staged receives put a
+   chunk index in the sequence bits). fn runs inside efax_progress. */
+typedef void (*efax_imm_fn)(void *user, int peer, int tag, uint32_t seq, int nic);
+EFAX_API int efax_ctx_imm_hook(efax_ctx *ctx, int tag, efax_imm_fn fn, void *user);
 
 /* Waits until `count` arrivals (writes with immediate data or notifications) from `peer`
    under `tag` carried sequence `seq` (low EFAX_IMM_SEQ_BITS bits), then consumes them.
@@ -550,6 +572,11 @@ typedef struct efax__imm_slot {
     uint32_t stale_seq;
 } efax__imm_slot;
 
+typedef struct efax__imm_hook {
+    efax_imm_fn fn;
+    void *user;
+} efax__imm_hook;
+
 typedef struct efax__nic {
     efax_nic_info info;
     struct fi_info *fi;
@@ -584,6 +611,7 @@ struct efax_ctx {
     int *route_in;             /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
     int ntags;
     efax__imm_slot *imm;       /* [size * ntags] */
+    efax__imm_hook *hooks;     /* [ntags] */
     uint64_t bad_imm;          /* arrivals whose immediate data named no valid rank/tag */
     int timeout_ms;
     bool fi_more;
@@ -740,8 +768,57 @@ EFAX_API void efax_report_progress(efax_report *r, const char *fmt, ...)
 /* Closes the outputs. Safe on a zeroed report. */
 EFAX_API void efax_report_deinit(efax_report *r);
 
-/* Fills res->nic[] from the context's counters (bytes/ops since the last reset). */
+/* Fills res->nic[] from the context's counters: bytes and operations each NIC sent since the
+   last efax_ctx_stats_reset. */
 EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx);
+
+/* Starts a result: names and shape. memory/path: e.g. "host"/"host", "device"/"staged". */
+EFAX_API void efax_result_init(efax_result *res, const char *variant, const char *memory, const char *path,
+                               const char *kind, uint64_t size, int window, int peers);
+
+/* Finishes a result from n per-iteration times (microseconds; sorted in place) and the
+   bytes one iteration moves: seconds, bytes, gbps, lat_us, line_gbps. */
+EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
+                               double line_gbps);
+
+/* Line rate in Gbit/s of the first `nics` NICs together: --line-rate (per NIC), else
+   $EFAX_LINE_GBPS, else what the provider or sysfs reports; 0 when unknown. */
+EFAX_API double efax_line_rate(const efax_ctx *ctx, const efax_opts *o, int nics);
+
+/* Memory the benchmarks move: host memory here; efax_cuda.h adds pinned host memory and
+   device memory (registered by dmabuf, by address, or staged through pinned buffers). */
+typedef struct efax_buf efax_buf;
+typedef struct efax_mem_ops {
+    const char *name;        /* "host", "pinned", "device" */
+    const char *label;       /* variant suffix: "" for host, "Pin", "DMA" */
+    int (*alloc)(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access);
+    void (*release)(efax_buf *b);
+    /* the message at [off, off+len) gets pattern bytes 0..len of (rank, iter); check counts
+       the bytes that differ; poison clears */
+    void (*fill)(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
+    void (*poison)(efax_buf *b, uint64_t off, uint64_t len);
+    uint64_t (*check)(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
+} efax_mem_ops;
+
+struct efax_buf {
+    const efax_mem_ops *ops;
+    void *ptr;               /* where the data lives (host or device address) */
+    size_t len;
+    efax_mr mr;              /* what the NICs use: ptr itself, or a staging buffer */
+    char path[16];           /* host, pinned, dmabuf, hmem, staged */
+    void *impl;              /* the kind's own state */
+};
+
+/* This process's resident memory in KiB (for soak runs), or -1. */
+EFAX_API long efax_rss_kib(void);
+
+/* Host memory (page-aligned, registered as host memory). */
+EFAX_API const efax_mem_ops *efax_mem_host(void);
+/* Allocates len bytes of a memory kind and registers them with `access` (EFAX_MR_*) on
+   every NIC. b must not move afterwards. Returns 0 or a negative code (logged). */
+EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access);
+/* Deregisters and frees; safe on a zeroed efax_buf. */
+EFAX_API void efax_buf_free(efax_buf *b);
 
 #ifdef __cplusplus
 }
@@ -771,6 +848,7 @@ EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx);
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+#include <sched.h>
 #include <rdma/fi_cm.h>
 #ifndef EFAX_NO_PMIX
 #include <pmix.h>
@@ -1342,6 +1420,7 @@ EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
     free(ctx->route);
     free(ctx->route_in);
     free(ctx->imm);
+    free(ctx->hooks);
     free(ctx->peer_host);
     memset(ctx, 0, sizeof *ctx);
 }
@@ -1351,6 +1430,14 @@ EFAX_API const efax_nic_info *efax_ctx_nic(const efax_ctx *ctx, int i) {
     return i >= 0 && i < ctx->nnic ? &ctx->nic[i].info : NULL;
 }
 EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i) { return ctx->nic[i].stats; }
+EFAX_API const char *efax_ctx_nic_addr(const efax_ctx *ctx, int i, char *buf, size_t len) {
+    size_t l = len;
+    if (i < 0 || i >= ctx->nnic || !len) return "";
+    buf[0] = 0;
+    fi_av_straddr(ctx->nic[i].av, ctx->nic[i].addr, buf, &l);
+    buf[len - 1] = 0;
+    return buf;
+}
 EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx) {
     int i;
     for (i = 0; i < ctx->nnic; i++) memset(&ctx->nic[i].stats, 0, sizeof ctx->nic[i].stats);
@@ -2064,7 +2151,8 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
     ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
     ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
-    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->route_in) {
+    if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
+    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->route_in || !ctx->hooks) {
         free(all);
         return -FI_ENOMEM;
     }
@@ -2265,6 +2353,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         }
         len = s->len - s->posted;
         if (len > x->chunk) len = x->chunk;
+        if (x->ready && !x->ready(x->ready_user, s->off + s->posted, len)) break;
         op = n->free_ops;
         EFAX_ASSERT(op);
         more = ctx->fi_more && n->inflight + 1 < n->window &&
@@ -2345,6 +2434,10 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
             efax_log(ctx, 1, "NIC %s: immediate data 0x%08x names rank %d tag %d, outside this job "
                              "(%d ranks, %d tags): ignored", ctx->nic[nic].info.name, (unsigned)data, rank,
                      tag, ctx->size, ctx->ntags);
+        return;
+    }
+    if (ctx->hooks[tag].fn) {
+        ctx->hooks[tag].fn(ctx->hooks[tag].user, rank, tag, seq, nic);
         return;
     }
     sl = &ctx->imm[(size_t)rank * (size_t)ctx->ntags + (size_t)tag];
@@ -2632,6 +2725,16 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
 
 EFAX_API bool efax_xfer_done(const efax_xfer *x) { return x->done; }
 
+/* Waits spin on the CQs; after a stretch with nothing completed they yield the core, so
+   ranks that outnumber cores (CI, oversubscribed tests) still make progress promptly. */
+EFAX_PRIVATE void efax__idle(int got, unsigned *idle) {
+    if (got > 0) *idle = 0;
+    else if (++*idle >= 512) {
+        *idle = 0;
+        sched_yield();
+    }
+}
+
 EFAX_PRIVATE int efax__timeout_msg(efax_ctx *ctx, const efax_xfer *x, int ms) {
     if (x->op == EFAX_OP_RECV)
         efax_log(ctx, 0, "timed out after %d ms waiting for a receive of up to %llu bytes on NIC %s: "
@@ -2654,7 +2757,7 @@ EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
 
 EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms) {
     uint64_t deadline;
-    unsigned spins = 0;
+    unsigned spins = 0, idle = 0;
     int i, rc, first = 0;
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
     deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -2662,6 +2765,7 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
         while (first < n && (!xs[first] || xs[first]->done)) first++;
         if (first == n) break;
         if ((rc = efax_progress(ctx)) < 0) return rc;
+        efax__idle(rc, &idle);
         if ((++spins & 15) == 0 && efax_now_ns() > deadline) return efax__timeout_msg(ctx, xs[first], timeout_ms);
     }
     for (i = 0; i < n; i++)
@@ -2669,14 +2773,15 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
     return 0;
 }
 
-EFAX_API int efax_notify(efax_ctx *ctx, int peer, int tag, uint32_t seq) {
+EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t seq) {
     uint32_t imm;
     uint8_t msg[8];
     uint64_t deadline;
-    unsigned spins = 0;
+    unsigned spins = 0, idle = 0;
     int rc;
-    efax__nic *n = &ctx->nic[0];
-    if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
+    efax__nic *n;
+    if ((rc = efax__check_peer(ctx, peer, nic))) return rc;
+    n = &ctx->nic[nic];
     if (tag < 0 || tag >= ctx->ntags || efax_imm_encode(ctx->rank, tag, seq, &imm)) {
         efax_log(ctx, 0, "notify: tag %d outside 0..%d", tag, ctx->ntags - 1);
         return -FI_EINVAL;
@@ -2686,7 +2791,7 @@ EFAX_API int efax_notify(efax_ctx *ctx, int peer, int tag, uint32_t seq) {
     deadline = efax_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
     for (;;) {
         rc = (int)fi_tinjectdata(n->ep, msg, sizeof msg, imm,
-                                 ctx->route[(size_t)peer * (size_t)ctx->nnic].fa, EFAX__CTRL_TAG);
+                                 ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa, EFAX__CTRL_TAG);
         if (rc == 0) return 0;
         if (rc != -FI_EAGAIN) {
             efax_log(ctx, 0, "notify to rank %d (%s) on NIC %s failed: %s (%d)", peer, efax__host(ctx, peer),
@@ -2695,12 +2800,38 @@ EFAX_API int efax_notify(efax_ctx *ctx, int peer, int tag, uint32_t seq) {
         }
         n->stats.eagain++;
         if ((rc = efax_progress(ctx)) < 0) return rc;
+        efax__idle(rc, &idle);
         if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
             efax_log(ctx, 0, "timed out after %d ms sending a notification to rank %d (%s): the provider "
                              "kept refusing (-FI_EAGAIN)", ctx->timeout_ms, peer, efax__host(ctx, peer));
             return -FI_ETIMEDOUT;
         }
     }
+}
+
+EFAX_API int efax_notify(efax_ctx *ctx, int peer, int tag, uint32_t seq) {
+    return efax_notify_nic(ctx, peer, 0, tag, seq);
+}
+
+EFAX_API int efax_ctx_warmup(efax_ctx *ctx) {
+    int p, k, rc;
+    for (p = 0; p < ctx->size; p++)
+        for (k = 0; p != ctx->rank && k < ctx->nnic; k++)
+            if ((rc = efax_notify_nic(ctx, p, k, EFAX_TAG_INTERNAL, 0))) return rc;
+    for (p = 0; p < ctx->size; p++)
+        if (p != ctx->rank && (rc = efax_wait_imm(ctx, p, EFAX_TAG_INTERNAL, 0, (uint32_t)ctx->peer_nnic[p], -1)))
+            return rc;
+    return 0;
+}
+
+EFAX_API int efax_ctx_imm_hook(efax_ctx *ctx, int tag, efax_imm_fn fn, void *user) {
+    if (!ctx->hooks || tag <= EFAX_TAG_INTERNAL || tag >= ctx->ntags) {
+        efax_log(ctx, 0, "imm hook: tag %d outside 1..%d (or efax_ctx_connect not called)", tag, ctx->ntags - 1);
+        return -FI_EINVAL;
+    }
+    ctx->hooks[tag].fn = fn;
+    ctx->hooks[tag].user = user;
+    return 0;
 }
 
 EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag) {
@@ -2712,7 +2843,7 @@ EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint3
                            int timeout_ms) {
     efax__imm_slot *sl;
     uint64_t deadline;
-    unsigned spins = 0;
+    unsigned spins = 0, idle = 0;
     int rc;
     if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
     if (tag < 0 || tag >= ctx->ntags) {
@@ -2741,6 +2872,7 @@ EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint3
             return rc;
         }
         if ((rc = efax_progress(ctx)) < 0) return rc;
+        efax__idle(rc, &idle);
         if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
             efax_log(ctx, 0, "timed out after %d ms waiting for %u arrival(s) from rank %d (%s), tag %d, "
                              "sequence %u: %u arrived; the peer died, never started, or is slower than "
@@ -2858,7 +2990,13 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, u
         efax_log(ctx, 0, "write: cannot plan %llu bytes in mode %d", (unsigned long long)size, (int)mode);
         return n;
     }
-    memset(x, 0, sizeof *x);
+    {
+        bool (*ready)(void *, uint64_t, uint64_t) = x->ready;
+        void *ready_user = x->ready_user;
+        memset(x, 0, sizeof *x);
+        x->ready = ready;
+        x->ready_user = ready_user;
+    }
     x->nseg = n;
     for (i = 0; i < n; i++) {
         x->seg[i].nic = segs[i].nic;
@@ -3244,6 +3382,103 @@ EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off
 }
 
 EFAX_API void efax_poison(void *buf, uint64_t len) { memset(buf, EFAX_POISON, len); }
+
+EFAX_API void efax_result_init(efax_result *res, const char *variant, const char *memory, const char *path,
+                               const char *kind, uint64_t size, int window, int peers) {
+    memset(res, 0, sizeof *res);
+    efax__copy(res->variant, sizeof res->variant, variant);
+    efax__copy(res->memory, sizeof res->memory, memory);
+    efax__copy(res->mem_path, sizeof res->mem_path, path);
+    efax__copy(res->kind, sizeof res->kind, kind);
+    res->size = size;
+    res->window = window;
+    res->peers = peers;
+    res->wrong = -1;
+}
+
+EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
+                               double line_gbps) {
+    int i;
+    double sum = 0;
+    for (i = 0; i < n; i++) sum += lat_us[i];
+    res->iters = n;
+    res->seconds = sum * 1e-6;
+    res->bytes = bytes_per_iter * (uint64_t)n;
+    res->gbps = res->seconds > 0 ? (double)res->bytes * 8 / res->seconds / 1e9 : 0;
+    res->line_gbps = line_gbps;
+    res->lat_us = efax_stats_of(lat_us, n);
+}
+
+EFAX_API double efax_line_rate(const efax_ctx *ctx, const efax_opts *o, int nics) {
+    double sum = 0, env = 0;
+    const char *e = getenv("EFAX_LINE_GBPS");
+    int i;
+    if (e && *e) env = atof(e);
+    if (nics > ctx->nnic) nics = ctx->nnic;
+    for (i = 0; i < nics; i++) {
+        double r = o && o->line_gbps > 0 ? o->line_gbps : env > 0 ? env : ctx->nic[i].info.link_gbps;
+        if (r <= 0) return 0;
+        sum += r;
+    }
+    return sum;
+}
+
+EFAX_API long efax_rss_kib(void) {
+    long pages = -1, rss = -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = -1;
+    fclose(f);
+    return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+EFAX_PRIVATE int efax__host_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
+    efax_mr_desc md;
+    size_t cap = (len + 4095) & ~(size_t)4095;
+    b->ptr = aligned_alloc(4096, cap ? cap : 4096);
+    if (!b->ptr) {
+        efax_log(ctx, 0, "cannot allocate %zu bytes of host memory", len);
+        return -FI_ENOMEM;
+    }
+    memset(b->ptr, 0, cap ? cap : 4096);
+    memset(&md, 0, sizeof md);
+    md.ptr = b->ptr;
+    md.len = len;
+    md.access = access;
+    efax__copy(b->path, sizeof b->path, "host");
+    return efax_mr_reg(ctx, &b->mr, &md);
+}
+EFAX_PRIVATE void efax__host_release(efax_buf *b) { free(b->ptr); }
+EFAX_PRIVATE void efax__host_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
+    efax_pattern_fill((uint8_t *)b->ptr + off, len, 0, rank, iter);
+}
+EFAX_PRIVATE void efax__host_poison(efax_buf *b, uint64_t off, uint64_t len) { efax_poison((uint8_t *)b->ptr + off, len); }
+EFAX_PRIVATE uint64_t efax__host_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
+    return efax_pattern_check((uint8_t *)b->ptr + off, len, 0, rank, iter, NULL);
+}
+
+EFAX_API const efax_mem_ops *efax_mem_host(void) {
+    static const efax_mem_ops ops = {"host", "", efax__host_alloc, efax__host_release, efax__host_fill,
+                                     efax__host_poison, efax__host_check};
+    return &ops;
+}
+
+EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access) {
+    int rc;
+    memset(b, 0, sizeof *b);
+    b->ops = ops;
+    b->len = len;
+    rc = ops->alloc(ctx, b, len, access);
+    if (rc) efax_buf_free(b);
+    return rc;
+}
+
+EFAX_API void efax_buf_free(efax_buf *b) {
+    if (!b || !b->ops) return;
+    efax_mr_dereg(&b->mr);
+    b->ops->release(b);
+    memset(b, 0, sizeof *b);
+}
 
 EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx) {
     int i;
