@@ -1816,6 +1816,13 @@ EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, v
 }
 
 #ifndef EFAX_NO_PMIX
+/* A process id in our namespace (PMIX_LOAD_PROCID trips -Waddress in C++). */
+EFAX_PRIVATE void efax__pmix_proc(pmix_proc_t *p, const pmix_proc_t *me, pmix_rank_t rank) {
+    PMIX_PROC_CONSTRUCT(p);
+    memcpy(p->nspace, me->nspace, sizeof p->nspace);
+    p->rank = rank;
+}
+
 EFAX_PRIVATE int efax__pmix_init(efax_boot *b) {
     pmix_proc_t *me = (pmix_proc_t *)calloc(1, sizeof(pmix_proc_t)), wild;
     pmix_value_t *v = NULL;
@@ -1831,8 +1838,7 @@ EFAX_PRIVATE int efax__pmix_init(efax_boot *b) {
     }
     b->kind = EFAX_BOOT_PMIX;
     b->rank = (int)me->rank;
-    PMIX_PROC_CONSTRUCT(&wild);
-    PMIX_LOAD_PROCID(&wild, me->nspace, PMIX_RANK_WILDCARD);
+    efax__pmix_proc(&wild, me, PMIX_RANK_WILDCARD);
     st = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &v);
     if (st != PMIX_SUCCESS || !v) {
         efax__blog(b, 0, "PMIx_Get(PMIX_JOB_SIZE) failed: %s", PMIx_Error_string(st));
@@ -1858,8 +1864,7 @@ EFAX_PRIVATE int efax__pmix_fence(efax_boot *b, bool collect, int timeout_ms) {
     bool flag = collect;
     int tmo = (timeout_ms + 999) / 1000;
     pmix_status_t st;
-    PMIX_PROC_CONSTRUCT(&wild);
-    PMIX_LOAD_PROCID(&wild, ((pmix_proc_t *)b->pmix_proc)->nspace, PMIX_RANK_WILDCARD);
+    efax__pmix_proc(&wild, (const pmix_proc_t *)b->pmix_proc, PMIX_RANK_WILDCARD);
     PMIX_INFO_CONSTRUCT(&info[0]);
     PMIX_INFO_CONSTRUCT(&info[1]);
     PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
@@ -1895,8 +1900,7 @@ EFAX_PRIVATE int efax__pmix_allgather(efax_boot *b, const void *in, size_t len, 
     if ((rc = efax__pmix_fence(b, true, timeout_ms))) return rc;
     for (r = 0; r < b->size; r++) {
         pmix_value_t *v = NULL;
-        PMIX_PROC_CONSTRUCT(&p);
-        PMIX_LOAD_PROCID(&p, me->nspace, (pmix_rank_t)r);
+        efax__pmix_proc(&p, me, (pmix_rank_t)r);
         st = PMIx_Get(&p, key, NULL, 0, &v);
         if (st != PMIX_SUCCESS || !v || v->type != PMIX_BYTE_OBJECT || v->data.bo.size != len) {
             efax__blog(b, 0, "PMIx_Get(%s) from rank %d: %s", key, r,
@@ -2229,8 +2233,9 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
             efax_log(ctx, 0, "rank %d (%s) sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs; "
                              "expected wire %u and %d NICs)", p, ctx->peer_host[p], b->magic, b->wire,
                      b->rank, b->nnic, EFAX_WIRE_VERSION, ctx->peer_nnic[p]);
+            rc = b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
             free(all);
-            return b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+            return rc;
         }
         mr->remote[p].base = b->base;
         mr->remote[p].len = b->len;
@@ -2244,6 +2249,7 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
 // >>operations (implementation) ----------------------------------------------------------------
 
 EFAX_API int efax_imm_encode(int rank, int tag, uint32_t seq, uint32_t *imm) {
+    *imm = 0;
     if (rank < 0 || rank >= EFAX_IMM_MAX_RANKS || tag < 0 || tag >= EFAX_IMM_MAX_TAGS) return -FI_EINVAL;
     *imm = ((uint32_t)rank << (EFAX_IMM_TAG_BITS + EFAX_IMM_SEQ_BITS)) |
            ((uint32_t)tag << EFAX_IMM_SEQ_BITS) | (seq & ((1u << EFAX_IMM_SEQ_BITS) - 1));

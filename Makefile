@@ -1,0 +1,65 @@
+# efax — build and tests. `make` builds every driver into build/ (CUDA ones too when nvcc is
+# found); `make test` runs the test suite; `make asan` runs it with AddressSanitizer+UBSan.
+# Each target first makes sure the system packages are there (tests/deps.sh).
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Wpedantic -Werror
+# evaluated when used, so that packages installed by the deps step are seen
+PKG_CFLAGS = $(shell pkg-config --cflags libfabric pmix)
+PKG_LIBS   = $(shell pkg-config --libs libfabric pmix)
+NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+NVFLAGS ?= -O2 -g -arch=sm_90 -Xcompiler -Wall,-Wextra -Werror all-warnings
+CUDA_LIBS := -lcuda -lnvidia-ml
+
+DRIVERS      := info bootstrap pingpong sendrecv write
+TESTS        := unit xfer_test
+CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda affinity queue proxy ipc
+CUDA_TESTS   := cuda_test
+
+# B: the build folder (build/asan for the sanitizer build)
+B        ?= build
+HOST_BIN := $(addprefix $(B)/,$(DRIVERS) $(TESTS))
+CUDA_BIN := $(if $(and $(NVCC),$(wildcard efax_cuda.h)),$(addprefix $(B)/,$(CUDA_DRIVERS) $(CUDA_TESTS)))
+
+.PHONY: all host cuda test asan deps clean headers
+all: host cuda
+host: $(HOST_BIN)
+cuda: $(CUDA_BIN)
+
+deps:
+	@tests/deps.sh build
+
+$(B):
+	@mkdir -p $(B)
+
+$(B)/%: drivers/%.c efax.h | deps $(B)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
+
+$(B)/%: tests/%.c efax.h | deps $(B)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
+
+$(B)/%_cuda: drivers/%.c efax.h efax_cuda.h | deps $(B)
+	$(NVCC) $(NVFLAGS) -x cu -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS) $(CUDA_LIBS)
+
+$(B)/%: drivers/%.cu efax.h efax_cuda.h | deps $(B)
+	$(NVCC) $(NVFLAGS) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS) $(CUDA_LIBS)
+
+$(B)/%: tests/%.cu efax.h efax_cuda.h | deps $(B)
+	$(NVCC) $(NVFLAGS) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS) $(CUDA_LIBS)
+
+# The test suite: installs what it needs (as root) or says what to install, builds, runs,
+# and ends with "N passed, M failed".
+test:
+	@tests/deps.sh test
+	@$(MAKE) --no-print-directory all
+	@tests/run.sh
+
+# The same suite with every efax binary built under AddressSanitizer and UBSan.
+asan:
+	@tests/deps.sh test
+	@$(MAKE) --no-print-directory host B=build/asan CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+	@EFAX_BUILD=build/asan tests/run.sh
+
+clean:
+	rm -rf build

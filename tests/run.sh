@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# run.sh — efax's test suite (make test runs it after building). Each test is one command with
+# a time limit; exit 0 passes, 77 skips (the reason is printed), anything else fails and its
+# log's tail is printed. Ends with "N passed, M failed". Logs: build/test-logs/.
+#
+#   tests/run.sh                 everything that can run on this host
+#   tests/run.sh PATTERN         only tests whose name contains PATTERN
+#   EFAX_BUILD=build/asan tests/run.sh    the sanitizer build (make asan)
+set -u
+cd "$(dirname "$0")/.."
+B=${EFAX_BUILD:-build}
+ONLY=${1:-}
+LOGS=$B/test-logs
+mkdir -p "$LOGS"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+export EFAX_TIMEOUT_MS=${EFAX_TIMEOUT_MS:-60000}
+if [ "$B" != build ]; then
+  # AddressSanitizer and libfabric's memory-registration cache hooks do not mix
+  export FI_MR_CACHE_MONITOR=disabled ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+fi
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+pass=0 fail=0 skip=0
+failed=()
+
+# t NAME LIMIT_S CMD...   — passes when CMD exits 0
+t() {
+  local name=$1 limit=$2; shift 2
+  [ -n "$ONLY" ] && [[ "$name" != *"$ONLY"* ]] && return 0
+  local log="$LOGS/${name//\//_}.log" rc start=$SECONDS
+  timeout --kill-after=5 "$limit" bash -c '"$@"' "$name" "$@" >"$log" 2>&1
+  rc=$?
+  if [ $rc = 0 ]; then
+    pass=$((pass + 1)); printf 'PASS %-44s %3ds\n' "$name" $((SECONDS - start))
+  elif [ $rc = 77 ]; then
+    skip=$((skip + 1)); printf 'SKIP %-44s %s\n' "$name" "$(tail -n 1 "$log")"
+  else
+    fail=$((fail + 1)); failed+=("$name")
+    [ $rc = 124 ] || [ $rc = 137 ] && echo "  (killed after ${limit}s)" >>"$log"
+    printf 'FAIL %-44s rc=%d (log %s)\n' "$name" "$rc" "$log"; tail -n 15 "$log" | sed 's/^/     | /'
+  fi
+}
+
+# expect_fail RC PATTERN CMD...   — CMD must exit with RC (or any non-zero for "nz") and print PATTERN
+expect_fail() {
+  local want=$1 pat=$2 out rc; shift 2
+  out=$("$@" 2>&1); rc=$?
+  echo "$out"
+  if [ "$want" = nz ]; then [ $rc != 0 ] || { echo "expected a non-zero exit, got 0"; return 1; }
+  elif [ $rc != "$want" ]; then echo "expected exit $want, got $rc"; return 1; fi
+  grep -qF -- "$pat" <<<"$out" || { echo "expected the output to contain: $pat"; return 1; }
+}
+
+# json_ok FILE RECORDS   — valid JSON Lines, RECORDS records, every one with wrong == 0 and the schema fields
+json_ok() {
+  local f=$1 want=$2 n
+  jq -e . "$f" >/dev/null || { echo "$f: not valid JSON Lines"; return 1; }
+  n=$(jq -s length "$f")
+  [ "$n" = "$want" ] || { echo "$f: $n records, expected $want"; return 1; }
+  jq -e -s 'all(.[]; .schema == 1 and (.driver|type) == "string" and (.variant|type) == "string"
+              and (.provider|type) == "string" and (.memory|type) == "string" and (.size|type) == "number"
+              and (.iters|type) == "number" and (.gbps|type) == "number" and (.lat_us.p50|type) == "number"
+              and (.lat_us|keys) == ["avg","max","min","p50","p99"] and .wrong == 0 and (.nics|length) >= 1
+              and (.run.provider|type) == "string" and (.run.command|type) == "string")' "$f" >/dev/null ||
+    { echo "$f: a record lacks a field or has wrong != 0:"; jq -c '{variant,size,wrong}' "$f" | head; return 1; }
+}
+
+# compiled with optimisation, so the warnings that need data-flow analysis run too
+header_c() { printf '#define EFAX_IMPLEMENTATION\n#include "efax.h"\n' >"$LOGS/tu.c"; "$@" -O2 -I. -c "$LOGS/tu.c" -o "$LOGS/tu.o" $(pkg-config --cflags libfabric pmix); }
+header_nvcc() {
+  local nvcc; nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  [ -x "$nvcc" ] || { echo "skipped: no nvcc"; return 77; }
+  printf '#define EFAX_IMPLEMENTATION\n#include "efax.h"\n' >"$LOGS/tu.cu"
+  [ -f efax_cuda.h ] && printf '#include "efax_cuda.h"\n' >>"$LOGS/tu.cu"
+  "$nvcc" -O2 -x cu -I. -Werror all-warnings -Xcompiler -Wall,-Wextra -c "$LOGS/tu.cu" -o "$LOGS/tu.o" $(pkg-config --cflags libfabric pmix)
+}
+json_escape() { "$B/unit" json "$LOGS/escape.jsonl" && jq -e . "$LOGS/escape.jsonl" >/dev/null && [ "$(jq -s length "$LOGS/escape.jsonl")" = 2 ]; }
+has_provider() { "$B/info" --provider "$1" >/dev/null 2>&1; }
+# a NIC list of two endpoints on the provider's loopback device (multi-rail code on one host)
+two_nics() { case $1 in shm) echo shm,shm ;; *) echo lo,lo ;; esac; }
+
+export B LOGS
+export -f expect_fail json_ok header_c header_nvcc json_escape
+MPI="${MPIRUN[*]}"
+echo "== efax tests ($B) on $(hostname), $(nproc) cores"
+
+# --- the header compiles clean everywhere it must
+t header/gcc-c11     120 header_c cc -std=c11 -Wall -Wextra -Wpedantic -Werror
+t header/clang-c11   120 header_c clang -std=c11 -Wall -Wextra -Wpedantic -Werror
+t header/g++-c++17   120 header_c g++ -x c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror
+t header/nvcc        300 header_nvcc
+
+# --- unit tests (no fabric)
+for u in $("$B/unit" --list); do t "unit/$u" 120 "$B/unit" "$u"; done
+t unit/json-escape 60 json_escape
+
+# --- what this host offers
+t info/lists-providers 60 expect_fail 0 "shm" "$B/info"
+t info/json 60 bash -c "'$B/info' --json '$LOGS/info.jsonl' >/dev/null && jq -e -s 'length > 0 and all(.[]; .nic|type==\"string\")' '$LOGS/info.jsonl'"
+
+for p in tcp shm; do
+  if ! has_provider $p; then skip=$((skip + 1)); echo "SKIP $p/*: provider $p not available"; continue; fi
+  nics=$(two_nics $p)
+  # --- the transfer engine, every byte checked, 2 and 4 ranks, one and two NICs
+  t $p/xfer-2ranks          300 "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p
+  t $p/xfer-4ranks-2nics    600 "${MPIRUN[@]}" -np 4 "$B/xfer_test" --provider $p --nics $nics
+  t $p/xfer-window1         300 "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --nics $nics --window 1 --chunk 4K --max 4M
+  # --- drivers
+  t $p/bootstrap-4ranks     120 expect_fail 0 "all 4×3 pairs OK" "${MPIRUN[@]}" -np 4 "$B/bootstrap" --provider $p
+  t $p/bootstrap-2nics      120 expect_fail 0 "all 3×2 pairs OK" "${MPIRUN[@]}" -np 3 "$B/bootstrap" --provider $p --nics $nics
+  t $p/pingpong-check       300 bash -c "$MPI -np 2 $B/pingpong --provider $p -c -b 1 -e 1M -f 4 -n 200 --json $LOGS/pp-$p.jsonl && json_ok $LOGS/pp-$p.jsonl 22"
+  t $p/sendrecv-check       300 bash -c "$MPI -np 2 $B/sendrecv --provider $p --nics $nics -c -b 1 -e 16M -f 16 -n 20 --mode all --json $LOGS/sr-$p.jsonl && json_ok $LOGS/sr-$p.jsonl 56"
+  t $p/sendrecv-3ranks      300 bash -c "$MPI -np 3 $B/sendrecv --provider $p -c -b 4K -e 1M -f 16 -n 20 --json $LOGS/sr3-$p.jsonl && json_ok $LOGS/sr3-$p.jsonl 6"
+  t $p/write-check          300 bash -c "$MPI -np 2 $B/write --provider $p --nics $nics -c -b 1 -e 64M -f 8 -n 10 --mode all --window 2 --json $LOGS/w-$p.jsonl --csv $LOGS/w-$p.csv && json_ok $LOGS/w-$p.jsonl 40 && [ \$(wc -l < $LOGS/w-$p.csv) = 41 ]"
+  t $p/write-targets-all    300 bash -c "$MPI -np 4 $B/write --provider $p -c -b 4K -e 4M -f 32 -n 10 --targets all --mode split,rr --json $LOGS/wa-$p.jsonl && json_ok $LOGS/wa-$p.jsonl 6 && jq -e -s 'all(.[]; .peers == 3)' $LOGS/wa-$p.jsonl"
+done
+
+# --- the per-NIC counters show where the bytes went: split and round-robin use both NICs
+t tcp/nic-counters 120 bash -c "$MPI -np 2 $B/write --provider tcp --nics lo,lo -b 1M -e 1M -n 8 --mode split,rr --quiet --json $LOGS/ctr.jsonl && jq -e -s 'length == 2 and all(.[]; (.nics|length) == 2 and all(.nics[]; .bytes > 0))' $LOGS/ctr.jsonl"
+
+# --- launching without PMIx: the TCP rendezvous
+rdv() {
+  local port=$((20000 + RANDOM % 20000)) pids=() rc=0 r
+  for r in 0 1 2; do EFAX_RANK=$r EFAX_SIZE=3 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=t0k "$B/bootstrap" --provider tcp >"$LOGS/rdv$r.log" 2>&1 & pids+=($!); done
+  for r in "${pids[@]}"; do wait "$r" || rc=1; done
+  cat "$LOGS/rdv0.log"; grep -q "all 3×2 pairs OK" "$LOGS/rdv0.log" && [ $rc = 0 ]
+}
+export -f rdv
+t rendezvous/3ranks 120 rdv
+
+# --- bad launches and faults fail fast, name the problem, never hang
+t fault/no-launcher        30 expect_fail 1 "no launcher found" env -u PMIX_NAMESPACE -u PMIX_RANK "$B/write" -n 1
+t fault/unknown-provider   60 expect_fail 1 "providers on this host" "${MPIRUN[@]}" -np 2 "$B/write" --provider nosuch -n 1
+t fault/unknown-nic        60 expect_fail 1 "its NICs here" "${MPIRUN[@]}" -np 2 "$B/write" --provider tcp --nics nosuch0 -n 1
+t fault/peer-never-starts  60 expect_fail 1 "waiting for rank(s) 1 to join" env EFAX_TIMEOUT_MS=2000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$((20000 + RANDOM % 20000)) EFAX_TOKEN=x "$B/bootstrap"
+t fault/rendezvous-unreachable 60 expect_fail 1 "could not reach rank 0" env EFAX_TIMEOUT_MS=2000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 EFAX_TOKEN=x "$B/bootstrap"
+t fault/bad-env            30 expect_fail 1 "EFAX_RANK='x'" env EFAX_RANK=x EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:1 "$B/bootstrap"
+
+[ $skip = 0 ] || echo "$skip skipped (reasons above)"
+[ $fail = 0 ] || echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

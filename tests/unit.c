@@ -1,0 +1,318 @@
+/* unit — tests of everything in efax.h that needs no fabric: option parsing, sizes, immediate
+   data, planning, verification patterns, statistics, error strings, peer-data checks, NIC
+   matching, JSON output.
+
+   build/unit --list        names of the tests
+   build/unit NAME          runs one (exit 0 pass, 1 fail)
+   build/unit               runs all
+*/
+#define EFAX_IMPLEMENTATION
+#include "efax.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+#define CHECK(c)                                                                                  \
+    do {                                                                                          \
+        if (!(c)) {                                                                               \
+            fprintf(stderr, "  %s:%d: check failed: %s\n", __FILE__, __LINE__, #c);              \
+            failures++;                                                                           \
+        }                                                                                         \
+    } while (0)
+
+static void test_sizes(void) {
+    static const struct { const char *s; int ok; uint64_t v; } t[] = {
+        {"0", 1, 0}, {"1", 1, 1}, {"4K", 1, 4096}, {"4k", 1, 4096}, {"1M", 1, 1 << 20}, {"2G", 1, 2ull << 30},
+        {"1T", 1, 1ull << 40}, {"3KiB", 1, 3072}, {"1MB", 1, 1 << 20}, {"", 0, 0}, {"-1", 0, 0}, {"abc", 0, 0},
+        {"1X", 0, 0}, {"1.5M", 0, 0}, {" 1", 0, 0}, {"1 ", 0, 0}, {"18446744073709551615", 1, UINT64_MAX},
+        {"18446744073709551616", 0, 0}, {"99999999999999999999", 0, 0}, {"16777216T", 0, 0}, {"+4", 0, 0}};
+    for (unsigned i = 0; i < sizeof t / sizeof t[0]; i++) {
+        uint64_t v = 12345;
+        int rc = efax_parse_size(t[i].s, &v);
+        if ((rc == 0) != t[i].ok || (t[i].ok && v != t[i].v)) {
+            fprintf(stderr, "  size '%s': rc %d value %llu\n", t[i].s, rc, (unsigned long long)v);
+            failures++;
+        }
+    }
+    char b[32];
+    CHECK(!strcmp(efax_fmt_size(4096, b, sizeof b), "4K"));
+    CHECK(!strcmp(efax_fmt_size(1 << 20, b, sizeof b), "1M"));
+    CHECK(!strcmp(efax_fmt_size(1000, b, sizeof b), "1000"));
+    CHECK(!strcmp(efax_fmt_size(3ull << 30, b, sizeof b), "3G"));
+}
+
+/* Parses a command line given as one string. Returns the parser's result. */
+static int parse(efax_opts *o, const char *line, char *err, size_t el) {
+    static char buf[1024];
+    static char *argv[64];
+    int argc = 0;
+    char *tok, *save = NULL;
+    snprintf(buf, sizeof buf, "prog %s", line);
+    for (tok = strtok_r(buf, " ", &save); tok && argc < 63; tok = strtok_r(NULL, " ", &save)) argv[argc++] = tok;
+    argv[argc] = NULL;
+    efax_opts_init(o);
+    return efax_opts_parse(o, argc, argv, NULL, "prog", NULL, err, el);
+}
+
+static void test_options(void) {
+    efax_opts o;
+    char err[256];
+    /* accepted */
+    CHECK(parse(&o, "-b 4K -e 1M -f 4 -n 10 -w 2 -c --mode split,rr --window 3 --chunk 64K", err, sizeof err) == 0);
+    CHECK(o.min_size == 4096 && o.max_size == (1 << 20) && o.factor == 4 && o.iters == 10 && o.warmup == 2 && o.check);
+    CHECK(o.modes == ((1u << EFAX_MODE_SPLIT) | (1u << EFAX_MODE_ROUNDROBIN)) && o.window == 3 && o.chunk == 65536);
+    CHECK(parse(&o, "--min-size=1 --max-size=1 --mode=all --provider=tcp --nics=a,b --quiet", err, sizeof err) == 0);
+    CHECK(o.min_size == 1 && o.modes == 15 && !strcmp(o.provider, "tcp") && !strcmp(o.nics, "a,b") && o.quiet);
+    /* rejected, each with a message naming the option */
+    static const struct { const char *line, *must; } bad[] = {
+        {"-b 0", "-b/--min-size"}, {"-b -5", "-b/--min-size"}, {"-b abc", "-b/--min-size"},
+        {"-e 99999999999999999999", "-e/--max-size"}, {"-e 128G", "-e/--max-size"}, {"-b 1M -e 1K", "larger than"},
+        {"-f 1", "factor"}, {"-f 0.5", "factor"}, {"-f x", "factor"}, {"-n 0", "-n/--iters"},
+        {"-n 100000000000", "-n/--iters"}, {"-n -3", "-n/--iters"}, {"-n 1.5", "-n/--iters"}, {"-w -1", "-w/--warmup"},
+        {"--mode fast", "--mode"}, {"--mode ,", "--mode"}, {"--window 0", "--window"}, {"--window 5000", "--window"},
+        {"--chunk 1", "--chunk"}, {"--timeout 0", "--timeout"}, {"--line-rate 0", "--line-rate"},
+        {"--line-rate nan", "--line-rate"}, {"--duration -1", "--duration"}, {"--bogus", "unknown option"},
+        {"-z", "unknown option"}, {"stray", "unexpected argument"}, {"-b", "needs a value"}, {"--check=1", "takes no value"},
+        {"--provider=", "empty"}};
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = parse(&o, bad[i].line, err, sizeof err);
+        if (rc != -EFAX_E_USAGE || !strstr(err, bad[i].must)) {
+            fprintf(stderr, "  '%s': rc %d, message '%s' (expected it to mention '%s')\n", bad[i].line, rc, err, bad[i].must);
+            failures++;
+        }
+    }
+}
+
+static void test_iters(void) {
+    efax_opts o;
+    uint64_t s, n = 0;
+    efax_opts_init(&o);
+    CHECK(efax_opts_iters(&o, 1) == 1000 && efax_opts_iters(&o, 1ull << 30) == 5);
+    CHECK(efax_opts_warmup(&o, 1) == 10 && efax_opts_warmup(&o, 1ull << 30) == 1);
+    o.min_size = 1000, o.max_size = 5000, o.factor = 2;
+    for (s = o.min_size; s; s = efax_opts_next_size(&o, s)) n++;
+    CHECK(n == 4); /* 1000 2000 4000 5000: the sweep ends exactly at the maximum */
+    o.factor = 1.0001, o.min_size = 1, o.max_size = 3;
+    for (s = o.min_size, n = 0; s; s = efax_opts_next_size(&o, s)) n++;
+    CHECK(n == 3); /* always moves forward */
+}
+
+static void test_imm(void) {
+    uint32_t imm, seq;
+    int r, t;
+    CHECK(efax_imm_encode(65535, 255, 255, &imm) == 0 && imm == 0xffffffffu);
+    CHECK(efax_imm_encode(3, 7, 0x1ff, &imm) == 0);
+    efax_imm_decode(imm, &r, &t, &seq);
+    CHECK(r == 3 && t == 7 && seq == 0xff);
+    CHECK(efax_imm_encode(65536, 0, 0, &imm) == -FI_EINVAL);
+    CHECK(efax_imm_encode(-1, 0, 0, &imm) == -FI_EINVAL);
+    CHECK(efax_imm_encode(0, 256, 0, &imm) == -FI_EINVAL);
+}
+
+/* Every plan covers [0, size) exactly once, in order, on valid NICs. */
+static int plan_ok(uint64_t size, int nnic, efax_mode m, uint64_t idx, efax_plan_seg *seg, int n) {
+    uint64_t off = 0;
+    if (n < 1 || n > nnic) return 0;
+    for (int i = 0; i < n; i++) {
+        if (seg[i].off != off || seg[i].nic < 0 || seg[i].nic >= nnic) return 0;
+        if (size && !seg[i].len) return 0;
+        for (int j = 0; j < i; j++)
+            if (seg[j].nic == seg[i].nic) return 0;
+        off += seg[i].len;
+    }
+    (void)m, (void)idx;
+    return off == size;
+}
+
+static void test_plan(void) {
+    static const uint64_t sizes[] = {0, 1, 63, 64, 100, 4095, 128 << 10, (128 << 10) + 1, 256 << 10, 300000, 1 << 20, 256ull << 20, (1ull << 30) + 7};
+    efax_plan_seg seg[EFAX_MAX_NICS];
+    for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int nnic = 1; nnic <= 8; nnic++)
+            for (int m = 0; m < EFAX_MODE_COUNT; m++)
+                for (uint64_t idx = 0; idx < 5; idx++) {
+                    int n = efax_plan(sizes[s], nnic, (efax_mode)m, idx, 0, 0, seg);
+                    if (!plan_ok(sizes[s], nnic, (efax_mode)m, idx, seg, n)) {
+                        fprintf(stderr, "  plan size %llu nnic %d mode %s index %llu: bad (%d segments)\n",
+                                (unsigned long long)sizes[s], nnic, efax_mode_name((efax_mode)m), (unsigned long long)idx, n);
+                        failures++;
+                    }
+                }
+    /* single: the NIC asked for; round-robin rotates with the message index and uses every NIC */
+    CHECK(efax_plan(1000, 4, EFAX_MODE_SINGLE, 9, 2, 0, seg) == 1 && seg[0].nic == 2);
+    for (int i = 0; i < 8; i++) CHECK(efax_plan(1000, 4, EFAX_MODE_ROUNDROBIN, (uint64_t)i, 0, 0, seg) == 1 && seg[0].nic == i % 4);
+    /* split: every NIC, 64-byte aligned pieces */
+    CHECK(efax_plan(1 << 20, 4, EFAX_MODE_SPLIT, 0, 0, 0, seg) == 4 && seg[1].off == 262144 && seg[3].nic == 3);
+    CHECK(efax_plan(1000, 4, EFAX_MODE_SPLIT, 0, 0, 0, seg) == 4 && seg[1].off % 64 == 0);
+    CHECK(efax_plan(100, 4, EFAX_MODE_SPLIT, 0, 0, 0, seg) == 2);
+    /* stripe: small whole and rotating; large over a divisor of the NIC count, >= 128K, 128-aligned */
+    CHECK(efax_plan(64 << 10, 4, EFAX_MODE_STRIPE, 0, 0, 0, seg) == 1 && seg[0].nic == 0);
+    CHECK(efax_plan(64 << 10, 4, EFAX_MODE_STRIPE, 1, 0, 0, seg) == 1 && seg[0].nic == 1);
+    CHECK(efax_plan(300 << 10, 4, EFAX_MODE_STRIPE, 0, 0, 0, seg) == 2 && seg[1].off % 128 == 0);
+    CHECK(efax_plan(200 << 10, 3, EFAX_MODE_STRIPE, 0, 0, 0, seg) == 1); /* 2 stripes do not divide 3 NICs */
+    CHECK(efax_plan(300 << 10, 3, EFAX_MODE_STRIPE, 0, 0, 0, seg) == 3);
+    CHECK(efax_plan(4 << 20, 4, EFAX_MODE_STRIPE, 0, 0, 0, seg) == 4 && seg[0].len == (1 << 20));
+    CHECK(efax_plan(4 << 20, 4, EFAX_MODE_STRIPE, 1, 0, 0, seg) == 4 && seg[0].nic == 0);
+    CHECK(efax_plan(300 << 10, 4, EFAX_MODE_STRIPE, 1, 0, 0, seg) == 2 && seg[0].nic == 2);
+    /* chunk counts: what the target expects */
+    CHECK(efax_write_chunks(0, 4, EFAX_MODE_SPLIT, 1 << 20) == 1);
+    CHECK(efax_write_chunks(4 << 20, 1, EFAX_MODE_SINGLE, 1 << 20) == 4);
+    CHECK(efax_write_chunks((4 << 20) + 1, 1, EFAX_MODE_SINGLE, 1 << 20) == 5);
+    CHECK(efax_write_chunks(4 << 20, 4, EFAX_MODE_SPLIT, 1 << 20) == 4);
+    CHECK(efax_write_chunks(4 << 20, 4, EFAX_MODE_SPLIT, 0) == 4);
+    CHECK(efax_write_chunks(4 << 20, 3, EFAX_MODE_SPLIT, 1 << 20) == 6);
+    CHECK(efax_plan(1, 0, EFAX_MODE_SINGLE, 0, 0, 0, seg) == -FI_EINVAL);
+    CHECK(efax_plan(1, EFAX_MAX_NICS + 1, EFAX_MODE_SINGLE, 0, 0, 0, seg) == -FI_EINVAL);
+    efax_mode m;
+    CHECK(efax_mode_parse("RR", &m) == 0 && m == EFAX_MODE_ROUNDROBIN);
+    CHECK(efax_mode_parse("Stripe", &m) == 0 && m == EFAX_MODE_STRIPE);
+    CHECK(efax_mode_parse("x", &m) == -EFAX_E_USAGE);
+}
+
+/* The check must be able to fail: a wrong byte, a missing chunk and a stale iteration all show. */
+static void test_pattern(void) {
+    enum { N = 1 << 16 };
+    uint8_t *a = (uint8_t *)malloc(N), *b = (uint8_t *)malloc(N);
+    uint64_t first;
+    efax_pattern_fill(a, N, 0, 3, 7);
+    CHECK(efax_pattern_check(a, N, 0, 3, 7, &first) == 0 && first == UINT64_MAX);
+    a[12345] ^= 1;
+    CHECK(efax_pattern_check(a, N, 0, 3, 7, &first) == 1 && first == 12345);
+    a[12345] ^= 1;
+    memcpy(b, a, N);
+    efax_poison(b + 4096, 4096); /* a chunk that never arrived */
+    CHECK(efax_pattern_check(b, N, 0, 3, 7, &first) >= 4000 && first >= 4096 && first < 4200);
+    CHECK(efax_pattern_check(a, N, 0, 3, 6, NULL) > N - N / 64); /* the previous iteration's bytes */
+    CHECK(efax_pattern_check(a, N, 0, 2, 7, NULL) > N - N / 64); /* another rank's bytes */
+    /* a piece filled at an unaligned offset matches the whole message's bytes there */
+    efax_pattern_fill(b, 1001, 333, 3, 7);
+    CHECK(memcmp(b, a + 333, 1001) == 0);
+    CHECK(efax_pattern_check(a + 333, 1001, 333, 3, 7, NULL) == 0);
+    /* consecutive iterations differ nearly everywhere */
+    efax_pattern_fill(b, N, 0, 3, 8);
+    {
+        int same = 0;
+        for (int i = 0; i < N; i++) same += a[i] == b[i];
+        CHECK(same < N / 100);
+    }
+    free(a);
+    free(b);
+}
+
+static void test_stats(void) {
+    double v[] = {5, 1, 4, 2, 3}, w[200];
+    efax_stats s = efax_stats_of(v, 5);
+    CHECK(s.min == 1 && s.max == 5 && s.avg == 3 && s.p50 == 3 && s.p99 == 5);
+    for (int i = 0; i < 200; i++) w[i] = 200 - i;
+    s = efax_stats_of(w, 200);
+    CHECK(s.p99 == 198 && s.p50 == 100 && s.min == 1);
+    s = efax_stats_of(w, 0);
+    CHECK(s.avg == 0);
+}
+
+static void test_errors(void) {
+    for (int c = EFAX_E_BASE; c < EFAX_E_END; c++) CHECK(strlen(efax_strerror(-c)) > 5 && strcmp(efax_strerror(-c), efax_strerror(-FI_EOTHER)));
+    CHECK(!strcmp(efax_strerror(-FI_EAGAIN), fi_strerror(FI_EAGAIN)) && !strcmp(efax_strerror(-FI_ETRUNC), fi_strerror(FI_ETRUNC)));
+    CHECK(!strcmp(efax_strerror(0), "success"));
+    CHECK(efax_strerror(EFAX_E_STALE) == efax_strerror(-EFAX_E_STALE));
+}
+
+/* What peers send is checked before use. */
+static void test_peer_data(void) {
+    efax__hello h;
+    char why[256];
+    memset(&h, 0, sizeof h);
+    h.magic = EFAX__HELLO_MAGIC, h.wire = EFAX_WIRE_VERSION, h.rank = 2, h.nnic = 1;
+    snprintf(h.provider, sizeof h.provider, "tcp");
+    snprintf(h.nic[0].name, sizeof h.nic[0].name, "eth0");
+    h.nic[0].addrlen = 16;
+    CHECK(efax__hello_check(&h, 2, "tcp", why, sizeof why) == 0);
+    CHECK(efax__hello_check(&h, 1, "tcp", why, sizeof why) == -EFAX_E_PEER);
+    CHECK(efax__hello_check(&h, 2, "shm", why, sizeof why) == -EFAX_E_PEER && strstr(why, "--provider"));
+    h.wire = EFAX_WIRE_VERSION + 1;
+    CHECK(efax__hello_check(&h, 2, "tcp", why, sizeof why) == -EFAX_E_VERSION && strstr(why, "wire version"));
+    h.wire = EFAX_WIRE_VERSION, h.nnic = EFAX_MAX_NICS + 1;
+    CHECK(efax__hello_check(&h, 2, "tcp", why, sizeof why) == -EFAX_E_PEER);
+    h.nnic = 1, h.nic[0].addrlen = EFAX__ADDR_MAX + 1;
+    CHECK(efax__hello_check(&h, 2, "tcp", why, sizeof why) == -EFAX_E_PEER);
+    h.nic[0].addrlen = 16;
+    memset(h.provider, 'x', sizeof h.provider); /* no terminator */
+    CHECK(efax__hello_check(&h, 2, "tcp", why, sizeof why) == -EFAX_E_PEER);
+    h.magic = 0;
+    CHECK(efax__hello_check(&h, 2, "tcp", why, sizeof why) == -EFAX_E_PEER);
+}
+
+/* NICs match by name (k-th of a name to k-th), else by index modulo the peer's count. */
+static void test_matching(void) {
+    efax__hello a, b;
+    memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
+    a.nnic = 4, b.nnic = 2;
+    const char *an[] = {"r0", "r1", "r2", "r3"}, *bn[] = {"r3", "r1"};
+    for (int i = 0; i < 4; i++) snprintf(a.nic[i].name, 64, "%s", an[i]);
+    for (int i = 0; i < 2; i++) snprintf(b.nic[i].name, 64, "%s", bn[i]);
+    CHECK(efax__match(&a, 1, &b) == 1 && efax__match(&a, 3, &b) == 0); /* by name, other order */
+    CHECK(efax__match(&a, 0, &b) == 0 && efax__match(&a, 2, &b) == 0); /* no such name: modulo */
+    CHECK(efax__match(&b, 0, &a) == 3 && efax__match(&b, 1, &a) == 1);
+    a.nnic = 3, b.nnic = 3;
+    for (int i = 0; i < 3; i++) snprintf(a.nic[i].name, 64, "shm"), snprintf(b.nic[i].name, 64, "shm");
+    CHECK(efax__match(&a, 0, &b) == 0 && efax__match(&a, 1, &b) == 1 && efax__match(&a, 2, &b) == 2);
+    char h[64], p[16];
+    CHECK(efax__split_hostport("10.0.0.1:29500", h, sizeof h, p, sizeof p) == 0 && !strcmp(h, "10.0.0.1") && !strcmp(p, "29500"));
+    CHECK(efax__split_hostport("[fe80::1]:80", h, sizeof h, p, sizeof p) == 0 && !strcmp(h, "fe80::1"));
+    CHECK(efax__split_hostport("host", h, sizeof h, p, sizeof p) != 0);
+    CHECK(efax__split_hostport("host:0", h, sizeof h, p, sizeof p) != 0);
+    CHECK(efax__split_hostport("host:70000", h, sizeof h, p, sizeof p) != 0);
+    CHECK(efax__split_hostport(":80", h, sizeof h, p, sizeof p) != 0);
+}
+
+/* JSON Lines with hostile strings: the runner parses the file with jq. */
+static void test_json(const char *path) {
+    efax_opts o;
+    efax_report r;
+    efax_result res;
+    char *argv[] = {(char *)"prog", (char *)"--weird=\"quote\\back\nline\ttab\x01"};
+    efax_opts_init(&o);
+    o.json = path ? path : "/dev/null";
+    o.quiet = true;
+    o.argc = 2, o.argv = argv;
+    CHECK(efax_report_init(&r, &o, "unit\"test", "host", NULL, NULL) == 0);
+    efax_result_init(&res, "Va\"ri\\ant\n", "host", "host", "oneway", 4096, 1, 1);
+    {
+        double lat[3] = {1, 2, 3};
+        efax_result_time(&res, lat, 3, 4096, 0);
+    }
+    res.wrong = 0;
+    efax_report_add(&r, &res);
+    efax_result_init(&res, "Zero", "host", "host", "alltoall", 1, 1, 1);
+    res.gbps = 0.0 / 0.0; /* NaN must come out as null */
+    efax_report_add(&r, &res);
+    efax_report_row(&r);
+    efax_report_deinit(&r);
+}
+
+typedef struct { const char *name; void (*fn)(void); } test;
+static const test tests[] = {
+    {"sizes", test_sizes}, {"options", test_options}, {"iters", test_iters}, {"imm", test_imm},
+    {"plan", test_plan}, {"pattern", test_pattern}, {"stats", test_stats}, {"errors", test_errors},
+    {"peer_data", test_peer_data}, {"matching", test_matching}};
+
+int main(int argc, char **argv) {
+    unsigned i;
+    if (argc > 1 && !strcmp(argv[1], "--list")) {
+        for (i = 0; i < sizeof tests / sizeof tests[0]; i++) printf("%s\n", tests[i].name);
+        return 0;
+    }
+    if (argc > 2 && !strcmp(argv[1], "json")) {
+        test_json(argv[2]);
+        return failures ? 1 : 0;
+    }
+    for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (argc > 1 && strcmp(argv[1], tests[i].name)) continue;
+        int before = failures;
+        tests[i].fn();
+        printf("%s %s\n", failures == before ? "PASS" : "FAIL", tests[i].name);
+    }
+    return failures ? 1 : 0;
+}
