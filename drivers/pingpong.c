@@ -1,7 +1,10 @@
 /* pingpong — the "echo" experiment: the programming model in its smallest form. Rank 0 sends
-   a message to rank 1, which echoes the very bytes it received back; first as SEND/RECV,
+   a message to rank 1, which answers with a message of the same size; first as SEND/RECV,
    then as RDMA WRITE with immediate data. Reported latency is one-way: half the measured
-   round trip. With -c both sides check every byte (outside the timing).
+   round trip. With -c both sides check every byte they receive (outside the timing). The
+   answer comes from rank 1's own send buffer, as in fi_pingpong: answering from the buffer
+   that just received would make the peer read cache lines another core just wrote (on shm
+   that halves the bandwidth at 4 MiB) and measure that instead of the transport.
 
    cc -O2 -I. drivers/pingpong.c -o pingpong $(pkg-config --cflags --libs libfabric pmix)
    mpirun -np 2 ./pingpong -b 1 -e 1M -c
@@ -18,43 +21,48 @@ enum { TAG_PING = 1, SENDRECV = 0, WRITEIMM = 1 };
 typedef struct echo {
     efax_ctx *ctx;
     int me, peer, variant;
+    bool check;
     uint64_t size;
-    efax_mr *tx, *rx;      /* rx holds two halves: iteration parity picks one */
+    efax_mr *tx, *rx;      /* with -c each holds two halves: iteration parity picks one */
     uint8_t *txb, *rxb;
     efax_xfer r, s;
 } echo;
 
-/* Rank 0: one round trip of iteration seq (the answer lands in rx half seq%2). */
+/* Which half iteration seq uses: alternating with -c (the other one is being checked or
+   refilled), always the first without (the same cache footprint as fi_pingpong's). */
+static uint64_t half_of(const echo *e, uint64_t seq) { return e->check ? (seq & 1) * e->size : 0; }
+
+/* Rank 0: one round trip of iteration seq. */
 static int ping(echo *e, uint64_t seq) {
-    uint64_t half = (seq & 1) * e->size;
+    uint64_t half = half_of(e, seq);
     efax_xfer *both[2] = {&e->s, &e->r};
     int rc;
     if (e->variant == SENDRECV) {
         if ((rc = efax_recv(e->ctx, &e->r, 0, e->rx, half, e->size)) ||
-            (rc = efax_send(e->ctx, &e->s, e->peer, 0, e->tx, 0, e->size, false, 0)))
+            (rc = efax_send(e->ctx, &e->s, e->peer, 0, e->tx, half, e->size, false, 0)))
             return rc;
         return efax_wait_all(e->ctx, both, 2, -1);
     }
-    if ((rc = efax_write(e->ctx, &e->s, e->peer, EFAX_MODE_SINGLE, 0, e->tx, 0, e->rx, half, e->size, 0, TAG_PING,
+    if ((rc = efax_write(e->ctx, &e->s, e->peer, EFAX_MODE_SINGLE, 0, e->tx, half, e->rx, half, e->size, 0, TAG_PING,
                          (uint32_t)seq, NULL)) ||
         (rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, 1, -1)))
         return rc;
     return efax_wait(e->ctx, &e->s, -1);
 }
 
-/* Rank 1: echo iteration seq back from the rx half it landed in. For SEND/RECV the receive
-   of the next iteration is posted before the echo goes out. */
+/* Rank 1: answer iteration seq. For SEND/RECV the receive of the next iteration is posted
+   before the answer goes out. */
 static int pong(echo *e, uint64_t seq, bool last) {
-    uint64_t half = (seq & 1) * e->size;
+    uint64_t half = half_of(e, seq);
     int rc;
     if (e->variant == SENDRECV) {
         if ((rc = efax_wait(e->ctx, &e->r, -1))) return rc;
-        if (!last && (rc = efax_recv(e->ctx, &e->r, 0, e->rx, e->size - half, e->size))) return rc;
-        if ((rc = efax_send(e->ctx, &e->s, e->peer, 0, e->rx, half, e->size, false, 0))) return rc;
+        if (!last && (rc = efax_recv(e->ctx, &e->r, 0, e->rx, half_of(e, seq + 1), e->size))) return rc;
+        if ((rc = efax_send(e->ctx, &e->s, e->peer, 0, e->tx, half, e->size, false, 0))) return rc;
         return efax_wait(e->ctx, &e->s, -1);
     }
     if ((rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, 1, -1)) ||
-        (rc = efax_write(e->ctx, &e->s, e->peer, EFAX_MODE_SINGLE, 0, e->rx, half, e->rx, half, e->size, 0, TAG_PING,
+        (rc = efax_write(e->ctx, &e->s, e->peer, EFAX_MODE_SINGLE, 0, e->tx, half, e->rx, half, e->size, 0, TAG_PING,
                          (uint32_t)seq, NULL)))
         return rc;
     return efax_wait(e->ctx, &e->s, -1);
@@ -104,20 +112,21 @@ int main(int argc, char **argv) {
     cd.timeout_ms = o.timeout_ms;
     if ((rc = efax_ctx_init(&ctx, &cd)) || (rc = efax_ctx_connect(&ctx, &boot))) goto out;
     e.ctx = &ctx;
+    e.check = o.check;
     e.me = boot.rank;
     e.peer = boot.rank == 0 ? 1 : 0;
 
-    /* 3. a send buffer and a two-half receive/echo buffer, registered on every NIC */
-    e.txb = (uint8_t *)aligned_alloc(4096, (o.max_size + 4095) & ~4095ull);
+    /* 3. a send and a receive buffer (two halves each for -c), registered on every NIC */
+    e.txb = (uint8_t *)aligned_alloc(4096, (2 * o.max_size + 4095) & ~4095ull);
     e.rxb = (uint8_t *)aligned_alloc(4096, (2 * o.max_size + 4095) & ~4095ull);
     lat = (double *)malloc(sizeof(double) * (size_t)efax_opts_iters(&o, o.min_size));
     if (!e.txb || !e.rxb || !lat) { fprintf(stderr, "pingpong: out of memory\n"); rc = -FI_ENOMEM; goto out; }
-    memset(e.txb, 0, o.max_size);
+    memset(e.txb, 0, 2 * o.max_size);
     memset(e.rxb, 0, 2 * o.max_size);
     memset(&md, 0, sizeof md);
-    md.ptr = e.txb; md.len = o.max_size; md.access = EFAX_MR_SEND | EFAX_MR_WRITE_SRC;
+    md.ptr = e.txb; md.len = 2 * o.max_size; md.access = EFAX_MR_SEND | EFAX_MR_WRITE_SRC;
     if ((rc = efax_mr_reg(&ctx, &tx, &md))) goto out;
-    md.ptr = e.rxb; md.len = 2 * o.max_size; md.access = EFAX_MR_ALL;
+    md.ptr = e.rxb; md.len = 2 * o.max_size; md.access = EFAX_MR_RECV | EFAX_MR_WRITE_DST;
     if ((rc = efax_mr_reg(&ctx, &rx, &md)) || (rc = efax_mr_exchange(&rx, &boot))) goto out;
     e.tx = &tx;
     e.rx = &rx;
@@ -133,11 +142,11 @@ int main(int argc, char **argv) {
             efax_ctx_stats_reset(&ctx);
             if (e.me == 1 && e.variant == SENDRECV)
                 rc = efax_recv(&ctx, &e.r, 0, &rx, 0, size);
+            if (o.check && e.me <= 1) efax_pattern_fill(e.txb, size, 0, e.me, 0), efax_poison(e.rxb, 2 * size);
             for (int it = -warm; it < iters && e.me <= 1 && !rc; it++) {
                 uint64_t seq = (uint64_t)(it + warm), t0;
-                uint8_t *half = e.rxb + (seq & 1) * size;
+                uint8_t *half = e.rxb + half_of(&e, seq);
                 if (e.me == 0) {
-                    if (o.check) efax_pattern_fill(e.txb, size, 0, 0, seq), efax_poison(half, size);
                     t0 = efax_now_ns();
                     rc = ping(&e, seq);
                     if (it >= 0) {
@@ -147,10 +156,11 @@ int main(int argc, char **argv) {
                 } else {
                     rc = pong(&e, seq, it + 1 == iters);
                 }
-                /* both sides check the bytes rank 0 sent, after they are no longer in flight */
+                /* each side checks what the other sent, clears it, and prepares its next message */
                 if (o.check && !rc) {
-                    wrong += (int64_t)efax_pattern_check(half, size, 0, 0, seq, NULL);
+                    wrong += (int64_t)efax_pattern_check(half, size, 0, e.peer, seq, NULL);
                     efax_poison(half, size);
+                    efax_pattern_fill(e.txb + half_of(&e, seq + 1), size, 0, e.me, seq + 1);
                 }
             }
             /* 5. the step's end: gather the check, report */
