@@ -811,6 +811,11 @@ struct efax_buf {
 /* This process's resident memory in KiB (for soak runs), or -1. */
 EFAX_API long efax_rss_kib(void);
 
+/* Page-aligned host memory for buffers the NICs touch; from 2 MiB up it is 2 MiB aligned and
+   asks for transparent huge pages (fewer pages to pin and translate: the shm provider's
+   copies and NIC registrations run faster). Zeroed. Free with free(). NULL on failure. */
+EFAX_API void *efax_host_alloc(size_t len);
+
 /* Host memory (page-aligned, registered as host memory). */
 EFAX_API const efax_mem_ops *efax_mem_host(void);
 /* Allocates len bytes of a memory kind and registers them with `access` (EFAX_MR_*) on
@@ -848,6 +853,7 @@ EFAX_API void efax_buf_free(efax_buf *b);
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <rdma/fi_cm.h>
 #ifndef EFAX_NO_PMIX
 #include <pmix.h>
@@ -2427,7 +2433,6 @@ EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
         efax_seg *s = n->rxp_head;
         efax_xfer *x = s->x;
         efax_op *op = n->free_ops;
-        struct fi_msg m;
         int rc;
         op->kind = EFAX__OPK_RX;
         op->x = x;
@@ -2436,13 +2441,7 @@ EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
         op->iov.iov_base = (uint8_t *)x->lmr->ptr + x->loff;
         op->iov.iov_len = x->len;
         op->desc = x->lmr->desc[s->nic];
-        m.msg_iov = &op->iov;
-        m.desc = &op->desc;
-        m.iov_count = 1;
-        m.addr = FI_ADDR_UNSPEC;
-        m.context = &op->fctx;
-        m.data = 0;
-        rc = (int)fi_recvmsg(n->ep, &m, FI_COMPLETION);
+        rc = (int)fi_recv(n->ep, op->iov.iov_base, x->len, op->desc, FI_ADDR_UNSPEC, &op->fctx);
         if (rc == -FI_EAGAIN) break;
         efax__seg_pop(&n->rxp_head, &n->rxp_tail);
         x->unposted--;
@@ -3334,8 +3333,8 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
 EFAX_API int efax_opts_iters(const efax_opts *o, uint64_t size) {
     uint64_t n;
     if (o->iters > 0) return o->iters;
-    n = size ? (256ull << 20) / size : 1000;
-    return n < 5 ? 5 : n > 1000 ? 1000 : (int)n;
+    n = size ? (1ull << 30) / size : 1000;
+    return n < 10 ? 10 : n > 1000 ? 1000 : (int)n;
 }
 
 EFAX_API int efax_opts_warmup(const efax_opts *o, uint64_t size) {
@@ -3474,15 +3473,25 @@ EFAX_API long efax_rss_kib(void) {
     return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+EFAX_API void *efax_host_alloc(size_t len) {
+    size_t align = len >= (2u << 20) ? (2u << 20) : 4096, cap = (len + align - 1) & ~(align - 1);
+    void *p = NULL;
+    if (!cap) cap = align;
+    if (posix_memalign(&p, align, cap)) return NULL;
+#ifdef MADV_HUGEPAGE
+    if (align > 4096) madvise(p, cap, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, cap);
+    return p;
+}
+
 EFAX_PRIVATE int efax__host_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
     efax_mr_desc md;
-    size_t cap = (len + 4095) & ~(size_t)4095;
-    b->ptr = aligned_alloc(4096, cap ? cap : 4096);
+    b->ptr = efax_host_alloc(len);
     if (!b->ptr) {
         efax_log(ctx, 0, "cannot allocate %zu bytes of host memory", len);
         return -FI_ENOMEM;
     }
-    memset(b->ptr, 0, cap ? cap : 4096);
     memset(&md, 0, sizeof md);
     md.ptr = b->ptr;
     md.len = len;

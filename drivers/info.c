@@ -37,7 +37,7 @@ static void mode_str(char *buf, size_t len, uint64_t v) {
 /* Single-thread memcpy bandwidth over buffers of `size` bytes: the ceiling of the shm provider,
    which copies every byte once. GB/s = bytes copied / time, best of several rounds. */
 static double memcpy_gbs(uint64_t size) {
-    uint8_t *a = (uint8_t *)aligned_alloc(4096, (size + 4095) & ~4095ull), *b = (uint8_t *)aligned_alloc(4096, (size + 4095) & ~4095ull);
+    uint8_t *a = (uint8_t *)efax_host_alloc(size), *b = (uint8_t *)efax_host_alloc(size); /* as the benchmarks allocate */
     double best = 0;
     if (!a || !b) { free(a); free(b); return 0; }
     memset(a, 1, size), memset(b, 2, size);

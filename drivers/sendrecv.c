@@ -2,9 +2,9 @@
    labelled as what they are:
      Stream     one-way bandwidth: rank 0 keeps --window messages in flight, rank k receives
                 them all and confirms; time from the first send to that confirmation.
-     RoundTrip  rank 0 sends, rank k echoes the same bytes back: the round-trip time, and
-                size / round trip as "Gbps(rt)" (the Libefaxx ~48 Gbps figure is of this kind:
-                it is not the link's bandwidth).
+     RoundTrip  rank 0 sends, rank k answers with a message of the same size: the round-trip
+                time, and size / round trip as "Gbps(rt)" (the Libefaxx ~48 Gbps figure is of
+                this kind: it is not the link's bandwidth).
    Messages are planned over the NICs by --mode like writes; receives are posted on the NIC
    each piece arrives at.
 
@@ -29,7 +29,7 @@ typedef struct bench {
     efax_boot boot;
     efax_ctx ctx;
     efax_report rep;
-    efax_buf src, dst;   /* dst: max(window, 2) slots of max_size */
+    efax_buf src, dst;   /* max(window, 2) slots of max_size each */
     efax_xfer *tx, *rx;
     int ntx, nrx;
     double *lat;
@@ -66,7 +66,7 @@ static int post_recvs(bench *b, int peer, efax_mode mode, uint64_t size, uint64_
     return rc;
 }
 
-/* Checks (with -c) what arrived in `count` slots from slot0 and clears them. */
+/* Checks (with -c) what `from` sent into `count` slots from slot0, and clears them. */
 static int64_t check_slots(bench *b, int from, uint64_t size, uint64_t seq, int count, int slot0) {
     int64_t wrong = 0;
     for (int m = 0; m < count; m++) {
@@ -82,6 +82,7 @@ static int step(bench *b, int k, int variant, efax_mode mode, uint64_t size, int
     int iters = efax_opts_iters(&b->o, size), warm = efax_opts_warmup(&b->o, size), rc = 0;
     int W = variant == STREAM ? b->o.window : 1, last = iters + warm - 1;
     if (b->me == k) rc = post_recvs(b, 0, mode, size, 0, W, 0, W);
+    if (b->me == k && b->o.check && variant == ROUNDTRIP) b->src.ops->fill(&b->src, 0, size, k, 0);
     if (!rc) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS); /* our turn: receives are posted */
     for (int it = -warm; it <= iters - 1 && !rc && (b->me == 0 || b->me == k); it++) {
         uint64_t seq = (uint64_t)(it + warm), t0 = 0;
@@ -98,7 +99,7 @@ static int step(bench *b, int k, int variant, efax_mode mode, uint64_t size, int
             if (!rc) rc = variant == STREAM ? efax_wait_imm(&b->ctx, k, TAG_ACK, (uint32_t)seq, 1, -1) : wait_list(b, b->rx, &b->nrx);
             if (it >= 0) b->lat[(*nlat)++] = (double)(efax_now_ns() - t0) / 1e3;
             if (!rc) rc = wait_list(b, b->tx, &b->ntx);
-            if (!rc && b->o.check && variant == ROUNDTRIP) *wrong += check_slots(b, 0, size, seq, 1, slot);
+            if (!rc && b->o.check && variant == ROUNDTRIP) *wrong += check_slots(b, k, size, seq, 1, slot);
         } else if (variant == STREAM) {
             if ((rc = wait_list(b, b->rx, &b->nrx))) break;
             if (!b->o.check && seq < (uint64_t)last) rc = post_recvs(b, 0, mode, size, seq + 1, W, 0, W);
@@ -108,12 +109,15 @@ static int step(bench *b, int k, int variant, efax_mode mode, uint64_t size, int
                 if (seq < (uint64_t)last) rc = post_recvs(b, 0, mode, size, seq + 1, W, 0, W);
                 if (!rc) rc = efax_notify(&b->ctx, 0, TAG_READY, (uint32_t)seq);
             }
-        } else { /* round trip: echo the bytes back from the slot they landed in */
+        } else { /* round trip: answer from our own send buffer (prepared during the last one) */
             if ((rc = wait_list(b, b->rx, &b->nrx))) break;
             if (seq < (uint64_t)last) rc = post_recvs(b, 0, mode, size, seq + 1, 1, slot ^ 1, 1);
-            if (!rc) rc = post_msg(b, true, 0, &b->dst, mode, size, seq, (uint64_t)slot * size, seq);
+            if (!rc) rc = post_msg(b, true, 0, &b->src, mode, size, seq, (uint64_t)slot * size, seq);
             if (!rc) rc = wait_list(b, b->tx, &b->ntx);
-            if (!rc && b->o.check) *wrong += check_slots(b, 0, size, seq, 1, slot);
+            if (!rc && b->o.check) {
+                *wrong += check_slots(b, 0, size, seq, 1, slot);
+                b->src.ops->fill(&b->src, (uint64_t)(slot ^ 1) * size, size, k, (seq + 1) * 1000);
+            }
         }
     }
     if (!rc && b->me == 0 && b->o.check && variant == STREAM) rc = efax_wait_imm(&b->ctx, k, TAG_READY, (uint32_t)last, 1, -1);
@@ -161,8 +165,8 @@ int main(int argc, char **argv) {
 
     /* 3. buffers and the operation lists */
     slots = b.o.window > 2 ? b.o.window : 2;
-    if ((rc = efax_buf_alloc(&b.ctx, &b.src, mem, (size_t)b.o.max_size * (size_t)b.o.window, EFAX_MR_SEND)) ||
-        (rc = efax_buf_alloc(&b.ctx, &b.dst, mem, (size_t)b.o.max_size * (size_t)slots, EFAX_MR_RECV | EFAX_MR_SEND)))
+    if ((rc = efax_buf_alloc(&b.ctx, &b.src, mem, (size_t)b.o.max_size * (size_t)slots, EFAX_MR_SEND)) ||
+        (rc = efax_buf_alloc(&b.ctx, &b.dst, mem, (size_t)b.o.max_size * (size_t)slots, EFAX_MR_RECV)))
         goto out;
     b.tx = (efax_xfer *)calloc((size_t)slots * EFAX_MAX_NICS, sizeof(efax_xfer));
     b.rx = (efax_xfer *)calloc((size_t)slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));

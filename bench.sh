@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# bench.sh — efax's main job: measure what the network itself does, and keep the evidence.
+#
+#   ./bench.sh                                  the default local sweep on this host (see below)
+#   ./bench.sh write -b 1M -e 1G --mode split   one driver with its options (any of build/*)
+#   ./bench.sh -H node1,node2 write --mode all  two nodes through Open MPI's mpirun
+#   srun -N 2 ... ./bench.sh write               inside a Slurm allocation: srun --mpi=pmix
+#
+# Launch options (before the driver name):
+#   -H HOSTS        comma-separated hosts for mpirun (one rank per host unless --np says more)
+#   --np N          ranks (default 2)
+#   --out DIR       results folder (default results/<date-time>)
+#   --lab HxR[@RATE]  bring up the two-host lab (tests/lab.sh: H hosts, R rails, each shaped
+#                   to RATE, e.g. 2x4@1gbit), run there, take it down
+#   -h              this text
+#
+# The default sweep (no driver named): for each of the shm and tcp providers present, 2 ranks on
+# this host run pingpong, sendrecv and write; fi_pingpong (libfabric-bin) runs beside them as a
+# reference, and this host's single-thread memcpy is measured as the ceiling for shm. Each run
+# leaves its log, .jsonl, .csv, the exact commands and PNG plots in the results folder, and a
+# summary compares the figures. Missing packages are installed when run as root (apt-get), or
+# the one command that installs them is printed.
+set -uo pipefail
+cd "$(dirname "$0")"
+
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+die() { echo "bench.sh: $*" >&2; exit 2; }
+
+HOSTS="" NP=2 OUT="" LAB=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -H) [ $# -ge 2 ] || die "-H needs a host list (e.g. -H node1,node2)"; HOSTS=$2; shift 2 ;;
+    --np) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] && [ "$2" -le 4096 ] || die "--np needs a rank count in 1..4096"; NP=$2; shift 2 ;;
+    --out) [ $# -ge 2 ] || die "--out needs a folder"; OUT=$2; shift 2 ;;
+    --lab) [ $# -ge 2 ] || die "--lab needs HOSTSxRAILS[@RATE], e.g. 2x4@1gbit"; LAB=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    -*) die "unknown launch option '$1' (see ./bench.sh -h)" ;;
+    *) break ;;
+  esac
+done
+DRIVER=${1:-}; [ $# -gt 0 ] && shift
+if [ -n "$DRIVER" ] && [ ! -f "drivers/$DRIVER.c" ] && [ ! -f "drivers/$DRIVER.cu" ] && [[ $DRIVER != *_cuda ]]; then
+  die "unknown driver '$DRIVER': one of $(ls drivers | sed 's/\.cu\{0,1\}$//' | sort -u | tr '\n' ' ')"
+fi
+
+# --- what it needs: packages, then the drivers
+tests/deps.sh bench || exit 1
+make -s host >/dev/null || { echo "bench.sh: build failed (run make to see why)" >&2; exit 1; }
+if [[ $DRIVER == *_cuda ]] || [ -f "drivers/$DRIVER.cu" ]; then make -s cuda >/dev/null || exit 1; fi
+
+OUT=${OUT:-results/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT" || die "cannot create $OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+: >"$OUT/commands.txt"
+
+# --- how ranks are launched: the lab, mpirun across hosts, srun in Slurm, or mpirun here
+LAUNCH=()
+if [ -n "$LAB" ]; then
+  [[ $LAB =~ ^([0-9]+)x([0-9]+)(@([0-9.]+[kmg]?bit))?$ ]] || die "--lab $LAB: expected HOSTSxRAILS[@RATE], e.g. 2x4@1gbit"
+  LAB_H=${BASH_REMATCH[1]} LAB_R=${BASH_REMATCH[2]} LAB_RATE=${BASH_REMATCH[4]}
+  tests/lab.sh up "$LAB_H" "$LAB_R" ${LAB_RATE:+"$LAB_RATE"} >"$OUT/lab.log" 2>&1 || { cat "$OUT/lab.log" >&2; exit 1; }
+  trap 'tests/lab.sh down >>"$OUT/lab.log" 2>&1' EXIT
+  # shellcheck disable=SC1091
+  . /run/efax-lab/env   # LAB_HOSTS, LAB_AGENT, LAB_NICS, LAB_LINE_GBPS, LAB_MGMT
+  [ "$NP" = 2 ] && NP=$LAB_H
+  LAUNCH=(mpirun -H "$LAB_HOSTS" -np "$NP" --mca plm_rsh_agent "$LAB_AGENT" --mca oob_tcp_if_include "$LAB_MGMT"
+          --mca btl self,tcp --mca btl_tcp_if_include "$LAB_MGMT" --bind-to none
+          -x EFAX_PROVIDER=tcp -x EFAX_NICS="$LAB_NICS" ${LAB_LINE_GBPS:+-x EFAX_LINE_GBPS=$LAB_LINE_GBPS}
+          -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM)
+elif [ -n "$HOSTS" ]; then
+  LAUNCH=(mpirun -H "$HOSTS" -np "$NP" --map-by node)
+elif [ -n "${SLURM_JOB_ID:-}" ] && command -v srun >/dev/null; then
+  LAUNCH=(srun --mpi=pmix -n "$NP")
+else
+  extra=(); [ "$NP" -gt "$(nproc)" ] && extra=(--oversubscribe --bind-to none)
+  LAUNCH=(mpirun -np "$NP" "${extra[@]}")
+fi
+
+# run NAME DRIVER ARGS...: one driver run, its table on the terminal, everything in $OUT
+run() {
+  local name=$1 drv=$2; shift 2
+  local cmd=("${LAUNCH[@]}" "$PWD/build/$drv" "$@" --json "$OUT/$name.jsonl" --csv "$OUT/$name.csv")
+  echo "${cmd[*]}" >>"$OUT/commands.txt"
+  echo; echo "== $name"
+  "${cmd[@]}" 2>&1 | tee "$OUT/$name.log"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || echo "bench.sh: $name failed (exit $rc, log $OUT/$name.log)" >&2
+  plot "$name"
+  return "$rc"
+}
+
+# plot NAME: bandwidth against size, one line per variant, from NAME.csv
+plot() {
+  local csv="$OUT/$1.csv" clauses="" v
+  command -v gnuplot >/dev/null && [ -s "$csv" ] || return 0
+  while IFS= read -r v; do
+    clauses+="${clauses:+, }'$csv' using 7:(strcol(2) eq \"$v\" ? \$11 : 1/0) with linespoints title \"$v\""
+  done < <(tail -n +2 "$csv" | cut -d, -f2 | awk '!seen[$0]++')
+  [ -n "$clauses" ] || return 0
+  gnuplot <<GP 2>>"$OUT/gnuplot.log"
+set terminal pngcairo size 1100,650 font ",11"
+set output "$OUT/$1.png"
+set datafile separator ","
+set logscale x 2
+set format x "%.0b%B"
+set xlabel "message size (bytes)"
+set ylabel "Gbit/s (10^9 bit/s)"
+set title "efax $1 — $(head -1 "$OUT/$1.log" | sed 's/^# //'), $(sed -n 2p "$OUT/$1.log" | sed 's/^# //')" noenhanced
+set key left top noenhanced
+set grid
+plot $clauses
+GP
+}
+
+if [ -n "$DRIVER" ]; then
+  bin=$DRIVER; [ -f "drivers/$DRIVER.cu" ] || [[ $DRIVER == *_cuda ]] || bin=$DRIVER
+  run "$DRIVER" "$bin" "$@"; rc=$?
+  echo; echo "results: $OUT"
+  exit $rc
+fi
+
+# ---------------- the default sweep ----------------
+T0=$SECONDS
+echo "# efax bench on $(hostname): $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')"
+build/info | tee "$OUT/info.txt"
+MEMCPY_BIG=$(build/info --memcpy 256M | awk '{print $(NF-1)}')
+MEMCPY_16M=$(build/info --memcpy 16M | awk '{print $(NF-1)}')
+echo "memcpy ceiling (one thread, 256 MiB buffers, beyond this host's caches): $MEMCPY_BIG GB/s; in cache (16 MiB): $MEMCPY_16M GB/s" | tee "$OUT/memcpy.txt"
+
+# fi_pingpong NAME PROVIDER SIZEARGS...: the reference ping-pong from libfabric's own tests
+fi_pp() {
+  local name=$1 prov=$2 port=$((40000 + RANDOM % 20000)); shift 2
+  pkill -f "fi_pingpong -p $prov -e rdm -B" 2>/dev/null
+  echo "fi_pingpong -p $prov -e rdm -B $port $* & fi_pingpong -p $prov -e rdm -P $port $* 127.0.0.1" >>"$OUT/commands.txt"
+  timeout 120 fi_pingpong -p "$prov" -e rdm -B "$port" "$@" >"$OUT/$name.server.txt" 2>&1 &
+  sleep 0.5
+  timeout 120 fi_pingpong -p "$prov" -e rdm -P "$port" "$@" 127.0.0.1 >>"$OUT/$name.txt" 2>&1
+  wait
+}
+
+PROVS=()
+for p in shm tcp; do build/info --provider $p >/dev/null 2>&1 && PROVS+=($p); done
+[ ${#PROVS[@]} -gt 0 ] || { echo "bench.sh: neither shm nor tcp is available from libfabric here" >&2; exit 1; }
+status=0
+ROUNDS=3
+for p in "${PROVS[@]}"; do
+  # the ping-pong against fi_pingpong: interleaved rounds, the best of each per size (this
+  # host's timings drift between runs by more than the difference being measured)
+  for r in $(seq $ROUNDS); do
+    q=(); [ "$r" = 1 ] || q=(--quiet)
+    run pingpong-$p.r$r pingpong --provider $p -b 1 -e 1M -n 2000 "${q[@]}" || status=1  # as many as fi_pingpong -I 2000
+    fi_pp fi_pingpong-$p.r$r $p -S all -I 2000
+  done
+  run sendrecv-$p sendrecv --provider $p -b 1K -e 64M || status=1
+  run write-$p write --provider $p -b 4K -e 256M || status=1
+  echo; echo "== fi_pingpong-$p (reference, $ROUNDS rounds; and 16M, 64M, 256M)"
+  for s in 16777216 67108864 268435456; do fi_pp fi_pingpong-$p.big $p -S $s -I 20; done
+  grep -hE '^[0-9]' "$OUT/fi_pingpong-$p.r1.txt" "$OUT/fi_pingpong-$p.big.txt" | tail -6
+done
+
+# ---------------- the summary: figures side by side ----------------
+bytes() { awk '{v=$1; m=1; if (v ~ /k$/) m=1024; if (v ~ /m$/) m=1048576; if (v ~ /g$/) m=1073741824; sub(/[kmg]$/, "", v); printf "%d\n", v*m}'; }
+# fi_pingpong lines: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec  ->  size usec MB/s
+fi_table() { grep -E '^[0-9]' "$1" | while read -r sz _ _ _ _ mbs us _; do echo "$(echo "$sz" | bytes) $us $mbs"; done; }
+{
+echo
+echo "==================== summary ($(date -u +%FT%TZ), $((SECONDS - T0)) s) ===================="
+# best (lowest time) of the rounds per size: "size usec MB/s"
+best_fi() { cat "$@" | sort -k1,1n -k2,2g | awk '!seen[$1]++'; }
+for p in "${PROVS[@]}"; do
+  for r in $(seq $ROUNDS); do fi_table "$OUT/fi_pingpong-$p.r$r.txt" >"$OUT/fi_pingpong-$p.r$r.tsv"; done
+  { best_fi "$OUT"/fi_pingpong-$p.r*.tsv; fi_table "$OUT/fi_pingpong-$p.big.txt"; } >"$OUT/fi_pingpong-$p.tsv"
+  echo
+  echo "-- $p: ping-pong one-way latency (half the round trip, average; best of $ROUNDS interleaved rounds each) and bandwidth: efax vs fi_pingpong"
+  printf '%10s %14s %14s %12s %12s %s\n' size "efax us" "fi_pp us" "efax Gbps" "fi_pp Gbps" verdict
+  cat "$OUT"/pingpong-$p.r*.jsonl | jq -r 'select(.variant=="SendRecv") | [.size, .lat_us.avg] | @tsv' | sort -k1,1n -k2,2g | awk '!seen[$1]++' |
+  while read -r sz us; do
+    ref=$(awk -v s="$sz" '$1==s {print $2, $3}' "$OUT/fi_pingpong-$p.tsv")
+    [ -n "$ref" ] || continue
+    set -- $ref
+    awk -v sz="$sz" -v us="$us" -v fus="$1" -v fmb="$2" 'BEGIN {
+      g = sz*8/(us*1000); fg = fmb*8/1000;
+      printf "%10d %14.2f %14.2f %12.3f %12.3f %s\n", sz, us, fus, g, fg, (us <= fus*1.02 ? "ok" : "SLOWER") }'
+  done
+done
+if printf '%s\n' "${PROVS[@]}" | grep -qx tcp; then
+  echo
+  echo "-- tcp: write bandwidth (one-way, Single) vs fi_pingpong's bandwidth, sizes >= 64 KiB"
+  printf '%10s %14s %14s %8s\n' size "write Gbps" "fi_pp Gbps" ratio
+  jq -r 'select(.variant=="Single" and .size >= 65536) | [.size, .gbps] | @tsv' "$OUT/write-tcp.jsonl" |
+  while read -r sz g; do
+    fmb=$(awk -v s="$sz" '$1==s {print $3}' "$OUT/fi_pingpong-tcp.tsv"); [ -n "$fmb" ] || continue
+    awk -v sz="$sz" -v g="$g" -v fmb="$fmb" 'BEGIN { fg = fmb*8/1000; printf "%10d %14.3f %14.3f %8.2f %s\n", sz, g, fg, g/fg, (g >= fg ? "ok" : "BELOW") }'
+  done
+fi
+if printf '%s\n' "${PROVS[@]}" | grep -qx shm; then
+  echo
+  echo "-- shm: write bandwidth vs the memcpy ceiling ($MEMCPY_BIG GB/s at 256 MiB; $MEMCPY_16M GB/s in cache at 16 MiB)"
+  printf '%10s %12s %16s %18s\n' size "write GB/s" "% of ceiling" "% of memcpy(16M)"
+  jq -r 'select(.variant=="Single" and .size >= 16777216) | [.size, .gbs] | @tsv' "$OUT/write-shm.jsonl" |
+  while read -r sz gbs; do
+    awk -v sz="$sz" -v g="$gbs" -v c="$MEMCPY_BIG" -v c16="$MEMCPY_16M" 'BEGIN { printf "%10d %12.2f %15.1f%% %17.1f%% %s\n", sz, g, 100*g/c, 100*g/c16, (g >= 0.7*c ? "ok" : "BELOW 70%") }'
+  done
+fi
+echo
+echo "results: $OUT (logs, .jsonl, .csv, commands.txt, plots: $(ls "$OUT"/*.png 2>/dev/null | wc -l) PNG)"
+} | tee "$OUT/summary.txt"
+exit $status
