@@ -797,6 +797,8 @@ typedef struct efax_mem_ops {
     void (*fill)(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
     void (*poison)(efax_buf *b, uint64_t off, uint64_t len);
     uint64_t (*check)(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
+    /* copies len bytes from src+soff to dst+doff (both of this kind) */
+    void (*copy)(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
 } efax_mem_ops;
 
 struct efax_buf {
@@ -823,6 +825,8 @@ EFAX_API const efax_mem_ops *efax_mem_host(void);
 EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access);
 /* Deregisters and frees; safe on a zeroed efax_buf. */
 EFAX_API void efax_buf_free(efax_buf *b);
+/* A local copy between two buffers of the same kind (all2all's own chunk). */
+EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
 
 #ifdef __cplusplus
 }
@@ -3508,10 +3512,18 @@ EFAX_PRIVATE uint64_t efax__host_check(efax_buf *b, uint64_t off, uint64_t len, 
     return efax_pattern_check((uint8_t *)b->ptr + off, len, 0, rank, iter, NULL);
 }
 
+EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
+    memcpy((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len);
+}
+
 EFAX_API const efax_mem_ops *efax_mem_host(void) {
     static const efax_mem_ops ops = {"host", "", efax__host_alloc, efax__host_release, efax__host_fill,
-                                     efax__host_poison, efax__host_check};
+                                     efax__host_poison, efax__host_check, efax__host_copy};
     return &ops;
+}
+
+EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
+    if (len) dst->ops->copy(dst, doff, src, soff, len);
 }
 
 EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access) {
@@ -3699,8 +3711,11 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     return 0;
 }
 
+/* % of line rate: of the bandwidth on the wire (busbw for all-to-all, whose algbw counts the
+   chunk each rank keeps). */
 EFAX_PRIVATE double efax__pct(const efax_result *res) {
-    return res->line_gbps > 0 ? 100.0 * res->gbps / res->line_gbps : -1;
+    double g = !strcmp(res->kind, "alltoall") ? res->busbw_gbs * 8 : res->gbps;
+    return res->line_gbps > 0 ? 100.0 * g / res->line_gbps : -1;
 }
 
 EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {

@@ -113,6 +113,8 @@ for p in tcp shm; do
   t $p/sendrecv-3ranks      300 bash -c "$MPI -np 3 $B/sendrecv --provider $p -c -b 4K -e 1M -f 16 -n 20 --json $LOGS/sr3-$p.jsonl && json_ok $LOGS/sr3-$p.jsonl 6"
   t $p/write-check          300 bash -c "$MPI -np 2 $B/write --provider $p --nics $nics -c -b 1 -e 64M -f 8 -n 10 --mode all --window 2 --json $LOGS/w-$p.jsonl --csv $LOGS/w-$p.csv && json_ok $LOGS/w-$p.jsonl 40 && [ \$(wc -l < $LOGS/w-$p.csv) = 41 ]"
   t $p/write-targets-all    300 bash -c "$MPI -np 4 $B/write --provider $p -c -b 4K -e 4M -f 32 -n 10 --targets all --mode split,rr --json $LOGS/wa-$p.jsonl && json_ok $LOGS/wa-$p.jsonl 6 && jq -e -s 'all(.[]; .peers == 3)' $LOGS/wa-$p.jsonl"
+  t $p/all2all-4ranks       300 bash -c "$MPI -np 4 $B/all2all --provider $p --nics $nics -c -b 4K -e 4M -f 32 -n 10 --mode all --json $LOGS/a2a-$p.jsonl && json_ok $LOGS/a2a-$p.jsonl 12 && jq -e -s 'all(.[]; .kind == \"alltoall\" and .busbw_gbs > 0 and (.busbw_gbs - .algbw_gbs * 3 / 4 | fabs) < 1e-4 * .algbw_gbs + 1e-9)' $LOGS/a2a-$p.jsonl"
+  t $p/all2all-3ranks       300 bash -c "$MPI -np 3 $B/all2all --provider $p -c -b 3K -e 3M -f 32 -n 10 --json $LOGS/a2a3-$p.jsonl && json_ok $LOGS/a2a3-$p.jsonl 3"
 done
 
 # --- the per-NIC counters show where the bytes went: split and round-robin use both NICs

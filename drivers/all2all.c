@@ -1,0 +1,169 @@
+/* all2all — every rank writes one chunk to every other rank at once and waits until every
+   peer's chunk has landed (counted chunk by chunk through immediate data). The size column is
+   each rank's send buffer, cut into one chunk per rank, as in nccl-tests' alltoall_perf;
+   algbw = size / time and busbw = algbw * (n-1)/n, so the numbers compare with nccl-tests.
+   Time per iteration is the slowest rank's. Modes: Single (NIC 0), Split (each chunk striped
+   over all NICs), RoundRobin (chunk to peer p on NIC (p + rank + iteration) mod NICs), Stripe.
+
+   cc -O2 -I. drivers/all2all.c -o all2all $(pkg-config --cflags --libs libfabric pmix)
+   nvcc -O2 -x cu -I. drivers/all2all.c -o all2all_cuda $(pkg-config --cflags --libs libfabric pmix) -lcuda
+   mpirun -np 4 ./all2all -b 64K -e 256M --mode single,split,roundrobin -c
+*/
+#define EFAX_IMPLEMENTATION
+#include "efax.h"
+#ifdef __CUDACC__
+#include "efax_cuda.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* iterations alternate between two data tags: a fast rank's next iteration never mixes with
+   the one a slower rank is still counting */
+enum { TAG_DATA = 1, TAG_READY = 3 };
+
+typedef struct bench {
+    efax_opts o;
+    efax_boot boot;
+    efax_ctx ctx;
+    efax_report rep;
+    efax_buf src, dst;
+    efax_xfer *xs;
+    double *lat, *all;
+    int me, n;
+} bench;
+
+/* One iteration on this rank: write every peer its chunk, copy our own, count every peer's. */
+static int iteration(bench *b, efax_mode mode, uint64_t chunk, uint64_t seq) {
+    int rc = 0, tag = TAG_DATA + (int)(seq & 1);
+    for (int k = 1; k < b->n && !rc; k++) { /* start with the next rank: spreads the load */
+        int p = (b->me + k) % b->n;
+        rc = efax_write(&b->ctx, &b->xs[p], p, mode, (uint64_t)p + (uint64_t)b->me + seq, &b->src.mr, (uint64_t)p * chunk,
+                        &b->dst.mr, (uint64_t)b->me * chunk, chunk, b->o.chunk, tag, (uint32_t)seq, NULL);
+    }
+    if (!rc) efax_buf_copy(&b->dst, (uint64_t)b->me * chunk, &b->src, (uint64_t)b->me * chunk, chunk);
+    for (int k = 1; k < b->n && !rc; k++) {
+        int p = (b->me + b->n - k) % b->n;
+        rc = efax_wait_imm(&b->ctx, p, tag, (uint32_t)seq, efax_write_chunks(chunk, efax_ctx_peer_nnics(&b->ctx, p), mode, b->o.chunk), -1);
+    }
+    for (int p = 0; p < b->n && !rc; p++)
+        if (p != b->me) rc = efax_wait(&b->ctx, &b->xs[p], -1);
+    return rc;
+}
+
+/* One (size, mode) step on every rank; the per-iteration times of all ranks end in b->all. */
+static int step(bench *b, efax_mode mode, uint64_t size, int iters, int warm, int64_t *wrong) {
+    uint64_t chunk = size / (uint64_t)b->n;
+    int rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);
+    for (int it = -warm; it < iters && !rc; it++) {
+        uint64_t seq = (uint64_t)(it + warm), t0;
+        if (b->o.check) { /* fresh bytes per destination; wait until every peer cleared its buffer */
+            for (int p = 0; p < b->n; p++) b->src.ops->fill(&b->src, (uint64_t)p * chunk, chunk, b->me, seq * 4096 + (uint64_t)p);
+            for (int p = 0; p < b->n && seq > 0 && !rc; p++)
+                if (p != b->me) rc = efax_wait_imm(&b->ctx, p, TAG_READY, (uint32_t)seq - 1, 1, -1);
+        }
+        t0 = efax_now_ns();
+        if (!rc) rc = iteration(b, mode, chunk, seq);
+        if (it >= 0) b->lat[it] = (double)(efax_now_ns() - t0) / 1e3;
+        if (!rc && b->o.check) {
+            for (int q = 0; q < b->n; q++) *wrong += (int64_t)b->dst.ops->check(&b->dst, (uint64_t)q * chunk, chunk, q, seq * 4096 + (uint64_t)b->me);
+            b->dst.ops->poison(&b->dst, 0, chunk * (uint64_t)b->n);
+            for (int p = 0; p < b->n && !rc; p++)
+                if (p != b->me) rc = efax_notify(&b->ctx, p, TAG_READY, (uint32_t)seq);
+        }
+    }
+    for (int p = 0; p < b->n && b->o.check && !rc; p++) /* the last "cleared" notices belong to this step */
+        if (p != b->me) rc = efax_wait_imm(&b->ctx, p, TAG_READY, (uint32_t)(iters + warm - 1), 1, -1);
+    if (!rc) rc = efax_boot_allgather(&b->boot, b->lat, sizeof(double) * (size_t)iters, b->all, EFAX_TURN_MS);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    bench b;
+    efax_ctx_desc cd;
+    efax_boot_desc bd;
+    const efax_mem_ops *mem = efax_mem_host();
+    char err[256];
+    int rc;
+
+    /* 1. options */
+    memset(&b, 0, sizeof b);
+    efax_opts_init(&b.o);
+    b.o.min_size = 64 << 10;
+    b.o.max_size = 256 << 20;
+    rc = efax_opts_parse(&b.o, argc, argv, NULL, "all2all",
+                         "All-to-all: every rank writes a chunk to every other rank at once (nccl-tests sizes and busbw).", err, sizeof err);
+    if (rc == 1) return 0;
+    if (rc) { fprintf(stderr, "all2all: %s\n", err); return 2; }
+#ifdef __CUDACC__
+    if ((rc = efax_cuda_mem_parse(b.o.mem, &mem, err, sizeof err))) { fprintf(stderr, "all2all: %s\n", err); return rc > 0 ? 0 : 2; }
+#else
+    if (strcmp(b.o.mem, "host")) { fprintf(stderr, "all2all: --mem %s: this build has host memory only; use the CUDA build (build/all2all_cuda)\n", b.o.mem); return 2; }
+#endif
+
+    /* 2. launcher, NICs, connections to every peer */
+    memset(&bd, 0, sizeof bd);
+    bd.timeout_ms = b.o.timeout_ms;
+    if (efax_boot_init(&b.boot, &bd)) return 1;
+    b.me = b.boot.rank;
+    b.n = b.boot.size;
+    if (b.n < 2) { fprintf(stderr, "all2all: needs at least 2 ranks (e.g. mpirun -np 4 %s)\n", argv[0]); efax_boot_deinit(&b.boot); return 2; }
+    if (b.o.min_size < (uint64_t)b.n) { fprintf(stderr, "all2all: -b %llu: the send buffer must hold at least one byte per rank (%d)\n", (unsigned long long)b.o.min_size, b.n); efax_boot_deinit(&b.boot); return 2; }
+    memset(&cd, 0, sizeof cd);
+    cd.provider = b.o.provider;
+    cd.nics = b.o.nics;
+    cd.timeout_ms = b.o.timeout_ms;
+#ifdef __CUDACC__
+    cd.hmem = efax_cuda_wants_hmem(mem);
+#endif
+    if ((rc = efax_ctx_init(&b.ctx, &cd)) || (rc = efax_ctx_connect(&b.ctx, &b.boot)) || (rc = efax_ctx_warmup(&b.ctx))) goto out;
+
+    /* 3. a send and a receive buffer of the largest size; the receive buffer's keys to everyone */
+    if ((rc = efax_buf_alloc(&b.ctx, &b.src, mem, b.o.max_size, EFAX_MR_WRITE_SRC)) ||
+        (rc = efax_buf_alloc(&b.ctx, &b.dst, mem, b.o.max_size, EFAX_MR_WRITE_DST)) || (rc = efax_mr_exchange(&b.dst.mr, &b.boot)))
+        goto out;
+    b.dst.ops->poison(&b.dst, 0, b.o.max_size);
+    b.xs = (efax_xfer *)calloc((size_t)b.n, sizeof *b.xs);
+    b.lat = (double *)calloc((size_t)efax_opts_iters(&b.o, b.o.min_size), sizeof(double));
+    b.all = (double *)calloc((size_t)efax_opts_iters(&b.o, b.o.min_size) * (size_t)b.n, sizeof(double));
+    if (!b.xs || !b.lat || !b.all) { rc = -FI_ENOMEM; goto out; }
+    if ((rc = efax_report_init(&b.rep, &b.o, "all2all", mem->name, &b.ctx, &b.boot))) goto out;
+
+    /* 4. the sweep: every size, every mode; an iteration takes as long as its slowest rank */
+    for (uint64_t size = b.o.min_size; size && !rc; size = efax_opts_next_size(&b.o, size)) {
+        uint64_t s = size / (uint64_t)b.n * (uint64_t)b.n; /* whole chunks */
+        for (int mode = 0; mode < EFAX_MODE_COUNT && !rc; mode++) {
+            int iters = efax_opts_iters(&b.o, s), warm = efax_opts_warmup(&b.o, s);
+            int64_t wrong = 0, total = 0;
+            char label[40];
+            efax_result res;
+            if (!(b.o.modes & (1u << mode))) continue;
+            efax_ctx_stats_reset(&b.ctx);
+            efax_report_progress(&b.rep, "%s %llu bytes", efax_mode_label((efax_mode)mode), (unsigned long long)s);
+            rc = step(&b, (efax_mode)mode, s, iters, warm, &wrong);
+            if (!rc) rc = efax_boot_sum(&b.boot, wrong, &total, EFAX_TURN_MS);
+            if (rc || b.me != 0) continue;
+            for (int it = 0; it < iters; it++) /* the slowest rank's time, per iteration */
+                for (int r = 0; r < b.n; r++)
+                    if (b.all[(size_t)r * (size_t)iters + (size_t)it] > b.lat[it]) b.lat[it] = b.all[(size_t)r * (size_t)iters + (size_t)it];
+            snprintf(label, sizeof label, "%s%s", efax_mode_label((efax_mode)mode), mem->label);
+            efax_result_init(&res, label, mem->name, b.src.path, "alltoall", s, 1, b.n - 1);
+            efax_result_time(&res, b.lat, iters, s, efax_line_rate(&b.ctx, &b.o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b.ctx)));
+            res.algbw_gbs = res.gbps / 8;
+            res.busbw_gbs = res.algbw_gbs * (double)(b.n - 1) / (double)b.n;
+            res.wrong = b.o.check ? total : -1;
+            efax_result_nics(&res, &b.ctx);
+            efax_report_add(&b.rep, &res);
+        }
+        efax_report_row(&b.rep);
+    }
+    efax_report_deinit(&b.rep);
+out:
+    efax_buf_free(&b.src);
+    efax_buf_free(&b.dst);
+    efax_ctx_deinit(&b.ctx);
+    efax_boot_deinit(&b.boot);
+    free(b.xs), free(b.lat), free(b.all);
+    return rc ? 1 : 0;
+}
