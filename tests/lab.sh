@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# lab.sh — a small multi-host, multi-rail cluster on one machine, made of network namespaces, so
+# efax's tcp runs go over real (if virtual) links between separate "hosts".
+#
+#   tests/lab.sh up [HOSTS] [RAILS] [RATE]   HOSTS 2..4 (default 2), RAILS 1..4 (default 2),
+#                                            RATE a tc rate like 1gbit, 500mbit (default: unshaped)
+#   tests/lab.sh down                        remove everything up made (safe to run any time)
+#   tests/lab.sh status                      namespaces, interfaces, addresses, qdiscs
+#   tests/lab.sh exec HOST CMD...            run CMD in host HOST (h0, 0, efax-h0 or 10.77.0.10)
+#
+# Layout after `up`: hosts are namespaces efax-h0..efax-h{N-1}, each with its own hostname hN.
+#   management: bridge efaxmgmt (10.77.0.1/24, root namespace); host i has mgmt0 = 10.77.0.(10+i)
+#   rails:      rail k is its own switch, bridge efaxr$k (10.78.k.0/24, no address in the root
+#               namespace); host i joins it through r$k = 10.78.k.(10+i). Every host names its rails
+#               r0, r1, ... because efax matches NICs between hosts by name.
+#   root-side veth ends are efax-hI-m and efax-hI-rK. IPv6 is off inside the hosts, so libfabric's
+#   tcp provider sees one IPv4 address per rail.
+# Shaping (RATE): tbf on BOTH ends of every rail veth — the host's r$k (what the host sends) and the
+#   bridge's efax-hI-rK (what the switch delivers to the host). Shaping only the sender would let
+#   several senders push N x RATE into one receiver; both ends make each rail a full-duplex link of
+#   RATE, like a real switch port. burst = 4 ms of RATE (at least 64kb), latency 20ms.
+# `up` also writes, under /run/efax-lab:
+#   agent  Open MPI rsh agent (--mca plm_rsh_agent): `agent [-opts...] HOST CMD...` runs CMD in HOST
+#   env    sourceable: LAB_HOSTS LAB_NHOSTS LAB_RAILS LAB_NICS LAB_RATE LAB_LINE_GBPS LAB_AGENT LAB_MGMT
+# and adds "10.77.0.1I hI  # efax-lab" lines to /etc/hosts (down removes exactly those).
+# Example:
+#   tests/lab.sh up 2 2 1gbit && . /run/efax-lab/env
+#   mpirun -H $LAB_HOSTS -np 2 --mca plm_rsh_agent $LAB_AGENT --mca oob_tcp_if_include $LAB_MGMT \
+#     --mca btl self,tcp --mca btl_tcp_if_include $LAB_MGMT --bind-to none -x EFAX_PROVIDER=tcp \
+#     -x EFAX_NICS=$LAB_NICS build/write --line-rate $LAB_LINE_GBPS
+# Needs root; without it every command prints a note and exits 77 (the test suite's "skipped").
+set -Eeuo pipefail   # -E: the ERR trap in up() also fires inside the functions it calls
+
+RUN=/run/efax-lab
+MARK='# efax-lab'
+MGMT_NET=10.77.0.0/24
+
+die() { echo "lab.sh: $*" >&2; exit 1; }
+usage() { sed -n '2,/^set -Eeuo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
+nsx() { local i=$1; shift; ip netns exec "efax-h$i" "$@"; }   # run in host i's namespace
+
+# host_index NAME -> prints I for h0 / 0 / efax-h0 / 10.77.0.10
+host_index() {
+  case $1 in
+    h[0-9] | efax-h[0-9] | [0-9]) echo "${1: -1}" ;;
+    10.77.0.1[0-9]) echo "${1#10.77.0.1}" ;;
+    *) return 1 ;;
+  esac
+}
+
+# rate_bps RATE -> bits per second (tc's units: kbit = 1000 bit); fails on anything else
+rate_bps() {
+  local r=${1,,}
+  [[ $r =~ ^([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)$ ]] || return 1
+  awk -v n="${BASH_REMATCH[1]}" -v u="${BASH_REMATCH[3]}" 'BEGIN {
+    m["bit"] = 1; m["kbit"] = 1e3; m["mbit"] = 1e6; m["gbit"] = 1e9; m["tbit"] = 1e12
+    printf "%.0f\n", n * m[u] }'
+}
+
+hosts_clean() {   # rewrite in place (not sed -i): /etc/hosts may be a bind mount
+  if grep -q "$MARK\$" /etc/hosts 2>/dev/null; then
+    local keep; keep=$(grep -v "$MARK\$" /etc/hosts || true)
+    printf '%s\n' "$keep" >/etc/hosts
+  fi
+}
+
+down() {
+  local l ns
+  # Deleting the root-side veth ends removes both ends at once; waiting for a deleted namespace to
+  # release its veths is asynchronous, so a quick `up` after it could find the names still taken.
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' |
+             grep -E '^efax' | sort -r); do     # sort -r: veths (efax-h*) before bridges (efaxr*)
+    ip link del "$l" 2>/dev/null || true
+  done
+  for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^efax-h/ { print $1 }'); do
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  hosts_clean
+  rm -rf "$RUN"
+}
+
+# shape DEV [NS-INDEX]: tbf on DEV's egress, in host NS-INDEX or (no index) the root namespace
+shape() {
+  local dev=$1 i=${2:-} pre=()
+  [ -n "$i" ] && pre=(ip netns exec "efax-h$i")
+  "${pre[@]}" tc qdisc replace dev "$dev" root tbf rate "$RATE" burst "$BURST" latency 20ms
+  # big TSO/GSO frames make tbf's accounting lumpy; turn them off where ethtool exists
+  if command -v ethtool >/dev/null; then "${pre[@]}" ethtool -K "$dev" tso off gso off gro off >/dev/null 2>&1 || true; fi
+}
+
+# veth_into_host I ROOTNAME HOSTNAME BRIDGE ADDR: a veth from BRIDGE (root) to host I
+veth_into_host() {
+  local i=$1 outer=$2 inner=$3 br=$4 addr=$5
+  ip link add "$outer" type veth peer name "$inner" netns "efax-h$i"
+  ip link set "$outer" master "$br" up
+  nsx "$i" ip addr add "$addr" dev "$inner"
+  nsx "$i" ip link set "$inner" up
+}
+
+write_agent() {
+  cat >"$RUN/agent" <<'EOF'
+#!/bin/sh
+# efax-lab rsh agent for Open MPI: agent [-options...] HOST CMD...  runs CMD (like ssh would: the
+# words joined, then read by a shell) in HOST's namespace, with its own hostname (a UTS namespace),
+# so Open MPI and efax see separate hosts. HOST: h0..h9, efax-hN or 10.77.0.1N.
+while [ $# -gt 0 ]; do case $1 in -*) shift ;; *) break ;; esac; done
+[ $# -ge 1 ] || { echo "efax-lab agent: no host given" >&2; exit 255; }
+host=$1; shift
+case $host in
+  h[0-9] | efax-h[0-9]) n=${host#"${host%?}"} ;;
+  10.77.0.1[0-9]) n=${host#10.77.0.1} ;;
+  *) echo "efax-lab agent: unknown host '$host' (expected h0..h9 or 10.77.0.1N)" >&2; exit 255 ;;
+esac
+ip netns exec "efax-h$n" true 2>/dev/null || { echo "efax-lab agent: no namespace efax-h$n (tests/lab.sh up?)" >&2; exit 255; }
+exec ip netns exec "efax-h$n" unshare --uts sh -c 'hostname "$0" && eval "$1"' "h$n" "$*"
+EOF
+  chmod 755 "$RUN/agent"
+}
+
+write_env() {
+  local hosts=() nics=() i k gbps=
+  for ((i = 0; i < NHOSTS; i++)); do hosts+=("h$i"); done
+  for ((k = 0; k < RAILS; k++)); do nics+=("r$k"); done
+  [ -n "$RATE" ] && gbps=$(awk -v b="$BPS" 'BEGIN { printf "%g\n", b / 1e9 }')
+  {
+    echo "# written by tests/lab.sh up $NHOSTS $RAILS $RATE"
+    echo "LAB_HOSTS=$(IFS=,; echo "${hosts[*]}")"
+    echo "LAB_NHOSTS=$NHOSTS"
+    echo "LAB_RAILS=$RAILS"
+    echo "LAB_NICS=$(IFS=,; echo "${nics[*]}")"
+    echo "LAB_RATE=$RATE"
+    echo "LAB_LINE_GBPS=$gbps"
+    echo "LAB_AGENT=$RUN/agent"
+    echo "LAB_MGMT=$MGMT_NET"
+  } >"$RUN/env"
+}
+
+up() {
+  local i k
+  NHOSTS=${1:-2} RAILS=${2:-2} RATE=${3:-} BPS='' BURST=''
+  [[ $NHOSTS =~ ^[2-4]$ ]] || die "HOSTS must be 2..4, got '$NHOSTS'"
+  [[ $RAILS =~ ^[1-4]$ ]] || die "RAILS must be 1..4, got '$RAILS'"
+  if [ -n "$RATE" ]; then
+    BPS=$(rate_bps "$RATE") || die "RATE must look like 1gbit, 500mbit, 100mbit; got '$RATE'"
+    # 4 ms worth of bytes: enough for tbf to keep a fast link busy between timer ticks
+    BURST=$(awk -v b="$BPS" 'BEGIN { k = int(b / 8 * 0.004 / 1024); print (k < 64 ? 64 : k) "kb" }')
+  fi
+  down                                     # idempotent: always build from nothing
+  trap 'echo "lab.sh: up failed (line $LINENO); tearing down" >&2; down' ERR
+  mkdir -p "$RUN"
+  ip link add efaxmgmt type bridge
+  ip addr add 10.77.0.1/24 dev efaxmgmt
+  ip link set efaxmgmt up
+  for ((k = 0; k < RAILS; k++)); do
+    ip link add "efaxr$k" type bridge
+    ip link set "efaxr$k" up
+  done
+  for ((i = 0; i < NHOSTS; i++)); do
+    ip netns add "efax-h$i"
+    nsx "$i" ip link set lo up
+    # IPv6 off: otherwise libfabric's tcp provider also lists link-local fe80:: fabrics per rail
+    nsx "$i" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+    # answer ARP only for the interface's own address, or a packet to rail 1 could cross rail 0
+    nsx "$i" sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
+    veth_into_host "$i" "efax-h$i-m" mgmt0 efaxmgmt "10.77.0.$((10 + i))/24"
+    for ((k = 0; k < RAILS; k++)); do
+      veth_into_host "$i" "efax-h$i-r$k" "r$k" "efaxr$k" "10.78.$k.$((10 + i))/24"
+      if [ -n "$RATE" ]; then shape "r$k" "$i"; shape "efax-h$i-r$k"; fi
+    done
+    printf '10.77.0.%d h%d  %s\n' $((10 + i)) "$i" "$MARK" >>/etc/hosts
+  done
+  write_agent
+  write_env
+  trap - ERR
+  echo "lab.sh: up: $NHOSTS hosts, $RAILS rails${RATE:+, shaped to $RATE (burst $BURST)}; env in $RUN/env"
+}
+
+status() {
+  local ns
+  [ -n "$(ip netns list | awk '$1 ~ /^efax-h/')" ] || { echo "lab.sh: no lab (tests/lab.sh up)"; return 0; }
+  echo "== root namespace: bridges and their ports"
+  ip -br link show type bridge | awk '$1 ~ /^efax/'
+  ip -br link show | awk '$1 ~ /^efax-h/'
+  ip -o link show | awk -F': ' '$2 ~ /^efax-h.*-r/ { sub(/@.*/, "", $2); print $2 }' |
+    while read -r l; do echo "  $l: $(tc qdisc show dev "$l" | head -1)"; done
+  for ns in $(ip netns list | awk '$1 ~ /^efax-h/ { print $1 }' | sort); do
+    echo "== $ns"
+    ip netns exec "$ns" ip -br -4 addr show
+    ip netns exec "$ns" tc qdisc show | awk '$0 !~ /dev lo /' | sed 's/^/  qdisc: /'
+  done
+  [ -f "$RUN/env" ] && { echo "== $RUN/env"; grep -v '^#' "$RUN/env"; }
+  grep "$MARK\$" /etc/hosts | sed 's/^/== \/etc\/hosts: /' || true
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case $cmd in -h | --help | help | "") usage 0 ;; esac
+[ "$(id -u)" = 0 ] || { echo "lab.sh: needs root (network namespaces); skipped"; exit 77; }
+case $cmd in
+  up) up "$@" ;;
+  down) down ;;
+  status) status ;;
+  exec)
+    [ $# -ge 2 ] || die "usage: lab.sh exec HOST CMD..."
+    i=$(host_index "$1") || die "unknown host '$1'"; shift
+    # shellcheck disable=SC2016 # $0 and $@ are for the inner sh
+    exec ip netns exec "efax-h$i" unshare --uts sh -c 'hostname "$0" && exec "$@"' "h$i" "$@" ;;
+  *) usage 2 >&2 ;;
+esac
