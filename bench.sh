@@ -63,7 +63,8 @@ if [ -n "$LAB" ]; then
   # shellcheck disable=SC1091
   . /run/efax-lab/env   # LAB_HOSTS, LAB_AGENT, LAB_NICS, LAB_LINE_GBPS, LAB_MGMT
   [ "$NP" = 2 ] && NP=$LAB_H
-  LAUNCH=(mpirun -H "$LAB_HOSTS" -np "$NP" --mca plm_rsh_agent "$LAB_AGENT" --mca oob_tcp_if_include "$LAB_MGMT"
+  per=$(( (NP + LAB_H - 1) / LAB_H ))   # ranks per host: hosts get per slots each, filled in order
+  LAUNCH=(mpirun -H "$(echo "$LAB_HOSTS" | sed "s/\([^,]*\)/\1:$per/g")" -np "$NP" --mca plm_rsh_agent "$LAB_AGENT" --mca oob_tcp_if_include "$LAB_MGMT"
           --mca btl self,tcp --mca btl_tcp_if_include "$LAB_MGMT" --bind-to none
           -x EFAX_PROVIDER=tcp -x EFAX_NICS="$LAB_NICS" ${LAB_LINE_GBPS:+-x EFAX_LINE_GBPS=$LAB_LINE_GBPS}
           -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM)

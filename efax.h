@@ -50,7 +50,8 @@
    -----------
        EFAX_PROVIDER       provider to use (efa, tcp, shm, ...); default efa, else tcp, else shm
        EFAX_NICS           comma-separated NIC (domain) names; a name listed twice opens two
-                           endpoints on it (exercises multi-rail code on one device)
+                           endpoints on it (exercises multi-rail code on one device); groups
+                           separated by ';' give the ranks of one host their own NICs
        EFAX_TIMEOUT_MS     how long any wait lasts before it fails (default 30000)
        EFAX_BOOTSTRAP      pmix | tcp: force a bootstrap (default: tcp if EFAX_ROOT is set, else pmix)
        EFAX_RANK, EFAX_SIZE, EFAX_ROOT (host:port), EFAX_TOKEN: the TCP rendezvous
@@ -186,7 +187,11 @@ typedef struct efax_op efax_op;
 /* How to set up a context. A zeroed desc means defaults. */
 typedef struct efax_ctx_desc {
     const char *provider;   /* NULL: $EFAX_PROVIDER, else efa > tcp > shm */
-    const char *nics;       /* comma list of NIC names; NULL: $EFAX_NICS, else every NIC but loopback */
+    const char *nics;       /* comma list of NIC names; NULL: $EFAX_NICS, else the NICs a device backs
+                               (EFA devices, physical interfaces), else every NIC but loopback.
+                               Groups separated by ';' ("r0,r1;r2,r3") give each rank of a host
+                               its own NICs: local rank i takes group i mod the group count */
+    int local_rank;         /* this rank's index on its host (efax_boot.local_rank) for NIC groups */
     int max_nics;           /* cap on NICs opened (0: no cap) */
     int window;             /* operations in flight per NIC (0: min(provider tx size, 256)) */
     int timeout_ms;         /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
@@ -242,6 +247,29 @@ enum {
     EFAX_MR_ALL = 0xfu
 };
 
+/* Staging: memory the NICs cannot register (device memory when the provider has no FI_HMEM)
+   moves through registered bounce memory of the same size. The region registered is the
+   bounce; these callbacks move bytes between it and the real memory (efax_cuda.h: cudaMemcpy
+   on a stream, cell by cell, so copies overlap the network). Offsets are within the region. */
+typedef struct efax_stage_ops {
+    /* start copying [off, off+len) out to the bounce, in cells of `unit` bytes */
+    int (*out_begin)(void *user, uint64_t off, uint64_t len, uint64_t unit);
+    /* true once [off, off+len) is in the bounce */
+    bool (*out_ready)(void *user, uint64_t off, uint64_t len);
+    /* [off, off+len) landed in the bounce: start copying it in */
+    int (*in_cell)(void *user, uint64_t off, uint64_t len);
+    /* every copy started by in_cell finished (0, or a negative code on timeout/failure) */
+    int (*in_wait)(void *user, int timeout_ms);
+    /* blocking copies for two-sided messages: out before a send, in after a receive */
+    int (*out_sync)(void *user, uint64_t off, uint64_t len);
+    int (*in_sync)(void *user, uint64_t off, uint64_t len);
+} efax_stage_ops;
+
+/* Writes into a staged region carry the index of their cell (cells of efax_stage_unit bytes)
+   in the immediate data's sequence bits, so the target copies each cell in as it lands. At
+   most 256 cells per transfer. Pure. */
+EFAX_API uint64_t efax_stage_unit(uint64_t size, uint64_t chunk);
+
 /* A buffer to register. iface/device/dmabuf describe device memory (efax_cuda.h fills them). */
 typedef struct efax_mr_desc {
     void *ptr;
@@ -252,12 +280,16 @@ typedef struct efax_mr_desc {
     int dmabuf_fd;            /* >= 0 (with dmabuf=true): register through FI_MR_DMABUF */
     uint64_t dmabuf_offset;   /* offset of ptr within the dmabuf */
     bool dmabuf;
+    const efax_stage_ops *stage; /* non-NULL: ptr is a bounce buffer standing in for other memory */
+    void *stage_user;
 } efax_mr_desc;
 
 /* Another rank's view of a registered region: where it is and its key on each of its NICs. */
+#define EFAX_RMR_STAGED 1u     /* the peer's region is staged: write it cell by cell */
 typedef struct efax_rmr {
     uint64_t base;            /* address used in writes (0-based offsets unless FI_MR_VIRT_ADDR) */
     uint64_t len;
+    uint32_t flags;           /* EFAX_RMR_* */
     int nnic;
     uint64_t key[EFAX_MAX_NICS];
 } efax_rmr;
@@ -274,6 +306,8 @@ typedef struct efax_mr {
     uint64_t key[EFAX_MAX_NICS];
     efax_rmr *remote;         /* [size] after efax_mr_exchange; remote[own rank] is this one */
     int nremote;
+    const efax_stage_ops *stage;
+    void *stage_user;
 } efax_mr;
 
 /* Registers desc->ptr[0..len) on every NIC with the rights desc->access asks for.
@@ -415,9 +449,10 @@ struct efax_xfer {
     uint64_t rx_data;
     bool rx_has_data;
     /* optional: a chunk is posted only once ready(ready_user, off, len) says its source bytes
-       are in place (efax_cuda.h's staged sends copy device memory out chunk by chunk) */
+       are in place (a staged source copies them out cell by cell) */
     bool (*ready)(void *user, uint64_t off, uint64_t len);
     void *ready_user;
+    bool cell_seq;             /* chunks on the `chunk` grid, each carrying its cell index */
 };
 
 /* Starts a send of len bytes at mr+off to `peer` on local NIC `nic`, with immediate data if
@@ -488,6 +523,7 @@ EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint3
 /* Arrivals counted so far from peer under tag, not yet consumed. */
 EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag);
 
+
 // >>schedule --------------------------------------------------------------------------------
 
 /* How one logical transfer becomes posts over several NICs. */
@@ -537,6 +573,34 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, u
    writer's NIC count (efax_ctx_peer_nnics) and the same mode and chunk size. Pure. */
 EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mode, uint64_t chunk);
 
+/* The target's side of a write: what it expects and how it knows it landed. For an ordinary
+   region it counts chunks (efax_wait_imm); for a staged one it takes each cell as it arrives
+   and copies it in (the copies overlap the rest of the transfer). */
+typedef struct efax_expect {
+    const efax_mr *mr;
+    int peer, tag;
+    uint32_t seq, count;       /* ordinary regions: chunks to count */
+    uint64_t off, size, unit;  /* staged regions: the window written, its cells */
+    int ncells, cells_done, status;
+    bool active;
+    uint16_t want[256], got[256];
+} efax_expect;
+
+/* Tells a context that writes into staged region `dst` arrive under `tag` (cells are taken
+   as they land, even before efax_expect_write names the transfer). Call once per tag, before
+   peers may write. No-op for ordinary regions. */
+EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag);
+
+/* Announces a write from `peer` of `size` bytes into dst+doff, planned by the writer over its
+   writer_nnic NICs with (mode, index, chunk) under (tag, seq), as efax_write does. */
+EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_mr *dst, uint64_t doff,
+                               uint64_t size, int peer, int writer_nnic, efax_mode mode, uint64_t index,
+                               uint64_t chunk, int tag, uint32_t seq);
+
+/* Waits until that write landed (and, staged, was copied in). Returns 0, -FI_ETIMEDOUT naming
+   what is missing, -EFAX_E_STALE, or a copy error. */
+EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms);
+
 // >>private types (declared here so callers can embed them; do not touch their fields) ---------
 
 #define EFAX__ADDR_MAX 96
@@ -576,6 +640,14 @@ typedef struct efax__imm_hook {
     void *user;
 } efax__imm_hook;
 
+/* Cells of staged writes under one tag, per peer: the expectation they belong to, or a count
+   of cells that came before it was announced. */
+typedef struct efax__stage_rx {
+    efax_expect *e;
+    uint16_t early[256];
+    uint32_t nearly;
+} efax__stage_rx;
+
 typedef struct efax__nic {
     efax_nic_info info;
     struct fi_info *fi;
@@ -611,6 +683,7 @@ struct efax_ctx {
     int ntags;
     efax__imm_slot *imm;       /* [size * ntags] */
     efax__imm_hook *hooks;     /* [ntags] */
+    efax__stage_rx **stage_rx; /* [ntags] -> [size], for tags that receive staged writes */
     uint64_t bad_imm;          /* arrivals whose immediate data named no valid rank/tag */
     int timeout_ms;
     bool fi_more;
@@ -701,8 +774,25 @@ EFAX_API uint64_t efax_opts_next_size(const efax_opts *o, uint64_t size);
 typedef struct efax_stats { double min, p50, avg, p99, max; } efax_stats;
 EFAX_API efax_stats efax_stats_of(double *v, int n);
 
-/* Verification pattern: byte `off` of the message that `rank` sends in iteration `iter`.
-   Every (rank, iteration, offset) gives other bytes, so a stale or misplaced byte shows. */
+#if defined(__CUDACC__)
+#define EFAX_HD __host__ __device__
+#else
+#define EFAX_HD
+#endif
+
+/* Verification pattern: byte `off` of the message that `rank` sends in iteration `iter` is
+   byte off%8 of efax_pattern_word(efax_pattern_seed(rank, iter), off/8) (little-endian).
+   Every (rank, iteration, offset) gives other bytes, so a stale or misplaced byte shows.
+   Inline and __host__ __device__ under nvcc, so GPU kernels check device memory the same way. */
+static inline EFAX_HD uint64_t efax_pattern_word(uint64_t seed, uint64_t word) {
+    uint64_t z = seed + word + 0x9e3779b97f4a7c15ull; /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static inline EFAX_HD uint64_t efax_pattern_seed(int rank, uint64_t iter) {
+    return efax_pattern_word(((uint64_t)(uint32_t)rank << 32) ^ efax_pattern_word(iter ^ 0x5eedull, 0), 0);
+}
 EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter);
 /* Counts bytes of buf that differ from the pattern; *first_bad (may be NULL) gets the
    offset of the first (or UINT64_MAX). */
@@ -729,6 +819,7 @@ typedef struct efax_result {
     int64_t wrong;             /* bytes that failed the check; -1 when not checked */
     int nnic;
     struct { char name[64]; uint64_t bytes, ops; } nic[EFAX_MAX_NICS];
+    char extra[2048];          /* more JSON members, written as they are (e.g. "ranks":[...]) */
 } efax_result;
 
 /* Output of one driver run: the header block, the human table (one row per size, a column
@@ -1358,6 +1449,20 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     if (want && *want) {
         char buf[1024], *tok, *save = NULL;
         efax__copy(buf, sizeof buf, want);
+        if (strchr(buf, ';')) { /* NIC groups: this rank's is the (local rank mod count)-th */
+            int ngroups = 1, g = 0, pickg;
+            char *p, *start = buf;
+            for (p = buf; *p; p++) ngroups += *p == ';';
+            pickg = (d.local_rank > 0 ? d.local_rank : 0) % ngroups;
+            for (p = buf; *p; p++)
+                if (*p == ';') {
+                    *p = 0;
+                    if (g++ == pickg) break;
+                    start = p + 1;
+                }
+            memmove(buf, start, strlen(start) + 1);
+            efax_log(ctx, 2, "local rank %d uses NIC group %d of %d: %s", d.local_rank, pickg, ngroups, buf);
+        }
         for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             while (*tok == ' ') tok++;
             for (i = 0; i < ndom; i++)
@@ -1376,15 +1481,18 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
             chosen[nsel++] = pick[i];
         }
     } else {
-        bool real = false;
+        /* by default the NICs a device backs (a PCI function: EFA devices, physical interfaces),
+           not bridges, veths or docker0, whose addresses may mean the local host on every node;
+           without any, every NIC but loopback; without those, loopback */
+        int level = 0;
         efax_nic_info tmp;
         for (i = 0; i < ndom; i++) {
             efax__fill_info(pick[i], &tmp);
-            if (!tmp.loopback) real = true;
+            if (!tmp.loopback) level = level > 1 ? level : tmp.pci[0] ? 2 : 1;
         }
         for (i = 0; i < ndom && nsel < EFAX_MAX_NICS; i++) {
             efax__fill_info(pick[i], &tmp);
-            if (real && tmp.loopback) continue;
+            if ((level >= 1 && tmp.loopback) || (level == 2 && !tmp.pci[0])) continue;
             chosen[nsel++] = pick[i];
         }
     }
@@ -1430,6 +1538,9 @@ EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
     free(ctx->route_in);
     free(ctx->imm);
     free(ctx->hooks);
+    if (ctx->stage_rx)
+        for (i = 0; i < ctx->ntags; i++) free(ctx->stage_rx[i]);
+    free(ctx->stage_rx);
     free(ctx->peer_host);
     memset(ctx, 0, sizeof *ctx);
 }
@@ -1487,6 +1598,8 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
     mr->len = desc->len;
     mr->access = access;
     mr->iface = desc->iface;
+    mr->stage = desc->stage;
+    mr->stage_user = desc->stage_user;
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
         rc = efax__reg(ctx, n, desc->ptr, desc->len, fa, desc->iface, desc->device,
@@ -1509,6 +1622,13 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
         }
     }
     return 0;
+}
+
+EFAX_API uint64_t efax_stage_unit(uint64_t size, uint64_t chunk) {
+    uint64_t u = (size + 255) / 256;
+    if (chunk > u) u = chunk;
+    if (!u) u = 1;
+    return (u + 4095) & ~4095ull;
 }
 
 EFAX_API void efax_mr_dereg(efax_mr *mr) {
@@ -2204,6 +2324,7 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
 typedef struct efax__mr_blob {
     uint32_t magic, wire;
     int32_t rank, nnic;
+    uint32_t flags, pad;
     uint64_t base, len;
     uint64_t key[EFAX_MAX_NICS];
 } efax__mr_blob;
@@ -2223,6 +2344,7 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     me.nnic = ctx->nnic;
     me.base = (ctx->nic[0].info.mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->ptr : 0;
     me.len = mr->len;
+    me.flags = mr->stage ? EFAX_RMR_STAGED : 0;
     for (i = 0; i < ctx->nnic; i++) me.key[i] = mr->key[i];
     all = (efax__mr_blob *)calloc((size_t)ctx->size, sizeof *all);
     if (!all) return -FI_ENOMEM;
@@ -2248,6 +2370,7 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
         }
         mr->remote[p].base = b->base;
         mr->remote[p].len = b->len;
+        mr->remote[p].flags = b->flags & EFAX_RMR_STAGED;
         mr->remote[p].nnic = b->nnic;
         memcpy(mr->remote[p].key, b->key, sizeof b->key);
     }
@@ -2302,22 +2425,22 @@ EFAX_PRIVATE void efax__xfer_check_done(efax_xfer *x) {
 
 /* Sends or writes a small chunk by inject: the provider copies it at once, so it needs no
    operation context and produces no completion (one CQ round trip less per small message). */
-EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len) {
+EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, uint32_t imm) {
     efax_xfer *x = s->x;
     const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)s->nic];
     const void *buf = (const uint8_t *)x->lmr->ptr + x->loff + s->off + s->posted;
     if (x->op == EFAX_OP_WRITE) {
         const efax_rmr *rm = &x->rmr->remote[x->peer];
         uint64_t addr = rm->base + x->roff + s->off + s->posted, key = rm->key[rt->rnic];
-        return (int)(x->has_imm ? fi_inject_writedata(n->ep, buf, len, x->imm, rt->fa, addr, key)
+        return (int)(x->has_imm ? fi_inject_writedata(n->ep, buf, len, imm, rt->fa, addr, key)
                                 : fi_inject_write(n->ep, buf, len, rt->fa, addr, key));
     }
-    return (int)(x->has_imm ? fi_injectdata(n->ep, buf, len, x->imm, rt->fa) : fi_inject(n->ep, buf, len, rt->fa));
+    return (int)(x->has_imm ? fi_injectdata(n->ep, buf, len, imm, rt->fa) : fi_inject(n->ep, buf, len, rt->fa));
 }
 
 /* Posts one chunk of a transmit segment. Returns 0, -FI_EAGAIN or an error. */
-EFAX_PRIVATE int efax__post_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, efax_op *op,
-                               bool more) {
+EFAX_PRIVATE int efax__post_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, uint32_t imm,
+                               efax_op *op, bool more) {
     efax_xfer *x = s->x;
     int nic = s->nic;
     const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)nic];
@@ -2343,7 +2466,7 @@ EFAX_PRIVATE int efax__post_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_
         m.rma_iov = &op->riov;
         m.rma_iov_count = 1;
         m.context = &op->fctx;
-        m.data = x->imm;
+        m.data = imm;
         return (int)fi_writemsg(n->ep, &m, flags);
     } else {
         struct fi_msg m;
@@ -2352,7 +2475,7 @@ EFAX_PRIVATE int efax__post_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_
         m.iov_count = 1;
         m.addr = rt->fa;
         m.context = &op->fctx;
-        m.data = x->imm;
+        m.data = imm;
         return (int)fi_sendmsg(n->ep, &m, flags);
     }
 }
@@ -2368,7 +2491,8 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     while (n->pend_head && n->inflight < n->window) {
         efax_seg *s = n->pend_head;
         efax_xfer *x = s->x;
-        uint64_t len;
+        uint64_t len, at;
+        uint32_t imm = x->imm;
         efax_op *op;
         int rc;
         bool more;
@@ -2379,10 +2503,17 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
             continue;
         }
         len = s->len - s->posted;
-        if (len > x->chunk) len = x->chunk;
-        if (x->ready && !x->ready(x->ready_user, s->off + s->posted, len)) break;
+        at = s->off + s->posted;
+        if (x->cell_seq) { /* to a staged target: one cell per chunk, its index in the sequence bits */
+            uint64_t cell = at / x->chunk, end = (cell + 1) * x->chunk;
+            if (len > end - at) len = end - at;
+            imm = (x->imm & ~((1u << EFAX_IMM_SEQ_BITS) - 1)) | (uint32_t)(cell & ((1u << EFAX_IMM_SEQ_BITS) - 1));
+        } else if (len > x->chunk) {
+            len = x->chunk;
+        }
+        if (x->ready && !x->ready(x->ready_user, at, len)) break;
         if (len <= n->info.inject_size && x->lmr->iface == 0) {
-            rc = efax__inject_tx(ctx, n, s, len);
+            rc = efax__inject_tx(ctx, n, s, len, imm);
             if (rc == 0) {
                 n->stats.tx_bytes += len;
                 n->stats.tx_ops++;
@@ -2403,7 +2534,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         EFAX_ASSERT(op);
         more = ctx->fi_more && n->inflight + 1 < n->window &&
                (s->posted + len < s->len || s->next != NULL);
-        rc = efax__post_tx(ctx, n, s, len, op, more);
+        rc = efax__post_tx(ctx, n, s, len, imm, op, more);
         if (rc == -FI_EAGAIN) {
             n->stats.eagain++;
             break;
@@ -2513,6 +2644,10 @@ EFAX_PRIVATE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int e
             x->rx_len = len;
             x->rx_has_data = (flags & FI_REMOTE_CQ_DATA) != 0;
             x->rx_data = data;
+            if (x->lmr->stage) { /* a staged receive: copy what landed in */
+                int rc = x->lmr->stage->in_sync(x->lmr->stage_user, x->loff, len);
+                if (rc) err = rc;
+            }
         }
     }
     if (err) efax__fail_xfer(ctx, x, err);
@@ -2682,6 +2817,11 @@ EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, int peer, int nic, const efa
     int rc;
     if ((rc = efax__check_peer(ctx, peer, nic)) || (rc = efax__check_local(ctx, mr, off, len, "send")))
         return rc;
+    if (mr->stage && (rc = mr->stage->out_sync(mr->stage_user, off, len))) {
+        efax_log(ctx, 0, "send to rank %d: copying %llu bytes out to the staging buffer failed: %s", peer,
+                 (unsigned long long)len, efax_strerror(rc));
+        return rc;
+    }
     efax__xfer_one(x, EFAX_OP_SEND, peer, mr, off, len, nic);
     x->has_imm = has_imm;
     x->imm = imm;
@@ -2702,6 +2842,11 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
     efax__seg_push(&ctx->nic[nic].rxp_head, &ctx->nic[nic].rxp_tail, &x->seg[0]);
     efax__post_rx(ctx, &ctx->nic[nic]);
     return 0;
+}
+
+EFAX_PRIVATE bool efax__stage_ready(void *user, uint64_t off, uint64_t len) {
+    const efax_xfer *x = (const efax_xfer *)user;
+    return x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + off, len);
 }
 
 EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_mr *lmr,
@@ -2726,7 +2871,15 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
             return -FI_EINVAL;
         }
         if (s->off + s->len > len) len = s->off + s->len;
-        chunks += s->len ? (s->len + chunk - 1) / chunk : 1;
+    }
+    /* a staged target takes the write cell by cell: chunks on its cell grid, indexed */
+    x->cell_seq = (rmr->remote[peer].flags & EFAX_RMR_STAGED) != 0;
+    if (x->cell_seq) chunk = efax_stage_unit(len, chunk == UINT64_MAX ? 0 : chunk);
+    for (i = 0; i < nseg; i++) {
+        const efax_seg *s = &x->seg[i];
+        if (!s->len) chunks++;
+        else if (x->cell_seq) chunks += (s->off + s->len - 1) / chunk - s->off / chunk + 1;
+        else chunks += (s->len + chunk - 1) / chunk;
     }
     if ((rc = efax__check_local(ctx, lmr, loff, len, "write source"))) return rc;
     {
@@ -2754,6 +2907,18 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
     x->unposted = (uint32_t)nseg;
     x->chunks = (uint32_t)chunks;
     x->bytes_done = 0;
+    if (lmr->stage) { /* a staged source: copy it out cell by cell; each chunk waits for its cells */
+        int src = lmr->stage->out_begin(lmr->stage_user, loff, len, x->cell_seq ? chunk : efax_stage_unit(len, chunk == UINT64_MAX ? 0 : chunk));
+        if (src) {
+            efax_log(ctx, 0, "write to rank %d: copying %llu bytes out to the staging buffer failed: %s", peer,
+                     (unsigned long long)len, efax_strerror(src));
+            x->done = true;
+            x->status = src;
+            return src;
+        }
+        x->ready = efax__stage_ready;
+        x->ready_user = x;
+    }
     for (i = 0; i < nseg; i++) {
         efax_seg *s = &x->seg[i];
         s->x = x;
@@ -3025,7 +3190,7 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, u
                         uint64_t size, uint64_t chunk, int tag, uint32_t seq, uint32_t *chunks) {
     efax_plan_seg segs[EFAX_MAX_NICS];
     uint32_t imm;
-    int n, i;
+    int n, i, rc;
     if (tag < 0 || tag >= ctx->ntags || efax_imm_encode(ctx->rank, tag, seq, &imm)) {
         efax_log(ctx, 0, "write: tag %d outside 0..%d", tag, ctx->ntags - 1);
         return -FI_EINVAL;
@@ -3048,9 +3213,134 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, u
         x->seg[i].off = segs[i].off;
         x->seg[i].len = segs[i].len;
     }
-    if (chunks) *chunks = efax_plan_chunks(segs, n, chunk);
-    return efax_write_segs(ctx, x, peer, lmr, loff, rmr, roff, chunk, true, imm);
+    rc = efax_write_segs(ctx, x, peer, lmr, loff, rmr, roff, chunk, true, imm);
+    if (chunks) *chunks = rc ? 0 : x->chunks;
+    return rc;
 }
+
+EFAX_PRIVATE void efax__stage_cell(efax_ctx *ctx, efax_expect *e, unsigned cell, uint32_t n) {
+    if ((int)cell >= e->ncells || e->got[cell] + n > e->want[cell]) {
+        if (!e->status)
+            efax_log(ctx, 0, "staged write from rank %d (%s), tag %d: cell %u arrived %u time(s) more than its %u "
+                             "piece(s): data of another transfer (use distinct tags for transfers that overlap)",
+                     e->peer, efax__host(ctx, e->peer), e->tag, cell, n, (int)cell < e->ncells ? e->want[cell] : 0);
+        e->status = -EFAX_E_STALE;
+        return;
+    }
+    e->got[cell] = (uint16_t)(e->got[cell] + n);
+    if (e->got[cell] == e->want[cell]) {
+        uint64_t off = (uint64_t)cell * e->unit, len = e->size > off ? e->size - off : 0;
+        int rc;
+        if (len > e->unit) len = e->unit;
+        rc = len ? e->mr->stage->in_cell(e->mr->stage_user, e->off + off, len) : 0;
+        if (rc && !e->status) e->status = rc;
+        e->cells_done++;
+    }
+}
+
+EFAX_PRIVATE void efax__stage_hook(void *user, int peer, int tag, uint32_t seq, int nic) {
+    efax_ctx *ctx = (efax_ctx *)user;
+    efax__stage_rx *r = &ctx->stage_rx[tag][peer];
+    (void)nic;
+    if (r->e) efax__stage_cell(ctx, r->e, seq, 1);
+    else if (r->early[seq] < UINT16_MAX) r->early[seq]++, r->nearly++;
+}
+
+EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag) {
+    if (!dst->stage) return 0;
+    if (!ctx->connected || tag <= EFAX_TAG_INTERNAL || tag >= ctx->ntags) {
+        efax_log(ctx, 0, "expect_prepare: tag %d outside 1..%d (or efax_ctx_connect not called)", tag, ctx->ntags - 1);
+        return -FI_EINVAL;
+    }
+    if (!ctx->stage_rx && !(ctx->stage_rx = (efax__stage_rx **)calloc((size_t)ctx->ntags, sizeof *ctx->stage_rx)))
+        return -FI_ENOMEM;
+    if (!ctx->stage_rx[tag] && !(ctx->stage_rx[tag] = (efax__stage_rx *)calloc((size_t)ctx->size, sizeof(efax__stage_rx))))
+        return -FI_ENOMEM;
+    return efax_ctx_imm_hook(ctx, tag, efax__stage_hook, ctx);
+}
+
+EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_mr *dst, uint64_t doff,
+                               uint64_t size, int peer, int writer_nnic, efax_mode mode, uint64_t index,
+                               uint64_t chunk, int tag, uint32_t seq) {
+    efax_plan_seg segs[EFAX_MAX_NICS];
+    efax__stage_rx *r;
+    int n, i, rc;
+    memset(e, 0, sizeof *e);
+    e->mr = dst;
+    e->peer = peer;
+    e->tag = tag;
+    e->seq = seq;
+    e->off = doff;
+    e->size = size;
+    if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
+    if (doff > dst->len || size > dst->len - doff) {
+        efax_log(ctx, 0, "expect_write: bytes [%llu, %llu) fall outside the registered region of %zu bytes",
+                 (unsigned long long)doff, (unsigned long long)(doff + size), dst->len);
+        return -EFAX_E_BOUNDS;
+    }
+    e->active = true;
+    if (!dst->stage) {
+        e->count = efax_write_chunks(size, writer_nnic, mode, chunk);
+        return e->count ? 0 : -FI_EINVAL;
+    }
+    if (!ctx->stage_rx || !ctx->stage_rx[tag]) {
+        efax_log(ctx, 0, "expect_write: the region is staged: call efax_expect_prepare(ctx, region, %d) before peers write", tag);
+        return -FI_EOPBADSTATE;
+    }
+    r = &ctx->stage_rx[tag][peer];
+    if (r->e) {
+        efax_log(ctx, 0, "expect_write: a staged write from rank %d under tag %d is already expected", peer, tag);
+        return -FI_EBUSY;
+    }
+    e->unit = efax_stage_unit(size, chunk);
+    e->ncells = size ? (int)((size + e->unit - 1) / e->unit) : 1;
+    n = efax_plan(size, writer_nnic, mode, index, 0, 0, segs);
+    if (n < 0) return n;
+    for (i = 0; i < n; i++) { /* how many pieces (one per segment it meets) each cell comes in */
+        if (!segs[i].len) e->want[0]++;
+        else
+            for (uint64_t c = segs[i].off / e->unit; c <= (segs[i].off + segs[i].len - 1) / e->unit; c++) e->want[c]++;
+    }
+    r->e = e;
+    if (r->nearly) { /* cells that landed before this call */
+        for (i = 0; i < 256; i++)
+            if (r->early[i]) {
+                uint32_t k = r->early[i];
+                r->early[i] = 0;
+                efax__stage_cell(ctx, e, (unsigned)i, k);
+            }
+        r->nearly = 0;
+    }
+    return 0;
+}
+
+EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
+    uint64_t deadline;
+    unsigned spins = 0, idle = 0;
+    int rc;
+    if (!e->active) return -FI_EINVAL;
+    if (!e->mr->stage) {
+        e->active = false;
+        return efax_wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms);
+    }
+    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
+    deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (e->cells_done < e->ncells && !e->status) {
+        if ((rc = efax_progress(ctx)) < 0) { e->status = rc; break; }
+        efax__idle(rc, &idle);
+        if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
+            efax_log(ctx, 0, "timed out after %d ms waiting for a staged write of %llu bytes from rank %d (%s), tag %d: "
+                             "%d of %d cells arrived; the peer died or stopped, or raise EFAX_TIMEOUT_MS",
+                     timeout_ms, (unsigned long long)e->size, e->peer, efax__host(ctx, e->peer), e->tag, e->cells_done, e->ncells);
+            e->status = -FI_ETIMEDOUT;
+        }
+    }
+    rc = e->mr->stage->in_wait(e->mr->stage_user, efax__remaining_ms(deadline) + 1);
+    ctx->stage_rx[e->tag][e->peer].e = NULL;
+    e->active = false;
+    return e->status ? e->status : rc;
+}
+
 
 // >>bench (implementation) ---------------------------------------------------------------------
 
@@ -3294,7 +3584,7 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         EFAX__OPT("quiet", 'q', EFAX_OPT_FLAG, &o->quiet, 0, 0, NULL, NULL, "no table and no progress line");
         EFAX__OPT("line-rate", 0, EFAX_OPT_DOUBLE, &o->line_gbps, 0.001, 100000, NULL, "GBPS", "line rate of one NIC in Gbit/s for the % column");
         EFAX__OPT("timeout", 0, EFAX_OPT_INT, &o->timeout_ms, 1, 86400000, NULL, "MS", "fail any wait longer than this (default 30000)");
-        EFAX__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 1024, NULL, "N", "messages in flight per iteration (default 1)");
+        EFAX__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 250, NULL, "N", "messages in flight per iteration (default 1)");
         EFAX__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE", "most bytes one post carries (default 1M)");
         EFAX__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S", "repeat the sweep until S seconds have passed (soak)");
         EFAX__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
@@ -3379,45 +3669,35 @@ EFAX_API efax_stats efax_stats_of(double *v, int n) {
     return s;
 }
 
-EFAX_PRIVATE uint64_t efax__mix(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-EFAX_PRIVATE uint64_t efax__seed(int rank, uint64_t iter) {
-    return efax__mix(((uint64_t)(uint32_t)rank << 32) ^ efax__mix(iter ^ 0x5eedull));
-}
 
 EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter) {
     uint8_t *p = (uint8_t *)buf;
-    uint64_t seed = efax__seed(rank, iter), i = 0;
+    uint64_t seed = efax_pattern_seed(rank, iter), i = 0;
     while (i < len && ((off + i) & 7)) {
-        p[i] = (uint8_t)(efax__mix(seed + ((off + i) >> 3)) >> (8 * ((off + i) & 7)));
+        p[i] = (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)));
         i++;
     }
     for (; i + 8 <= len; i += 8) {
-        uint64_t w = efax__mix(seed + ((off + i) >> 3));
+        uint64_t w = efax_pattern_word(seed, (off + i) >> 3);
         memcpy(p + i, &w, 8);
     }
-    for (; i < len; i++) p[i] = (uint8_t)(efax__mix(seed + ((off + i) >> 3)) >> (8 * ((off + i) & 7)));
+    for (; i < len; i++) p[i] = (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)));
 }
 
 EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
                                      uint64_t iter, uint64_t *first_bad) {
     const uint8_t *p = (const uint8_t *)buf;
-    uint64_t seed = efax__seed(rank, iter), i = 0, bad = 0, first = UINT64_MAX;
+    uint64_t seed = efax_pattern_seed(rank, iter), i = 0, bad = 0, first = UINT64_MAX;
     for (; i < len; i++) {
         if (((off + i) & 7) == 0 && i + 8 <= len) {
-            uint64_t w = efax__mix(seed + ((off + i) >> 3)), g;
+            uint64_t w = efax_pattern_word(seed, (off + i) >> 3), g;
             memcpy(&g, p + i, 8);
             if (g == w) {
                 i += 7;
                 continue;
             }
         }
-        if (p[i] != (uint8_t)(efax__mix(seed + ((off + i) >> 3)) >> (8 * ((off + i) & 7)))) {
+        if (p[i] != (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)))) {
             if (first == UINT64_MAX) first = i;
             bad++;
         }
@@ -3776,7 +4056,7 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
             efax__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"ops\":%llu}", (unsigned long long)res->nic[i].bytes,
                       (unsigned long long)res->nic[i].ops);
         }
-        efax__cat(buf, sizeof buf, &u, "],%s}\n", r->meta);
+        efax__cat(buf, sizeof buf, &u, "]%s%s,%s}\n", res->extra[0] ? "," : "", res->extra, r->meta);
         fputs(buf, r->json);
         fflush(r->json);
     }

@@ -21,7 +21,7 @@
 
 /* iterations alternate between two data tags: a fast rank's next iteration never mixes with
    the one a slower rank is still counting */
-enum { TAG_DATA = 1, TAG_READY = 3 };
+enum { TAG_READY = 1, TAG_DATA = 2 /* and 3 */ };
 
 typedef struct bench {
     efax_opts o;
@@ -30,6 +30,7 @@ typedef struct bench {
     efax_report rep;
     efax_buf src, dst;
     efax_xfer *xs;
+    efax_expect *ex;
     double *lat, *all;
     int me, n;
 } bench;
@@ -43,10 +44,11 @@ static int iteration(bench *b, efax_mode mode, uint64_t chunk, uint64_t seq) {
                         &b->dst.mr, (uint64_t)b->me * chunk, chunk, b->o.chunk, tag, (uint32_t)seq, NULL);
     }
     if (!rc) efax_buf_copy(&b->dst, (uint64_t)b->me * chunk, &b->src, (uint64_t)b->me * chunk, chunk);
-    for (int k = 1; k < b->n && !rc; k++) {
-        int p = (b->me + b->n - k) % b->n;
-        rc = efax_wait_imm(&b->ctx, p, tag, (uint32_t)seq, efax_write_chunks(chunk, efax_ctx_peer_nnics(&b->ctx, p), mode, b->o.chunk), -1);
-    }
+    for (int p = 0; p < b->n && !rc; p++) /* what each peer writes to us: counted, or staged cells copied in */
+        if (p != b->me)
+            rc = efax_expect_write(&b->ctx, &b->ex[p], &b->dst.mr, (uint64_t)p * chunk, chunk, p, efax_ctx_peer_nnics(&b->ctx, p),
+                                   mode, (uint64_t)p + (uint64_t)b->me + seq, b->o.chunk, tag, (uint32_t)seq);
+    for (int k = 1; k < b->n && !rc; k++) rc = efax_expect_wait(&b->ctx, &b->ex[(b->me + b->n - k) % b->n], -1);
     for (int p = 0; p < b->n && !rc; p++)
         if (p != b->me) rc = efax_wait(&b->ctx, &b->xs[p], -1);
     return rc;
@@ -113,6 +115,7 @@ int main(int argc, char **argv) {
     memset(&cd, 0, sizeof cd);
     cd.provider = b.o.provider;
     cd.nics = b.o.nics;
+    cd.local_rank = b.boot.local_rank;
     cd.timeout_ms = b.o.timeout_ms;
 #ifdef __CUDACC__
     cd.hmem = efax_cuda_wants_hmem(mem);
@@ -121,13 +124,15 @@ int main(int argc, char **argv) {
 
     /* 3. a send and a receive buffer of the largest size; the receive buffer's keys to everyone */
     if ((rc = efax_buf_alloc(&b.ctx, &b.src, mem, b.o.max_size, EFAX_MR_WRITE_SRC)) ||
-        (rc = efax_buf_alloc(&b.ctx, &b.dst, mem, b.o.max_size, EFAX_MR_WRITE_DST)) || (rc = efax_mr_exchange(&b.dst.mr, &b.boot)))
+        (rc = efax_buf_alloc(&b.ctx, &b.dst, mem, b.o.max_size, EFAX_MR_WRITE_DST)) || (rc = efax_mr_exchange(&b.dst.mr, &b.boot)) ||
+        (rc = efax_expect_prepare(&b.ctx, &b.dst.mr, TAG_DATA)) || (rc = efax_expect_prepare(&b.ctx, &b.dst.mr, TAG_DATA + 1)))
         goto out;
     b.dst.ops->poison(&b.dst, 0, b.o.max_size);
     b.xs = (efax_xfer *)calloc((size_t)b.n, sizeof *b.xs);
+    b.ex = (efax_expect *)calloc((size_t)b.n, sizeof *b.ex);
     b.lat = (double *)calloc((size_t)efax_opts_iters(&b.o, b.o.min_size), sizeof(double));
     b.all = (double *)calloc((size_t)efax_opts_iters(&b.o, b.o.min_size) * (size_t)b.n, sizeof(double));
-    if (!b.xs || !b.lat || !b.all) { rc = -FI_ENOMEM; goto out; }
+    if (!b.xs || !b.ex || !b.lat || !b.all) { rc = -FI_ENOMEM; goto out; }
     if ((rc = efax_report_init(&b.rep, &b.o, "all2all", mem->name, &b.ctx, &b.boot))) goto out;
 
     /* 4. the sweep: every size, every mode; an iteration takes as long as its slowest rank */
@@ -164,6 +169,6 @@ out:
     efax_buf_free(&b.dst);
     efax_ctx_deinit(&b.ctx);
     efax_boot_deinit(&b.boot);
-    free(b.xs), free(b.lat), free(b.all);
+    free(b.xs), free(b.ex), free(b.lat), free(b.all);
     return rc ? 1 : 0;
 }

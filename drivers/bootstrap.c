@@ -49,6 +49,7 @@ int main(int argc, char **argv) {
     memset(&tx, 0, sizeof tx), memset(&rx, 0, sizeof rx), memset(&wd, 0, sizeof wd);
     cd.provider = provider;
     cd.nics = nics;
+    cd.local_rank = boot.local_rank;
     cd.timeout_ms = timeout;
     if ((rc = efax_ctx_init(&ctx, &cd)) || (rc = efax_ctx_connect(&ctx, &boot))) goto out;
     n = boot.size;

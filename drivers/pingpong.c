@@ -109,6 +109,7 @@ int main(int argc, char **argv) {
     memset(&e, 0, sizeof e);
     cd.provider = o.provider;
     cd.nics = o.nics;
+    cd.local_rank = boot.local_rank;
     cd.timeout_ms = o.timeout_ms;
     if ((rc = efax_ctx_init(&ctx, &cd)) || (rc = efax_ctx_connect(&ctx, &boot))) goto out;
     e.ctx = &ctx;

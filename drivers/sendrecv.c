@@ -157,6 +157,7 @@ int main(int argc, char **argv) {
     memset(&cd, 0, sizeof cd);
     cd.provider = b.o.provider;
     cd.nics = b.o.nics;
+    cd.local_rank = b.boot.local_rank;
     cd.timeout_ms = b.o.timeout_ms;
 #ifdef __CUDACC__
     cd.hmem = efax_cuda_wants_hmem(mem);

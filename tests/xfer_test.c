@@ -2,7 +2,8 @@
    neighbour and receives from its left one (a ring), as SEND/RECV and as WRITE with immediate
    data, in every mode, for sizes from 1 byte to --max (default 64 MiB), with a small window
    and small chunks so the backlog and window logic run. Every byte is checked; any wrong byte,
-   stale iteration or error exits 1.
+   stale iteration or error exits 1. --staged moves every byte through staging buffers (host
+   memory standing in for device memory), so the staged engine is tested without a GPU.
 
    mpirun -np 4 build/xfer_test --provider tcp
 */
@@ -15,16 +16,66 @@
 
 enum { TAG_W = 5 };
 
+/* "Staged" host memory, so the staged engine runs without a GPU: the bytes live in b->ptr, the
+   NICs see a bounce buffer of the same size, and the stage callbacks copy between the two as
+   efax_cuda.h's do with cudaMemcpy. out_ready says yes only on every second ask, so chunks wait
+   for their cells as they would for a copy still in flight. */
+typedef struct hstage {
+    uint8_t *real, *bounce;
+    unsigned long asks;
+} hstage;
+static int hs_out_begin(void *u, uint64_t off, uint64_t len, uint64_t unit) {
+    hstage *h = (hstage *)u;
+    (void)unit;
+    memcpy(h->bounce + off, h->real + off, len);
+    return 0;
+}
+static bool hs_out_ready(void *u, uint64_t off, uint64_t len) {
+    (void)off, (void)len;
+    return (++((hstage *)u)->asks & 1) == 0;
+}
+static int hs_in(void *u, uint64_t off, uint64_t len) {
+    hstage *h = (hstage *)u;
+    memcpy(h->real + off, h->bounce + off, len);
+    return 0;
+}
+static int hs_out(void *u, uint64_t off, uint64_t len) {
+    hstage *h = (hstage *)u;
+    memcpy(h->bounce + off, h->real + off, len);
+    return 0;
+}
+static int hs_in_wait(void *u, int timeout_ms) { (void)u, (void)timeout_ms; return 0; }
+static const efax_stage_ops hs_ops = {hs_out_begin, hs_out_ready, hs_in, hs_in_wait, hs_out, hs_in};
+
+static int hs_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
+    hstage *h = (hstage *)calloc(1, sizeof *h);
+    efax_mr_desc md;
+    if (!h || !(h->real = (uint8_t *)efax_host_alloc(len)) || !(h->bounce = (uint8_t *)efax_host_alloc(len))) return -FI_ENOMEM;
+    b->impl = h;
+    b->ptr = h->real;
+    snprintf(b->path, sizeof b->path, "staged");
+    memset(&md, 0, sizeof md);
+    md.ptr = h->bounce, md.len = len, md.access = access, md.stage = &hs_ops, md.stage_user = h;
+    return efax_mr_reg(ctx, &b->mr, &md);
+}
+static void hs_release(efax_buf *b) {
+    hstage *h = (hstage *)b->impl;
+    if (h) free(h->real), free(h->bounce), free(h);
+}
+
 int main(int argc, char **argv) {
     const char *provider = NULL, *nics = NULL;
     uint64_t max = 64ull << 20, chunk = 64 << 10;
     int window = 4, rc = 0, me, n, left, right, errors = 0;
+    bool staged = false;
+    efax_mem_ops hs_mem;
     efax_optdef defs[] = {
         {"provider", 0, EFAX_OPT_STR, &provider, 0, 0, NULL, "NAME", "provider"},
         {"nics", 0, EFAX_OPT_STR, &nics, 0, 0, NULL, "LIST", "NICs"},
         {"max", 0, EFAX_OPT_SIZE, &max, 1, 1073741824.0, NULL, "SIZE", "largest message (default 64M)"},
         {"chunk", 0, EFAX_OPT_SIZE, &chunk, 64, 1073741824.0, NULL, "SIZE", "write chunk (default 64K)"},
         {"window", 0, EFAX_OPT_INT, &window, 1, 1024, NULL, "N", "operations in flight per NIC (default 4)"},
+        {"staged", 0, EFAX_OPT_FLAG, &staged, 0, 0, NULL, NULL, "move data through staging buffers"},
         {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}};
     static const uint64_t sizes[] = {1, 7, 64, 4095, 4096, 65537, (1 << 20) + 3, 16 << 20, 64 << 20};
     efax_boot boot;
@@ -44,9 +95,11 @@ int main(int argc, char **argv) {
     cd.provider = provider, cd.nics = nics, cd.window = window;
     if ((rc = efax_ctx_init(&ctx, &cd)) || (rc = efax_ctx_connect(&ctx, &boot)) || (rc = efax_ctx_warmup(&ctx))) goto out;
     me = boot.rank, n = boot.size, right = (me + 1) % n, left = (me + n - 1) % n;
-    if ((rc = efax_buf_alloc(&ctx, &src, efax_mem_host(), max, EFAX_MR_SEND | EFAX_MR_WRITE_SRC)) ||
-        (rc = efax_buf_alloc(&ctx, &dst, efax_mem_host(), max, EFAX_MR_RECV | EFAX_MR_WRITE_DST)) ||
-        (rc = efax_mr_exchange(&dst.mr, &boot)))
+    hs_mem = *efax_mem_host();
+    hs_mem.alloc = hs_alloc, hs_mem.release = hs_release;
+    if ((rc = efax_buf_alloc(&ctx, &src, staged ? &hs_mem : efax_mem_host(), max, EFAX_MR_SEND | EFAX_MR_WRITE_SRC)) ||
+        (rc = efax_buf_alloc(&ctx, &dst, staged ? &hs_mem : efax_mem_host(), max, EFAX_MR_RECV | EFAX_MR_WRITE_DST)) ||
+        (rc = efax_mr_exchange(&dst.mr, &boot)) || (rc = efax_expect_prepare(&ctx, &dst.mr, TAG_W)))
         goto out;
 
     for (unsigned si = 0; si < sizeof sizes / sizeof sizes[0] && !rc; si++) {
@@ -89,8 +142,12 @@ int main(int argc, char **argv) {
             efax_poison(dst.ptr, size);
             if ((rc = efax_boot_barrier(&boot, -1))) break;
             rc = efax_write(&ctx, &xs[0], right, (efax_mode)mode, iter, &src.mr, 0, &dst.mr, 0, size, chunk, TAG_W, (uint32_t)iter, NULL);
-            if (!rc) rc = efax_wait_imm(&ctx, left, TAG_W, (uint32_t)iter,
-                                        efax_write_chunks(size, efax_ctx_peer_nnics(&ctx, left), (efax_mode)mode, chunk), -1);
+            {
+                efax_expect ex;
+                if (!rc) rc = efax_expect_write(&ctx, &ex, &dst.mr, 0, size, left, efax_ctx_peer_nnics(&ctx, left), (efax_mode)mode,
+                                                iter, chunk, TAG_W, (uint32_t)iter);
+                if (!rc) rc = efax_expect_wait(&ctx, &ex, -1);
+            }
             if (!rc) rc = efax_wait(&ctx, &xs[0], -1);
             if (rc) break;
             if ((wrong = efax_pattern_check(dst.ptr, size, 0, left, iter, NULL))) {
@@ -101,8 +158,8 @@ int main(int argc, char **argv) {
             if (!rc) rc = efax_boot_barrier(&boot, -1); /* nobody refills before everyone checked */
         }
     }
-    if (!rc && me == 0) printf("xfer_test: %d ranks, %d NIC(s), sizes 1..%llu, all modes: %s\n", n, efax_ctx_nnics(&ctx),
-                               (unsigned long long)max, errors ? "ERRORS" : "every byte correct");
+    if (!rc && me == 0) printf("xfer_test: %d ranks, %d NIC(s), sizes 1..%llu, all modes%s: %s\n", n, efax_ctx_nnics(&ctx),
+                               (unsigned long long)max, staged ? ", staged" : "", errors ? "ERRORS" : "every byte correct");
 out:
     efax_buf_free(&src);
     efax_buf_free(&dst);
