@@ -8,9 +8,11 @@ WARN    := -Wall -Wextra -Wpedantic -Werror
 # evaluated when used, so that packages installed by the deps step are seen
 PKG_CFLAGS = $(shell pkg-config --cflags libfabric pmix)
 PKG_LIBS   = $(shell pkg-config --libs libfabric pmix)
+# nvcc takes linker flags as -Xlinker, not -Wl,
+NV_LIBS    = $(shell pkg-config --libs libfabric pmix | sed 's/-Wl,/-Xlinker /g; s/,/ -Xlinker /g')
 NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 NVFLAGS ?= -O2 -g -arch=sm_90 -Xcompiler -Wall,-Wextra -Werror all-warnings
-CUDA_LIBS := -lcuda -lnvidia-ml
+CUDA_LIBS := -ldl
 
 DRIVERS      := info bootstrap pingpong sendrecv write all2all
 TESTS        := unit xfer_test
@@ -40,13 +42,13 @@ $(B)/%: tests/%.c efax.h | deps $(B)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
 
 $(B)/%_cuda: drivers/%.c efax.h efax_cuda.h | deps $(B)
-	$(NVCC) $(NVFLAGS) -x cu -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS) $(CUDA_LIBS)
+	$(NVCC) $(NVFLAGS) -x cu -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
 
 $(B)/%: drivers/%.cu efax.h efax_cuda.h | deps $(B)
-	$(NVCC) $(NVFLAGS) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS) $(CUDA_LIBS)
+	$(NVCC) $(NVFLAGS) -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
 
 $(B)/%: tests/%.cu efax.h efax_cuda.h | deps $(B)
-	$(NVCC) $(NVFLAGS) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS) $(CUDA_LIBS)
+	$(NVCC) $(NVFLAGS) -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
 
 # The test suite: installs what it needs (as root) or says what to install, builds, runs,
 # and ends with "N passed, M failed".

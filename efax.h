@@ -453,6 +453,11 @@ struct efax_xfer {
     bool (*ready)(void *user, uint64_t off, uint64_t len);
     void *ready_user;
     bool cell_seq;             /* chunks on the `chunk` grid, each carrying its cell index */
+    /* optional: called (inside efax_progress) the moment the transfer is done; it may not
+       start transfers itself. Keeps an engine (efax_cuda.h's proxy) from scanning its
+       transfers for completion. */
+    void (*on_done)(void *user, efax_xfer *x);
+    void *done_user;
 };
 
 /* Starts a send of len bytes at mr+off to `peer` on local NIC `nic`, with immediate data if
@@ -911,6 +916,11 @@ EFAX_API void *efax_host_alloc(size_t len);
 
 /* Host memory (page-aligned, registered as host memory). */
 EFAX_API const efax_mem_ops *efax_mem_host(void);
+/* Parses a --mem list for a host-only build: "host" or "all"; pin and dma need the CUDA build
+   (efax_cuda_mem_select). Returns 0, or -EFAX_E_USAGE with the reason in msg. */
+EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg, size_t len);
+/* "host,pinned,device": the names of n kinds, for headers. */
+EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len);
 /* Allocates len bytes of a memory kind and registers them with `access` (EFAX_MR_*) on
    every NIC. b must not move afterwards. Returns 0 or a negative code (logged). */
 EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access);
@@ -2420,7 +2430,10 @@ EFAX_PRIVATE efax_seg *efax__seg_pop(efax_seg **head, efax_seg **tail) {
 }
 
 EFAX_PRIVATE void efax__xfer_check_done(efax_xfer *x) {
-    if (x->pending == 0 && x->unposted == 0) x->done = true;
+    if (x->pending == 0 && x->unposted == 0 && !x->done) {
+        x->done = true;
+        if (x->on_done) x->on_done(x->done_user, x);
+    }
 }
 
 /* Sends or writes a small chunk by inject: the provider copies it at once, so it needs no
@@ -3200,12 +3213,15 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, u
         efax_log(ctx, 0, "write: cannot plan %llu bytes in mode %d", (unsigned long long)size, (int)mode);
         return n;
     }
-    {
+    { /* a fresh transfer, keeping the caller's hooks */
         bool (*ready)(void *, uint64_t, uint64_t) = x->ready;
-        void *ready_user = x->ready_user;
+        void (*on_done)(void *, efax_xfer *) = x->on_done;
+        void *ready_user = x->ready_user, *done_user = x->done_user;
         memset(x, 0, sizeof *x);
         x->ready = ready;
         x->ready_user = ready_user;
+        x->on_done = on_done;
+        x->done_user = done_user;
     }
     x->nseg = n;
     for (i = 0; i < n; i++) {
@@ -3800,6 +3816,30 @@ EFAX_API const efax_mem_ops *efax_mem_host(void) {
     static const efax_mem_ops ops = {"host", "", efax__host_alloc, efax__host_release, efax__host_fill,
                                      efax__host_poison, efax__host_check, efax__host_copy};
     return &ops;
+}
+
+EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg, size_t len) {
+    char buf[128], *tok, *save = NULL;
+    *n = 0;
+    msg[0] = 0;
+    efax__copy(buf, sizeof buf, list && *list ? list : "host");
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, "host") && strcmp(tok, "all")) {
+            bool cuda = !strcmp(tok, "pin") || !strcmp(tok, "pinned") || !strcmp(tok, "dma") || !strcmp(tok, "device");
+            snprintf(msg, len, "--mem: '%s' %s", tok, cuda ? "needs the CUDA build of this driver (build/*_cuda, made by nvcc)"
+                                                            : "is not valid: expected host, pin, dma or all");
+            return -EFAX_E_USAGE;
+        }
+        if (*n == 0 && max > 0) kinds[(*n)++] = efax_mem_host();
+    }
+    return 0;
+}
+
+EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len) {
+    size_t u = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && u < len; i++) u += (size_t)snprintf(buf + u, len - u, "%s%s", i ? "," : "", kinds[i]->name);
+    return buf;
 }
 
 EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {

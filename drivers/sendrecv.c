@@ -9,7 +9,7 @@
    each piece arrives at.
 
    cc -O2 -I. drivers/sendrecv.c -o sendrecv $(pkg-config --cflags --libs libfabric pmix)
-   nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda $(pkg-config --cflags --libs libfabric pmix) -lcuda
+   nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda $(pkg-config --cflags libfabric pmix) -lfabric -lpmix
    mpirun -np 2 ./sendrecv -b 1K -e 64M -c
 */
 #define EFAX_IMPLEMENTATION
@@ -29,7 +29,10 @@ typedef struct bench {
     efax_boot boot;
     efax_ctx ctx;
     efax_report rep;
-    efax_buf src, dst;   /* max(window, 2) slots of max_size each */
+    const efax_mem_ops *kinds[3];
+    int nk, k;                 /* memory kinds, and the one being measured */
+    efax_buf srcs[3], dsts[3]; /* max(window, 2) slots of max_size each, per kind */
+    efax_buf *src, *dst;       /* the current kind's */
     efax_xfer *tx, *rx;
     int ntx, nrx;
     double *lat;
@@ -62,7 +65,7 @@ static int wait_list(bench *b, efax_xfer *xs, int *n) {
 static int post_recvs(bench *b, int peer, efax_mode mode, uint64_t size, uint64_t seq, int count, int slot0, int W) {
     int rc = 0;
     for (int m = 0; m < count && !rc; m++)
-        rc = post_msg(b, false, peer, &b->dst, mode, size, seq * (uint64_t)W + (uint64_t)m, (uint64_t)(slot0 + m) * size, seq);
+        rc = post_msg(b, false, peer, b->dst, mode, size, seq * (uint64_t)W + (uint64_t)m, (uint64_t)(slot0 + m) * size, seq);
     return rc;
 }
 
@@ -71,8 +74,8 @@ static int64_t check_slots(bench *b, int from, uint64_t size, uint64_t seq, int 
     int64_t wrong = 0;
     for (int m = 0; m < count; m++) {
         uint64_t off = (uint64_t)(slot0 + m) * size;
-        wrong += (int64_t)b->dst.ops->check(&b->dst, off, size, from, seq * 1000 + (uint64_t)m);
-        b->dst.ops->poison(&b->dst, off, size);
+        wrong += (int64_t)b->dst->ops->check(b->dst, off, size, from, seq * 1000 + (uint64_t)m);
+        b->dst->ops->poison(b->dst, off, size);
     }
     return wrong;
 }
@@ -82,20 +85,20 @@ static int step(bench *b, int k, int variant, efax_mode mode, uint64_t size, int
     int iters = efax_opts_iters(&b->o, size), warm = efax_opts_warmup(&b->o, size), rc = 0;
     int W = variant == STREAM ? b->o.window : 1, last = iters + warm - 1;
     if (b->me == k) rc = post_recvs(b, 0, mode, size, 0, W, 0, W);
-    if (b->me == k && b->o.check && variant == ROUNDTRIP) b->src.ops->fill(&b->src, 0, size, k, 0);
+    if (b->me == k && b->o.check && variant == ROUNDTRIP) b->src->ops->fill(b->src, 0, size, k, 0);
     if (!rc) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS); /* our turn: receives are posted */
     for (int it = -warm; it <= iters - 1 && !rc && (b->me == 0 || b->me == k); it++) {
         uint64_t seq = (uint64_t)(it + warm), t0 = 0;
         int slot = variant == ROUNDTRIP ? (int)(seq & 1) : 0;
         if (b->me == 0) {
             if (b->o.check) {
-                for (int m = 0; m < W; m++) b->src.ops->fill(&b->src, (uint64_t)m * size, size, 0, seq * 1000 + (uint64_t)m);
+                for (int m = 0; m < W; m++) b->src->ops->fill(b->src, (uint64_t)m * size, size, 0, seq * 1000 + (uint64_t)m);
                 if (variant == STREAM && seq > 0) rc = efax_wait_imm(&b->ctx, k, TAG_READY, (uint32_t)seq - 1, 1, -1);
             }
             t0 = efax_now_ns();
             if (variant == ROUNDTRIP && !rc) rc = post_recvs(b, k, mode, size, seq, 1, slot, 1);
             for (int m = 0; m < W && !rc; m++)
-                rc = post_msg(b, true, k, &b->src, mode, size, seq * (uint64_t)W + (uint64_t)m, (uint64_t)m * size, seq);
+                rc = post_msg(b, true, k, b->src, mode, size, seq * (uint64_t)W + (uint64_t)m, (uint64_t)m * size, seq);
             if (!rc) rc = variant == STREAM ? efax_wait_imm(&b->ctx, k, TAG_ACK, (uint32_t)seq, 1, -1) : wait_list(b, b->rx, &b->nrx);
             if (it >= 0) b->lat[(*nlat)++] = (double)(efax_now_ns() - t0) / 1e3;
             if (!rc) rc = wait_list(b, b->tx, &b->ntx);
@@ -112,11 +115,11 @@ static int step(bench *b, int k, int variant, efax_mode mode, uint64_t size, int
         } else { /* round trip: answer from our own send buffer (prepared during the last one) */
             if ((rc = wait_list(b, b->rx, &b->nrx))) break;
             if (seq < (uint64_t)last) rc = post_recvs(b, 0, mode, size, seq + 1, 1, slot ^ 1, 1);
-            if (!rc) rc = post_msg(b, true, 0, &b->src, mode, size, seq, (uint64_t)slot * size, seq);
+            if (!rc) rc = post_msg(b, true, 0, b->src, mode, size, seq, (uint64_t)slot * size, seq);
             if (!rc) rc = wait_list(b, b->tx, &b->ntx);
             if (!rc && b->o.check) {
                 *wrong += check_slots(b, 0, size, seq, 1, slot);
-                b->src.ops->fill(&b->src, (uint64_t)(slot ^ 1) * size, size, k, (seq + 1) * 1000);
+                b->src->ops->fill(b->src, (uint64_t)(slot ^ 1) * size, size, k, (seq + 1) * 1000);
             }
         }
     }
@@ -129,23 +132,27 @@ int main(int argc, char **argv) {
     bench b;
     efax_ctx_desc cd;
     efax_boot_desc bd;
-    const efax_mem_ops *mem = efax_mem_host();
-    char err[256];
+    char err[256], names[64];
     int rc, slots;
 
     /* 1. options: many messages in flight by default for the streaming number */
     memset(&b, 0, sizeof b);
     efax_opts_init(&b.o);
     b.o.window = 8;
+#ifdef __CUDACC__
+    b.o.mem = "all"; /* host, pinned and device memory */
+#endif
     rc = efax_opts_parse(&b.o, argc, argv, NULL, "sendrecv",
                          "Two-sided SEND/RECV, rank 0 <-> rank k: one-way streaming bandwidth and round-trip time.", err, sizeof err);
     if (rc == 1) return 0;
     if (rc) { fprintf(stderr, "sendrecv: %s\n", err); return 2; }
 #ifdef __CUDACC__
-    if ((rc = efax_cuda_mem_parse(b.o.mem, &mem, err, sizeof err))) { fprintf(stderr, "sendrecv: %s\n", err); return rc > 0 ? 0 : 2; }
+    rc = efax_cuda_mem_select(b.o.mem, b.kinds, 3, &b.nk, err, sizeof err);
 #else
-    if (strcmp(b.o.mem, "host")) { fprintf(stderr, "sendrecv: --mem %s: this build has host memory only; use the CUDA build (build/sendrecv_cuda)\n", b.o.mem); return 2; }
+    rc = efax_mem_select(b.o.mem, b.kinds, 3, &b.nk, err, sizeof err);
 #endif
+    if (rc < 0) { fprintf(stderr, "sendrecv: %s\n", err); return 2; }
+    if (!b.nk) { printf("# %s\n", err); return 0; }
 
     /* 2. launcher, NICs, connections */
     memset(&bd, 0, sizeof bd);
@@ -154,43 +161,48 @@ int main(int argc, char **argv) {
     b.me = b.boot.rank;
     b.n = b.boot.size;
     if (b.n < 2) { fprintf(stderr, "sendrecv: needs at least 2 ranks (e.g. mpirun -np 2 %s)\n", argv[0]); efax_boot_deinit(&b.boot); return 2; }
+    if (err[0] && b.me == 0) printf("# %s\n", err); /* kinds this machine cannot run */
     memset(&cd, 0, sizeof cd);
     cd.provider = b.o.provider;
     cd.nics = b.o.nics;
     cd.local_rank = b.boot.local_rank;
     cd.timeout_ms = b.o.timeout_ms;
 #ifdef __CUDACC__
-    cd.hmem = efax_cuda_wants_hmem(mem);
+    if ((rc = efax_cuda_use(b.kinds, b.nk, b.boot.local_rank, &cd.hmem))) goto out; /* this rank's GPU */
 #endif
     if ((rc = efax_ctx_init(&b.ctx, &cd)) || (rc = efax_ctx_connect(&b.ctx, &b.boot)) || (rc = efax_ctx_warmup(&b.ctx))) goto out;
 
     /* 3. buffers and the operation lists */
     slots = b.o.window > 2 ? b.o.window : 2;
-    if ((rc = efax_buf_alloc(&b.ctx, &b.src, mem, (size_t)b.o.max_size * (size_t)slots, EFAX_MR_SEND)) ||
-        (rc = efax_buf_alloc(&b.ctx, &b.dst, mem, (size_t)b.o.max_size * (size_t)slots, EFAX_MR_RECV)))
-        goto out;
+    for (b.k = 0; b.k < b.nk; b.k++) {
+        if ((rc = efax_buf_alloc(&b.ctx, &b.srcs[b.k], b.kinds[b.k], (size_t)b.o.max_size * (size_t)slots, EFAX_MR_SEND)) ||
+            (rc = efax_buf_alloc(&b.ctx, &b.dsts[b.k], b.kinds[b.k], (size_t)b.o.max_size * (size_t)slots, EFAX_MR_RECV)))
+            goto out;
+        b.dsts[b.k].ops->poison(&b.dsts[b.k], 0, (uint64_t)b.o.max_size * (uint64_t)slots);
+    }
     b.tx = (efax_xfer *)calloc((size_t)slots * EFAX_MAX_NICS, sizeof(efax_xfer));
     b.rx = (efax_xfer *)calloc((size_t)slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
     b.lat = (double *)calloc((size_t)efax_opts_iters(&b.o, b.o.min_size) * (size_t)b.n, sizeof(double));
     if (!b.tx || !b.rx || !b.lat) { rc = -FI_ENOMEM; goto out; }
-    b.dst.ops->poison(&b.dst, 0, (uint64_t)b.o.max_size * (uint64_t)slots);
-    if ((rc = efax_report_init(&b.rep, &b.o, "sendrecv", mem->name, &b.ctx, &b.boot))) goto out;
+    if ((rc = efax_report_init(&b.rep, &b.o, "sendrecv", efax_mem_names(b.kinds, b.nk, names, sizeof names), &b.ctx, &b.boot))) goto out;
 
     /* 4. the sweep: every size, every mode, both variants, rank 0 with each rank in turn */
     for (uint64_t size = b.o.min_size; size && !rc; size = efax_opts_next_size(&b.o, size)) {
         for (int mode = 0; mode < EFAX_MODE_COUNT && !rc; mode++)
-            for (int v = STREAM; v <= ROUNDTRIP && (b.o.modes & (1u << mode)) && !rc; v++) {
+            for (b.k = 0; b.k < b.nk && (b.o.modes & (1u << mode)) && !rc; b.k++)
+            for (int v = STREAM; v <= ROUNDTRIP && !rc; v++) {
                 int nlat = 0;
                 int64_t wrong = 0, total = 0;
                 char label[40];
                 efax_result res;
+                b.src = &b.srcs[b.k], b.dst = &b.dsts[b.k];
                 efax_ctx_stats_reset(&b.ctx);
                 efax_report_progress(&b.rep, "%s %s %llu bytes", efax_mode_label((efax_mode)mode), vname[v], (unsigned long long)size);
                 for (int k = 1; k < b.n && !rc; k++) rc = step(&b, k, v, (efax_mode)mode, size, &nlat, &wrong);
                 if (!rc) rc = efax_boot_sum(&b.boot, wrong, &total, EFAX_TURN_MS);
                 if (rc || b.me != 0) continue;
-                snprintf(label, sizeof label, "%s%s %s", efax_mode_label((efax_mode)mode), mem->label, vname[v]);
-                efax_result_init(&res, label, mem->name, b.src.path, v == STREAM ? "oneway" : "roundtrip", size,
+                snprintf(label, sizeof label, "%s%s %s", efax_mode_label((efax_mode)mode), b.kinds[b.k]->label, vname[v]);
+                efax_result_init(&res, label, b.kinds[b.k]->name, b.src->path, v == STREAM ? "oneway" : "roundtrip", size,
                                  v == STREAM ? b.o.window : 1, 1);
                 efax_result_time(&res, b.lat, nlat, size * (uint64_t)(v == STREAM ? b.o.window : 1),
                                  efax_line_rate(&b.ctx, &b.o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b.ctx)));
@@ -202,8 +214,7 @@ int main(int argc, char **argv) {
     }
     efax_report_deinit(&b.rep);
 out:
-    efax_buf_free(&b.src);
-    efax_buf_free(&b.dst);
+    for (int k = 0; k < 3; k++) efax_buf_free(&b.srcs[k]), efax_buf_free(&b.dsts[k]);
     efax_ctx_deinit(&b.ctx);
     efax_boot_deinit(&b.boot);
     free(b.tx), free(b.rx), free(b.lat);

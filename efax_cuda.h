@@ -1,0 +1,1351 @@
+/* efax_cuda.h — the CUDA half of efax: GPU memory over the fabric (dmabuf, FI_HMEM, or staged
+   through pinned buffers), GPU<->NIC affinity, the GPU->CPU multi-producer queue, GPU-initiated
+   writes through a CPU proxy (put, put_nbi, fence, quiet), and NVLink IPC between local GPUs.
+
+   Use
+   ---
+   Include efax.h first, then this header, in a file compiled by nvcc; define EFAX_IMPLEMENTATION
+   in exactly one such file (it implements both headers):
+
+       #define EFAX_IMPLEMENTATION
+       #include "efax.h"
+       #include "efax_cuda.h"
+
+       nvcc -O2 -arch=sm_90 -x cu -I. prog.c -o prog $(pkg-config --cflags --libs libfabric pmix)
+
+   It links no CUDA driver library: driver entry points come through cudaGetDriverEntryPoint and
+   NVML is opened at run time, so the same binary starts on a machine without a GPU (CI) and
+   says "skipped: no CUDA device" for what needs one.
+
+   How device memory reaches the NIC (efax_mem_device, in this order; every result says which):
+     dmabuf  cuMemGetHandleForAddressRange + fi_mr_regattr(FI_MR_DMABUF, FI_HMEM_CUDA): EFA with
+             libfabric >= 1.20 and a dmabuf-capable kernel (aws-ofi-nccl's practice)
+     hmem    fi_mr_regattr(FI_HMEM_CUDA) by address (nvidia-peermem)
+     staged  the provider cannot register device memory (Debian's libfabric has no CUDA: shm
+             returns -FI_ENOSYS, tcp has no FI_HMEM): pinned host bounce buffers of the same size,
+             copied cell by cell on CUDA streams so copies overlap the transfer (see efax.h
+             "Staging").
+
+   Troubleshooting
+   ---------------
+     - "skipped: no CUDA device": no GPU or no driver; the host variants still run.
+     - staged when you expected dmabuf: `build/info` shows whether the provider offers FI_HMEM;
+       libfabric must be built with CUDA (--with-cuda) and be >= 1.20 for dmabuf.
+     - NVLink IPC fails to open a peer's handle: the GPUs must be in one process tree's view
+       (same container) and peer access possible (`nvidia-smi topo -m`).
+
+   License: MIT (see efax.h).
+*/
+#ifndef EFAX_CUDA_H
+#define EFAX_CUDA_H
+
+#ifndef EFAX_H
+#error "efax_cuda.h: include efax.h first"
+#endif
+#ifndef __CUDACC__
+#error "efax_cuda.h needs a CUDA compiler: build with nvcc (nvcc -x cu for .c files)"
+#endif
+
+#include <cuda_runtime.h>
+#include <cuda.h> /* types and enums only: functions come through cudaGetDriverEntryPoint */
+#include <pthread.h>
+
+// >>cuda basics --------------------------------------------------------------------------------
+
+/* Number of CUDA devices usable here; 0 when there is no device or no driver (never an
+   error), with the reason in why (may be NULL). Thread safe. */
+EFAX_API int efax_cuda_devices(char *why, size_t len);
+
+/* Makes device (local_rank mod devices) current for this thread; *device gets it. Returns 0,
+   or -EFAX_E_CUDA when there is no device. */
+EFAX_API int efax_cuda_bind(int local_rank, int *device);
+
+/* Checks a CUDA call: returns 0, or logs "CALL failed: <CUDA's text> (code) at FILE:LINE" and
+   returns -EFAX_E_CUDA. */
+EFAX_API int efax_cuda_check(cudaError_t e, const char *call, const char *file, int line);
+#define EFAX_CUDA(call) efax_cuda_check((call), #call, __FILE__, __LINE__)
+
+// >>affinity -----------------------------------------------------------------------------------
+
+/* One GPU as the affinity experiment shows it. */
+typedef struct efax_gpu_info {
+    int device;
+    char name[96];
+    char pci[16];              /* "0000:19:00.0" */
+    int cc_major, cc_minor;
+    size_t mem_bytes;
+    int sms;
+    bool dmabuf;               /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
+    bool gdr;                  /* cudaDevAttrGPUDirectRDMASupported */
+    int numa;                  /* -1 when unknown */
+    char cpus[128];            /* local CPU list from sysfs, e.g. "0-15" */
+    int nvlinks;               /* active NVLink links (NVML), 0 when none or NVML missing */
+    int nvlink_version;
+    double nvlink_gbs;         /* theoretical one-direction bandwidth of those links, GB/s */
+    int nnear;                 /* nearest NICs by PCI distance (of the list given) */
+    int near[EFAX_MAX_NICS];   /* their indices in that list */
+    int near_depth;            /* PCI path components shared with them (more: closer) */
+} efax_gpu_info;
+
+/* Describes GPU `device` and which of `nics` (from efax_topo_list) sit nearest to it on the PCI
+   tree. Returns 0 or -EFAX_E_CUDA. Thread safe. */
+EFAX_API int efax_cuda_gpu_info(int device, const efax_nic_info *nics, int nnics, efax_gpu_info *out);
+
+/* Pins the calling thread to the CPUs near GPU `device` (sysfs local_cpulist). Returns 0, or
+   -FI_ENOSYS when the topology is unknown (the thread stays where it was). */
+EFAX_API int efax_cuda_pin_near(int device);
+
+// >>memory -------------------------------------------------------------------------------------
+
+/* Pinned host memory (cudaHostAlloc), registered as host memory: the seeds' "Pin" variants. */
+EFAX_API const efax_mem_ops *efax_mem_pinned(void);
+/* Device memory (cudaMalloc, 64 KiB aligned): dmabuf, else hmem, else staged; b->path says. */
+EFAX_API const efax_mem_ops *efax_mem_device(void);
+
+/* Parses a --mem list ("host", "pin", "dma", comma-separated, or "all") into memory kinds.
+   Without a CUDA device, pin and dma are left out and msg says "skipped: no CUDA device (...)".
+   Returns 0, or -EFAX_E_USAGE with msg naming the bad entry. */
+EFAX_API int efax_cuda_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg,
+                                  size_t len);
+
+/* Whether any of the kinds is device memory (the context should ask for FI_HMEM). */
+EFAX_API bool efax_cuda_wants_hmem(const efax_mem_ops *const *kinds, int n);
+
+/* Before a context is opened for these kinds: binds this rank to its GPU (local_rank mod
+   devices) when any kind needs CUDA, and says whether to ask for FI_HMEM. Returns 0 or
+   -EFAX_E_CUDA. */
+EFAX_API int efax_cuda_use(const efax_mem_ops *const *kinds, int n, int local_rank, bool *hmem);
+
+// >>queue --------------------------------------------------------------------------------------
+
+/* A multi-producer (GPU threads), single-consumer (CPU thread) queue. Each cell is one 64-byte
+   line: a sequence word and 7 payload words. A producer takes a slot with one atomicAdd on a
+   counter in device memory, waits until the consumer has freed it (it reads the consumer's
+   position from mapped host memory only when its cached copy says the ring may be full),
+   writes the payload, fences system-wide and publishes by storing the slot's sequence; the
+   consumer reads the sequence with acquire semantics and only then the payload. Nothing GPU
+   and CPU share lives in pageable memory. */
+#define EFAX_QUEUE_WORDS 7
+typedef struct efax_qcell {
+    uint64_t seq;              /* slot + 1 once the payload of that slot is in place */
+    uint64_t w[EFAX_QUEUE_WORDS];
+} efax_qcell;
+
+enum { EFAX_QUEUE_HOST = 0, EFAX_QUEUE_DEVICE = 1 };
+
+/* What a kernel needs to push: pass by value. */
+typedef struct efax_queue_dev {
+    efax_qcell *cells;         /* device view of the cells */
+    const uint64_t *head;      /* device view of the consumer's position (mapped host memory) */
+    unsigned long long *tail;  /* next slot to take (device memory) */
+    unsigned long long *hcache;/* producers' cached copy of head (device memory) */
+    uint32_t mask;
+} efax_queue_dev;
+
+typedef struct efax_queue {
+    efax_qcell *cells;         /* host view */
+    efax_qcell *cells_d;
+    uint64_t *head_h, *head_d; /* mapped pinned: the CPU writes, the GPU reads */
+    unsigned long long *dev;   /* device memory: tail, hcache */
+    uint32_t ncells;
+    int placement;
+    uint64_t head;             /* consumer's next slot */
+    uint32_t unpublished;      /* pops since the head was last published */
+} efax_queue;
+
+/* Creates a queue of ncells (a power of two) cells. placement: EFAX_QUEUE_HOST (cells in mapped
+   pinned host memory) or EFAX_QUEUE_DEVICE (cells in device memory read by the CPU: only on
+   machines that give the CPU coherent access to device memory; -FI_ENOSYS elsewhere). Must not
+   move after init. Returns 0 or a negative code. */
+EFAX_API int efax_queue_init(efax_queue *q, uint32_t ncells, int placement);
+EFAX_API void efax_queue_deinit(efax_queue *q);
+EFAX_API efax_queue_dev efax_queue_device(const efax_queue *q);
+
+/* Consumer: takes the next command if one is published (1) or not (0); payload gets its
+   words. One consumer thread only. */
+EFAX_API int efax_queue_pop(efax_queue *q, uint64_t payload[EFAX_QUEUE_WORDS]);
+
+/* Producer (device): pushes nwords (<= 7) words; returns the slot taken. Any number of GPU
+   threads may push at once; each push is published whole (never torn). */
+static __device__ __forceinline__ unsigned long long efax_queue_push(const efax_queue_dev *q, const uint64_t *payload,
+                                                                     int nwords) {
+    unsigned long long slot = atomicAdd(q->tail, 1ull), head = *(volatile unsigned long long *)q->hcache;
+    efax_qcell *c;
+    int i;
+    while (slot >= head + q->mask + 1) { /* the ring may be full: look at the consumer's real position */
+        head = *(volatile const unsigned long long *)q->head;
+        atomicMax(q->hcache, head);
+        if (slot >= head + q->mask + 1) __nanosleep(64);
+    }
+    c = &q->cells[slot & q->mask];
+    for (i = 0; i < nwords; i++) ((volatile uint64_t *)c->w)[i] = payload[i];
+    __threadfence_system(); /* the payload is visible to the CPU before the sequence that publishes it */
+    *(volatile uint64_t *)&c->seq = slot + 1;
+    return slot;
+}
+
+// >>proxy --------------------------------------------------------------------------------------
+
+/* GPU-initiated writes through a CPU proxy. A GPU producer (a block, or any thread that owns an
+   efax_producer) pushes commands into an efax_queue; the proxy thread, pinned near the GPU,
+   pops them, checks each against the registered windows, posts it as an RDMA write with
+   immediate data (split over every NIC when asked), keeps many in flight, and publishes per
+   producer how many of its commands completed. quiet waits on that count, so it waits only for
+   the caller's own earlier commands. A fence is a command: the proxy posts nothing of that
+   producer after it until everything before it completed. */
+enum { EFAX_CMD_PUT = 1, EFAX_CMD_FENCE = 2 };
+enum { EFAX_PUT_SPLIT = 1 }; /* post this write over every NIC (split mode) */
+
+typedef struct efax_proxy_dev {
+    efax_queue_dev q;
+    const uint64_t *done;      /* [producers] commands completed (mapped host memory) */
+    uint32_t producers;
+} efax_proxy_dev;
+
+/* A producer's state; keep it in registers or shared memory, one per producer id. */
+typedef struct efax_producer {
+    uint32_t id;
+    uint64_t issued;           /* commands pushed so far (fences included) */
+} efax_producer;
+
+/* Starts producer `id` (< producers): it continues from what its earlier kernels completed.
+   Call when none of its commands is in flight (after a quiet). */
+static __device__ __forceinline__ void efax_producer_begin(const efax_proxy_dev *p, efax_producer *me, uint32_t id) {
+    me->id = id;
+    me->issued = *(volatile const uint64_t *)&p->done[id];
+}
+
+static __device__ __forceinline__ void efax__push_cmd(const efax_proxy_dev *p, efax_producer *me, uint32_t op, uint32_t flags,
+                                                      int dst, uint64_t soff, uint64_t doff, uint64_t size, int tag,
+                                                      uint32_t seq) {
+    uint64_t w[EFAX_QUEUE_WORDS];
+    me->issued++;
+    w[0] = (uint64_t)(op & 0xff) | (uint64_t)(flags & 0xff) << 8 | (uint64_t)(me->id & 0xffff) << 16 | (uint64_t)(uint32_t)dst << 32;
+    w[1] = soff;
+    w[2] = doff;
+    w[3] = size;
+    w[4] = (uint64_t)(uint32_t)tag | (uint64_t)seq << 32;
+    w[5] = me->issued;
+    w[6] = me->id;
+    efax_queue_push(&p->q, w, EFAX_QUEUE_WORDS);
+}
+
+/* Non-blocking put: asks the proxy to write bytes [soff, soff+size) of the source window to
+   rank dst's window at doff, with immediate data (this rank, tag, seq); returns at once.
+   One thread per producer calls it, after the producer's data writes (the push fences them). */
+static __device__ __forceinline__ void efax_put_nbi(const efax_proxy_dev *p, efax_producer *me, int dst, uint64_t soff,
+                                                    uint64_t doff, uint64_t size, int tag, uint32_t seq, uint32_t flags) {
+    efax__push_cmd(p, me, EFAX_CMD_PUT, flags, dst, soff, doff, size, tag, seq);
+}
+
+/* Waits until every command this producer pushed so far completed. */
+static __device__ __forceinline__ void efax_quiet(const efax_proxy_dev *p, const efax_producer *me) {
+    while (*(volatile const uint64_t *)&p->done[me->id] < me->issued) __nanosleep(128);
+}
+
+/* Blocking put: efax_put_nbi, then waits until this write (and every earlier one) completed. */
+static __device__ __forceinline__ void efax_put(const efax_proxy_dev *p, efax_producer *me, int dst, uint64_t soff,
+                                                uint64_t doff, uint64_t size, int tag, uint32_t seq, uint32_t flags) {
+    efax_put_nbi(p, me, dst, soff, doff, size, tag, seq, flags);
+    efax_quiet(p, me);
+}
+
+/* Orders this producer's earlier puts before its later ones, without waiting here. */
+static __device__ __forceinline__ void efax_fence(const efax_proxy_dev *p, efax_producer *me) {
+    efax__push_cmd(p, me, EFAX_CMD_FENCE, 0, 0, 0, 0, 0, 0, 0);
+}
+
+/* Block-wide forms: the block synchronises, one thread publishes, the block synchronises
+   again. `me` must be the block's (e.g. in shared memory). */
+static __device__ __forceinline__ void efax_block_put_nbi(const efax_proxy_dev *p, efax_producer *me, int dst, uint64_t soff,
+                                                          uint64_t doff, uint64_t size, int tag, uint32_t seq, uint32_t flags) {
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) efax_put_nbi(p, me, dst, soff, doff, size, tag, seq, flags);
+    __syncthreads();
+}
+static __device__ __forceinline__ void efax_block_quiet(const efax_proxy_dev *p, const efax_producer *me) {
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) efax_quiet(p, me);
+    __syncthreads();
+}
+
+typedef struct efax_proxy_desc {
+    efax_ctx *ctx;             /* the proxy thread drives it alone while running */
+    efax_buf *src;             /* the source window the commands' soff refer to */
+    const efax_mr *dst;        /* the destination window (exchanged with efax_mr_exchange) */
+    uint32_t producers;        /* GPU producers that will push (ids 0..producers-1) */
+    uint32_t queue_cells;      /* 0: 4096 */
+    int inflight;              /* writes in flight at most (0: 512) */
+    uint64_t chunk;            /* write chunk (0: 1 MiB) */
+    int device;                /* GPU served: the thread pins itself near it (-1: no pinning) */
+} efax_proxy_desc;
+
+typedef struct efax__pslot efax__pslot;
+typedef struct efax__pprod efax__pprod;
+typedef struct efax_proxy {
+    efax_proxy_desc d;
+    efax_queue q;
+    uint64_t *done_h, *done_d;
+    efax__pslot *slots, *free_slots;
+    int nfree;
+    efax__pprod *prod;
+    uint64_t (*deferred)[EFAX_QUEUE_WORDS];
+    int32_t *deferred_next, free_deferred;
+    int ndeferred, nfenced;
+    pthread_t thread;
+    bool running;
+    int stop;                  /* atomic: asked to drain and stop */
+    int status;                /* first error the thread met */
+    /* statistics (read after stop) */
+    uint64_t puts, bytes, fences, bad, deferred_posts, fence_violations;
+    /* a watch: the thread consumes `count` arrivals (peer, tag, seq) and records when */
+    int watch_peer, watch_tag;
+    uint32_t watch_seq, watch_count;
+    int watch_state;           /* atomic: 0 idle, 1 armed, 2 hit, -1 failed */
+    uint64_t watch_ns;
+} efax_proxy;
+
+/* Sets up a proxy: the queue, the per-producer completion counters (mapped pinned memory),
+   the write slots. Must not move after init. Returns 0 or a negative code. */
+EFAX_API int efax_proxy_init(efax_proxy *p, const efax_proxy_desc *d);
+/* Starts the thread; from now until efax_proxy_stop only it may use the context. */
+EFAX_API int efax_proxy_start(efax_proxy *p);
+/* Lets the thread finish what was pushed (call after the producing kernels ended), then joins
+   it. Returns the first error it met (a bad command counts: see p->bad) or 0. */
+EFAX_API int efax_proxy_stop(efax_proxy *p, int timeout_ms);
+EFAX_API void efax_proxy_deinit(efax_proxy *p);
+/* What kernels need: pass by value. */
+EFAX_API efax_proxy_dev efax_proxy_device(const efax_proxy *p);
+/* While the thread runs: have it consume `count` arrivals from peer under (tag, seq) (the
+   targets' confirmations) and note the time; efax_proxy_watch_wait returns that time. */
+EFAX_API void efax_proxy_watch(efax_proxy *p, int peer, int tag, uint32_t seq, uint32_t count);
+EFAX_API int efax_proxy_watch_wait(efax_proxy *p, int timeout_ms, uint64_t *t_ns);
+
+// >>ipc ----------------------------------------------------------------------------------------
+
+/* NVLink IPC among the ranks of one host: every rank exports a device buffer's IPC handle,
+   the handles go round through the bootstrap (checked: version, host, size), and each rank
+   opens those of the other ranks on its host. */
+typedef struct efax_ipc {
+    int size, rank;
+    void **peer;               /* [size] device address of each rank's buffer, NULL off this host */
+    size_t *len;               /* [size] */
+    int *device;               /* [size] each rank's device ordinal */
+    void *own;
+} efax_ipc;
+
+/* Collective over boot: exports dptr[0..len), opens the peers' buffers on this host. Returns 0,
+   -EFAX_E_PEER/-EFAX_E_VERSION for a bad handle, or -EFAX_E_CUDA. */
+EFAX_API int efax_ipc_open(efax_ipc *ipc, efax_boot *boot, void *dptr, size_t len);
+EFAX_API void efax_ipc_close(efax_ipc *ipc);
+
+/* Copies bytes (a multiple of 16) from src to dst (either may be a peer's buffer) with a
+   grid-stride kernel of grid x block threads and 16-byte loads and stores; each thread ends
+   with a system-scope fence, so when the kernel has finished the bytes are visible to the peer
+   GPU and the CPU. Returns the launch error. */
+EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, cudaStream_t s);
+
+/* A persistent copy kernel: launched once, it waits for jobs in mapped host memory, copies
+   each with all its blocks, fences and reports per block. Measures copies without launches. */
+typedef struct efax_copy_engine {
+    volatile uint64_t *job;    /* mapped: [0] sequence, [1] dst, [2] src, [3] bytes */
+    volatile uint64_t *done;   /* mapped: [grid] last sequence each block finished */
+    uint64_t *job_d, *done_d;
+    int grid, block;
+    uint64_t seq;
+    cudaStream_t stream;
+    bool running;
+} efax_copy_engine;
+
+EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block);
+/* Runs one copy and waits until every block reported it (timeout_ms); returns 0 or -FI_ETIMEDOUT. */
+EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes, int timeout_ms);
+EFAX_API int efax_copy_engine_stop(efax_copy_engine *e);
+
+
+/* ============================================================================================
+   Implementation (with EFAX_IMPLEMENTATION, in the same file as efax.h's)
+   ============================================================================================ */
+#if defined(EFAX_IMPLEMENTATION) && !defined(EFAX_CUDA_IMPLEMENTATION_DONE)
+#define EFAX_CUDA_IMPLEMENTATION_DONE
+
+#include <dlfcn.h>
+#include <sched.h>
+
+// >>cuda basics (implementation) ---------------------------------------------------------------
+
+EFAX_API int efax_cuda_check(cudaError_t e, const char *call, const char *file, int line) {
+    if (e == cudaSuccess) return 0;
+    efax_log(NULL, 0, "%s failed: %s (%d) at %s:%d", call, cudaGetErrorString(e), (int)e, file, line);
+    return -EFAX_E_CUDA;
+}
+
+EFAX_API int efax_cuda_devices(char *why, size_t len) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        if (why && len) snprintf(why, len, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
+        (void)cudaGetLastError(); /* clear it */
+        return 0;
+    }
+    if (why && len) why[0] = 0;
+    return n;
+}
+
+EFAX_API int efax_cuda_bind(int local_rank, int *device) {
+    char why[128];
+    int n = efax_cuda_devices(why, sizeof why), rc;
+    if (n == 0) {
+        efax_log(NULL, 0, "no CUDA device: %s", why);
+        return -EFAX_E_CUDA;
+    }
+    *device = (local_rank < 0 ? 0 : local_rank) % n;
+    if ((rc = EFAX_CUDA(cudaSetDevice(*device)))) return rc;
+    return EFAX_CUDA(cudaFree(0)); /* creates the context now, not inside a timed region */
+}
+
+/* A driver API function, without linking libcuda (the binary must start where there is none). */
+EFAX_PRIVATE void *efax__cu_fn(const char *name) {
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q;
+#if CUDART_VERSION >= 12050
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess || q != cudaDriverEntryPointSuccess)
+        fn = NULL;
+#else
+    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) != cudaSuccess || q != cudaDriverEntryPointSuccess) fn = NULL;
+#endif
+    (void)cudaGetLastError();
+    return fn;
+}
+
+EFAX_PRIVATE bool efax__dmabuf_supported(int device) {
+    typedef CUresult (*attr_fn)(int *, CUdevice_attribute, CUdevice);
+    attr_fn get = (attr_fn)efax__cu_fn("cuDeviceGetAttribute");
+    int v = 0;
+    return get && get(&v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, (CUdevice)device) == CUDA_SUCCESS && v;
+}
+
+// >>affinity (implementation) ------------------------------------------------------------------
+
+EFAX_PRIVATE void efax__gpu_pci(int device, char *pci, size_t len) {
+    char id[32];
+    size_t i;
+    pci[0] = 0;
+    if (cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) { (void)cudaGetLastError(); return; }
+    for (i = 0; id[i] && i + 1 < len; i++) pci[i] = (char)tolower((unsigned char)id[i]);
+    pci[i] = 0;
+    /* sysfs names are 0000:bb:dd.f; CUDA may give an 8-digit domain */
+    if (strlen(pci) == 17 && !strncmp(pci, "0000", 4)) memmove(pci, pci + 4, strlen(pci + 4) + 1);
+}
+
+/* How many leading components two PCI devices' sysfs paths share (more: nearer). */
+EFAX_PRIVATE int efax__pci_depth(const char *a, const char *b) {
+    char pa[64], pb[64], ra[PATH_MAX], rb[PATH_MAX];
+    char *sa = NULL, *sb = NULL, *ta, *tb;
+    int depth = 0;
+    snprintf(pa, sizeof pa, "/sys/bus/pci/devices/%s", a);
+    snprintf(pb, sizeof pb, "/sys/bus/pci/devices/%s", b);
+    if (!realpath(pa, ra) || !realpath(pb, rb)) return 0;
+    for (ta = strtok_r(ra, "/", &sa), tb = strtok_r(rb, "/", &sb); ta && tb && !strcmp(ta, tb);
+         ta = strtok_r(NULL, "/", &sa), tb = strtok_r(NULL, "/", &sb))
+        depth++;
+    return depth;
+}
+
+/* NVML, opened at run time: only what the affinity experiment reads. */
+typedef struct efax__nvml {
+    void *lib;
+    int (*init)(void);
+    int (*shutdown)(void);
+    int (*by_pci)(const char *, void **);
+    int (*link_state)(void *, unsigned, int *);
+    int (*link_version)(void *, unsigned, unsigned *);
+} efax__nvml;
+
+EFAX_PRIVATE bool efax__nvml_open(efax__nvml *n) {
+    memset(n, 0, sizeof *n);
+    if (!(n->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL))) return false;
+    n->init = (int (*)(void))dlsym(n->lib, "nvmlInit_v2");
+    n->shutdown = (int (*)(void))dlsym(n->lib, "nvmlShutdown");
+    n->by_pci = (int (*)(const char *, void **))dlsym(n->lib, "nvmlDeviceGetHandleByPciBusId_v2");
+    n->link_state = (int (*)(void *, unsigned, int *))dlsym(n->lib, "nvmlDeviceGetNvLinkState");
+    n->link_version = (int (*)(void *, unsigned, unsigned *))dlsym(n->lib, "nvmlDeviceGetNvLinkVersion");
+    if (!n->init || !n->shutdown || !n->by_pci || !n->link_state || !n->link_version || n->init() != 0) {
+        dlclose(n->lib);
+        n->lib = NULL;
+        return false;
+    }
+    return true;
+}
+
+EFAX_API int efax_cuda_gpu_info(int device, const efax_nic_info *nics, int nnics, efax_gpu_info *out) {
+    cudaDeviceProp prop;
+    char path[128], buf[256];
+    efax__nvml nv;
+    int v = 0, i;
+    memset(out, 0, sizeof *out);
+    out->device = device;
+    out->numa = -1;
+    if (EFAX_CUDA(cudaGetDeviceProperties(&prop, device))) return -EFAX_E_CUDA;
+    efax__copy(out->name, sizeof out->name, prop.name);
+    out->cc_major = prop.major;
+    out->cc_minor = prop.minor;
+    out->mem_bytes = prop.totalGlobalMem;
+    out->sms = prop.multiProcessorCount;
+    out->dmabuf = efax__dmabuf_supported(device);
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMASupported, device) == cudaSuccess) out->gdr = v != 0;
+    (void)cudaGetLastError();
+    efax__gpu_pci(device, out->pci, sizeof out->pci);
+    if (out->pci[0]) {
+        snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", out->pci);
+        if (!efax__read_sysfs(path, buf, sizeof buf)) out->numa = atoi(buf);
+        snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/local_cpulist", out->pci);
+        if (efax__read_sysfs(path, out->cpus, sizeof out->cpus)) out->cpus[0] = 0;
+    }
+    if (out->pci[0] && efax__nvml_open(&nv)) {
+        void *h = NULL;
+        char id[32];
+        snprintf(id, sizeof id, "%s", out->pci);
+        if (nv.by_pci(id, &h) == 0)
+            for (unsigned l = 0; l < 18; l++) {
+                int active = 0;
+                unsigned ver = 0;
+                if (nv.link_state(h, l, &active) != 0 || !active) continue;
+                out->nvlinks++;
+                if (nv.link_version(h, l, &ver) == 0) out->nvlink_version = (int)ver;
+            }
+        /* one direction of a link: 25 GB/s for NVLink 2 to 4, 50 GB/s for NVLink 5 */
+        out->nvlink_gbs = out->nvlinks * (out->nvlink_version >= 5 ? 50.0 : 25.0);
+        nv.shutdown();
+        dlclose(nv.lib);
+    }
+    for (i = 0; i < nnics && out->pci[0]; i++) {
+        int d = nics[i].pci[0] ? efax__pci_depth(out->pci, nics[i].pci) : 0;
+        if (d == 0 || d < out->near_depth) continue;
+        if (d > out->near_depth) out->nnear = 0, out->near_depth = d;
+        if (out->nnear < EFAX_MAX_NICS) out->near[out->nnear++] = i;
+    }
+    return 0;
+}
+
+EFAX_API int efax_cuda_pin_near(int device) {
+    char pci[16], path[128], list[256], *tok, *save = NULL;
+    cpu_set_t set;
+    int n = 0;
+    efax__gpu_pci(device, pci, sizeof pci);
+    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/local_cpulist", pci);
+    if (!pci[0] || efax__read_sysfs(path, list, sizeof list)) return -FI_ENOSYS;
+    CPU_ZERO(&set);
+    for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int a = atoi(tok), b = strchr(tok, '-') ? atoi(strchr(tok, '-') + 1) : a;
+        for (; a <= b && a < CPU_SETSIZE; a++, n++) CPU_SET(a, &set);
+    }
+    if (!n) return -FI_ENOSYS;
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) ? -FI_ENOSYS : 0;
+}
+
+// >>memory (implementation) --------------------------------------------------------------------
+
+EFAX_PRIVATE int efax__pinned_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
+    efax_mr_desc md;
+    int rc;
+    if ((rc = EFAX_CUDA(cudaHostAlloc(&b->ptr, len ? len : 1, cudaHostAllocPortable)))) return rc;
+    memset(b->ptr, 0, len);
+    memset(&md, 0, sizeof md);
+    md.ptr = b->ptr;
+    md.len = len;
+    md.access = access;
+    efax__copy(b->path, sizeof b->path, "pinned");
+    return efax_mr_reg(ctx, &b->mr, &md);
+}
+EFAX_PRIVATE void efax__pinned_release(efax_buf *b) {
+    if (b->ptr) cudaFreeHost(b->ptr);
+}
+
+/* Device memory and, when staged, its bounce buffer and copy streams. Copies out are recorded
+   in a few "out" ranges, each with an event per cell on one stream: a chunk is ready when the
+   event of its last cell fired (a stream runs its copies in order). */
+#define EFAX__OUTS 32
+typedef struct efax__dev {
+    uint8_t *raw, *d;          /* cudaMalloc'ed, and 64 KiB aligned within it */
+    int device;
+    int dmabuf_fd;
+    uint8_t *bounce;           /* staged: pinned host memory the NICs use */
+    cudaStream_t out_s, in_s;
+    struct {
+        uint64_t off, len, unit;
+        unsigned ncells;
+        cudaEvent_t ev[256];
+        unsigned nev;
+    } out[EFAX__OUTS];
+    unsigned nout;
+    unsigned long long *bad_d;
+} efax__dev;
+
+EFAX_PRIVATE int efax__st_out_begin(void *u, uint64_t off, uint64_t len, uint64_t unit) {
+    efax__dev *s = (efax__dev *)u;
+    unsigned k = s->nout++ % EFAX__OUTS, c, n = len ? (unsigned)((len + unit - 1) / unit) : 0;
+    int rc;
+    if (n > 256) return -FI_EINVAL;
+    if (s->out[k].ncells && (rc = EFAX_CUDA(cudaEventSynchronize(s->out[k].ev[s->out[k].ncells - 1])))) return rc;
+    for (; s->out[k].nev < n; s->out[k].nev++)
+        if ((rc = EFAX_CUDA(cudaEventCreateWithFlags(&s->out[k].ev[s->out[k].nev], cudaEventDisableTiming)))) return rc;
+    s->out[k].off = off, s->out[k].len = len, s->out[k].unit = unit, s->out[k].ncells = n;
+    for (c = 0; c < n; c++) {
+        uint64_t o = off + (uint64_t)c * unit, l = len - (uint64_t)c * unit < unit ? len - (uint64_t)c * unit : unit;
+        if ((rc = EFAX_CUDA(cudaMemcpyAsync(s->bounce + o, s->d + o, l, cudaMemcpyDeviceToHost, s->out_s))) ||
+            (rc = EFAX_CUDA(cudaEventRecord(s->out[k].ev[c], s->out_s))))
+            return rc;
+    }
+    return 0;
+}
+
+EFAX_PRIVATE bool efax__st_out_ready(void *u, uint64_t off, uint64_t len) {
+    efax__dev *s = (efax__dev *)u;
+    for (unsigned i = 0; i < EFAX__OUTS && i < s->nout; i++) { /* newest first */
+        unsigned k = (s->nout - 1 - i) % EFAX__OUTS;
+        uint64_t o = s->out[k].off;
+        if (!s->out[k].ncells || off < o || off + len > o + s->out[k].len) continue;
+        {
+            unsigned last = len ? (unsigned)((off + len - 1 - o) / s->out[k].unit) : 0;
+            cudaError_t e = cudaEventQuery(s->out[k].ev[last]);
+            if (e == cudaErrorNotReady) return false;
+            if (e != cudaSuccess) efax_cuda_check(e, "cudaEventQuery(staged copy out)", __FILE__, __LINE__);
+            return true;
+        }
+    }
+    efax_log(NULL, 0, "staged send: bytes [%llu, %llu) were never copied out", (unsigned long long)off,
+             (unsigned long long)(off + len));
+    return true;
+}
+
+EFAX_PRIVATE int efax__st_in_cell(void *u, uint64_t off, uint64_t len) {
+    efax__dev *s = (efax__dev *)u;
+    return EFAX_CUDA(cudaMemcpyAsync(s->d + off, s->bounce + off, len, cudaMemcpyHostToDevice, s->in_s));
+}
+
+EFAX_PRIVATE int efax__st_in_wait(void *u, int timeout_ms) {
+    efax__dev *s = (efax__dev *)u;
+    uint64_t deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    cudaError_t e;
+    while ((e = cudaStreamQuery(s->in_s)) == cudaErrorNotReady)
+        if (efax_now_ns() > deadline) {
+            efax_log(NULL, 0, "staged receive: copies into device memory did not finish within %d ms", timeout_ms);
+            return -FI_ETIMEDOUT;
+        }
+    return EFAX_CUDA(e);
+}
+
+EFAX_PRIVATE int efax__st_out_sync(void *u, uint64_t off, uint64_t len) {
+    efax__dev *s = (efax__dev *)u;
+    return EFAX_CUDA(cudaMemcpy(s->bounce + off, s->d + off, len, cudaMemcpyDeviceToHost));
+}
+
+EFAX_PRIVATE int efax__st_in_sync(void *u, uint64_t off, uint64_t len) {
+    efax__dev *s = (efax__dev *)u;
+    return EFAX_CUDA(cudaMemcpy(s->d + off, s->bounce + off, len, cudaMemcpyHostToDevice));
+}
+
+EFAX_PRIVATE const efax_stage_ops *efax__cuda_stage_ops(void) {
+    static const efax_stage_ops ops = {efax__st_out_begin, efax__st_out_ready, efax__st_in_cell,
+                                       efax__st_in_wait, efax__st_out_sync, efax__st_in_sync};
+    return &ops;
+}
+
+/* Device memory: dmabuf, else FI_HMEM_CUDA by address, else staged; b->path says which. */
+EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
+    efax__dev *s = (efax__dev *)calloc(1, sizeof *s);
+    efax_mr_desc md;
+    bool hmem = false;
+    int rc, i;
+    if (!s) return -FI_ENOMEM;
+    b->impl = s;
+    s->dmabuf_fd = -1;
+    if ((rc = EFAX_CUDA(cudaGetDevice(&s->device))) || (rc = EFAX_CUDA(cudaMalloc((void **)&s->raw, len + (64u << 10)))) ||
+        (rc = EFAX_CUDA(cudaMalloc((void **)&s->bad_d, sizeof(unsigned long long)))))
+        return rc;
+    s->d = (uint8_t *)(((uintptr_t)s->raw + 0xffff) & ~(uintptr_t)0xffff); /* 64 KiB: GPUDirect's page */
+    if ((rc = EFAX_CUDA(cudaMemset(s->d, 0, len)))) return rc;
+    b->ptr = s->d;
+    for (i = 0; i < efax_ctx_nnics(ctx); i++) hmem = hmem || efax_ctx_nic(ctx, i)->hmem;
+    memset(&md, 0, sizeof md);
+    md.ptr = s->d;
+    md.len = len;
+    md.access = access;
+    md.iface = FI_HMEM_CUDA;
+    md.device = s->device;
+#ifdef FI_MR_DMABUF
+    if (hmem && efax__dmabuf_supported(s->device)) { /* aws-ofi-nccl's way on EFA: a dmabuf of the range */
+        typedef CUresult (*handle_fn)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
+        handle_fn get = (handle_fn)efax__cu_fn("cuMemGetHandleForAddressRange");
+        int fd = -1;
+        if (get && get(&fd, (CUdeviceptr)(uintptr_t)s->d, len, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) == CUDA_SUCCESS && fd >= 0) {
+            md.dmabuf = true;
+            md.dmabuf_fd = fd;
+            md.dmabuf_offset = 0;
+            if (efax_mr_reg(ctx, &b->mr, &md) == 0) {
+                s->dmabuf_fd = fd;
+                efax__copy(b->path, sizeof b->path, "dmabuf");
+                return 0;
+            }
+            close(fd);
+            md.dmabuf = false;
+            md.dmabuf_fd = -1;
+        }
+    }
+#endif
+    if (hmem && efax_mr_reg(ctx, &b->mr, &md) == 0) {
+        efax__copy(b->path, sizeof b->path, "hmem");
+        return 0;
+    }
+    /* the provider cannot register device memory: stage through pinned host memory */
+    efax_log(ctx, 2, "provider %s cannot register CUDA memory%s: device buffers are staged through pinned host memory",
+             efax_ctx_nic(ctx, 0)->provider, hmem ? "" : " (no FI_HMEM)");
+    if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&s->bounce, len ? len : 1, cudaHostAllocPortable))) ||
+        (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&s->out_s, cudaStreamNonBlocking))) ||
+        (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&s->in_s, cudaStreamNonBlocking))))
+        return rc;
+    memset(s->bounce, 0, len);
+    memset(&md, 0, sizeof md);
+    md.ptr = s->bounce;
+    md.len = len;
+    md.access = access;
+    md.stage = efax__cuda_stage_ops();
+    md.stage_user = s;
+    efax__copy(b->path, sizeof b->path, "staged");
+    return efax_mr_reg(ctx, &b->mr, &md);
+}
+
+EFAX_PRIVATE void efax__dev_release(efax_buf *b) {
+    efax__dev *s = (efax__dev *)b->impl;
+    if (!s) return;
+    if (s->out_s) cudaStreamSynchronize(s->out_s), cudaStreamDestroy(s->out_s);
+    if (s->in_s) cudaStreamSynchronize(s->in_s), cudaStreamDestroy(s->in_s);
+    for (unsigned k = 0; k < EFAX__OUTS; k++)
+        for (unsigned c = 0; c < s->out[k].nev; c++) cudaEventDestroy(s->out[k].ev[c]);
+    if (s->bounce) cudaFreeHost(s->bounce);
+    if (s->dmabuf_fd >= 0) close(s->dmabuf_fd);
+    if (s->raw) cudaFree(s->raw);
+    if (s->bad_d) cudaFree(s->bad_d);
+    free(s);
+}
+
+/* The verification pattern, on the GPU: word w of a message is efax_pattern_word(seed, w). */
+__global__ void efax__k_fill(uint8_t *p, uint64_t len, uint64_t seed) {
+    uint64_t nw = (len + 7) / 8, stride = (uint64_t)gridDim.x * blockDim.x;
+    bool aligned = ((uintptr_t)p & 7) == 0;
+    for (uint64_t w = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; w < nw; w += stride) {
+        uint64_t v = efax_pattern_word(seed, w), o = w * 8;
+        if (aligned && o + 8 <= len) *(uint64_t *)(p + o) = v;
+        else
+            for (int k = 0; k < 8 && o + k < len; k++) p[o + k] = (uint8_t)(v >> (8 * k));
+    }
+}
+
+__global__ void efax__k_check(const uint8_t *p, uint64_t len, uint64_t seed, unsigned long long *bad) {
+    uint64_t nw = (len + 7) / 8, stride = (uint64_t)gridDim.x * blockDim.x;
+    bool aligned = ((uintptr_t)p & 7) == 0;
+    unsigned long long mine = 0;
+    for (uint64_t w = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; w < nw; w += stride) {
+        uint64_t v = efax_pattern_word(seed, w), o = w * 8;
+        if (aligned && o + 8 <= len) {
+            uint64_t g = *(const uint64_t *)(p + o);
+            if (g != v)
+                for (int k = 0; k < 8; k++) mine += (uint8_t)(g >> (8 * k)) != (uint8_t)(v >> (8 * k));
+        } else {
+            for (int k = 0; k < 8 && o + k < len; k++) mine += p[o + k] != (uint8_t)(v >> (8 * k));
+        }
+    }
+    if (mine) atomicAdd(bad, mine);
+}
+
+EFAX_PRIVATE void efax__dev_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
+    if (!len) return;
+    efax__k_fill<<<1024, 256>>>((uint8_t *)b->ptr + off, len, efax_pattern_seed(rank, iter));
+    EFAX_CUDA(cudaDeviceSynchronize());
+}
+
+EFAX_PRIVATE void efax__dev_poison(efax_buf *b, uint64_t off, uint64_t len) {
+    EFAX_CUDA(cudaMemset((uint8_t *)b->ptr + off, EFAX_POISON, len));
+    EFAX_CUDA(cudaDeviceSynchronize());
+}
+
+EFAX_PRIVATE uint64_t efax__dev_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
+    efax__dev *s = (efax__dev *)b->impl;
+    unsigned long long bad = 0;
+    if (!len) return 0;
+    if (EFAX_CUDA(cudaMemset(s->bad_d, 0, sizeof bad))) return len;
+    efax__k_check<<<1024, 256>>>((const uint8_t *)b->ptr + off, len, efax_pattern_seed(rank, iter), s->bad_d);
+    if (EFAX_CUDA(cudaGetLastError()) || EFAX_CUDA(cudaMemcpy(&bad, s->bad_d, sizeof bad, cudaMemcpyDeviceToHost))) return len;
+    return bad;
+}
+
+EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
+    EFAX_CUDA(cudaMemcpy((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len, cudaMemcpyDeviceToDevice));
+}
+
+EFAX_API const efax_mem_ops *efax_mem_pinned(void) { /* host memory's pattern and copy on pinned pages */
+    static const efax_mem_ops ops = {"pinned", "Pin", efax__pinned_alloc, efax__pinned_release, efax__host_fill,
+                                     efax__host_poison, efax__host_check, efax__host_copy};
+    return &ops;
+}
+
+EFAX_API const efax_mem_ops *efax_mem_device(void) {
+    static const efax_mem_ops ops = {"device", "DMA", efax__dev_alloc, efax__dev_release, efax__dev_fill,
+                                     efax__dev_poison, efax__dev_check, efax__dev_copy};
+    return &ops;
+}
+
+EFAX_API int efax_cuda_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg,
+                                  size_t len) {
+    char buf[128], why[128], *tok, *save = NULL, skipped[64] = "";
+    int ndev = efax_cuda_devices(why, sizeof why);
+    *n = 0;
+    msg[0] = 0;
+    efax__copy(buf, sizeof buf, list && *list ? list : "all");
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const efax_mem_ops *want[3];
+        int nw = 0, i, j;
+        if (!strcmp(tok, "all")) want[nw++] = efax_mem_host(), want[nw++] = efax_mem_pinned(), want[nw++] = efax_mem_device();
+        else if (!strcmp(tok, "host")) want[nw++] = efax_mem_host();
+        else if (!strcmp(tok, "pin") || !strcmp(tok, "pinned")) want[nw++] = efax_mem_pinned();
+        else if (!strcmp(tok, "dma") || !strcmp(tok, "device")) want[nw++] = efax_mem_device();
+        else {
+            snprintf(msg, len, "--mem: '%s' is not valid: expected host, pin, dma or all", tok);
+            return -EFAX_E_USAGE;
+        }
+        for (i = 0; i < nw; i++) {
+            if (want[i] != efax_mem_host() && ndev == 0) {
+                if (!strstr(skipped, want[i]->label)) snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "%s%s", skipped[0] ? ", " : "", want[i]->label);
+                continue;
+            }
+            for (j = 0; j < *n; j++)
+                if (kinds[j] == want[i]) break;
+            if (j == *n && *n < max) kinds[(*n)++] = want[i];
+        }
+    }
+    if (skipped[0]) snprintf(msg, len, "skipped: no CUDA device (%s variants): %s", skipped, why);
+    return *n ? 0 : 1;
+}
+
+EFAX_API bool efax_cuda_wants_hmem(const efax_mem_ops *const *kinds, int n) {
+    for (int i = 0; i < n; i++)
+        if (kinds[i] == efax_mem_device()) return true;
+    return false;
+}
+
+EFAX_API int efax_cuda_use(const efax_mem_ops *const *kinds, int n, int local_rank, bool *hmem) {
+    int dev;
+    *hmem = efax_cuda_wants_hmem(kinds, n);
+    for (int i = 0; i < n; i++)
+        if (kinds[i] != efax_mem_host()) return efax_cuda_bind(local_rank, &dev);
+    return 0;
+}
+
+// >>queue (implementation) ---------------------------------------------------------------------
+
+EFAX_API int efax_queue_init(efax_queue *q, uint32_t ncells, int placement) {
+    int rc, dev = 0, v = 0;
+    memset(q, 0, sizeof *q);
+    if (ncells < 2 || (ncells & (ncells - 1))) {
+        efax_log(NULL, 0, "queue: %u cells: the size must be a power of two, at least 2", ncells);
+        return -FI_EINVAL;
+    }
+    q->ncells = ncells;
+    q->placement = placement;
+    if (placement == EFAX_QUEUE_DEVICE) {
+        /* cells in device memory need the CPU to read device memory coherently */
+        cudaGetDevice(&dev);
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrPageableMemoryAccessUsesHostPageTables, dev) != cudaSuccess || !v) {
+            (void)cudaGetLastError();
+            efax_log(NULL, 1, "queue: cells in device memory need a CPU mapping of device memory (a coherent "
+                              "platform such as Grace Hopper, or GDRCopy); this machine has none");
+            return -FI_ENOSYS;
+        }
+        if ((rc = EFAX_CUDA(cudaMalloc((void **)&q->cells_d, sizeof(efax_qcell) * ncells)))) return rc;
+        q->cells = q->cells_d;
+        if ((rc = EFAX_CUDA(cudaMemset(q->cells_d, 0, sizeof(efax_qcell) * ncells)))) return rc;
+    } else {
+        if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&q->cells, sizeof(efax_qcell) * ncells, cudaHostAllocMapped | cudaHostAllocPortable))) ||
+            (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&q->cells_d, q->cells, 0))))
+            return rc;
+        memset(q->cells, 0, sizeof(efax_qcell) * ncells);
+    }
+    if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&q->head_h, 64, cudaHostAllocMapped | cudaHostAllocPortable))) ||
+        (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&q->head_d, q->head_h, 0))) ||
+        (rc = EFAX_CUDA(cudaMalloc((void **)&q->dev, 2 * sizeof(unsigned long long)))) ||
+        (rc = EFAX_CUDA(cudaMemset(q->dev, 0, 2 * sizeof(unsigned long long)))))
+        return rc;
+    memset(q->head_h, 0, 64);
+    return 0;
+}
+
+EFAX_API void efax_queue_deinit(efax_queue *q) {
+    if (q->placement == EFAX_QUEUE_DEVICE) { if (q->cells_d) cudaFree(q->cells_d); }
+    else if (q->cells) cudaFreeHost(q->cells);
+    if (q->head_h) cudaFreeHost(q->head_h);
+    if (q->dev) cudaFree(q->dev);
+    memset(q, 0, sizeof *q);
+}
+
+EFAX_API efax_queue_dev efax_queue_device(const efax_queue *q) {
+    efax_queue_dev d;
+    d.cells = q->cells_d;
+    d.head = q->head_d;
+    d.tail = q->dev;
+    d.hcache = q->dev + 1;
+    d.mask = q->ncells - 1;
+    return d;
+}
+
+EFAX_API int efax_queue_pop(efax_queue *q, uint64_t payload[EFAX_QUEUE_WORDS]) {
+    efax_qcell *c = &q->cells[q->head & (q->ncells - 1)];
+    if (__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) != q->head + 1) {
+        /* nothing published: tell producers where we are, in case one waits for room */
+        if (q->unpublished) __atomic_store_n(q->head_h, q->head, __ATOMIC_RELEASE), q->unpublished = 0;
+        return 0;
+    }
+    memcpy(payload, (const void *)c->w, sizeof c->w);
+    q->head++;
+    /* producers read the position only when the ring looks full: publishing every 32 pops is enough */
+    if (++q->unpublished >= 32) __atomic_store_n(q->head_h, q->head, __ATOMIC_RELEASE), q->unpublished = 0;
+    return 1;
+}
+
+// >>proxy (implementation) ---------------------------------------------------------------------
+
+struct efax__pslot {
+    efax_xfer x;
+    efax__pslot *next;
+    efax_proxy *p;
+    uint32_t prod;
+};
+
+struct efax__pprod {
+    uint64_t taken;            /* commands taken from the queue (fences included) */
+    uint64_t completed;        /* of those, completed (what quiet waits on) */
+    uint64_t fence_at;         /* number of a fence waiting for everything before it, or 0 */
+    int32_t dq_head, dq_tail;  /* commands held back behind that fence */
+};
+
+EFAX_PRIVATE void efax__proxy_publish(efax_proxy *p, uint32_t prod) {
+    __atomic_store_n(&p->done_h[prod], p->prod[prod].completed, __ATOMIC_RELEASE);
+}
+
+EFAX_PRIVATE void efax__proxy_done(void *user, efax_xfer *x) {
+    efax__pslot *sl = (efax__pslot *)user;
+    efax_proxy *p = sl->p;
+    if (x->status && !p->status) p->status = x->status;
+    p->prod[sl->prod].completed++;
+    efax__proxy_publish(p, sl->prod);
+    sl->next = p->free_slots;
+    p->free_slots = sl;
+    p->nfree++;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+EFAX_PRIVATE void efax__proxy_bad(efax_proxy *p, const uint64_t *w, const char *fmt, ...) {
+    char why[256];
+    va_list ap;
+    uint32_t prod = (uint32_t)(w[0] >> 16) & 0xffff;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (p->bad++ < 8)
+        efax_log(p->d.ctx, 0, "proxy: producer %u command %llu refused: %s (rank %d, src offset %llu, dst offset %llu, "
+                              "%llu bytes); nothing written", prod, (unsigned long long)w[5], why, (int)(uint32_t)(w[0] >> 32),
+                 (unsigned long long)w[1], (unsigned long long)w[2], (unsigned long long)w[3]);
+    if (prod < p->d.producers) { /* counted as completed, so the producer's quiet returns */
+        p->prod[prod].completed++;
+        efax__proxy_publish(p, prod);
+    }
+}
+
+/* Runs one command now (its producer has no fence waiting). */
+EFAX_PRIVATE void efax__proxy_exec(efax_proxy *p, const uint64_t *w) {
+    uint32_t op = (uint32_t)w[0] & 0xff, flags = (uint32_t)(w[0] >> 8) & 0xff, prod = (uint32_t)(w[0] >> 16) & 0xffff;
+    int dst = (int)(uint32_t)(w[0] >> 32), rc;
+    efax__pprod *pp = &p->prod[prod];
+    efax_ctx *ctx = p->d.ctx;
+    uint64_t number = w[5], soff = w[1], doff = w[2], size = w[3];
+    efax__pslot *sl;
+    if (op == EFAX_CMD_FENCE) {
+        if (pp->completed + 1 == number) { /* nothing before it is outstanding */
+            pp->completed++;
+            p->fences++;
+            efax__proxy_publish(p, prod);
+        } else {
+            pp->fence_at = number;
+            p->nfenced++;
+        }
+        return;
+    }
+    if (op != EFAX_CMD_PUT) return efax__proxy_bad(p, w, "unknown operation %u", op);
+    if (dst < 0 || dst >= efax_ctx_size(ctx) || dst == efax_ctx_rank(ctx))
+        return efax__proxy_bad(p, w, "destination rank outside the job (%d ranks) or this rank", efax_ctx_size(ctx));
+    if (size > p->d.src->len || soff > p->d.src->len - size)
+        return efax__proxy_bad(p, w, "source bytes outside the registered window of %zu bytes", p->d.src->len);
+    if (size > p->d.dst->remote[dst].len || doff > p->d.dst->remote[dst].len - size)
+        return efax__proxy_bad(p, w, "destination bytes outside rank %d's window of %llu bytes", dst,
+                               (unsigned long long)p->d.dst->remote[dst].len);
+    if (pp->fence_at) p->fence_violations++; /* cannot happen: fenced commands are held back */
+    sl = p->free_slots;
+    p->free_slots = sl->next;
+    p->nfree--;
+    sl->prod = prod;
+    rc = efax_write(ctx, &sl->x, dst, (flags & EFAX_PUT_SPLIT) ? EFAX_MODE_SPLIT : EFAX_MODE_SINGLE, number + prod,
+                    &p->d.src->mr, soff, p->d.dst, doff, size, p->d.chunk, (int)(w[4] & 0xffff), (uint32_t)(w[4] >> 32), NULL);
+    if (rc) { /* efax_write said why; the slot goes back and the command counts as done */
+        sl->next = p->free_slots;
+        p->free_slots = sl;
+        p->nfree++;
+        if (!p->status) p->status = rc;
+        pp->completed++;
+        efax__proxy_publish(p, prod);
+        return;
+    }
+    p->puts++;
+    p->bytes += size;
+}
+
+/* A command from the queue: run it, or hold it back behind its producer's fence. */
+EFAX_PRIVATE void efax__proxy_take(efax_proxy *p, const uint64_t *w) {
+    uint32_t prod = (uint32_t)(w[0] >> 16) & 0xffff;
+    efax__pprod *pp;
+    int32_t i;
+    if (prod >= p->d.producers) return efax__proxy_bad(p, w, "producer id >= %u", p->d.producers);
+    pp = &p->prod[prod];
+    pp->taken++;
+    if (w[5] != pp->taken) return efax__proxy_bad(p, w, "out of order: expected command %llu", (unsigned long long)pp->taken);
+    if (!pp->fence_at && pp->dq_head < 0) return efax__proxy_exec(p, w);
+    i = p->free_deferred; /* room is guaranteed: the main loop pops only while some is free */
+    p->free_deferred = p->deferred_next[i];
+    memcpy(p->deferred[i], w, sizeof p->deferred[i]);
+    p->deferred_next[i] = -1;
+    if (pp->dq_tail >= 0) p->deferred_next[pp->dq_tail] = i;
+    else pp->dq_head = i;
+    pp->dq_tail = i;
+    p->ndeferred++;
+}
+
+/* Fences whose earlier commands completed complete now; what they held back runs. */
+EFAX_PRIVATE void efax__proxy_fences(efax_proxy *p) {
+    for (uint32_t k = 0; k < p->d.producers && (p->nfenced || p->ndeferred); k++) {
+        efax__pprod *pp = &p->prod[k];
+        if (pp->fence_at && pp->completed + 1 == pp->fence_at) {
+            pp->fence_at = 0;
+            pp->completed++;
+            p->fences++;
+            p->nfenced--;
+            efax__proxy_publish(p, k);
+        }
+        while (!pp->fence_at && pp->dq_head >= 0 && p->nfree > 0) {
+            int32_t i = pp->dq_head;
+            pp->dq_head = p->deferred_next[i];
+            if (pp->dq_head < 0) pp->dq_tail = -1;
+            p->ndeferred--;
+            p->deferred_posts++;
+            efax__proxy_exec(p, p->deferred[i]);
+            p->deferred_next[i] = p->free_deferred;
+            p->free_deferred = i;
+        }
+    }
+}
+
+EFAX_PRIVATE void *efax__proxy_main(void *arg) {
+    efax_proxy *p = (efax_proxy *)arg;
+    efax_ctx *ctx = p->d.ctx;
+    uint64_t w[EFAX_QUEUE_WORDS], deadline = 0;
+    unsigned idle = 0;
+    if (p->d.device >= 0) {
+        cudaSetDevice(p->d.device);
+        efax_cuda_pin_near(p->d.device);
+    }
+    for (;;) {
+        int got = efax_progress(ctx), popped = 0, state;
+        if (got < 0 && !p->status) p->status = got;
+        if (p->nfenced || p->ndeferred) efax__proxy_fences(p);
+        while (p->nfree > 0 && p->free_deferred >= 0 && popped < 64 && efax_queue_pop(&p->q, w)) {
+            efax__proxy_take(p, w);
+            popped++;
+        }
+        state = __atomic_load_n(&p->watch_state, __ATOMIC_ACQUIRE);
+        if (state == 1 && efax_imm_count(ctx, p->watch_peer, p->watch_tag) >= p->watch_count) {
+            int rc = efax_wait_imm(ctx, p->watch_peer, p->watch_tag, p->watch_seq, p->watch_count, -1);
+            p->watch_ns = efax_now_ns();
+            __atomic_store_n(&p->watch_state, rc ? -1 : 2, __ATOMIC_RELEASE);
+        }
+        if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+            if (!popped && p->nfree == p->d.inflight && !p->ndeferred && !p->nfenced) break;
+            if (!deadline) deadline = efax_now_ns() + (uint64_t)__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE) * 1000000ull;
+            else if (efax_now_ns() > deadline) {
+                efax_log(ctx, 0, "proxy: %d write(s) still in flight and %d command(s) held back at stop", p->d.inflight - p->nfree,
+                         p->ndeferred);
+                if (!p->status) p->status = -FI_ETIMEDOUT;
+                break;
+            }
+        }
+        efax__idle(got + popped, &idle);
+    }
+    return NULL;
+}
+
+EFAX_API int efax_proxy_init(efax_proxy *p, const efax_proxy_desc *d) {
+    int rc, i;
+    memset(p, 0, sizeof *p);
+    p->d = *d;
+    if (!p->d.queue_cells) p->d.queue_cells = 4096;
+    if (p->d.inflight <= 0) p->d.inflight = 512;
+    if (!p->d.chunk) p->d.chunk = 1u << 20;
+    if (!d->ctx || !d->src || !d->dst || !d->dst->remote || !d->producers || d->producers > 65535) {
+        efax_log(d->ctx, 0, "proxy: needs a context, a source buffer, an exchanged destination and 1..65535 producers");
+        return -FI_EINVAL;
+    }
+    if ((rc = efax_queue_init(&p->q, p->d.queue_cells, EFAX_QUEUE_HOST))) return rc;
+    if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&p->done_h, sizeof(uint64_t) * d->producers, cudaHostAllocMapped | cudaHostAllocPortable))) ||
+        (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&p->done_d, p->done_h, 0))))
+        return rc;
+    memset(p->done_h, 0, sizeof(uint64_t) * d->producers);
+    p->slots = (efax__pslot *)calloc((size_t)p->d.inflight, sizeof(efax__pslot));
+    p->prod = (efax__pprod *)calloc(d->producers, sizeof(efax__pprod));
+    p->deferred = (uint64_t(*)[EFAX_QUEUE_WORDS])calloc((size_t)p->d.queue_cells * 2, sizeof *p->deferred);
+    p->deferred_next = (int32_t *)calloc((size_t)p->d.queue_cells * 2, sizeof(int32_t));
+    if (!p->slots || !p->prod || !p->deferred || !p->deferred_next) return -FI_ENOMEM;
+    for (i = 0; i < p->d.inflight; i++) {
+        p->slots[i].p = p;
+        p->slots[i].x.on_done = efax__proxy_done;
+        p->slots[i].x.done_user = &p->slots[i];
+        p->slots[i].next = p->free_slots;
+        p->free_slots = &p->slots[i];
+    }
+    p->nfree = p->d.inflight;
+    for (i = 0; i < (int)p->d.queue_cells * 2; i++) p->deferred_next[i] = i + 1 < (int)p->d.queue_cells * 2 ? i + 1 : -1;
+    p->free_deferred = 0;
+    for (uint32_t k = 0; k < d->producers; k++) p->prod[k].dq_head = p->prod[k].dq_tail = -1;
+    return 0;
+}
+
+EFAX_API int efax_proxy_start(efax_proxy *p) {
+    int rc;
+    if (p->running) return 0;
+    __atomic_store_n(&p->stop, 0, __ATOMIC_RELEASE);
+    if ((rc = pthread_create(&p->thread, NULL, efax__proxy_main, p))) {
+        efax_log(p->d.ctx, 0, "proxy: pthread_create failed: %s", strerror(rc));
+        return -rc;
+    }
+    p->running = true;
+    return 0;
+}
+
+EFAX_API int efax_proxy_stop(efax_proxy *p, int timeout_ms) {
+    if (!p->running) return p->status;
+    __atomic_store_n(&p->stop, timeout_ms > 0 ? timeout_ms : 30000, __ATOMIC_RELEASE);
+    pthread_join(p->thread, NULL);
+    p->running = false;
+    return p->status;
+}
+
+EFAX_API void efax_proxy_deinit(efax_proxy *p) {
+    if (p->running) efax_proxy_stop(p, 0);
+    efax_queue_deinit(&p->q);
+    if (p->done_h) cudaFreeHost(p->done_h);
+    free(p->slots), free(p->prod), free(p->deferred), free(p->deferred_next);
+    memset(p, 0, sizeof *p);
+}
+
+EFAX_API efax_proxy_dev efax_proxy_device(const efax_proxy *p) {
+    efax_proxy_dev d;
+    d.q = efax_queue_device(&p->q);
+    d.done = p->done_d;
+    d.producers = p->d.producers;
+    return d;
+}
+
+EFAX_API void efax_proxy_watch(efax_proxy *p, int peer, int tag, uint32_t seq, uint32_t count) {
+    p->watch_peer = peer;
+    p->watch_tag = tag;
+    p->watch_seq = seq;
+    p->watch_count = count;
+    __atomic_store_n(&p->watch_state, 1, __ATOMIC_RELEASE);
+}
+
+EFAX_API int efax_proxy_watch_wait(efax_proxy *p, int timeout_ms, uint64_t *t_ns) {
+    uint64_t deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    int st;
+    while ((st = __atomic_load_n(&p->watch_state, __ATOMIC_ACQUIRE)) == 1) {
+        if (efax_now_ns() > deadline) {
+            efax_log(p->d.ctx, 0, "proxy: timed out after %d ms waiting for %u confirmation(s) from rank %d", timeout_ms,
+                     p->watch_count, p->watch_peer);
+            return -FI_ETIMEDOUT;
+        }
+        sched_yield();
+    }
+    __atomic_store_n(&p->watch_state, 0, __ATOMIC_RELEASE);
+    if (t_ns) *t_ns = p->watch_ns;
+    return st == 2 ? 0 : -EFAX_E_PEER;
+}
+
+// >>ipc (implementation) -----------------------------------------------------------------------
+
+#define EFAX__IPC_MAGIC 0x45465849u /* "EFXI" */
+typedef struct efax__ipc_blob {
+    uint32_t magic, wire;
+    int32_t rank, device;
+    char host[64];
+    uint64_t len;
+    cudaIpcMemHandle_t handle;
+} efax__ipc_blob;
+
+EFAX_API int efax_ipc_open(efax_ipc *ipc, efax_boot *boot, void *dptr, size_t len) {
+    efax__ipc_blob me, *all;
+    int r, rc;
+    memset(ipc, 0, sizeof *ipc);
+    memset(&me, 0, sizeof me);
+    ipc->size = boot->size;
+    ipc->rank = boot->rank;
+    ipc->own = dptr;
+    me.magic = EFAX__IPC_MAGIC;
+    me.wire = EFAX_WIRE_VERSION;
+    me.rank = boot->rank;
+    me.len = len;
+    efax__copy(me.host, sizeof me.host, boot->host);
+    if ((rc = EFAX_CUDA(cudaGetDevice(&me.device))) || (rc = EFAX_CUDA(cudaIpcGetMemHandle(&me.handle, dptr)))) return rc;
+    all = (efax__ipc_blob *)calloc((size_t)boot->size, sizeof *all);
+    ipc->peer = (void **)calloc((size_t)boot->size, sizeof(void *));
+    ipc->len = (size_t *)calloc((size_t)boot->size, sizeof(size_t));
+    ipc->device = (int *)calloc((size_t)boot->size, sizeof(int));
+    if (!all || !ipc->peer || !ipc->len || !ipc->device) { free(all); return -FI_ENOMEM; }
+    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) { free(all); return rc; }
+    for (r = 0; r < boot->size; r++) {
+        const efax__ipc_blob *b = &all[r];
+        ipc->device[r] = -1;
+        if (b->magic != EFAX__IPC_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != r || !memchr(b->host, 0, sizeof b->host)) {
+            efax_log(NULL, 0, "ipc: rank %d sent a malformed IPC handle (magic %08x, wire %u; this rank's wire %u)", r, b->magic,
+                     b->wire, EFAX_WIRE_VERSION);
+            rc = b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+            break;
+        }
+        if (strcmp(b->host, me.host)) continue; /* another host: not reachable over NVLink */
+        ipc->len[r] = b->len;
+        ipc->device[r] = b->device;
+        if (r == boot->rank) {
+            ipc->peer[r] = dptr;
+            continue;
+        }
+        if ((rc = EFAX_CUDA(cudaIpcOpenMemHandle(&ipc->peer[r], b->handle, cudaIpcMemLazyEnablePeerAccess)))) {
+            efax_log(NULL, 0, "ipc: cannot open rank %d's buffer (device %d on %s): are both GPUs visible to both processes?", r,
+                     b->device, b->host);
+            break;
+        }
+    }
+    free(all);
+    if (rc) efax_ipc_close(ipc);
+    return rc;
+}
+
+EFAX_API void efax_ipc_close(efax_ipc *ipc) {
+    for (int r = 0; ipc->peer && r < ipc->size; r++)
+        if (ipc->peer[r] && r != ipc->rank) cudaIpcCloseMemHandle(ipc->peer[r]);
+    free(ipc->peer), free(ipc->len), free(ipc->device);
+    memset(ipc, 0, sizeof *ipc);
+}
+
+/* Grid-stride copy with 16-byte accesses, four loads in flight before the stores. */
+static __device__ __forceinline__ void efax__copy16(uint4 *dst, const uint4 *src, size_t n, size_t i, size_t stride) {
+    for (; i + 3 * stride < n; i += 4 * stride) {
+        uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+        dst[i] = a, dst[i + stride] = b, dst[i + 2 * stride] = c, dst[i + 3 * stride] = d;
+    }
+    for (; i < n; i += stride) dst[i] = src[i];
+}
+
+__global__ void efax__k_copy(uint4 *dst, const uint4 *src, size_t n) {
+    efax__copy16(dst, src, n, blockIdx.x * (size_t)blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+    __threadfence_system(); /* the copy is visible to the peer GPU and the CPU before completion is seen */
+}
+
+EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, cudaStream_t s) {
+    if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16) return cudaErrorInvalidValue;
+    efax__k_copy<<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16);
+    return cudaGetLastError();
+}
+
+/* The persistent copy kernel: thread 0 of each block waits for a new job sequence in mapped
+   host memory, the block copies its share, fences, and thread 0 reports the sequence. */
+__global__ void efax__k_persist(volatile uint64_t *job, volatile uint64_t *done) {
+    __shared__ uint64_t s_seq, s_dst, s_src, s_bytes;
+    uint64_t last = 0;
+    for (;;) {
+        if (threadIdx.x == 0) {
+            uint64_t q;
+            while ((q = job[0]) == last) __nanosleep(32);
+            __threadfence_system();
+            s_seq = q, s_dst = job[1], s_src = job[2], s_bytes = job[3];
+        }
+        __syncthreads();
+        if (s_seq == UINT64_MAX) return;
+        efax__copy16((uint4 *)s_dst, (const uint4 *)s_src, s_bytes / 16, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
+                     (size_t)gridDim.x * blockDim.x);
+        __threadfence_system();
+        last = s_seq;
+        __syncthreads();
+        if (threadIdx.x == 0) done[blockIdx.x] = last;
+    }
+}
+
+EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block) {
+    int rc;
+    memset(e, 0, sizeof *e);
+    e->grid = grid;
+    e->block = block;
+    if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&e->job, 64, cudaHostAllocMapped))) ||
+        (rc = EFAX_CUDA(cudaHostAlloc((void **)&e->done, sizeof(uint64_t) * (size_t)grid, cudaHostAllocMapped))) ||
+        (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&e->job_d, (void *)e->job, 0))) ||
+        (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&e->done_d, (void *)e->done, 0))) ||
+        (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking))))
+        return rc;
+    memset((void *)e->job, 0, 64);
+    memset((void *)e->done, 0, sizeof(uint64_t) * (size_t)grid);
+    efax__k_persist<<<grid, block, 0, e->stream>>>(e->job_d, e->done_d);
+    if ((rc = EFAX_CUDA(cudaGetLastError()))) return rc;
+    e->running = true;
+    return 0;
+}
+
+EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes, int timeout_ms) {
+    uint64_t deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull, seq = ++e->seq;
+    int b = 0;
+    if (bytes % 16) return -FI_EINVAL;
+    e->job[1] = (uint64_t)(uintptr_t)dst;
+    e->job[2] = (uint64_t)(uintptr_t)src;
+    e->job[3] = bytes;
+    __atomic_store_n((uint64_t *)&e->job[0], seq, __ATOMIC_RELEASE); /* after the parameters */
+    while (b < e->grid) {
+        if (__atomic_load_n((uint64_t *)&e->done[b], __ATOMIC_ACQUIRE) == seq) b++;
+        else if (efax_now_ns() > deadline) {
+            efax_log(NULL, 0, "copy engine: block %d of %d did not finish job %llu within %d ms", b, e->grid,
+                     (unsigned long long)seq, timeout_ms);
+            return -FI_ETIMEDOUT;
+        }
+    }
+    return 0;
+}
+
+EFAX_API int efax_copy_engine_stop(efax_copy_engine *e) {
+    int rc = 0;
+    if (e->running) {
+        __atomic_store_n((uint64_t *)&e->job[0], UINT64_MAX, __ATOMIC_RELEASE);
+        rc = EFAX_CUDA(cudaStreamSynchronize(e->stream));
+    }
+    if (e->stream) cudaStreamDestroy(e->stream);
+    if (e->job) cudaFreeHost((void *)e->job);
+    if (e->done) cudaFreeHost((void *)e->done);
+    memset(e, 0, sizeof *e);
+    return rc;
+}
+
+#endif /* EFAX_IMPLEMENTATION */
+
+#endif /* EFAX_CUDA_H */
