@@ -1,6 +1,8 @@
 # efax — build and tests. `make` builds every driver into build/ (CUDA ones too when nvcc is
 # found); `make test` runs the test suite; `make asan` runs it with AddressSanitizer+UBSan.
-# Each target first makes sure the system packages are there (tests/deps.sh).
+# Each target first makes sure the system packages are there (tests/deps.sh; EFAX_SKIP_DEPS=1
+# skips that). EFAX_DEFS adds defines (e.g. -DEFAX_NO_PMIX); PKG_CFLAGS/PKG_LIBS/NV_LIBS can be
+# given for a libfabric outside pkg-config's view (tests/gpu.sh does).
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -30,25 +32,25 @@ host: $(HOST_BIN)
 cuda: $(CUDA_BIN)
 
 deps:
-	@tests/deps.sh build
+	@[ -n "$(EFAX_SKIP_DEPS)" ] || tests/deps.sh build
 
 $(B):
 	@mkdir -p $(B)
 
 $(B)/%: drivers/%.c efax.h | deps $(B)
-	$(CC) -std=c11 $(CFLAGS) $(WARN) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(EFAX_DEFS) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
 
 $(B)/%: tests/%.c efax.h | deps $(B)
-	$(CC) -std=c11 $(CFLAGS) $(WARN) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(EFAX_DEFS) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
 
 $(B)/%_cuda: drivers/%.c efax.h efax_cuda.h | deps $(B)
-	$(NVCC) $(NVFLAGS) -x cu -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
+	$(NVCC) $(NVFLAGS) $(EFAX_DEFS) -x cu -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
 
 $(B)/%: drivers/%.cu efax.h efax_cuda.h | deps $(B)
-	$(NVCC) $(NVFLAGS) -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
+	$(NVCC) $(NVFLAGS) $(EFAX_DEFS) -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
 
 $(B)/%: tests/%.cu efax.h efax_cuda.h | deps $(B)
-	$(NVCC) $(NVFLAGS) -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
+	$(NVCC) $(NVFLAGS) $(EFAX_DEFS) -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
 
 # The test suite: installs what it needs (as root) or says what to install, builds, runs,
 # and ends with "N passed, M failed".

@@ -922,7 +922,8 @@ EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int m
 /* "host,pinned,device": the names of n kinds, for headers. */
 EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len);
 /* Allocates len bytes of a memory kind and registers them with `access` (EFAX_MR_*) on
-   every NIC. b must not move afterwards. Returns 0 or a negative code (logged). */
+   every NIC of ctx (a kind may accept ctx NULL: memory no NIC uses). b must not move
+   afterwards. Returns 0 or a negative code (logged). */
 EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access);
 /* Deregisters and frees; safe on a zeroed efax_buf. */
 EFAX_API void efax_buf_free(efax_buf *b);

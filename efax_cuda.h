@@ -99,7 +99,8 @@ EFAX_API int efax_cuda_pin_near(int device);
 
 /* Pinned host memory (cudaHostAlloc), registered as host memory: the seeds' "Pin" variants. */
 EFAX_API const efax_mem_ops *efax_mem_pinned(void);
-/* Device memory (cudaMalloc, 64 KiB aligned): dmabuf, else hmem, else staged; b->path says. */
+/* Device memory (cudaMalloc, 64 KiB aligned): dmabuf, else hmem, else staged; b->path says.
+   With a NULL context (efax_buf_alloc(NULL, ...)) nothing is registered: memory for IPC. */
 EFAX_API const efax_mem_ops *efax_mem_device(void);
 
 /* Parses a --mem list ("host", "pin", "dma", comma-separated, or "all") into memory kinds.
@@ -667,6 +668,10 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
     s->d = (uint8_t *)(((uintptr_t)s->raw + 0xffff) & ~(uintptr_t)0xffff); /* 64 KiB: GPUDirect's page */
     if ((rc = EFAX_CUDA(cudaMemset(s->d, 0, len)))) return rc;
     b->ptr = s->d;
+    if (!ctx) { /* device memory no NIC uses (NVLink IPC): nothing to register */
+        efax__copy(b->path, sizeof b->path, "device");
+        return 0;
+    }
     for (i = 0; i < efax_ctx_nnics(ctx); i++) hmem = hmem || efax_ctx_nic(ctx, i)->hmem;
     memset(&md, 0, sizeof md);
     md.ptr = s->d;

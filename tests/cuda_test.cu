@@ -1,0 +1,124 @@
+/* cuda_test — GPU correctness tests that need two ranks (one GPU each): the proxy's put_nbi,
+   fence and quiet semantics, refusal of a bad command, and every byte of every command checked
+   at the target. Run by tests/gpu.sh on the GPU machine; without a GPU it says skipped (77).
+
+   mpirun -np 2 build/cuda_test --provider shm
+*/
+#define EFAX_IMPLEMENTATION
+#include "efax.h"
+#include "efax_cuda.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TAG_A = 1, TAG_B = 2, TAG_C = 3, TAG_DONE = 4, PRODUCERS = 4, BIG = 8 << 20, SMALL = 4096 };
+
+/* Each block: a big put A into its region, fence, a small put B after it, then quiet; thread 0
+   then notes in mapped host memory that its quiet returned. Block 0 also sends one command
+   outside the target's window: the proxy must refuse it and still count it done. */
+__global__ void k_semantics(efax_proxy_dev p, volatile uint64_t *quiet_at, uint64_t window, uint32_t seq) {
+    __shared__ efax_producer me;
+    uint64_t a = (uint64_t)blockIdx.x * (BIG + SMALL), bofs = a + BIG;
+    if (threadIdx.x == 0) efax_producer_begin(&p, &me, blockIdx.x);
+    efax_block_put_nbi(&p, &me, 1, a, a, BIG, TAG_A, seq, 0);
+    __syncthreads();
+    if (threadIdx.x == 0) efax_fence(&p, &me);
+    efax_block_put_nbi(&p, &me, 1, bofs, bofs, SMALL, TAG_B, seq, 0);
+    if (blockIdx.x == 0) efax_block_put_nbi(&p, &me, 1, 0, window, SMALL, TAG_C, seq, 0); /* outside: refused */
+    efax_block_quiet(&p, &me);
+    if (threadIdx.x == 0) quiet_at[blockIdx.x] = 1;
+}
+
+static int failures;
+#define EXPECT(c, ...) do { if (!(c)) { fprintf(stderr, "cuda_test: FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); failures++; } } while (0)
+
+int main(int argc, char **argv) {
+    const char *provider = NULL;
+    efax_optdef defs[] = {{"provider", 0, EFAX_OPT_STR, &provider, 0, 0, NULL, "NAME", "provider (default shm)"},
+                          {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}};
+    efax_boot boot;
+    efax_ctx ctx;
+    efax_ctx_desc cd;
+    efax_buf src, dst;
+    efax_proxy px;
+    efax_proxy_desc pd;
+    char err[256];
+    int rc, dev;
+    uint64_t window = (uint64_t)PRODUCERS * (BIG + SMALL);
+    volatile uint64_t *quiet_at = NULL;
+    uint64_t *quiet_d;
+
+    rc = efax_args_parse(argc, argv, defs, "cuda_test", "Proxy semantics on two GPUs.", err, sizeof err);
+    if (rc) return rc == 1 ? 0 : 2;
+    if (!efax_cuda_devices(err, sizeof err)) { printf("skipped: no CUDA device (%s)\n", err); return 77; }
+    if (efax_boot_init(&boot, NULL)) return 1;
+    if (boot.size != 2) { fprintf(stderr, "cuda_test: needs 2 ranks\n"); return 2; }
+    memset(&cd, 0, sizeof cd), memset(&src, 0, sizeof src), memset(&dst, 0, sizeof dst), memset(&px, 0, sizeof px);
+    cd.provider = provider ? provider : "shm";
+    if ((rc = efax_cuda_bind(boot.local_rank, &dev)) || (rc = efax_ctx_init(&ctx, &cd)) || (rc = efax_ctx_connect(&ctx, &boot)) ||
+        (rc = efax_ctx_warmup(&ctx)))
+        goto out;
+    /* pinned memory: the GPU writes its data in place, the NIC reads it, the target checks it */
+    if ((rc = efax_buf_alloc(&ctx, &src, efax_mem_pinned(), window, EFAX_MR_WRITE_SRC)) ||
+        (rc = efax_buf_alloc(&ctx, &dst, efax_mem_pinned(), window, EFAX_MR_WRITE_DST)) || (rc = efax_mr_exchange(&dst.mr, &boot)))
+        goto out;
+    if (boot.rank == 0) {
+        src.ops->fill(&src, 0, window, 0, 7);
+        memset(&pd, 0, sizeof pd);
+        pd.ctx = &ctx, pd.src = &src, pd.dst = &dst.mr, pd.producers = PRODUCERS, pd.device = dev;
+        if ((rc = efax_proxy_init(&px, &pd)) || (rc = EFAX_CUDA(cudaHostAlloc((void **)&quiet_at, 64 * 8, cudaHostAllocMapped))) ||
+            (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&quiet_d, (void *)quiet_at, 0))))
+            goto out;
+        memset((void *)quiet_at, 0, 64 * 8);
+        if ((rc = efax_boot_barrier(&boot, -1)) || (rc = efax_proxy_start(&px))) goto out;
+        k_semantics<<<PRODUCERS, 64>>>(efax_proxy_device(&px), quiet_d, window, 7);
+        rc = EFAX_CUDA(cudaDeviceSynchronize()); /* returns only if every quiet returned: no hang */
+        {
+            int prc = efax_proxy_stop(&px, 10000);
+            if (!rc) rc = prc == -EFAX_E_BOUNDS ? 0 : prc;
+        }
+        for (int b = 0; b < PRODUCERS; b++) EXPECT(quiet_at[b] == 1, "block %d's quiet did not return", b);
+        EXPECT(px.bad == 1, "the proxy refused %llu commands, expected exactly the one outside the window", (unsigned long long)px.bad);
+        EXPECT(px.puts == 2 * PRODUCERS, "the proxy posted %llu writes, expected %d", (unsigned long long)px.puts, 2 * PRODUCERS);
+        EXPECT(px.fences == PRODUCERS && px.fence_violations == 0, "fences %llu (expected %d), violations %llu",
+               (unsigned long long)px.fences, PRODUCERS, (unsigned long long)px.fence_violations);
+        for (int b = 0; b < PRODUCERS; b++) EXPECT(px.done_h[b] == 3 + (b == 0), "producer %d: %llu commands done", b, (unsigned long long)px.done_h[b]);
+        if (!rc) rc = efax_notify(&ctx, 1, TAG_DONE, 7);
+    } else {
+        /* the target: each block's B may only be complete once its A is (the fence); nothing
+           may arrive for the refused command; then every byte of every region */
+        uint32_t a_chunks = efax_write_chunks(BIG, efax_ctx_peer_nnics(&ctx, 0), EFAX_MODE_SINGLE, 1 << 20);
+        uint32_t b_chunks = efax_write_chunks(SMALL, efax_ctx_peer_nnics(&ctx, 0), EFAX_MODE_SINGLE, 1 << 20);
+        uint64_t deadline = efax_now_ns() + 30000000000ull;
+        int order_bad = 0;
+        dst.ops->poison(&dst, 0, window);
+        if ((rc = efax_boot_barrier(&boot, -1))) goto out;
+        while (efax_imm_count(&ctx, 0, TAG_B) < PRODUCERS * b_chunks && efax_now_ns() < deadline) {
+            uint32_t b_before = efax_imm_count(&ctx, 0, TAG_B);
+            efax_progress(&ctx);
+            /* a B that landed now: all A chunks of (at least) that many blocks must be in */
+            if (efax_imm_count(&ctx, 0, TAG_B) > b_before && efax_imm_count(&ctx, 0, TAG_A) < efax_imm_count(&ctx, 0, TAG_B) / b_chunks * a_chunks)
+                order_bad++;
+        }
+        rc = efax_wait_imm(&ctx, 0, TAG_A, 7, PRODUCERS * a_chunks, -1);
+        if (!rc) rc = efax_wait_imm(&ctx, 0, TAG_B, 7, PRODUCERS * b_chunks, -1);
+        if (!rc) rc = efax_wait_imm(&ctx, 0, TAG_DONE, 7, 1, -1);
+        EXPECT(order_bad == 0, "%d B writes completed before their A (fence broken)", order_bad);
+        EXPECT(efax_imm_count(&ctx, 0, TAG_C) == 0, "the refused command wrote anyway");
+        EXPECT(dst.ops->check(&dst, 0, window, 0, 7) == 0, "wrong bytes in the written regions");
+    }
+out:
+    if (rc) fprintf(stderr, "cuda_test: %s\n", efax_strerror(rc)), failures++;
+    if (boot.rank == 0) efax_proxy_deinit(&px);
+    if (quiet_at) cudaFreeHost((void *)quiet_at);
+    efax_buf_free(&src), efax_buf_free(&dst);
+    efax_ctx_deinit(&ctx);
+    {
+        int64_t total = failures;
+        if (efax_boot_sum(&boot, failures, &total, -1) == 0 && boot.rank == 0)
+            printf("cuda_test: %s\n", total ? "FAILED" : "proxy put_nbi/fence/quiet, a refused command, every byte: OK");
+        efax_boot_deinit(&boot);
+        return total ? 1 : 0;
+    }
+}
