@@ -17,14 +17,14 @@ QUICK=${1:-}
 exec > >(tee -a "$LOG") 2>&1
 
 FAB=/tmp/fab
-if ! ldconfig -p | grep -q libfabric.so.1; then
+if [ -d .deb ]; then # the libfabric carried in (Debian's 1.17), used whatever the machine has
   mkdir -p $FAB
   for d in .deb/*.deb; do dpkg -x "$d" $FAB; done
   export LD_LIBRARY_PATH=$FAB/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export FI_PROVIDER_PATH=$FAB/usr/lib/x86_64-linux-gnu/libfabric
   CFL="-I$FAB/usr/include" LIBS="-L$FAB/usr/lib/x86_64-linux-gnu -lfabric"
 else
-  CFL="" LIBS="-lfabric"
+  CFL=$(pkg-config --cflags libfabric) LIBS=$(pkg-config --libs libfabric)
 fi
 export PATH=/usr/local/cuda/bin:$PATH
 echo "== $(date -u +%FT%TZ) $(hostname): $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -8 | tr '\n' ';')"
