@@ -1616,7 +1616,7 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
         rc = efax__reg(ctx, n, desc->ptr, desc->len, fa, desc->iface, desc->device,
                        desc->dmabuf ? desc->dmabuf_fd : -1, desc->dmabuf_offset, &mr->mr[i]);
         if (rc) {
-            efax_log(ctx, rc == -FI_ENOSYS ? 1 : 0,
+            efax_log(ctx, rc == -FI_ENOSYS || desc->iface != FI_HMEM_SYSTEM ? 2 : 0,
                      "registering %zu bytes of %s memory%s on NIC %s failed: %s (%d)", desc->len,
                      desc->iface == FI_HMEM_CUDA ? "CUDA" : "host", desc->dmabuf ? " (dmabuf)" : "",
                      n->info.name, fi_strerror(-rc), rc);
@@ -2526,6 +2526,8 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
             len = x->chunk;
         }
         if (x->ready && !x->ready(x->ready_user, at, len)) break;
+        /* a staged source: its bytes must have been copied out first */
+        if (x->lmr->stage && x->op == EFAX_OP_WRITE && !x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + at, len)) break;
         if (len <= n->info.inject_size && x->lmr->iface == 0) {
             rc = efax__inject_tx(ctx, n, s, len, imm);
             if (rc == 0) {
@@ -2858,11 +2860,6 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
     return 0;
 }
 
-EFAX_PRIVATE bool efax__stage_ready(void *user, uint64_t off, uint64_t len) {
-    const efax_xfer *x = (const efax_xfer *)user;
-    return x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + off, len);
-}
-
 EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_mr *lmr,
                              uint64_t loff, const efax_mr *rmr, uint64_t roff, uint64_t chunk,
                              bool has_imm, uint32_t imm) {
@@ -2930,8 +2927,6 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
             x->status = src;
             return src;
         }
-        x->ready = efax__stage_ready;
-        x->ready_user = x;
     }
     for (i = 0; i < nseg; i++) {
         efax_seg *s = &x->seg[i];

@@ -166,22 +166,40 @@ EFAX_API efax_queue_dev efax_queue_device(const efax_queue *q);
    words. One consumer thread only. */
 EFAX_API int efax_queue_pop(efax_queue *q, uint64_t payload[EFAX_QUEUE_WORDS]);
 
+/* Loads and stores that other agents (the CPU, the other GPU) see: system scope, with acquire
+   and release ordering (PTX memory model), rather than volatile accesses that may be served
+   from or held in a cache. */
+static __device__ __forceinline__ uint64_t efax_ld_acquire_sys(const uint64_t *p) {
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+static __device__ __forceinline__ void efax_st_release_sys(uint64_t *p, uint64_t v) {
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 /* Producer (device): pushes nwords (<= 7) words; returns the slot taken. Any number of GPU
-   threads may push at once; each push is published whole (never torn). */
+   threads may push at once; each push is published whole (never torn). While the ring is
+   full, only the producer whose slot is next to be freed reads the consumer's position from
+   host memory; the others watch the cached copy in device memory, so thousands of waiting
+   producers do not flood PCIe with reads. */
 static __device__ __forceinline__ unsigned long long efax_queue_push(const efax_queue_dev *q, const uint64_t *payload,
                                                                      int nwords) {
-    unsigned long long slot = atomicAdd(q->tail, 1ull), head = *(volatile unsigned long long *)q->hcache;
+    unsigned long long slot = atomicAdd(q->tail, 1ull), n = q->mask + 1ull, head;
     efax_qcell *c;
     int i;
-    while (slot >= head + q->mask + 1) { /* the ring may be full: look at the consumer's real position */
-        head = *(volatile const unsigned long long *)q->head;
-        atomicMax(q->hcache, head);
-        if (slot >= head + q->mask + 1) __nanosleep(64);
+    while (slot >= (head = *(volatile unsigned long long *)q->hcache) + n) {
+        if (slot == head + n) { /* the leader: ask the consumer where it is */
+            unsigned long long h = efax_ld_acquire_sys(q->head);
+            if (h > head) atomicMax(q->hcache, h);
+            else __nanosleep(100);
+        } else {
+            __nanosleep(200);
+        }
     }
     c = &q->cells[slot & q->mask];
-    for (i = 0; i < nwords; i++) ((volatile uint64_t *)c->w)[i] = payload[i];
-    __threadfence_system(); /* the payload is visible to the CPU before the sequence that publishes it */
-    *(volatile uint64_t *)&c->seq = slot + 1;
+    for (i = 0; i < nwords; i++) c->w[i] = payload[i];
+    efax_st_release_sys(&c->seq, slot + 1); /* after the payload: the CPU reads it with acquire */
     return slot;
 }
 
@@ -213,7 +231,7 @@ typedef struct efax_producer {
    Call when none of its commands is in flight (after a quiet). */
 static __device__ __forceinline__ void efax_producer_begin(const efax_proxy_dev *p, efax_producer *me, uint32_t id) {
     me->id = id;
-    me->issued = *(volatile const uint64_t *)&p->done[id];
+    me->issued = efax_ld_acquire_sys(&p->done[id]);
 }
 
 static __device__ __forceinline__ void efax__push_cmd(const efax_proxy_dev *p, efax_producer *me, uint32_t op, uint32_t flags,
@@ -241,7 +259,7 @@ static __device__ __forceinline__ void efax_put_nbi(const efax_proxy_dev *p, efa
 
 /* Waits until every command this producer pushed so far completed. */
 static __device__ __forceinline__ void efax_quiet(const efax_proxy_dev *p, const efax_producer *me) {
-    while (*(volatile const uint64_t *)&p->done[me->id] < me->issued) __nanosleep(128);
+    while (efax_ld_acquire_sys(&p->done[me->id]) < me->issued) __nanosleep(128);
 }
 
 /* Blocking put: efax_put_nbi, then waits until this write (and every earlier one) completed. */
@@ -564,9 +582,10 @@ EFAX_PRIVATE void efax__pinned_release(efax_buf *b) {
 }
 
 /* Device memory and, when staged, its bounce buffer and copy streams. Copies out are recorded
-   in a few "out" ranges, each with an event per cell on one stream: a chunk is ready when the
-   event of its last cell fired (a stream runs its copies in order). */
-#define EFAX__OUTS 32
+   in a ring of "out" ranges, each with an event per cell on one stream: a chunk is ready when
+   the event of its last cell fired (a stream runs its copies in order). A range is reused only
+   after its copies finished, so a range no longer in the ring is in the bounce buffer. */
+#define EFAX__OUTS 256
 typedef struct efax__dev {
     uint8_t *raw, *d;          /* cudaMalloc'ed, and 64 KiB aligned within it */
     int device;
@@ -615,9 +634,7 @@ EFAX_PRIVATE bool efax__st_out_ready(void *u, uint64_t off, uint64_t len) {
             return true;
         }
     }
-    efax_log(NULL, 0, "staged send: bytes [%llu, %llu) were never copied out", (unsigned long long)off,
-             (unsigned long long)(off + len));
-    return true;
+    return true; /* its range was recycled, which waits for the range's copies: they are done */
 }
 
 EFAX_PRIVATE int efax__st_in_cell(void *u, uint64_t off, uint64_t len) {
@@ -1279,15 +1296,14 @@ EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int
 
 /* The persistent copy kernel: thread 0 of each block waits for a new job sequence in mapped
    host memory, the block copies its share, fences, and thread 0 reports the sequence. */
-__global__ void efax__k_persist(volatile uint64_t *job, volatile uint64_t *done) {
+__global__ void efax__k_persist(uint64_t *job, uint64_t *done) {
     __shared__ uint64_t s_seq, s_dst, s_src, s_bytes;
     uint64_t last = 0;
     for (;;) {
         if (threadIdx.x == 0) {
             uint64_t q;
-            while ((q = job[0]) == last) __nanosleep(32);
-            __threadfence_system();
-            s_seq = q, s_dst = job[1], s_src = job[2], s_bytes = job[3];
+            while ((q = efax_ld_acquire_sys(&job[0])) == last) __nanosleep(32);
+            s_seq = q, s_dst = efax_ld_acquire_sys(&job[1]), s_src = efax_ld_acquire_sys(&job[2]), s_bytes = efax_ld_acquire_sys(&job[3]);
         }
         __syncthreads();
         if (s_seq == UINT64_MAX) return;
@@ -1296,7 +1312,7 @@ __global__ void efax__k_persist(volatile uint64_t *job, volatile uint64_t *done)
         __threadfence_system();
         last = s_seq;
         __syncthreads();
-        if (threadIdx.x == 0) done[blockIdx.x] = last;
+        if (threadIdx.x == 0) efax_st_release_sys(&done[blockIdx.x], last);
     }
 }
 

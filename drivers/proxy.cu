@@ -50,7 +50,7 @@ typedef struct bench {
     efax_xfer xs[MAX_CMDS];
     efax_expect ex[MAX_CMDS];
     double *lat;
-    int me, producers, device;
+    int me, producers, active, device;  /* active: producers this size uses */
     cudaStream_t stream;
 } bench;
 
@@ -83,7 +83,7 @@ static int writer_iter(bench *b, int variant, efax_mode mode, int cmds, uint64_t
         for (int c = 0; c < cmds && !rc; c++) rc = efax_wait(&b->ctx, &b->xs[c], -1);
     } else {
         efax_proxy_watch(&b->px, 1, TAG_ACK, seq, 1);
-        k_puts<<<b->producers, 32, 0, b->stream>>>(efax_proxy_device(&b->px), cmds / b->producers, size, 1, seq,
+        k_puts<<<b->active, 32, 0, b->stream>>>(efax_proxy_device(&b->px), cmds / b->active, size, 1, seq,
                                                   mode == EFAX_MODE_SPLIT ? EFAX_PUT_SPLIT : 0, variant == BLOCKING);
         if ((rc = EFAX_CUDA(cudaGetLastError()))) return rc;
         rc = efax_proxy_watch_wait(&b->px, b->ctx.timeout_ms, &t1);
@@ -169,10 +169,11 @@ int main(int argc, char **argv) {
 
     /* 4. the sweep: every size, every variant, each mode (Single; Split with several NICs) */
     for (uint64_t size = b.o.min_size; size && !rc; size = efax_opts_next_size(&b.o, size)) {
+        /* budget/size commands (1..128, inside the window), whole ones per producer */
         int cmds = (int)(budget / size);
         cmds = cmds < 1 ? 1 : cmds > MAX_CMDS ? MAX_CMDS : cmds;
-        cmds = (cmds + b.producers - 1) / b.producers * b.producers; /* whole commands per producer */
-        if (cmds > MAX_CMDS || (uint64_t)cmds * size > window) cmds = b.producers;
+        b.active = cmds < b.producers ? cmds : b.producers;
+        cmds = cmds / b.active * b.active;
         for (int mode = EFAX_MODE_SINGLE; mode <= EFAX_MODE_SPLIT && !rc; mode++)
             for (int v = CPU; v < NVARIANTS && !rc && (mode == EFAX_MODE_SINGLE || efax_ctx_nnics(&b.ctx) > 1); v++) {
                 int iters = efax_opts_iters(&b.o, size * (uint64_t)cmds), warm = efax_opts_warmup(&b.o, size * (uint64_t)cmds);

@@ -4,7 +4,8 @@
 # checks (data verified in device memory for every variant and size), then the benchmarks, and
 # leaves gpu.log, results.jsonl and summary.txt in $OUT (or build/gpu-out).
 #
-#   tests/gpu.sh [quick]      quick: checks only, small sizes
+#   tests/gpu.sh [checks|bench|quick]   checks: the checks (4K..256M); bench: the benchmarks;
+#                                       quick: checks with small sizes; default: both
 # Ranks are started with efax's TCP rendezvous (no PMIx needed there), one per GPU, provider shm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,7 @@ mkdir -p "$OUT"
 LOG=$OUT/gpu.log
 RES=$OUT/results.jsonl
 : >"$LOG"; : >"$RES"
-QUICK=${1:-}
+WHAT=${1:-all}
 exec > >(tee -a "$LOG") 2>&1
 
 FAB=/tmp/fab
@@ -61,7 +62,8 @@ collect() { [ -f "$OUT/$1.tmp" ] && cat "$OUT/$1.tmp" >>"$RES" && rm -f "$OUT/$1
 t affinity 60 build/affinity --json $OUT/aff.tmp; collect aff
 t queue-check 300 build/queue -c $(j queue); collect queue
 t proxy-semantics 120 launch 2 build/cuda_test
-MAXC=256M; [ -n "$QUICK" ] && MAXC=16M
+MAXC=256M; [ "$WHAT" = quick ] && MAXC=16M
+if [ "$WHAT" != bench ]; then
 t write-check-all-memory 600 launch 2 build/write_cuda -c -b 4K -e $MAXC -f 4 -n 4 --mem all --mode single,split --nics shm,shm $(j wchk); collect wchk
 t sendrecv-check-all-memory 600 launch 2 build/sendrecv_cuda -c -b 4K -e $MAXC -f 16 -n 4 --mem all $(j srchk); collect srchk
 t all2all-check-all-memory 600 launch 2 build/all2all_cuda -c -b 64K -e $MAXC -f 16 -n 4 --mem all $(j a2achk); collect a2achk
@@ -69,8 +71,8 @@ t proxy-check 600 launch 2 build/proxy -c -b 64K -e 64M -f 16 -n 3 --mem dma $(j
 [ "$NGPU" -ge 2 ] && t ipc-check 600 launch 2 build/ipc -b 1M -e 16M -f 16 $(j ipchk)
 
 echo; echo "== checks: $pass passed, $fail failed"
-[ -n "$QUICK" ] && exit $fail
-
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
 # ---- benchmarks
 t bench-write 600 launch 2 build/write_cuda -b 1M -e 256M -f 4 --mem all $(j w); collect w
 t bench-proxy 600 launch 2 build/proxy -b 64K -e 256M -f 4 --mem dma $(j px); collect px
@@ -79,6 +81,7 @@ t bench-queue 300 build/queue $(j q); collect q
 if [ "$NGPU" -ge 2 ]; then
   t bench-ipc 600 launch 2 build/ipc -b 256K -e 1G -f 4 $(j ipc); collect ipc
   t bench-ipc-allpairs 600 launch 2 build/ipc -b 64M -e 1G -f 4 --pairs all $(j ipca); collect ipca
+fi
 fi
 echo; echo "== all: $pass passed, $fail failed"
 grep -h "PASS\|FAIL" "$LOG" >"$OUT/summary.txt"
