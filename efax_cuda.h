@@ -359,24 +359,30 @@ EFAX_API int efax_ipc_open(efax_ipc *ipc, efax_boot *boot, void *dptr, size_t le
 EFAX_API void efax_ipc_close(efax_ipc *ipc);
 
 /* Copies bytes (a multiple of 16) from src to dst (either may be a peer's buffer) with a
-   grid-stride kernel of grid x block threads and 16-byte loads and stores; each thread ends
-   with a system-scope fence, so when the kernel has finished the bytes are visible to the peer
-   GPU and the CPU. Returns the launch error. */
-EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, cudaStream_t s);
+   kernel of grid x block threads and 16-byte loads and stores, `unroll` (4 or 8) loads in
+   flight per thread before its stores. Layout: grid-stride over the whole buffer, or with
+   EFAX_COPY_BLOCKED each block copies one contiguous slice (longer runs of consecutive writes
+   per SM). Each thread ends with a system-scope fence, so when the kernel has finished the bytes
+   are visible to the peer GPU and the CPU. Returns the launch error. */
+enum { EFAX_COPY_BLOCKED = 1 };
+EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, int unroll, unsigned flags,
+                                   cudaStream_t s);
 
-/* A persistent copy kernel: launched once, it waits for jobs in mapped host memory, copies
-   each with all its blocks, fences and reports per block. Measures copies without launches. */
+/* A persistent copy kernel: launched once, it takes jobs from mapped host memory and copies
+   each with all its blocks. Only block 0 reads the host's doorbell and hands the job to the
+   others through device memory; the last block to finish rings the host once. (Every block
+   polling host memory at once floods PCIe with reads.) Measures copies without launches. */
 typedef struct efax_copy_engine {
-    volatile uint64_t *job;    /* mapped: [0] sequence, [1] dst, [2] src, [3] bytes */
-    volatile uint64_t *done;   /* mapped: [grid] last sequence each block finished */
-    uint64_t *job_d, *done_d;
+    volatile uint64_t *job;    /* mapped: [0] sequence, [1] dst, [2] src, [3] bytes; [8] done sequence */
+    uint64_t *job_d;
+    uint64_t *dev;             /* device memory: [0..3] the job as block 0 passed it on, [4] blocks finished */
     int grid, block;
     uint64_t seq;
     cudaStream_t stream;
     bool running;
 } efax_copy_engine;
 
-EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block);
+EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block, int unroll);
 /* Runs one copy and waits until every block reported it (timeout_ms); returns 0 or -FI_ETIMEDOUT. */
 EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes, int timeout_ms);
 EFAX_API int efax_copy_engine_stop(efax_copy_engine *e);
@@ -1274,62 +1280,90 @@ EFAX_API void efax_ipc_close(efax_ipc *ipc) {
     memset(ipc, 0, sizeof *ipc);
 }
 
-/* Grid-stride copy with 16-byte accesses, four loads in flight before the stores. */
+/* Grid-stride copy with 16-byte accesses: U loads in flight (through the read-only path)
+   before the U stores. */
+template <int U>
 static __device__ __forceinline__ void efax__copy16(uint4 *dst, const uint4 *src, size_t n, size_t i, size_t stride) {
-    for (; i + 3 * stride < n; i += 4 * stride) {
-        uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
-        dst[i] = a, dst[i + stride] = b, dst[i + 2 * stride] = c, dst[i + 3 * stride] = d;
+    for (; i + (U - 1) * stride < n; i += U * stride) {
+        uint4 v[U];
+#pragma unroll
+        for (int k = 0; k < U; k++) v[k] = __ldg(&src[i + k * stride]);
+#pragma unroll
+        for (int k = 0; k < U; k++) dst[i + k * stride] = v[k];
     }
-    for (; i < n; i += stride) dst[i] = src[i];
+    for (; i < n; i += stride) dst[i] = __ldg(&src[i]);
 }
 
-__global__ void efax__k_copy(uint4 *dst, const uint4 *src, size_t n) {
-    efax__copy16(dst, src, n, blockIdx.x * (size_t)blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+template <int U>
+__global__ void efax__k_copy(uint4 *dst, const uint4 *src, size_t n, int blocked) {
+    if (blocked) { /* this block's contiguous slice, block-stride inside it */
+        size_t per = (n + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
+        if (lo < hi) efax__copy16<U>(dst + lo, src + lo, hi - lo, threadIdx.x, blockDim.x);
+    } else {
+        efax__copy16<U>(dst, src, n, blockIdx.x * (size_t)blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+    }
     __threadfence_system(); /* the copy is visible to the peer GPU and the CPU before completion is seen */
 }
 
-EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, cudaStream_t s) {
-    if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16) return cudaErrorInvalidValue;
-    efax__k_copy<<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16);
+EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, int unroll, unsigned flags,
+                                   cudaStream_t s) {
+    int blocked = (flags & EFAX_COPY_BLOCKED) != 0;
+    if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16 || (unroll != 4 && unroll != 8)) return cudaErrorInvalidValue;
+    if (unroll == 8) efax__k_copy<8><<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16, blocked);
+    else efax__k_copy<4><<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16, blocked);
     return cudaGetLastError();
 }
 
-/* The persistent copy kernel: thread 0 of each block waits for a new job sequence in mapped
-   host memory, the block copies its share, fences, and thread 0 reports the sequence. */
-__global__ void efax__k_persist(uint64_t *job, uint64_t *done) {
+/* The persistent copy kernel: block 0's thread 0 waits for a new job sequence in mapped host
+   memory and passes the job on in device memory; every block's thread 0 waits for it there;
+   the blocks copy, fence, count themselves done in device memory, and the last one rings the
+   host. */
+__global__ void efax__k_persist(uint64_t *job, uint64_t *dev, int unroll) {
     __shared__ uint64_t s_seq, s_dst, s_src, s_bytes;
     uint64_t last = 0;
     for (;;) {
         if (threadIdx.x == 0) {
             uint64_t q;
-            while ((q = efax_ld_acquire_sys(&job[0])) == last) __nanosleep(32);
-            s_seq = q, s_dst = efax_ld_acquire_sys(&job[1]), s_src = efax_ld_acquire_sys(&job[2]), s_bytes = efax_ld_acquire_sys(&job[3]);
+            if (blockIdx.x == 0) {
+                while ((q = efax_ld_acquire_sys(&job[0])) == last) __nanosleep(32);
+                dev[1] = efax_ld_acquire_sys(&job[1]), dev[2] = efax_ld_acquire_sys(&job[2]), dev[3] = efax_ld_acquire_sys(&job[3]);
+                asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(dev), "l"(q) : "memory");
+            } else {
+                do asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(q) : "l"(dev) : "memory");
+                while (q == last);
+            }
+            s_seq = q, s_dst = dev[1], s_src = dev[2], s_bytes = dev[3];
         }
         __syncthreads();
         if (s_seq == UINT64_MAX) return;
-        efax__copy16((uint4 *)s_dst, (const uint4 *)s_src, s_bytes / 16, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
-                     (size_t)gridDim.x * blockDim.x);
+        if (unroll == 8)
+            efax__copy16<8>((uint4 *)s_dst, (const uint4 *)s_src, s_bytes / 16, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
+                            (size_t)gridDim.x * blockDim.x);
+        else
+            efax__copy16<4>((uint4 *)s_dst, (const uint4 *)s_src, s_bytes / 16, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
+                            (size_t)gridDim.x * blockDim.x);
         __threadfence_system();
         last = s_seq;
         __syncthreads();
-        if (threadIdx.x == 0) efax_st_release_sys(&done[blockIdx.x], last);
+        if (threadIdx.x == 0 && atomicAdd((unsigned long long *)&dev[4], 1ull) == (unsigned long long)gridDim.x - 1) {
+            dev[4] = 0; /* the last block: every block copied and fenced */
+            efax_st_release_sys(&job[8], last);
+        }
     }
 }
 
-EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block) {
+EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block, int unroll) {
     int rc;
     memset(e, 0, sizeof *e);
     e->grid = grid;
     e->block = block;
-    if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&e->job, 64, cudaHostAllocMapped))) ||
-        (rc = EFAX_CUDA(cudaHostAlloc((void **)&e->done, sizeof(uint64_t) * (size_t)grid, cudaHostAllocMapped))) ||
+    if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&e->job, 128, cudaHostAllocMapped))) ||
         (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&e->job_d, (void *)e->job, 0))) ||
-        (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&e->done_d, (void *)e->done, 0))) ||
+        (rc = EFAX_CUDA(cudaMalloc((void **)&e->dev, 8 * sizeof(uint64_t)))) || (rc = EFAX_CUDA(cudaMemset(e->dev, 0, 8 * sizeof(uint64_t)))) ||
         (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking))))
         return rc;
-    memset((void *)e->job, 0, 64);
-    memset((void *)e->done, 0, sizeof(uint64_t) * (size_t)grid);
-    efax__k_persist<<<grid, block, 0, e->stream>>>(e->job_d, e->done_d);
+    memset((void *)e->job, 0, 128);
+    efax__k_persist<<<grid, block, 0, e->stream>>>(e->job_d, e->dev, unroll);
     if ((rc = EFAX_CUDA(cudaGetLastError()))) return rc;
     e->running = true;
     return 0;
@@ -1337,20 +1371,16 @@ EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block) {
 
 EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes, int timeout_ms) {
     uint64_t deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull, seq = ++e->seq;
-    int b = 0;
     if (bytes % 16) return -FI_EINVAL;
     e->job[1] = (uint64_t)(uintptr_t)dst;
     e->job[2] = (uint64_t)(uintptr_t)src;
     e->job[3] = bytes;
     __atomic_store_n((uint64_t *)&e->job[0], seq, __ATOMIC_RELEASE); /* after the parameters */
-    while (b < e->grid) {
-        if (__atomic_load_n((uint64_t *)&e->done[b], __ATOMIC_ACQUIRE) == seq) b++;
-        else if (efax_now_ns() > deadline) {
-            efax_log(NULL, 0, "copy engine: block %d of %d did not finish job %llu within %d ms", b, e->grid,
-                     (unsigned long long)seq, timeout_ms);
+    while (__atomic_load_n((uint64_t *)&e->job[8], __ATOMIC_ACQUIRE) != seq)
+        if (efax_now_ns() > deadline) {
+            efax_log(NULL, 0, "copy engine: job %llu not finished within %d ms", (unsigned long long)seq, timeout_ms);
             return -FI_ETIMEDOUT;
         }
-    }
     return 0;
 }
 
@@ -1362,7 +1392,7 @@ EFAX_API int efax_copy_engine_stop(efax_copy_engine *e) {
     }
     if (e->stream) cudaStreamDestroy(e->stream);
     if (e->job) cudaFreeHost((void *)e->job);
-    if (e->done) cudaFreeHost((void *)e->done);
+    if (e->dev) cudaFree(e->dev);
     memset(e, 0, sizeof *e);
     return rc;
 }

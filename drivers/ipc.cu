@@ -29,6 +29,8 @@ typedef struct bench {
     int me, n, device, sms;
     double nvlink_gbs;
     const char *pairs;
+    int unroll;                /* loads in flight per thread: 4 or 8 */
+    const char *layout;        /* stride | block */
     uint64_t tag;              /* a fresh pattern per configuration */
 } bench;
 
@@ -50,7 +52,7 @@ static int config(bench *b, int k, int grid, int block, uint64_t size, int iters
     if (target) b->dst.ops->poison(&b->dst, 0, size * (uint64_t)(all ? b->n : 1));
     if ((rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS))) return rc;
     if (writer) {
-        if (grid < 0 && (rc = efax_copy_engine_start(&eng, -grid, block))) return rc;
+        if (grid < 0 && (rc = efax_copy_engine_start(&eng, -grid, block, b->unroll))) return rc;
         for (int it = -2; it < iters && !rc; it++) { /* two untimed copies first */
             if (it == 0) {
                 EFAX_CUDA(cudaEventRecord(b->e0, b->s[0]));
@@ -59,7 +61,7 @@ static int config(bench *b, int k, int grid, int block, uint64_t size, int iters
             for (int t = 0; t < nt && !rc; t++) {
                 int to = all ? (b->me + 1 + t) % b->n : k;
                 uint8_t *dst = (uint8_t *)b->ipc.peer[to] + (all ? (uint64_t)b->me * size : 0);
-                if (grid > 0) rc = EFAX_CUDA(efax_ipc_copy(dst, b->src.ptr, size, grid, block, b->s[t]));
+                if (grid > 0) rc = EFAX_CUDA(efax_ipc_copy(dst, b->src.ptr, size, grid, block, b->unroll, !strcmp(b->layout, "block") ? EFAX_COPY_BLOCKED : 0, b->s[t]));
                 else if (grid == 0) rc = EFAX_CUDA(cudaMemcpyAsync(dst, b->src.ptr, size, cudaMemcpyDeviceToDevice, b->s[t]));
                 else {
                     uint64_t t0 = efax_now_ns();
@@ -105,11 +107,15 @@ int main(int argc, char **argv) {
     int64_t wrong_total = 0;
     efax_optdef extra[] = {
         {"pairs", 0, EFAX_OPT_CHOICE, &b.pairs, 0, 0, "one|all", "WHICH", "one: rank 0 -> each peer in turn (default); all: every GPU -> every other at once"},
+        {"unroll", 0, EFAX_OPT_INT, &b.unroll, 4, 8, NULL, "N", "16-byte loads in flight per thread: 4 or 8 (default 8)"},
+        {"layout", 0, EFAX_OPT_CHOICE, &b.layout, 0, 0, "stride|block", "HOW", "stride: grid-stride (default); block: a contiguous slice per block"},
         {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}};
 
     /* 1. options: sizes 256K .. 1G by 4 */
     memset(&b, 0, sizeof b);
     b.pairs = "one";
+    b.unroll = 8;
+    b.layout = "stride";
     efax_opts_init(&b.o);
     b.o.min_size = 256 << 10;
     b.o.max_size = 1ull << 30;
@@ -117,6 +123,7 @@ int main(int argc, char **argv) {
     rc = efax_opts_parse(&b.o, argc, argv, extra, "ipc", "NVLink IPC writes between the GPUs of this host: grid x block sweep.", err, sizeof err);
     if (rc == 1) return 0;
     if (rc) { fprintf(stderr, "ipc: %s\n", err); return 2; }
+    if (b.unroll != 4 && b.unroll != 8) { fprintf(stderr, "ipc: --unroll %d: expected 4 or 8\n", b.unroll); return 2; }
     if (!efax_cuda_devices(err, sizeof err)) { printf("ipc: skipped: no CUDA device (%s)\n", err); return 0; }
 
     /* 2. launcher, a GPU per rank, buffers, IPC handles among the ranks of this host */
@@ -144,8 +151,8 @@ int main(int argc, char **argv) {
     for (int g = 1; g < b.sms && ng < 12; g *= 2) grids[ng++] = g;
     grids[ng++] = b.sms, grids[ng++] = 2 * b.sms;
     if (b.me == 0)
-        printf("# %s: %d SMs, NVLink %d x v%d = %.0f GB/s one way (theoretical); pairs %s; GB/s of one copy, every copy verified\n",
-               gi.name, b.sms, gi.nvlinks, gi.nvlink_version, gi.nvlink_gbs, b.pairs);
+        printf("# %s: %d SMs, NVLink %d x v%d = %.0f GB/s one way (theoretical); pairs %s; unroll %d, layout %s; GB/s of one copy, every copy verified\n",
+               gi.name, b.sms, gi.nvlinks, gi.nvlink_version, gi.nvlink_gbs, b.pairs, b.unroll, b.layout);
 
     /* 3. for every peer (or every pair at once) and size: the memcpy ceiling, the grid x block
           sweep, and the persistent kernel at the SM count */

@@ -59,11 +59,11 @@ j() { echo "--json $OUT/$1.tmp"; }
 collect() { [ -f "$OUT/$1.tmp" ] && cat "$OUT/$1.tmp" >>"$RES" && rm -f "$OUT/$1.tmp"; }
 
 # ---- checks: every byte, every variant
+MAXC=256M; [ "$WHAT" = quick ] && MAXC=16M
+if [ "$WHAT" != bench ]; then
 t affinity 60 build/affinity --json $OUT/aff.tmp; collect aff
 t queue-check 300 build/queue -c $(j queue); collect queue
 t proxy-semantics 120 launch 2 build/cuda_test
-MAXC=256M; [ "$WHAT" = quick ] && MAXC=16M
-if [ "$WHAT" != bench ]; then
 t write-check-all-memory 600 launch 2 build/write_cuda -c -b 4K -e $MAXC -f 4 -n 4 --mem all --mode single,split --nics shm,shm $(j wchk); collect wchk
 t sendrecv-check-all-memory 600 launch 2 build/sendrecv_cuda -c -b 4K -e $MAXC -f 16 -n 4 --mem all $(j srchk); collect srchk
 t all2all-check-all-memory 600 launch 2 build/all2all_cuda -c -b 64K -e $MAXC -f 16 -n 4 --mem all $(j a2achk); collect a2achk
@@ -77,9 +77,11 @@ if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
 t bench-write 600 launch 2 build/write_cuda -b 1M -e 256M -f 4 --mem all $(j w); collect w
 t bench-proxy 600 launch 2 build/proxy -b 64K -e 256M -f 4 --mem dma $(j px); collect px
 t bench-proxy-pin 600 launch 2 build/proxy -b 1M -e 256M -f 16 --mem pin $(j pxp); collect pxp
+t bench-proxy-1producer 600 launch 2 build/proxy -b 64K -e 64M -f 4 --mem pin --producers 1 --bytes 64M $(j px1); collect px1
 t bench-queue 300 build/queue $(j q); collect q
 if [ "$NGPU" -ge 2 ]; then
   t bench-ipc 600 launch 2 build/ipc -b 256K -e 1G -f 4 $(j ipc); collect ipc
+  t bench-ipc-unroll4 600 launch 2 build/ipc -b 64M -e 1G -f 4 --unroll 4 $(j ipc4); collect ipc4
   t bench-ipc-allpairs 600 launch 2 build/ipc -b 64M -e 1G -f 4 --pairs all $(j ipca); collect ipca
 fi
 fi
