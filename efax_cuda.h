@@ -362,9 +362,12 @@ EFAX_API void efax_ipc_close(efax_ipc *ipc);
    kernel of grid x block threads and 16-byte loads and stores, `unroll` (4 or 8) loads in
    flight per thread before its stores. Layout: grid-stride over the whole buffer, or with
    EFAX_COPY_BLOCKED each block copies one contiguous slice (longer runs of consecutive writes
-   per SM). Each thread ends with a system-scope fence, so when the kernel has finished the bytes
+   per SM); with EFAX_COPY_TMA one thread per block drives the SM's bulk-copy engine (Hopper's
+   cp.async.bulk): tiles of 16 KiB go from source to shared memory and from there to the
+   destination in single large writes (grid and unroll still apply: block size is ignored
+   beyond the first thread). Each thread ends with a system-scope fence, so when the kernel has finished the bytes
    are visible to the peer GPU and the CPU. Returns the launch error. */
-enum { EFAX_COPY_BLOCKED = 1 };
+enum { EFAX_COPY_BLOCKED = 1, EFAX_COPY_TMA = 2 }; /* TMA: bulk copies through shared memory (sm_90) */
 EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, int unroll, unsigned flags,
                                    cudaStream_t s);
 
@@ -1305,9 +1308,60 @@ __global__ void efax__k_copy(uint4 *dst, const uint4 *src, size_t n, int blocked
     __threadfence_system(); /* the copy is visible to the peer GPU and the CPU before completion is seen */
 }
 
+#define EFAX__TMA_TILE 16384
+#define EFAX__TMA_STAGES 2
+static __device__ __forceinline__ uint32_t efax__smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* Each block: its contiguous slice in 16 KiB tiles, double-buffered in shared memory: a tile is
+   loaded by cp.async.bulk (completing on an mbarrier), then stored to the destination by one
+   bulk write; a buffer is refilled once its store has read it. */
+__global__ void efax__k_copy_tma(uint8_t *dst, const uint8_t *src, size_t bytes) {
+#if __CUDA_ARCH__ >= 900
+    __shared__ __align__(128) uint8_t buf[EFAX__TMA_STAGES][EFAX__TMA_TILE];
+    __shared__ __align__(8) uint64_t bar[EFAX__TMA_STAGES];
+    size_t tiles = (bytes + EFAX__TMA_TILE - 1) / EFAX__TMA_TILE, per = (tiles + gridDim.x - 1) / gridDim.x;
+    size_t t0 = blockIdx.x * per, t1 = t0 + per < tiles ? t0 + per : tiles, n = t1 > t0 ? t1 - t0 : 0;
+    if (threadIdx.x == 0 && n) {
+        for (int k = 0; k < EFAX__TMA_STAGES; k++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(efax__smem(&bar[k])) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (size_t t = 0; t < n + EFAX__TMA_STAGES; t++) {
+            /* first store the oldest tile loaded (tile t+1-STAGES), then load tile t into the buffer
+               whose store is now the second newest: loads run STAGES-1 tiles ahead of stores */
+            if (t + 1 >= EFAX__TMA_STAGES && t + 1 - EFAX__TMA_STAGES < n) {
+                size_t u = t + 1 - EFAX__TMA_STAGES, off = (t0 + u) * EFAX__TMA_TILE;
+                int k = (int)(u % EFAX__TMA_STAGES);
+                uint32_t len = (uint32_t)(bytes - off < EFAX__TMA_TILE ? bytes - off : EFAX__TMA_TILE), ok = 0,
+                         phase = (uint32_t)((u / EFAX__TMA_STAGES) & 1);
+                do asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                                : "=r"(ok) : "r"(efax__smem(&bar[k])), "r"(phase) : "memory");
+                while (!ok);
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + off), "r"(efax__smem(buf[k])), "r"(len) : "memory");
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            }
+            if (t < n) {
+                int k = (int)(t % EFAX__TMA_STAGES);
+                size_t off = (t0 + t) * EFAX__TMA_TILE;
+                uint32_t len = (uint32_t)(bytes - off < EFAX__TMA_TILE ? bytes - off : EFAX__TMA_TILE);
+                if (t >= EFAX__TMA_STAGES) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(efax__smem(&bar[k])), "r"(len) : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             ::"r"(efax__smem(buf[k])), "l"(src + off), "r"(len), "r"(efax__smem(&bar[k])) : "memory");
+            }
+        }
+        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    }
+    __threadfence_system();
+#endif
+}
+
 EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, int unroll, unsigned flags,
                                    cudaStream_t s) {
     int blocked = (flags & EFAX_COPY_BLOCKED) != 0;
+    if (flags & EFAX_COPY_TMA) {
+        if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16) return cudaErrorInvalidValue;
+        efax__k_copy_tma<<<grid, 32, 0, s>>>((uint8_t *)dst, (const uint8_t *)src, bytes);
+        return cudaGetLastError();
+    }
     if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16 || (unroll != 4 && unroll != 8)) return cudaErrorInvalidValue;
     if (unroll == 8) efax__k_copy<8><<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16, blocked);
     else efax__k_copy<4><<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16, blocked);

@@ -61,7 +61,7 @@ static int config(bench *b, int k, int grid, int block, uint64_t size, int iters
             for (int t = 0; t < nt && !rc; t++) {
                 int to = all ? (b->me + 1 + t) % b->n : k;
                 uint8_t *dst = (uint8_t *)b->ipc.peer[to] + (all ? (uint64_t)b->me * size : 0);
-                if (grid > 0) rc = EFAX_CUDA(efax_ipc_copy(dst, b->src.ptr, size, grid, block, b->unroll, !strcmp(b->layout, "block") ? EFAX_COPY_BLOCKED : 0, b->s[t]));
+                if (grid > 0) rc = EFAX_CUDA(efax_ipc_copy(dst, b->src.ptr, size, grid, block, b->unroll, !strcmp(b->layout, "block") ? EFAX_COPY_BLOCKED : !strcmp(b->layout, "tma") ? EFAX_COPY_TMA : 0, b->s[t]));
                 else if (grid == 0) rc = EFAX_CUDA(cudaMemcpyAsync(dst, b->src.ptr, size, cudaMemcpyDeviceToDevice, b->s[t]));
                 else {
                     uint64_t t0 = efax_now_ns();
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     efax_optdef extra[] = {
         {"pairs", 0, EFAX_OPT_CHOICE, &b.pairs, 0, 0, "one|all", "WHICH", "one: rank 0 -> each peer in turn (default); all: every GPU -> every other at once"},
         {"unroll", 0, EFAX_OPT_INT, &b.unroll, 4, 8, NULL, "N", "16-byte loads in flight per thread: 4 or 8 (default 8)"},
-        {"layout", 0, EFAX_OPT_CHOICE, &b.layout, 0, 0, "stride|block", "HOW", "stride: grid-stride (default); block: a contiguous slice per block"},
+        {"layout", 0, EFAX_OPT_CHOICE, &b.layout, 0, 0, "stride|block|tma", "HOW", "stride: grid-stride (default); block: a contiguous slice per block; tma: bulk copies (sm_90)"},
         {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}};
 
     /* 1. options: sizes 256K .. 1G by 4 */
