@@ -98,8 +98,11 @@
 #define EFAX_VERSION_MINOR 1
 #define EFAX_VERSION_PATCH 0
 #define EFAX_VERSION_STRING "0.1.0"
-/* Wire format of everything ranks exchange; ranks with different values refuse each other. */
+/* Wire format of everything ranks exchange; ranks with different values refuse each other.
+   (Overridable only so the tests can build a mismatched peer.) */
+#ifndef EFAX_WIRE_VERSION
 #define EFAX_WIRE_VERSION 1u
+#endif
 
 #ifndef EFAX_API
 #define EFAX_API extern
@@ -136,6 +139,11 @@ enum {
 /* Names any code efax returns: efax's own, libfabric's (fi_strerror) or errno values.
    Accepts the code with either sign. Thread safe. */
 EFAX_API const char *efax_strerror(int code);
+
+/* The exit status a program should end with for code rc: 0 for 0; 2 for what the user asked
+   wrongly (bad options or environment, a provider or NIC that does not exist, no launcher);
+   1 for a failed run. */
+EFAX_API int efax_exit_code(int rc);
 
 /* Log hook: every error efax detects is described once, in full, through it (which
    operation, which peer, which NIC, the provider's text), then returned as a code.
@@ -417,6 +425,7 @@ typedef struct efax_seg {
     uint64_t off;              /* offset within the transfer */
     uint64_t len;
     uint64_t posted;           /* bytes of it posted so far */
+    uint64_t completed;        /* bytes of it completed */
     int nic;
 } efax_seg;
 
@@ -672,7 +681,7 @@ typedef struct efax__nic {
     struct fid_mr *ctrl_mr;
     void *ctrl_desc;
     efax_op ctrl_ops[EFAX__CTRL_SLOTS];
-    int ctrl_posted;
+    int nctrl, ctrl_posted;
     efax_nic_stats stats;
 } efax__nic;
 
@@ -997,6 +1006,12 @@ EFAX_API const char *efax_strerror(int code) {
     return fi_strerror(code);
 }
 
+EFAX_API int efax_exit_code(int rc) {
+    if (rc == 0) return 0;
+    if (rc == -EFAX_E_USAGE || rc == -EFAX_E_NOPROV || rc == -EFAX_E_NONIC || rc == -EFAX_E_LAUNCH) return 2;
+    return 1;
+}
+
 EFAX_API uint64_t efax_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1034,20 +1049,22 @@ EFAX_PRIVATE void efax__blog(const efax_boot *b, int level, const char *fmt, ...
     va_end(ap);
 }
 
-EFAX_PRIVATE int efax__env_int(const char *name, int def, int lo, int hi, int *out) {
+EFAX_PRIVATE int efax__env_int_quiet(const char *name, int def, int lo, int hi, int *out) {
     const char *s = getenv(name);
     char *end;
     long v;
     if (!s || !*s) { *out = def; return 0; }
     errno = 0;
     v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) {
-        fprintf(stderr, "efax: error: %s='%s' is not valid: expected an integer in [%d, %d]\n", name, s,
-                lo, hi);
-        return -EFAX_E_USAGE;
-    }
+    if (errno || *end || v < lo || v > hi) return -EFAX_E_USAGE;
     *out = (int)v;
     return 0;
+}
+
+EFAX_PRIVATE int efax__env_int(const char *name, int def, int lo, int hi, int *out) {
+    int rc = efax__env_int_quiet(name, def, lo, hi, out);
+    if (rc) fprintf(stderr, "efax: error: %s='%s' is not valid: expected an integer in [%d, %d]\n", name, getenv(name), lo, hi);
+    return rc;
 }
 
 EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src) {
@@ -1381,9 +1398,12 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
                         FI_HMEM_SYSTEM, 0, -1, 0, &n->ctrl_mr)))
         return efax__fierr(ctx, rc, "fi_mr_regattr(control buffers)", n->info.name);
     n->ctrl_desc = fi_mr_desc(n->ctrl_mr);
-    for (i = 0; i < EFAX__CTRL_SLOTS; i++) {
+    /* as many as a quarter of the provider's receive queue allows: the rest is the user's */
+    n->nctrl = n->info.rx_size && n->info.rx_size / 4 < EFAX__CTRL_SLOTS ? (int)(n->info.rx_size / 4) : EFAX__CTRL_SLOTS;
+    if (n->nctrl < 1) n->nctrl = 1;
+    for (i = 0; i < n->nctrl; i++) {
         rc = efax__post_ctrl(ctx, n, i);
-        if (rc && rc != -FI_EAGAIN) return efax__fierr(ctx, rc, "fi_trecv(control)", n->info.name);
+        if (rc && rc != -FI_EAGAIN && rc != -FI_ENOMEM) return efax__fierr(ctx, rc, "fi_trecv(control)", n->info.name);
         if (rc) n->ctrl_ops[i].kind = 0; /* posted later by efax_progress */
     }
     return 0;
@@ -1699,6 +1719,28 @@ typedef struct efax__boot_reply {
     int32_t pad;
 } efax__boot_reply;
 
+/* Checks a rendezvous hello at rank 0: 0 to accept; 1 to drop the connection and go on
+   waiting (not an efax peer, wrong token); -EFAX_E_VERSION / -EFAX_E_BOOT to give up. why
+   says what. fds: the ranks joined so far (-1: not yet). */
+EFAX_PRIVATE int efax__boot_hello_check(const efax__boot_hello *h, uint64_t token, int size, const int *fds, char *why,
+                                        size_t wl) {
+    if (h->magic != EFAX__BOOT_MAGIC || h->token != token) {
+        snprintf(why, wl, "rejected a connection: %s", h->magic != EFAX__BOOT_MAGIC ? "not an efax peer" : "wrong EFAX_TOKEN");
+        return 1;
+    }
+    if (h->wire != EFAX_WIRE_VERSION) {
+        snprintf(why, wl, "rank %d runs efax wire version %u, rank 0 runs %u: build every rank from the same efax.h",
+                 h->rank, h->wire, EFAX_WIRE_VERSION);
+        return -EFAX_E_VERSION;
+    }
+    if (h->size != size || h->rank <= 0 || h->rank >= size || fds[h->rank] >= 0) {
+        snprintf(why, wl, "a peer claims rank %d of %d; rank 0 has EFAX_SIZE=%d%s", h->rank, h->size, size,
+                 h->rank > 0 && h->rank < size && fds[h->rank] >= 0 ? " and that rank already joined" : "");
+        return -EFAX_E_BOOT;
+    }
+    return 0;
+}
+
 EFAX_PRIVATE uint64_t efax__hash(const char *s) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     while (s && *s) h = (h ^ (uint8_t)*s++) * 1099511628211ull;
@@ -1752,7 +1794,7 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, struct addrinfo 
         efax__boot_hello h;
         struct sockaddr_storage from;
         socklen_t fl = sizeof from;
-        char who[INET6_ADDRSTRLEN + 8] = "?";
+        char who[INET6_ADDRSTRLEN + 8] = "?", why[256];
         int fd, prc, ms = efax__remaining_ms(deadline);
         pf.fd = lfd;
         pf.events = POLLIN;
@@ -1784,31 +1826,14 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, struct addrinfo 
         memset(&rep, 0, sizeof rep);
         rep.magic = EFAX__BOOT_MAGIC;
         rep.wire = EFAX_WIRE_VERSION;
-        if (h.magic != EFAX__BOOT_MAGIC || h.token != b->token) {
-            efax__blog(b, 1, "rendezvous: rejected a connection from %s: %s", who,
-                       h.magic != EFAX__BOOT_MAGIC ? "not an efax peer" : "wrong EFAX_TOKEN");
-            rep.status = -EFAX_E_BOOT;
+        rep.status = efax__boot_hello_check(&h, b->token, b->size, b->fds, why, sizeof why);
+        if (rep.status) { /* refused: tell the peer why, then drop it (or give up) */
+            efax__blog(b, rep.status == 1 ? 1 : 0, "rendezvous: %s (from %s)", why, who);
+            if (rep.status == 1) rep.status = -EFAX_E_BOOT;
             efax__io(fd, &rep, sizeof rep, true, deadline);
             close(fd);
-            continue;
-        }
-        if (h.wire != EFAX_WIRE_VERSION) {
-            efax__blog(b, 0, "rendezvous: rank %d (%s) runs efax wire version %u, rank 0 runs %u: "
-                             "build every rank from the same efax.h", h.rank, who, h.wire, EFAX_WIRE_VERSION);
-            rep.status = -EFAX_E_VERSION;
-            efax__io(fd, &rep, sizeof rep, true, deadline);
-            close(fd);
-            rc = -EFAX_E_VERSION;
-            break;
-        }
-        if (h.size != b->size || h.rank <= 0 || h.rank >= b->size || b->fds[h.rank] >= 0) {
-            efax__blog(b, 0, "rendezvous: a peer at %s claims rank %d of %d; rank 0 has EFAX_SIZE=%d%s",
-                       who, h.rank, h.size, b->size,
-                       h.rank > 0 && h.rank < b->size && b->fds[h.rank] >= 0 ? " and that rank already joined" : "");
-            rep.status = -EFAX_E_BOOT;
-            efax__io(fd, &rep, sizeof rep, true, deadline);
-            close(fd);
-            rc = -EFAX_E_BOOT;
+            if (rep.status == -EFAX_E_BOOT && (h.magic != EFAX__BOOT_MAGIC || h.token != b->token)) continue;
+            rc = rep.status;
             break;
         }
         b->fds[h.rank] = fd;
@@ -2083,6 +2108,13 @@ EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
         }
         if ((rc = efax__env_int("EFAX_SIZE", 1, 1, EFAX_IMM_MAX_RANKS, &b->size))) return rc;
         if ((rc = efax__env_int("EFAX_RANK", 0, 0, b->size - 1, &b->rank))) return rc;
+        {
+            char h[256], pt[16];
+            if (efax__split_hostport(root, h, sizeof h, pt, sizeof pt)) {
+                efax__blog(b, 0, "EFAX_ROOT='%s' is not host:port (e.g. 10.0.0.1:29500 or [fe80::1]:29500)", root);
+                return -EFAX_E_USAGE;
+            }
+        }
         if (!getenv("EFAX_TOKEN"))
             efax__blog(b, 1, "EFAX_TOKEN is not set: the rendezvous accepts any peer that knows EFAX_ROOT");
         b->token = efax__hash(getenv("EFAX_TOKEN"));
@@ -2340,6 +2372,17 @@ typedef struct efax__mr_blob {
     uint64_t key[EFAX_MAX_NICS];
 } efax__mr_blob;
 
+/* Checks a peer's memory keys before use. Returns 0 or -EFAX_E_VERSION/-EFAX_E_PEER (why says). */
+EFAX_PRIVATE int efax__mr_blob_check(const efax__mr_blob *b, int rank, int nnic, char *why, size_t wl) {
+    if (b->magic != EFAX__MR_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != rank || b->nnic != nnic ||
+        (b->flags & ~EFAX_RMR_STAGED)) {
+        snprintf(why, wl, "sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs, flags %x; expected wire %u, rank %d, "
+                          "%d NICs)", b->magic, b->wire, b->rank, b->nnic, b->flags, EFAX_WIRE_VERSION, rank, nnic);
+        return b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+    }
+    return 0;
+}
+
 EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     efax_ctx *ctx = mr->ctx;
     efax__mr_blob me, *all;
@@ -2370,12 +2413,9 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     mr->nremote = ctx->size;
     for (p = 0; p < ctx->size; p++) {
         const efax__mr_blob *b = &all[p];
-        if (b->magic != EFAX__MR_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != p ||
-            b->nnic != ctx->peer_nnic[p]) {
-            efax_log(ctx, 0, "rank %d (%s) sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs; "
-                             "expected wire %u and %d NICs)", p, ctx->peer_host[p], b->magic, b->wire,
-                     b->rank, b->nnic, EFAX_WIRE_VERSION, ctx->peer_nnic[p]);
-            rc = b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+        char why[256];
+        if ((rc = efax__mr_blob_check(b, p, ctx->peer_nnic[p], why, sizeof why))) {
+            efax_log(ctx, 0, "rank %d (%s) %s", p, ctx->peer_host[p], why);
             free(all);
             return rc;
         }
@@ -2647,9 +2687,12 @@ EFAX_PRIVATE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int e
     if (op->kind == EFAX__OPK_TX) {
         n->inflight--;
         if (!err) {
+            int i;
             n->stats.tx_bytes += op->len;
             n->stats.tx_ops++;
             x->bytes_done += op->len;
+            for (i = 0; i < x->nseg; i++) /* which NIC's piece: for naming a stalled NIC */
+                if (x->seg[i].nic == op->nic) { x->seg[i].completed += op->len; break; }
         }
     } else {
         n->rx_inflight--;
@@ -2757,8 +2800,8 @@ EFAX_API int efax_progress(efax_ctx *ctx) {
         total += rc;
         if (n->rxp_head) efax__post_rx(ctx, n);
         if (n->pend_head) efax__post_nic(ctx, n);
-        if (n->ctrl_posted < EFAX__CTRL_SLOTS)
-            for (s = 0; s < EFAX__CTRL_SLOTS; s++)
+        if (n->ctrl_posted < n->nctrl)
+            for (s = 0; s < n->nctrl; s++)
                 if (n->ctrl_ops[s].kind == 0 && efax__post_ctrl(ctx, n, s)) break;
     }
     return total;
@@ -2825,6 +2868,7 @@ EFAX_PRIVATE void efax__xfer_one(efax_xfer *x, int op, int peer, const efax_mr *
     x->seg[0].off = 0;
     x->seg[0].len = len;
     x->seg[0].posted = 0;
+    x->seg[0].completed = 0;
     x->seg[0].nic = nic;
 }
 
@@ -2932,6 +2976,7 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
         efax_seg *s = &x->seg[i];
         s->x = x;
         s->posted = 0;
+        s->completed = 0;
         if (s->len == 0) {
             /* an empty write still carries its immediate data: post it as one 0-byte chunk */
             s->len = 0;
@@ -2960,13 +3005,21 @@ EFAX_PRIVATE int efax__timeout_msg(efax_ctx *ctx, const efax_xfer *x, int ms) {
                          "no peer sent it (died, never started, or slower than the timeout: raise "
                          "EFAX_TIMEOUT_MS or --timeout)", ms, (unsigned long long)x->len,
                  ctx->nic[x->seg[0].nic].info.name);
-    else
-        efax_log(ctx, 0, "timed out after %d ms: %s of %llu bytes to rank %d (%s) on NIC %s: %llu of "
-                         "%llu bytes completed, %u chunk(s) in flight; the peer died or stopped "
-                         "progressing, or raise EFAX_TIMEOUT_MS / --timeout", ms,
-                 efax__opname(x->op), (unsigned long long)x->len, x->peer, efax__host(ctx, x->peer),
-                 ctx->nic[x->seg[0].nic].info.name, (unsigned long long)x->bytes_done,
-                 (unsigned long long)x->len, x->pending);
+    else {
+        char nics[256];
+        size_t u = 0;
+        int i;
+        nics[0] = 0;
+        for (i = 0; i < x->nseg && u < sizeof nics; i++) /* the NICs whose pieces did not finish */
+            if (x->seg[i].completed < x->seg[i].len || (!x->seg[i].len && x->pending))
+                u += (size_t)snprintf(nics + u, sizeof nics - u, "%s%s (%llu of %llu bytes)", u ? ", " : "",
+                                      ctx->nic[x->seg[i].nic].info.name, (unsigned long long)x->seg[i].completed,
+                                      (unsigned long long)x->seg[i].len);
+        efax_log(ctx, 0, "timed out after %d ms: %s of %llu bytes to rank %d (%s) stalled on NIC %s; %u chunk(s) "
+                         "in flight. The peer died or stopped progressing, that NIC's link is down, or the "
+                         "transfer needs more than EFAX_TIMEOUT_MS / --timeout", ms, efax__opname(x->op),
+                 (unsigned long long)x->len, x->peer, efax__host(ctx, x->peer), nics[0] ? nics : "?", x->pending);
+    }
     return -FI_ETIMEDOUT;
 }
 
@@ -3623,6 +3676,20 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
             return -EFAX_E_USAGE;
         }
     }
+    { /* environment values are options too */
+        const char *e = getenv("EFAX_LINE_GBPS");
+        char *end;
+        double v;
+        int t;
+        if (e && *e && (v = strtod(e, &end), *end || !(v > 0 && v <= 100000))) {
+            snprintf(err, errlen, "EFAX_LINE_GBPS='%s' is not valid: expected a line rate in Gbit/s in (0, 100000]", e);
+            return -EFAX_E_USAGE;
+        }
+        if (efax__env_int_quiet("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &t)) {
+            snprintf(err, errlen, "EFAX_TIMEOUT_MS='%s' is not valid: expected milliseconds in [1, %d]", getenv("EFAX_TIMEOUT_MS"), INT_MAX);
+            return -EFAX_E_USAGE;
+        }
+    }
     if (!(o->factor > 1.0)) {
         snprintf(err, errlen, "-f/--factor: %g is not valid: the size factor must be greater than 1", o->factor);
         return -EFAX_E_USAGE;
@@ -3750,7 +3817,7 @@ EFAX_API double efax_line_rate(const efax_ctx *ctx, const efax_opts *o, int nics
     double sum = 0, env = 0;
     const char *e = getenv("EFAX_LINE_GBPS");
     int i;
-    if (e && *e) env = atof(e);
+    if (e && *e) env = strtod(e, NULL); /* checked by efax_opts_parse */
     if (nics > ctx->nnic) nics = ctx->nnic;
     for (i = 0; i < nics; i++) {
         double r = o && o->line_gbps > 0 ? o->line_gbps : env > 0 ? env : ctx->nic[i].info.link_gbps;

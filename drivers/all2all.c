@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
     /* 2. launcher, NICs, connections to every peer */
     memset(&bd, 0, sizeof bd);
     bd.timeout_ms = b.o.timeout_ms;
-    if (efax_boot_init(&b.boot, &bd)) return 1;
+    if ((rc = efax_boot_init(&b.boot, &bd))) return efax_exit_code(rc);
     b.me = b.boot.rank;
     b.n = b.boot.size;
     if (b.n < 2) { fprintf(stderr, "all2all: needs at least 2 ranks (e.g. mpirun -np 4 %s)\n", argv[0]); efax_boot_deinit(&b.boot); return 2; }
@@ -183,5 +183,5 @@ out:
     efax_ctx_deinit(&b.ctx);
     efax_boot_deinit(&b.boot);
     free(b.xs), free(b.ex), free(b.lat), free(b.all);
-    return rc ? 1 : 0;
+    return efax_exit_code(rc);
 }

@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     if (rc) { fprintf(stderr, "bootstrap: %s\n", err); return 2; }
     memset(&bd, 0, sizeof bd);
     bd.timeout_ms = timeout;
-    if (efax_boot_init(&boot, &bd)) return 1;
+    if ((rc = efax_boot_init(&boot, &bd))) return efax_exit_code(rc);
     memset(&cd, 0, sizeof cd);
     memset(&tx, 0, sizeof tx), memset(&rx, 0, sizeof rx), memset(&wd, 0, sizeof wd);
     cd.provider = provider;
@@ -186,5 +186,5 @@ out:
     efax_ctx_deinit(&ctx);
     efax_boot_deinit(&boot);
     free(txb), free(rxb), free(wdb), free(xs), free(status), free(all), free(lines);
-    return rc || bad ? 1 : 0;
+    return rc ? efax_exit_code(rc) : bad ? 1 : 0;
 }

@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
 
     /* 2. launcher, a GPU per rank, buffers, IPC handles among the ranks of this host */
     memset(&bd, 0, sizeof bd);
-    if (efax_boot_init(&b.boot, &bd)) return 1;
+    if ((rc = efax_boot_init(&b.boot, &bd))) return efax_exit_code(rc);
     b.me = b.boot.rank, b.n = b.boot.size;
     if (b.n < 2 || b.n > 64 || b.boot.local_size != b.n) {
         fprintf(stderr, "ipc: needs 2 or more ranks, all on this host, one per GPU (mpirun -np <GPUs> %s)\n", argv[0]);
@@ -222,5 +222,5 @@ out:
     efax_buf_free(&b.src);
     efax_buf_free(&b.dst);
     efax_boot_deinit(&b.boot);
-    return rc || wrong_total ? 1 : 0;
+    return rc ? efax_exit_code(rc) : wrong_total ? 1 : 0;
 }

@@ -93,11 +93,16 @@ int main(int argc, char **argv) {
                          err, sizeof err);
     if (rc == 1) return 0;
     if (rc) { fprintf(stderr, "pingpong: %s\n", err); return 2; }
+    {
+        const efax_mem_ops *kind;
+        int nk;
+        if ((rc = efax_mem_select(o.mem, &kind, 1, &nk, err, sizeof err))) { fprintf(stderr, "pingpong: %s\n", err); return 2; }
+    }
 
     /* 2. join the job, open the NICs, exchange endpoint names */
     memset(&bd, 0, sizeof bd);
     bd.timeout_ms = o.timeout_ms;
-    if (efax_boot_init(&boot, &bd)) return 1;
+    if ((rc = efax_boot_init(&boot, &bd))) return efax_exit_code(rc);
     if (boot.size < 2) {
         fprintf(stderr, "pingpong: needs 2 ranks (e.g. mpirun -np 2 %s)\n", argv[0]);
         efax_boot_deinit(&boot);
@@ -203,5 +208,5 @@ out:
     free(e.txb);
     free(e.rxb);
     free(lat);
-    return rc ? 1 : 0;
+    return efax_exit_code(rc);
 }

@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
     /* 2. launcher, this rank's GPU, NICs, connections */
     memset(&bd, 0, sizeof bd);
     bd.timeout_ms = b.o.timeout_ms;
-    if (efax_boot_init(&b.boot, &bd)) return 1;
+    if ((rc = efax_boot_init(&b.boot, &bd))) return efax_exit_code(rc);
     b.me = b.boot.rank;
     if (b.boot.size != 2) { fprintf(stderr, "proxy: needs exactly 2 ranks (mpirun -np 2 %s)\n", argv[0]); efax_boot_deinit(&b.boot); return 2; }
     memset(&cd, 0, sizeof cd);
@@ -221,5 +221,5 @@ out:
     efax_ctx_deinit(&b.ctx);
     efax_boot_deinit(&b.boot);
     free(b.lat);
-    return rc ? 1 : 0;
+    return efax_exit_code(rc);
 }

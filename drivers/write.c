@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
     /* 2. launcher, NICs, connections */
     memset(&bd, 0, sizeof bd);
     bd.timeout_ms = b.o.timeout_ms;
-    if (efax_boot_init(&b.boot, &bd)) return 1;
+    if ((rc = efax_boot_init(&b.boot, &bd))) return efax_exit_code(rc);
     b.me = b.boot.rank;
     b.n = b.boot.size;
     if (b.n < 2) { fprintf(stderr, "write: needs at least 2 ranks (e.g. mpirun -np 2 %s)\n", argv[0]); efax_boot_deinit(&b.boot); return 2; }
@@ -259,5 +259,5 @@ out:
     free(b.lat);
     free(b.all);
     free(b.ex);
-    return rc ? 1 : 0;
+    return efax_exit_code(rc);
 }

@@ -80,8 +80,9 @@ has_provider() { "$B/info" --provider "$1" >/dev/null 2>&1; }
 two_nics() { case $1 in shm) echo shm,shm ;; *) echo lo,lo ;; esac; }
 
 export B LOGS
-export -f expect_fail json_ok header_c header_nvcc json_escape
+export -f expect_fail json_ok header_c header_nvcc json_escape has_provider
 MPI="${MPIRUN[*]}"
+export MPIRUN_STR="$MPI"
 echo "== efax tests ($B) on $(hostname), $(nproc) cores"
 
 # --- the header compiles clean everywhere it must
@@ -132,12 +133,154 @@ export -f rdv
 t rendezvous/3ranks 120 rdv
 
 # --- bad launches and faults fail fast, name the problem, never hang
-t fault/no-launcher        30 expect_fail 1 "no launcher found" env -u PMIX_NAMESPACE -u PMIX_RANK "$B/write" -n 1
-t fault/unknown-provider   60 expect_fail 1 "providers on this host" "${MPIRUN[@]}" -np 2 "$B/write" --provider nosuch -n 1
-t fault/unknown-nic        60 expect_fail 1 "its NICs here" "${MPIRUN[@]}" -np 2 "$B/write" --provider tcp --nics nosuch0 -n 1
+t fault/no-launcher        30 expect_fail 2 "no launcher found" env -u PMIX_NAMESPACE -u PMIX_RANK "$B/write" -n 1
+t fault/unknown-provider   60 expect_fail 2 "providers on this host" "${MPIRUN[@]}" -np 2 "$B/write" --provider nosuch -n 1
+t fault/unknown-nic        60 expect_fail 2 "its NICs here" "${MPIRUN[@]}" -np 2 "$B/write" --provider tcp --nics nosuch0 -n 1
 t fault/peer-never-starts  60 expect_fail 1 "waiting for rank(s) 1 to join" env EFAX_TIMEOUT_MS=2000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$((20000 + RANDOM % 20000)) EFAX_TOKEN=x "$B/bootstrap"
 t fault/rendezvous-unreachable 60 expect_fail 1 "could not reach rank 0" env EFAX_TIMEOUT_MS=2000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 EFAX_TOKEN=x "$B/bootstrap"
-t fault/bad-env            30 expect_fail 1 "EFAX_RANK='x'" env EFAX_RANK=x EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:1 "$B/bootstrap"
+t fault/bad-env            30 expect_fail 2 "EFAX_RANK='x'" env EFAX_RANK=x EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:1 "$B/bootstrap"
+
+
+# --- faults that must end fast, named, with no wrong byte
+# a rank killed mid-run: without a launcher to clean up (rendezvous), the survivor must fail on
+# its own within the timeout and name the lost peer
+kill_rank() {
+  local port=$((20000 + RANDOM % 20000)) p0 p1 rc start=$SECONDS
+  EFAX_TIMEOUT_MS=4000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=k "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/kill0.log" 2>&1 & p0=$!
+  EFAX_TIMEOUT_MS=4000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=k "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/kill1.log" 2>&1 & p1=$!
+  sleep 2; kill -9 $p1
+  wait $p0; rc=$?
+  cat "$LOGS/kill0.log"
+  echo "rank 0 exited $rc after $((SECONDS - start)) s"
+  [ $rc != 0 ] && [ $((SECONDS - start)) -lt 30 ] && grep -q "rank 1" "$LOGS/kill0.log"
+}
+# under mpirun the launcher ends the job and names the rank that died
+kill_rank_mpirun() {
+  local rc pid
+  mpirun --oversubscribe --bind-to none -np 2 "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/killm.log" 2>&1 & pid=$!
+  sleep 3
+  pkill -9 -n -f "$B/write --provider $1 -b 1M -e 1M --duration 120"
+  wait $pid; rc=$?
+  cat "$LOGS/killm.log"
+  [ $rc != 0 ] && grep -qi "rank" "$LOGS/killm.log"
+}
+# version mismatch: one rank built with another wire version
+version_mismatch() {
+  local port=$((20000 + RANDOM % 20000)) rc0 rc1
+  cc -std=c11 -O1 -DEFAX_WIRE_VERSION=99 -I. drivers/bootstrap.c -o "$B/bootstrap_v99" $(pkg-config --cflags --libs libfabric pmix) || return 1
+  EFAX_TIMEOUT_MS=5000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=v "$B/bootstrap_v99" >"$LOGS/v1.log" 2>&1 &
+  EFAX_TIMEOUT_MS=5000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=v "$B/bootstrap" >"$LOGS/v0.log" 2>&1; rc0=$?
+  wait $!; rc1=$?
+  cat "$LOGS/v0.log" "$LOGS/v1.log"
+  [ $rc0 != 0 ] && [ $rc1 != 0 ] && grep -q "wire version 99" "$LOGS/v0.log" && grep -q "wire version" "$LOGS/v1.log"
+}
+# a wrong token is refused, and the job still forms with the right one
+wrong_token() {
+  local port=$((20000 + RANDOM % 20000)) rc
+  EFAX_TIMEOUT_MS=8000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=right "$B/bootstrap" --provider tcp >"$LOGS/t0.log" 2>&1 &
+  sleep 0.5
+  EFAX_TIMEOUT_MS=3000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=wrong "$B/bootstrap" --provider tcp >"$LOGS/t1.log" 2>&1; rc=$?
+  EFAX_TIMEOUT_MS=8000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=right "$B/bootstrap" --provider tcp >"$LOGS/t2.log" 2>&1
+  wait $!
+  cat "$LOGS/t0.log" "$LOGS/t1.log"
+  [ $rc != 0 ] && grep -q "wrong EFAX_TOKEN" "$LOGS/t0.log" && grep -q "all 2×1 pairs OK" "$LOGS/t0.log"
+}
+export -f kill_rank kill_rank_mpirun version_mismatch wrong_token
+for p in tcp shm; do
+  has_provider $p || continue
+  t fault/kill-rank-$p            60 kill_rank $p
+  t fault/kill-rank-mpirun-$p     60 kill_rank_mpirun $p
+  t fault/corrupted-key-$p        60 "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --bad-key
+done
+# -FI_EAGAIN storms: the providers' queues cut to a few entries; every byte must still be right
+t fault/eagain-storm-tcp  300 env FI_OFI_RXM_MSG_TX_SIZE=4 FI_OFI_RXM_MSG_RX_SIZE=4 FI_OFI_RXM_TX_SIZE=16 FI_OFI_RXM_RX_SIZE=16 FI_TCP_TX_SIZE=4 FI_TCP_RX_SIZE=4 \
+  "${MPIRUN[@]}" -x FI_OFI_RXM_MSG_TX_SIZE -x FI_OFI_RXM_MSG_RX_SIZE -x FI_OFI_RXM_TX_SIZE -x FI_OFI_RXM_RX_SIZE -x FI_TCP_TX_SIZE -x FI_TCP_RX_SIZE \
+  -np 3 "$B/xfer_test" --provider tcp --nics lo,lo --window 64 --chunk 4K --max 4M
+t fault/eagain-storm-shm  300 env FI_SHM_TX_SIZE=4 FI_SHM_RX_SIZE=4 "${MPIRUN[@]}" -x FI_SHM_TX_SIZE -x FI_SHM_RX_SIZE \
+  -np 3 "$B/xfer_test" --provider shm --nics shm,shm --window 64 --chunk 4K --max 4M
+t fault/version-mismatch  60 version_mismatch
+t fault/wrong-token       60 wrong_token
+
+# --- bad input: every option of every driver and bench.sh; a one-line error naming it, exit 2
+bad_rows() {
+  local d
+  for d in pingpong sendrecv write all2all; do
+    printf '%s\n' "$B/$d|-b 0|-b/--min-size" "$B/$d|-b -1|-b/--min-size" "$B/$d|-b 12Q|-b/--min-size" \
+      "$B/$d|-b 99999999999999999999|-b/--min-size" "$B/$d|-e 65G|-e/--max-size" "$B/$d|-b 1M -e 1K|larger than" \
+      "$B/$d|-f 1|--factor" "$B/$d|-f 0.5|--factor" "$B/$d|-f x|--factor" "$B/$d|-n 0|-n/--iters" \
+      "$B/$d|-n 99999999999|-n/--iters" "$B/$d|-n -5|-n/--iters" "$B/$d|-w -1|-w/--warmup" "$B/$d|--mode fast|--mode" \
+      "$B/$d|--window 0|--window" "$B/$d|--window 9999|--window" "$B/$d|--chunk 0|--chunk" "$B/$d|--timeout -1|--timeout" \
+      "$B/$d|--line-rate 0|--line-rate" "$B/$d|--duration -3|--duration" "$B/$d|--mem gpu|--mem" \
+      "$B/$d|--mem dma|needs the CUDA build" "$B/$d|--json|--json needs a value" "$B/$d|--nosuch|unknown option" \
+      "$B/$d|stray|unexpected argument"
+  done
+  printf '%s\n' "$B/write|--targets some|--targets" "$B/bootstrap|--size 0|-s/--size" "$B/bootstrap|--size 1T|-s/--size" \
+    "$B/bootstrap|--timeout x|--timeout" "$B/bootstrap|-b 1|unknown option" "$B/info|--memcpy 1|--memcpy" \
+    "$B/info|--bogus|unknown option" "$B/xfer_test|--window 0|--window" \
+    "env EFAX_LINE_GBPS=fast $B/write|-n 1|EFAX_LINE_GBPS" "env EFAX_LINE_GBPS=-1 $B/write|-n 1|EFAX_LINE_GBPS" \
+    "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
+    "env EFAX_RANK=x EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_RANK" \
+    "env EFAX_RANK=0 EFAX_SIZE=0 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_SIZE" \
+    "env EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=nohostport $B/bootstrap||EFAX_ROOT" \
+    "env EFAX_BOOTSTRAP=carrier $B/bootstrap||EFAX_BOOTSTRAP" \
+    "./bench.sh|--np 0|--np" "./bench.sh|--np x|--np" "./bench.sh|-H|-H needs" "./bench.sh|--lab 9|--lab" \
+    "./bench.sh|--bogus|unknown launch option" "./bench.sh|nosuchdriver|unknown driver"
+}
+bad_input() {
+  local n=0 bad=0 drv args want out rc lines
+  while IFS='|' read -r drv args want; do
+    [ -n "$drv" ] || continue
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    out=$(env -u PMIX_NAMESPACE -u PMIX_RANK $drv $args 2>&1 >/dev/null); rc=$?
+    lines=$(printf '%s\n' "$out" | grep -c .)
+    if [ $rc != 2 ] || ! grep -qF -- "$want" <<<"$out" || [ "$lines" != 1 ]; then
+      echo "BAD: $drv $args -> exit $rc, $lines line(s): $out (wanted '$want')"; bad=$((bad + 1))
+    fi
+  done < <(bad_rows)
+  echo "$n bad inputs tried, $bad handled wrongly"
+  [ $bad = 0 ]
+}
+export -f bad_rows bad_input
+t input/every-option 300 bad_input
+
+# --- fuzzing: libFuzzer over every decoder and the option parser, for a bounded time
+fuzz() {
+  command -v clang >/dev/null || { echo "skipped: no clang"; return 77; }
+  clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. tests/fuzz.c -o "$B/fuzz" \
+    $(pkg-config --cflags --libs libfabric pmix) 2>&1 || { echo "skipped: clang has no libFuzzer (libclang-rt-dev)"; return 77; }
+  FI_MR_CACHE_MONITOR=disabled "$B/fuzz" -max_total_time=${EFAX_FUZZ_SECONDS:-30} -close_fd_mask=1 -print_final_stats=1 2>&1 | tail -12
+  return "${PIPESTATUS[0]}"
+}
+export -f fuzz
+t fuzz/decoders-and-options 180 fuzz
+
+# --- memory errors: the engine and drivers under AddressSanitizer + UBSan, and under valgrind
+asan() {
+  local S="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+  mkdir -p "$B/asan"
+  for f in tests/unit.c tests/xfer_test.c drivers/write.c drivers/sendrecv.c; do
+    cc -std=c11 $S -I. "$f" -o "$B/asan/$(basename "$f" .c)" $(pkg-config --cflags --libs libfabric pmix) || return 1
+  done
+  # libfabric's memory-registration cache hooks and ASan's interceptors do not mix
+  export FI_MR_CACHE_MONITOR=disabled ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
+  "$B/asan/unit" >/dev/null &&
+  $MPIRUN_STR -x FI_MR_CACHE_MONITOR -x ASAN_OPTIONS -x UBSAN_OPTIONS -x LSAN_OPTIONS -np 2 "$B/asan/xfer_test" --provider $1 --max 4M --staged &&
+  $MPIRUN_STR -x FI_MR_CACHE_MONITOR -x ASAN_OPTIONS -x UBSAN_OPTIONS -x LSAN_OPTIONS -np 2 "$B/asan/write" --provider $1 -c -b 4K -e 1M -f 16 -n 5 --mode all -q &&
+  $MPIRUN_STR -x FI_MR_CACHE_MONITOR -x ASAN_OPTIONS -x UBSAN_OPTIONS -x LSAN_OPTIONS -np 2 "$B/asan/sendrecv" --provider $1 -c -b 4K -e 1M -f 16 -n 5 -q
+}
+valgrind_run() {
+  command -v valgrind >/dev/null || { echo "skipped: no valgrind"; return 77; }
+  $MPIRUN_STR -np 2 valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+    --suppressions=tests/valgrind.supp "$B/$2" --provider $1 -b 4K -e 64K -f 16 -n 5 -c -q
+}
+export -f asan valgrind_run
+for p in tcp shm; do
+  has_provider $p || continue
+  t sanitize/asan-ubsan-$p 600 asan $p
+done
+t sanitize/valgrind-write-tcp     600 valgrind_run tcp write
+t sanitize/valgrind-pingpong-tcp  600 valgrind_run tcp pingpong
 
 [ $skip = 0 ] || echo "$skip skipped (reasons above)"
 [ $fail = 0 ] || echo "failed: ${failed[*]}"

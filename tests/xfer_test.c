@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
     const char *provider = NULL, *nics = NULL;
     uint64_t max = 64ull << 20, chunk = 64 << 10;
     int window = 4, rc = 0, me, n, left, right, errors = 0;
-    bool staged = false;
+    bool staged = false, bad_key = false;
     efax_mem_ops hs_mem;
     efax_optdef defs[] = {
         {"provider", 0, EFAX_OPT_STR, &provider, 0, 0, NULL, "NAME", "provider"},
@@ -76,6 +76,7 @@ int main(int argc, char **argv) {
         {"chunk", 0, EFAX_OPT_SIZE, &chunk, 64, 1073741824.0, NULL, "SIZE", "write chunk (default 64K)"},
         {"window", 0, EFAX_OPT_INT, &window, 1, 1024, NULL, "N", "operations in flight per NIC (default 4)"},
         {"staged", 0, EFAX_OPT_FLAG, &staged, 0, 0, NULL, NULL, "move data through staging buffers"},
+        {"bad-key", 0, EFAX_OPT_FLAG, &bad_key, 0, 0, NULL, NULL, "fault: rank 0 writes with a corrupted remote key; the write must fail, precisely"},
         {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}};
     static const uint64_t sizes[] = {1, 7, 64, 4095, 4096, 65537, (1 << 20) + 3, 16 << 20, 64 << 20};
     efax_boot boot;
@@ -102,6 +103,37 @@ int main(int argc, char **argv) {
         (rc = efax_mr_exchange(&dst.mr, &boot)) || (rc = efax_expect_prepare(&ctx, &dst.mr, TAG_W)))
         goto out;
 
+    if (bad_key) {
+        /* rank 0 writes to rank 1 with a corrupted key and address. Nothing may land; the failure
+           must surface precisely: a CQ error or a timeout at the writer (shm never completes such
+           a write), or, where the provider completes it locally and the target drops it (tcp),
+           the target's wait times out naming the writer. */
+        int64_t landed = 0, reported = 0;
+        if (me == 0) {
+            for (int k = 0; k < EFAX_MAX_NICS; k++) dst.mr.remote[right].key[k] ^= 0x5a5a5a5a5aull;
+            dst.mr.remote[right].base += 1ull << 40;
+            rc = efax_write(&ctx, &xs[0], right, EFAX_MODE_SINGLE, 0, &src.mr, 0, &dst.mr, 0, 65536, 0, TAG_W, 1, NULL);
+            if (!rc) rc = efax_wait(&ctx, &xs[0], 5000);
+            printf("xfer_test: rank 0's corrupted write ended with: %s (%d)\n", efax_strerror(rc), rc);
+            reported = rc != 0;
+        } else if (me == 1) {
+            efax_expect ex;
+            efax_poison(dst.ptr, 65536);
+            rc = efax_expect_write(&ctx, &ex, &dst.mr, 0, 65536, 0, efax_ctx_peer_nnics(&ctx, 0), EFAX_MODE_SINGLE, 0, 0, TAG_W, 1);
+            if (!rc) rc = efax_expect_wait(&ctx, &ex, 5000);
+            printf("xfer_test: rank 1's wait for it ended with: %s (%d)\n", efax_strerror(rc), rc);
+            reported = rc != 0;
+            landed = rc == 0;
+            for (uint64_t i = 0; i < 65536; i++) landed |= ((uint8_t *)dst.ptr)[i] != EFAX_POISON;
+        }
+        rc = 0;
+        efax_boot_sum(&boot, landed, &landed, -1);
+        efax_boot_sum(&boot, reported, &reported, -1);
+        if (me == 0) printf("xfer_test: corrupted write: %s, %s\n", landed ? "SOMETHING LANDED" : "nothing landed",
+                            reported ? "the failure was reported" : "NOBODY REPORTED IT");
+        errors += landed || !reported;
+        goto out;
+    }
     for (unsigned si = 0; si < sizeof sizes / sizeof sizes[0] && !rc; si++) {
         uint64_t size = sizes[si];
         if (size > max) continue;
@@ -158,8 +190,13 @@ int main(int argc, char **argv) {
             if (!rc) rc = efax_boot_barrier(&boot, -1); /* nobody refills before everyone checked */
         }
     }
-    if (!rc && me == 0) printf("xfer_test: %d ranks, %d NIC(s), sizes 1..%llu, all modes%s: %s\n", n, efax_ctx_nnics(&ctx),
-                               (unsigned long long)max, staged ? ", staged" : "", errors ? "ERRORS" : "every byte correct");
+    if (!rc && me == 0) {
+        uint64_t eagain = 0;
+        for (int k = 0; k < efax_ctx_nnics(&ctx); k++) eagain += efax_ctx_stats(&ctx, k).eagain;
+        printf("xfer_test: %d ranks, %d NIC(s), sizes 1..%llu, all modes%s: %s (the provider refused %llu posts for now: -FI_EAGAIN)\n",
+               n, efax_ctx_nnics(&ctx), (unsigned long long)max, staged ? ", staged" : "", errors ? "ERRORS" : "every byte correct",
+               (unsigned long long)eagain);
+    }
 out:
     efax_buf_free(&src);
     efax_buf_free(&dst);
