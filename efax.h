@@ -348,7 +348,6 @@ typedef struct efax_boot {
     int timeout_ms;
     efax_log_fn log;
     void *log_user;
-    uint32_t seq;            /* all-gathers so far (PMIx keys) */
     /* TCP rendezvous: on rank 0, one socket per peer; elsewhere, one socket to rank 0. */
     int *fds;
     int fd;
@@ -967,6 +966,8 @@ EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, u
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <rdma/fi_cm.h>
@@ -1773,21 +1774,29 @@ EFAX_PRIVATE int efax__split_hostport(const char *s, char *host, size_t hl, char
     return 0;
 }
 
-EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, struct addrinfo *ai, uint64_t deadline) {
-    int one = 1, lfd, joined = 0, i, rc = 0;
-    efax__boot_reply rep;
-    lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+/* Binds and listens at ai for the size-1 peers; a socket, or a negative errno (logged). */
+EFAX_PRIVATE int efax__tcp_listen(efax_boot *b, const char *root, const struct addrinfo *ai) {
+    int one = 1, lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
     if (lfd < 0) return -errno;
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, b->size)) {
         rc = -errno;
-        efax__blog(b, 0, "rendezvous: rank 0 cannot listen on EFAX_ROOT=%s: %s (it must be an "
-                         "address of rank 0's host, and the port free)", root, strerror(errno));
+        efax__blog(b, 0, "rendezvous: rank 0 cannot listen on %s: %s (it must be an address of rank 0's "
+                         "host, and the port free)", root, strerror(errno));
         close(lfd);
         return rc;
     }
+    return lfd;
+}
+
+/* Rank 0: accepts every other rank on the listening socket lfd (closed here), checking each
+   hello, then tells them all to go. root names the address for messages. */
+EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, int lfd, uint64_t deadline) {
+    int one = 1, joined = 0, i, rc = 0;
+    efax__boot_reply rep;
     b->fds = (int *)malloc(sizeof(int) * (size_t)b->size);
     if (!b->fds) { close(lfd); return -FI_ENOMEM; }
+    b->fd = -1;
     for (i = 0; i < b->size; i++) b->fds[i] = -1;
     while (joined < b->size - 1) {
         struct pollfd pf;
@@ -1806,8 +1815,10 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, struct addrinfo 
             size_t l = 0;
             for (i = 1; i < b->size && l + 12 < sizeof miss; i++)
                 if (b->fds[i] < 0) l += (size_t)snprintf(miss + l, sizeof miss - l, "%s%d", l ? "," : "", i);
-            efax__blog(b, 0, "rendezvous: timed out after %d ms waiting for rank(s) %s to join at %s "
-                             "(never started, or EFAX_ROOT/EFAX_TOKEN differ)", b->timeout_ms, miss, root);
+            efax__blog(b, 0, "rendezvous: timed out after %d ms waiting for rank(s) %s to join at %s (%s)",
+                       b->timeout_ms, miss, root,
+                       b->kind == EFAX_BOOT_TCP ? "never started, or EFAX_ROOT/EFAX_TOKEN differ"
+                                                : "they could not reach this host over TCP: see their errors");
             rc = -FI_ETIMEDOUT;
             break;
         }
@@ -1849,10 +1860,90 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, struct addrinfo 
     return 0;
 }
 
+/* One try to join rank 0 at address a. 0: joined (b->fd set). 1: nobody there, or a stranger
+   that refused us (why in last), so try elsewhere. Negative: give up (logged). */
+EFAX_PRIVATE int efax__tcp_try(efax_boot *b, const struct addrinfo *a, const char *root, uint64_t deadline,
+                               bool stranger_ok, char *last, size_t ll) {
+    int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = 0, one = 1, rc, ms;
+    socklen_t el = sizeof err;
+    struct pollfd pf;
+    efax__boot_hello h;
+    efax__boot_reply rep;
+    if (fd < 0) { snprintf(last, ll, "socket: %s", strerror(errno)); return 1; }
+    if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
+        snprintf(last, ll, "%s", strerror(errno));
+        close(fd);
+        return 1;
+    }
+    pf.fd = fd;
+    pf.events = POLLOUT;
+    pf.revents = 0;
+    ms = efax__remaining_ms(deadline);
+    if (poll(&pf, 1, ms < 1000 ? ms : 1000) <= 0) {
+        snprintf(last, ll, "connect timed out");
+        close(fd);
+        return 1;
+    }
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err) {
+        snprintf(last, ll, "%s", strerror(err));
+        close(fd);
+        return 1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    memset(&h, 0, sizeof h);
+    h.magic = EFAX__BOOT_MAGIC;
+    h.wire = EFAX_WIRE_VERSION;
+    h.token = b->token;
+    h.rank = b->rank;
+    h.size = b->size;
+    if ((rc = efax__io(fd, &h, sizeof h, true, deadline)) || (rc = efax__io(fd, &rep, sizeof rep, false, deadline))) {
+        close(fd);
+        if (stranger_ok) { snprintf(last, ll, "a listener that is not our rank 0"); return 1; }
+        efax__blog(b, 0, "rendezvous at %s: rank 0 closed the connection or did not answer (%s): "
+                         "check that EFAX_TOKEN and EFAX_SIZE are the same on every rank", root, efax_strerror(rc));
+        return rc == -FI_ETIMEDOUT ? rc : -EFAX_E_BOOT;
+    }
+    if (rep.magic == EFAX__BOOT_MAGIC && !rep.status) {
+        b->fd = fd;
+        return 0;
+    }
+    close(fd);
+    if (rep.magic == EFAX__BOOT_MAGIC && (rep.status == -EFAX_E_VERSION || rep.wire != EFAX_WIRE_VERSION)) {
+        efax__blog(b, 0, "rendezvous: rank 0 runs efax wire version %u, this rank %u: build every rank from "
+                         "the same efax.h", rep.wire, EFAX_WIRE_VERSION);
+        return -EFAX_E_VERSION;
+    }
+    if (stranger_ok) { snprintf(last, ll, "another job's rank 0 refused us"); return 1; }
+    efax__blog(b, 0, "rendezvous at %s refused rank %d: %s (check EFAX_TOKEN, EFAX_SIZE, EFAX_RANK)", root, b->rank,
+               efax_strerror(rep.status));
+    return -EFAX_E_BOOT;
+}
+
+/* Joins rank 0 at any of the addresses ai, retrying until the deadline (rank 0 may start
+   after us). */
+EFAX_PRIVATE int efax__tcp_dial(efax_boot *b, const struct addrinfo *ai, const char *root, uint64_t deadline,
+                                bool stranger_ok) {
+    char last[128] = "no attempt";
+    const struct addrinfo *a;
+    int rc;
+    for (;;) {
+        for (a = ai; a; a = a->ai_next)
+            if ((rc = efax__tcp_try(b, a, root, deadline, stranger_ok, last, sizeof last)) <= 0) return rc;
+        if (efax__remaining_ms(deadline) == 0) break;
+        usleep(100000);
+    }
+    efax__blog(b, 0, "rendezvous: could not reach rank 0 at %s within %d ms (last error: %s); check the "
+                     "address, that rank 0 is running, and that TCP between the hosts is allowed",
+               root, b->timeout_ms, last);
+    return -FI_ETIMEDOUT;
+}
+
 EFAX_PRIVATE int efax__tcp_join(efax_boot *b, const char *root, uint64_t deadline) {
-    char host[256], port[16], last[128] = "no attempt";
-    struct addrinfo hints, *ai = NULL, *a;
-    int rc, one = 1;
+    char host[256], port[16];
+    struct addrinfo hints, *ai = NULL;
+    int rc;
     memset(&hints, 0, sizeof hints);
     hints.ai_socktype = SOCK_STREAM;
     if (efax__split_hostport(root, host, sizeof host, port, sizeof port)) {
@@ -1864,81 +1955,17 @@ EFAX_PRIVATE int efax__tcp_join(efax_boot *b, const char *root, uint64_t deadlin
         return -EFAX_E_BOOT;
     }
     if (b->rank == 0) {
-        rc = efax__tcp_root(b, root, ai, deadline);
-        freeaddrinfo(ai);
-        return rc;
-    }
-    /* the root may start later than we do: retry until the deadline */
-    for (;;) {
-        for (a = ai; a; a = a->ai_next) {
-            int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-            struct pollfd pf;
-            int err = 0;
-            socklen_t el = sizeof err;
-            if (fd < 0) continue;
-            if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
-                snprintf(last, sizeof last, "%s", strerror(errno));
-                close(fd);
-                continue;
-            }
-            pf.fd = fd;
-            pf.events = POLLOUT;
-            pf.revents = 0;
-            if (poll(&pf, 1, efax__remaining_ms(deadline) < 1000 ? efax__remaining_ms(deadline) : 1000) <= 0) {
-                snprintf(last, sizeof last, "connect timed out");
-                close(fd);
-                continue;
-            }
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-            if (err) {
-                snprintf(last, sizeof last, "%s", strerror(err));
-                close(fd);
-                continue;
-            }
-            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            {
-                efax__boot_hello h;
-                efax__boot_reply rep;
-                memset(&h, 0, sizeof h);
-                h.magic = EFAX__BOOT_MAGIC;
-                h.wire = EFAX_WIRE_VERSION;
-                h.token = b->token;
-                h.rank = b->rank;
-                h.size = b->size;
-                if ((rc = efax__io(fd, &h, sizeof h, true, deadline)) ||
-                    (rc = efax__io(fd, &rep, sizeof rep, false, deadline))) {
-                    close(fd);
-                    freeaddrinfo(ai);
-                    efax__blog(b, 0, "rendezvous at %s: rank 0 closed the connection or did not answer (%s): "
-                                     "check that EFAX_TOKEN and EFAX_SIZE are the same on every rank",
-                               root, efax_strerror(rc));
-                    return rc == -FI_ETIMEDOUT ? rc : -EFAX_E_BOOT;
-                }
-                if (rep.magic != EFAX__BOOT_MAGIC || rep.status) {
-                    close(fd);
-                    freeaddrinfo(ai);
-                    if (rep.status == -EFAX_E_VERSION || rep.wire != EFAX_WIRE_VERSION) {
-                        efax__blog(b, 0, "rendezvous: rank 0 runs efax wire version %u, this rank %u: "
-                                         "build every rank from the same efax.h", rep.wire, EFAX_WIRE_VERSION);
-                        return -EFAX_E_VERSION;
-                    }
-                    efax__blog(b, 0, "rendezvous at %s refused rank %d: %s (check EFAX_TOKEN, EFAX_SIZE, EFAX_RANK)",
-                               root, b->rank, efax_strerror(rep.status));
-                    return -EFAX_E_BOOT;
-                }
-            }
-            b->fd = fd;
-            freeaddrinfo(ai);
-            return 0;
-        }
-        if (efax__remaining_ms(deadline) == 0) break;
-        usleep(100000);
+        char where[300];
+        snprintf(where, sizeof where, "EFAX_ROOT=%s", root);
+        rc = efax__tcp_listen(b, where, ai);
+        if (rc >= 0) rc = efax__tcp_root(b, where, rc, deadline);
+    } else {
+        char where[300];
+        snprintf(where, sizeof where, "EFAX_ROOT=%s", root);
+        rc = efax__tcp_dial(b, ai, where, deadline, false);
     }
     freeaddrinfo(ai);
-    efax__blog(b, 0, "rendezvous: could not reach rank 0 at EFAX_ROOT=%s within %d ms (last error: %s); "
-                     "check the address and that rank 0 is running", root, b->timeout_ms, last);
-    return -FI_ETIMEDOUT;
+    return rc;
 }
 
 EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
@@ -2045,38 +2072,146 @@ EFAX_PRIVATE int efax__pmix_fence(efax_boot *b, bool collect, int timeout_ms) {
     return 0;
 }
 
-EFAX_PRIVATE int efax__pmix_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
-    char key[64];
-    pmix_value_t val;
-    pmix_status_t st;
-    pmix_proc_t *me = (pmix_proc_t *)b->pmix_proc, p;
-    int r, rc;
-    snprintf(key, sizeof key, "efax.ag.%u", b->seq++);
-    PMIX_VALUE_CONSTRUCT(&val);
-    val.type = PMIX_BYTE_OBJECT;
-    val.data.bo.bytes = (char *)(uintptr_t)in;
-    val.data.bo.size = len;
-    st = PMIx_Put(PMIX_GLOBAL, key, &val);
-    if (st == PMIX_SUCCESS) st = PMIx_Commit();
-    if (st != PMIX_SUCCESS) {
-        efax__blog(b, 0, "PMIx_Put/Commit(%s) failed: %s", key, PMIx_Error_string(st));
-        return -EFAX_E_BOOT;
+/* 64 unpredictable bits: a rendezvous token that only this job's ranks learn (through PMIx). */
+EFAX_PRIVATE uint64_t efax__random64(void) {
+    uint64_t v = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &v, sizeof v) != (ssize_t)sizeof v) v = 0;
+        close(fd);
     }
-    if ((rc = efax__pmix_fence(b, true, timeout_ms))) return rc;
-    for (r = 0; r < b->size; r++) {
-        pmix_value_t *v = NULL;
-        efax__pmix_proc(&p, me, (pmix_rank_t)r);
-        st = PMIx_Get(&p, key, NULL, 0, &v);
-        if (st != PMIX_SUCCESS || !v || v->type != PMIX_BYTE_OBJECT || v->data.bo.size != len) {
-            efax__blog(b, 0, "PMIx_Get(%s) from rank %d: %s", key, r,
-                       st != PMIX_SUCCESS ? PMIx_Error_string(st) : "wrong size: ranks run different programs");
-            if (v) PMIX_VALUE_RELEASE(v);
+    if (!v) v = efax_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+    return v;
+}
+
+/* Appends " a.b.c.d" to the bootstrap card unless it is there already (or is loopback and
+   loopback_ok is false); returns the new length. */
+EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struct in_addr *ip, bool loopback_ok) {
+    char a[INET_ADDRSTRLEN + 2] = " ";
+    size_t n;
+    if (!loopback_ok && (ntohl(ip->s_addr) >> 24) == 127) return l;
+    inet_ntop(AF_INET, ip, a + 1, INET_ADDRSTRLEN);
+    n = strlen(a);
+    a[n] = ' ';
+    a[n + 1] = 0;
+    card[l] = ' '; /* the card ends in a space while we search, so every address matches whole */
+    card[l + 1] = 0;
+    if (strstr(card, a) || l + n + 2 >= cap) { card[l] = 0; return l; }
+    a[n] = 0;
+    memcpy(card + l, a, n + 1);
+    return l + n;
+}
+
+/* PMIx keeps every key it is given for the life of the job, so running each collective as a
+   put + fence would grow memory with every call (we measured ~0.5 KiB per all-gather, without
+   bound, in long sweeps). PMIx is used once: rank 0 publishes a random token, a port and its
+   IPv4 addresses; every rank joins rank 0 over TCP; all collectives then run on that star,
+   exactly as with EFAX_ROOT — no growth, and a dead rank is seen at once (closed socket). */
+EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
+    uint64_t deadline = efax_now_ns() + (uint64_t)b->timeout_ms * 1000000ull;
+    char card[1024], where[1200];
+    pmix_proc_t *me = (pmix_proc_t *)b->pmix_proc, r0;
+    pmix_value_t val, *v = NULL;
+    pmix_status_t st;
+    int lfd = -1, rc;
+    if (b->size == 1) return 0;
+    if (b->rank == 0) {
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        struct addrinfo any;
+        struct ifaddrs *ifs = NULL, *i;
+        size_t l;
+        int pass;
+        b->token = efax__random64();
+        memset(&sa, 0, sizeof sa);
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+        memset(&any, 0, sizeof any);
+        any.ai_family = AF_INET;
+        any.ai_addr = (struct sockaddr *)&sa;
+        any.ai_addrlen = sizeof sa;
+        if ((lfd = efax__tcp_listen(b, "an ephemeral port (PMIx bootstrap)", &any)) < 0) return lfd;
+        getsockname(lfd, (struct sockaddr *)&sa, &sl);
+        l = (size_t)snprintf(card, sizeof card, "%016llx %u", (unsigned long long)b->token, (unsigned)ntohs(sa.sin_port));
+        { /* first what this host's name resolves to (the address the cluster knows it by) */
+            char hn[256];
+            struct addrinfo hints, *res = NULL, *a;
+            memset(&hints, 0, sizeof hints);
+            hints.ai_family = AF_INET;
+            hints.ai_socktype = SOCK_STREAM;
+            if (!gethostname(hn, sizeof hn) && !getaddrinfo(hn, NULL, &hints, &res)) {
+                for (a = res; a; a = a->ai_next)
+                    l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)a->ai_addr)->sin_addr, false);
+                freeaddrinfo(res);
+            }
+        }
+        if (!getifaddrs(&ifs)) { /* then every other up IPv4 address; loopback last, for ranks on this host */
+            for (pass = 0; pass < 2; pass++)
+                for (i = ifs; i; i = i->ifa_next)
+                    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+                        !(i->ifa_flags & IFF_LOOPBACK) == !pass)
+                        l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, pass == 1);
+            freeifaddrs(ifs);
+        }
+        PMIX_VALUE_CONSTRUCT(&val);
+        val.type = PMIX_STRING;
+        val.data.string = card;
+        st = PMIx_Put(PMIX_GLOBAL, "efax.boot", &val);
+        if (st == PMIX_SUCCESS) st = PMIx_Commit();
+        if (st != PMIX_SUCCESS) {
+            efax__blog(b, 0, "PMIx_Put/Commit(efax.boot) failed: %s", PMIx_Error_string(st));
+            close(lfd);
             return -EFAX_E_BOOT;
         }
-        memcpy((uint8_t *)out + (size_t)r * len, v->data.bo.bytes, len);
-        PMIX_VALUE_RELEASE(v);
     }
-    return 0;
+    if ((rc = efax__pmix_fence(b, true, b->timeout_ms))) {
+        if (lfd >= 0) close(lfd);
+        return rc;
+    }
+    if (b->rank == 0) return efax__tcp_root(b, "this host's PMIx bootstrap port", lfd, deadline);
+    efax__pmix_proc(&r0, me, 0);
+    st = PMIx_Get(&r0, "efax.boot", NULL, 0, &v);
+    if (st != PMIX_SUCCESS || !v || v->type != PMIX_STRING || !v->data.string) {
+        efax__blog(b, 0, "PMIx_Get(efax.boot) from rank 0: %s", st != PMIX_SUCCESS ? PMIx_Error_string(st) : "not a string");
+        if (v) PMIX_VALUE_RELEASE(v);
+        return -EFAX_E_BOOT;
+    }
+    efax__copy(card, sizeof card, v->data.string);
+    PMIX_VALUE_RELEASE(v);
+    {
+        struct sockaddr_in sa[32];
+        struct addrinfo ai[32];
+        unsigned long long token;
+        unsigned port;
+        int n = 0, off = 0;
+        char a[INET_ADDRSTRLEN + 1];
+        const char *addrs;
+        if (sscanf(card, "%llx %u%n", &token, &port, &off) != 2 || port == 0 || port > 65535) {
+            efax__blog(b, 0, "PMIx: rank 0 published '%s' under efax.boot: the ranks run different programs", card);
+            return -EFAX_E_BOOT;
+        }
+        b->token = token;
+        addrs = card + off;
+        memset(ai, 0, sizeof ai);
+        for (const char *c = addrs; n < 32 && sscanf(c, " %16s%n", a, &off) == 1; c += off) {
+            memset(&sa[n], 0, sizeof sa[n]);
+            sa[n].sin_family = AF_INET;
+            sa[n].sin_port = htons((uint16_t)port);
+            if (inet_pton(AF_INET, a, &sa[n].sin_addr) != 1) continue;
+            ai[n].ai_family = AF_INET;
+            ai[n].ai_socktype = SOCK_STREAM;
+            ai[n].ai_addr = (struct sockaddr *)&sa[n];
+            ai[n].ai_addrlen = sizeof sa[n];
+            if (n) ai[n - 1].ai_next = &ai[n];
+            n++;
+        }
+        snprintf(where, sizeof where, "rank 0's PMIx bootstrap port %u at%s", port, addrs);
+        if (!n) {
+            efax__blog(b, 0, "PMIx: rank 0 found no IPv4 address to offer for the bootstrap (%s)", card);
+            return -EFAX_E_BOOT;
+        }
+        return efax__tcp_dial(b, ai, where, deadline, true);
+    }
 }
 #endif
 
@@ -2122,7 +2257,7 @@ EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
         if (b->size > 1 && (rc = efax__tcp_join(b, root, deadline))) goto fail;
     } else if ((force && !strcmp(force, "pmix")) || getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
 #ifndef EFAX_NO_PMIX
-        if ((rc = efax__pmix_init(b))) goto fail;
+        if ((rc = efax__pmix_init(b)) || (rc = efax__pmix_star(b))) goto fail;
 #else
         efax__blog(b, 0, "launched under PMIx, but this program was built with EFAX_NO_PMIX: rebuild "
                          "without it (and with $(pkg-config --cflags --libs pmix)) or use EFAX_ROOT");
@@ -2174,7 +2309,7 @@ EFAX_API void efax_boot_deinit(efax_boot *b) {
             if (b->fds[i] >= 0) close(b->fds[i]);
         free(b->fds);
     }
-    if (b->fd >= 0 && b->kind == EFAX_BOOT_TCP) close(b->fd);
+    if (b->fd >= 0) close(b->fd);
 #ifndef EFAX_NO_PMIX
     if (b->pmix_proc) {
         PMIx_Finalize(NULL, 0);
@@ -2196,8 +2331,9 @@ EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void 
         if (b->size == 1) { memcpy(out, in, len); return 0; }
         return efax__tcp_allgather(b, in, len, out, timeout_ms);
 #ifndef EFAX_NO_PMIX
-    case EFAX_BOOT_PMIX:
-        return efax__pmix_allgather(b, in, len, out, timeout_ms);
+    case EFAX_BOOT_PMIX: /* collectives run on the TCP star that PMIx helped wire (efax__pmix_star) */
+        if (b->size == 1) { memcpy(out, in, len); return 0; }
+        return efax__tcp_allgather(b, in, len, out, timeout_ms);
 #endif
     default:
         return -EFAX_E_BOOT;
@@ -2206,9 +2342,6 @@ EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void 
 
 EFAX_API int efax_boot_barrier(efax_boot *b, int timeout_ms) {
     if (timeout_ms < 0) timeout_ms = b->timeout_ms;
-#ifndef EFAX_NO_PMIX
-    if (b->kind == EFAX_BOOT_PMIX) return efax__pmix_fence(b, false, timeout_ms);
-#endif
     {
         uint8_t one = 1, *all = (uint8_t *)malloc((size_t)b->size);
         int rc;

@@ -132,6 +132,20 @@ rdv() {
 export -f rdv
 t rendezvous/3ranks 120 rdv
 
+# --- long runs hold memory flat: collectives under mpirun (PMIx) used to grow PMIx's key store
+# with every call; now PMIx only wires the TCP star. Hundreds of sweeps, RSS may not creep.
+rss_flat() {
+  local log=$LOGS/rss.log first last n
+  $MPIRUN_STR -np 2 "$B/write" --provider tcp -b 4K -e 16K -f 4 -n 5 -w 1 --mode all --duration 20 -q >"$log" 2>&1 || { cat "$log"; return 1; }
+  n=$(grep -c '^# sweep' "$log")
+  first=$(grep '^# sweep' "$log" | sed -n "$((n / 4 + 1))p" | awk '{print $(NF-1)}')
+  last=$(grep '^# sweep' "$log" | tail -n 1 | awk '{print $(NF-1)}')
+  echo "$n sweeps; RSS $first KiB after a quarter of them, $last KiB at the end"
+  [ "$n" -ge 100 ] && [ $((last - first)) -lt 256 ]
+}
+export -f rss_flat
+t soak/rss-flat-under-mpirun 120 rss_flat
+
 # --- bad launches and faults fail fast, name the problem, never hang
 t fault/no-launcher        30 expect_fail 2 "no launcher found" env -u PMIX_NAMESPACE -u PMIX_RANK "$B/write" -n 1
 t fault/unknown-provider   60 expect_fail 2 "providers on this host" "${MPIRUN[@]}" -np 2 "$B/write" --provider nosuch -n 1
