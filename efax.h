@@ -3132,6 +3132,24 @@ EFAX_PRIVATE void efax__idle(int got, unsigned *idle) {
     }
 }
 
+/* For timeout messages: this rank's NICs that still have operations in flight or waiting, e.g.
+   "; still in flight here: NIC r1 (4 posted, 12 waiting)" — a dead link shows as the NIC whose
+   operations never complete while the others drained. Empty when nothing is outstanding. */
+EFAX_PRIVATE void efax__busy_nics(const efax_ctx *ctx, char *out, size_t len) {
+    size_t u = 0;
+    int k;
+    out[0] = 0;
+    for (k = 0; k < ctx->nnic && u < len; k++) {
+        const efax__nic *n = &ctx->nic[k];
+        unsigned waiting = 0;
+        const efax_seg *sg;
+        for (sg = n->pend_head; sg; sg = sg->next) waiting++;
+        if (!n->inflight && !waiting) continue;
+        u += (size_t)snprintf(out + u, len - u, "%s NIC %s (%d posted, %u waiting)", u ? "," : "; still in flight here:",
+                              n->info.name, n->inflight, waiting);
+    }
+}
+
 EFAX_PRIVATE int efax__timeout_msg(efax_ctx *ctx, const efax_xfer *x, int ms) {
     if (x->op == EFAX_OP_RECV)
         efax_log(ctx, 0, "timed out after %d ms waiting for a receive of up to %llu bytes on NIC %s: "
@@ -3279,10 +3297,12 @@ EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint3
         if ((rc = efax_progress(ctx)) < 0) return rc;
         efax__idle(rc, &idle);
         if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
+            char busy[256];
+            efax__busy_nics(ctx, busy, sizeof busy);
             efax_log(ctx, 0, "timed out after %d ms waiting for %u arrival(s) from rank %d (%s), tag %d, "
                              "sequence %u: %u arrived; the peer died, never started, or is slower than "
-                             "the timeout (raise EFAX_TIMEOUT_MS or --timeout)", timeout_ms, count, peer,
-                     efax__host(ctx, peer), tag, seq, sl->count);
+                             "the timeout (raise EFAX_TIMEOUT_MS or --timeout)%s", timeout_ms, count, peer,
+                     efax__host(ctx, peer), tag, seq, sl->count, busy);
             return -FI_ETIMEDOUT;
         }
     }

@@ -7,7 +7,7 @@
 #   tests/run.sh PATTERN         only tests whose name contains PATTERN
 #   EFAX_BUILD=build/asan tests/run.sh    the sanitizer build (make asan)
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 B=${EFAX_BUILD:-build}
 ONLY=${1:-}
 LOGS=$B/test-logs
@@ -295,6 +295,46 @@ for p in tcp shm; do
 done
 t sanitize/valgrind-write-tcp     600 valgrind_run tcp write
 t sanitize/valgrind-pingpong-tcp  600 valgrind_run tcp pingpong
+
+# --- the lab: two namespace hosts joined by two rails shaped to 1 Gbit/s (tests/lab.sh; root)
+lab_mpirun() {
+  . /run/efax-lab/env
+  mpirun -H "$LAB_HOSTS" -np 2 --mca plm_rsh_agent "$LAB_AGENT" --mca oob_tcp_if_include "$LAB_MGMT" \
+    --mca btl self,tcp --mca btl_tcp_if_include "$LAB_MGMT" --bind-to none -x EFAX_PROVIDER=tcp \
+    -x EFAX_NICS="$LAB_NICS" -x EFAX_LINE_GBPS="$LAB_LINE_GBPS" -x EFAX_TIMEOUT_MS -x OMPI_ALLOW_RUN_AS_ROOT \
+    -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "$@"
+}
+lab_up() {
+  tests/lab.sh up 2 2 1gbit >"$LOGS/lab-up.log" 2>&1 && return 0
+  local rc=$?; cat "$LOGS/lab-up.log"; return $rc   # 77 (no root) is a skip
+}
+# data checked, and both rails carried bytes in Split and RoundRobin (the per-NIC counters)
+lab_rails() {
+  local rc
+  lab_up || return $?
+  lab_mpirun "$PWD/$B/write" -c -b 64K -e 4M -f 4 -n 5 --mode split,rr --window 4 --json "$LOGS/lab.jsonl"; rc=$?
+  tests/lab.sh down >/dev/null 2>&1
+  [ $rc = 0 ] && json_ok "$LOGS/lab.jsonl" 8 &&
+    jq -e -s 'all(.[]; (.nics|length) == 2 and all(.nics[]; .bytes > 0))' "$LOGS/lab.jsonl" >/dev/null &&
+    jq -r '"\(.variant) \(.size): " + ([.nics[] | "\(.name) \(.bytes) B"] | join(", "))' "$LOGS/lab.jsonl"
+}
+# a rail taken down mid-run: the job ends within the timeout and names the NIC that stalled
+lab_rail_down() {
+  local rc pid start
+  lab_up || return $?
+  start=$SECONDS
+  EFAX_TIMEOUT_MS=5000 lab_mpirun "$PWD/$B/write" -c -b 1M -e 1M -n 20 --mode split --window 4 --duration 120 -q >"$LOGS/raildown.log" 2>&1 & pid=$!
+  sleep 5
+  ip netns exec efax-h1 ip link set r1 down
+  wait $pid; rc=$?
+  tests/lab.sh down >/dev/null 2>&1
+  cat "$LOGS/raildown.log"
+  echo "the job exited $rc, $((SECONDS - start - 5)) s after r1 went down"
+  [ $rc != 0 ] && [ $((SECONDS - start)) -lt 60 ] && grep -q "NIC r1" "$LOGS/raildown.log"
+}
+export -f lab_mpirun lab_up lab_rails lab_rail_down
+t lab/2hosts-2rails-split-rr  300 lab_rails
+t lab/rail-down-mid-run       300 lab_rail_down
 
 [ $skip = 0 ] || echo "$skip skipped (reasons above)"
 [ $fail = 0 ] || echo "failed: ${failed[*]}"
