@@ -1941,7 +1941,7 @@ EFAX_PRIVATE int efax__tcp_dial(efax_boot *b, const struct addrinfo *ai, const c
 }
 
 EFAX_PRIVATE int efax__tcp_join(efax_boot *b, const char *root, uint64_t deadline) {
-    char host[256], port[16];
+    char host[256], port[16], where[300];
     struct addrinfo hints, *ai = NULL;
     int rc;
     memset(&hints, 0, sizeof hints);
@@ -1954,14 +1954,11 @@ EFAX_PRIVATE int efax__tcp_join(efax_boot *b, const char *root, uint64_t deadlin
         efax__blog(b, 0, "EFAX_ROOT=%s: cannot resolve '%s': %s", root, host, gai_strerror(rc));
         return -EFAX_E_BOOT;
     }
+    snprintf(where, sizeof where, "EFAX_ROOT=%s", root);
     if (b->rank == 0) {
-        char where[300];
-        snprintf(where, sizeof where, "EFAX_ROOT=%s", root);
         rc = efax__tcp_listen(b, where, ai);
         if (rc >= 0) rc = efax__tcp_root(b, where, rc, deadline);
     } else {
-        char where[300];
-        snprintf(where, sizeof where, "EFAX_ROOT=%s", root);
         rc = efax__tcp_dial(b, ai, where, deadline, false);
     }
     freeaddrinfo(ai);
