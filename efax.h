@@ -596,6 +596,7 @@ typedef struct efax_expect {
     uint64_t off, size, unit;  /* staged regions: the window written, its cells */
     int ncells, cells_done, status;
     bool active;
+    uint32_t nics;             /* local NICs (bit k % 32) the chunks should arrive on */
     uint16_t want[256], got[256];
 } efax_expect;
 
@@ -646,6 +647,7 @@ typedef struct efax__imm_slot {
     uint32_t stale;            /* arrivals with a sequence other than the first's */
     uint32_t seq;              /* sequence of the first unconsumed arrival */
     uint32_t stale_seq;
+    uint32_t nics;             /* local NICs (bit k % 32) the counted arrivals came on */
 } efax__imm_slot;
 
 typedef struct efax__imm_hook {
@@ -2797,9 +2799,14 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
         return;
     }
     sl = &ctx->imm[(size_t)rank * (size_t)ctx->ntags + (size_t)tag];
-    if (sl->count == 0 && sl->stale == 0) sl->seq = seq;
-    if (seq == sl->seq) sl->count++;
-    else {
+    if (sl->count == 0 && sl->stale == 0) {
+        sl->seq = seq;
+        sl->nics = 0;
+    }
+    if (seq == sl->seq) {
+        sl->count++;
+        sl->nics |= 1u << (nic & 31);
+    } else {
         sl->stale++;
         sl->stale_seq = seq;
     }
@@ -3259,8 +3266,10 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag) {
     return ctx->imm[(size_t)peer * (size_t)ctx->ntags + (size_t)tag].count;
 }
 
-EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count,
-                           int timeout_ms) {
+/* efax_wait_imm; `expect` (a mask of local NICs, or 0) lets a timeout name the NICs on which
+   nothing arrived — a dead rail — rather than only the ones that delivered. */
+EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms,
+                                uint32_t expect) {
     efax__imm_slot *sl;
     uint64_t deadline;
     unsigned spins = 0, idle = 0;
@@ -3294,15 +3303,30 @@ EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint3
         if ((rc = efax_progress(ctx)) < 0) return rc;
         efax__idle(rc, &idle);
         if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
-            char busy[256];
+            char busy[256], where[256] = "";
+            uint32_t seen = sl->count ? sl->nics : 0, missing = expect & ~seen;
+            size_t u = 0;
+            int k;
             efax__busy_nics(ctx, busy, sizeof busy);
+            for (k = 0; k < ctx->nnic && u < sizeof where; k++) /* the NICs that stayed silent */
+                if (missing & (1u << (k & 31)))
+                    u += (size_t)snprintf(where + u, sizeof where - u, "%s%s", u ? ", " : "; nothing arrived on NIC ",
+                                          ctx->nic[k].info.name);
+            for (k = 0; !missing && k < ctx->nnic && u < sizeof where; k++)
+                if (seen & (1u << (k & 31)))
+                    u += (size_t)snprintf(where + u, sizeof where - u, "%s%s", u ? ", " : " (on NIC ", ctx->nic[k].info.name);
+            if (!missing && u && u < sizeof where) snprintf(where + u, sizeof where - u, ")");
             efax_log(ctx, 0, "timed out after %d ms waiting for %u arrival(s) from rank %d (%s), tag %d, "
-                             "sequence %u: %u arrived; the peer died, never started, or is slower than "
-                             "the timeout (raise EFAX_TIMEOUT_MS or --timeout)%s", timeout_ms, count, peer,
-                     efax__host(ctx, peer), tag, seq, sl->count, busy);
+                             "sequence %u: %u arrived%s; the peer died, never started, a link is down, or the "
+                             "peer is slower than the timeout (raise EFAX_TIMEOUT_MS or --timeout)%s", timeout_ms,
+                     count, peer, efax__host(ctx, peer), tag, seq, sl->count, where, busy);
             return -FI_ETIMEDOUT;
         }
     }
+}
+
+EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms) {
+    return efax__wait_imm(ctx, peer, tag, seq, count, timeout_ms, 0);
 }
 
 // >>schedule (implementation) ------------------------------------------------------------------
@@ -3496,6 +3520,9 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_mr *dst
     e->active = true;
     if (!dst->stage) {
         e->count = efax_write_chunks(size, writer_nnic, mode, chunk);
+        n = efax_plan(size, writer_nnic, mode, index, 0, 0, segs);
+        for (i = 0; i < n; i++) /* the writer's NIC of each piece, as it arrives here */
+            e->nics |= 1u << (ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] & 31);
         return e->count ? 0 : -FI_EINVAL;
     }
     if (!ctx->stage_rx || !ctx->stage_rx[tag]) {
@@ -3536,7 +3563,7 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     if (!e->active) return -FI_EINVAL;
     if (!e->mr->stage) {
         e->active = false;
-        return efax_wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms);
+        return efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->nics);
     }
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
     deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
