@@ -31,7 +31,7 @@
    The model, in order of use
    --------------------------
        efax_ctx_init      open the NICs of a provider (fabric, domain, CQ, AV, RDM endpoint each)
-       efax_boot_init     rank, size and all-gather through PMIx or the TCP rendezvous
+       efax_boot_init     rank and size from PMIx or the TCP rendezvous; all-gathers over TCP
        efax_ctx_connect   exchange endpoint names, match NICs between hosts, fill the AVs
        efax_mr_reg        register one buffer on every NIC; efax_mr_exchange gives every peer's keys
        efax_write / efax_send / efax_recv   start a transfer (an efax_xfer); efax_progress moves it
@@ -356,9 +356,11 @@ typedef struct efax_boot {
 } efax_boot;
 
 /* Finds the launcher and joins the job: PMIx (mpirun, srun --mpi=pmix, prterun), or the TCP
-   rendezvous from EFAX_RANK/EFAX_SIZE/EFAX_ROOT/EFAX_TOKEN. Without either, fails with
-   -EFAX_E_LAUNCH and a message saying how to launch (or runs alone if allow_single).
-   Gathers every rank's host name and computes local rank/size. Not thread safe. */
+   rendezvous from EFAX_RANK/EFAX_SIZE/EFAX_ROOT/EFAX_TOKEN. Either way the collectives below
+   run over TCP sockets to rank 0 (under PMIx, rank 0 publishes its address and a random token
+   through PMIx once: PMIx would keep every per-call key for the life of the job). Without a
+   launcher, fails with -EFAX_E_LAUNCH and a message saying how to launch (or runs alone if
+   allow_single). Gathers every rank's host name and computes local rank/size. Not thread safe. */
 EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc);
 
 /* Leaves the job; safe on a zeroed or failed efax_boot. */
