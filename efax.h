@@ -4027,19 +4027,24 @@ EFAX_API void *efax_host_alloc(size_t len) {
     return p;
 }
 
-EFAX_PRIVATE int efax__host_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
+/* Registers b->ptr (len bytes the CPU addresses: host or pinned) and names its path. */
+EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path) {
     efax_mr_desc md;
+    memset(&md, 0, sizeof md);
+    md.ptr = b->ptr;
+    md.len = len;
+    md.access = access;
+    efax__copy(b->path, sizeof b->path, path);
+    return efax_mr_reg(ctx, &b->mr, &md);
+}
+
+EFAX_PRIVATE int efax__host_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
     b->ptr = efax_host_alloc(len);
     if (!b->ptr) {
         efax_log(ctx, 0, "cannot allocate %zu bytes of host memory", len);
         return -FI_ENOMEM;
     }
-    memset(&md, 0, sizeof md);
-    md.ptr = b->ptr;
-    md.len = len;
-    md.access = access;
-    efax__copy(b->path, sizeof b->path, "host");
-    return efax_mr_reg(ctx, &b->mr, &md);
+    return efax__buf_reg_cpu(ctx, b, len, access, "host");
 }
 EFAX_PRIVATE void efax__host_release(efax_buf *b) { free(b->ptr); }
 EFAX_PRIVATE void efax__host_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {

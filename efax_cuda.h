@@ -575,16 +575,10 @@ EFAX_API int efax_cuda_pin_near(int device) {
 // >>memory (implementation) --------------------------------------------------------------------
 
 EFAX_PRIVATE int efax__pinned_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
-    efax_mr_desc md;
     int rc;
     if ((rc = EFAX_CUDA(cudaHostAlloc(&b->ptr, len ? len : 1, cudaHostAllocPortable)))) return rc;
     memset(b->ptr, 0, len);
-    memset(&md, 0, sizeof md);
-    md.ptr = b->ptr;
-    md.len = len;
-    md.access = access;
-    efax__copy(b->path, sizeof b->path, "pinned");
-    return efax_mr_reg(ctx, &b->mr, &md);
+    return efax__buf_reg_cpu(ctx, b, len, access, "pinned");
 }
 EFAX_PRIVATE void efax__pinned_release(efax_buf *b) {
     if (b->ptr) cudaFreeHost(b->ptr);
