@@ -80,7 +80,7 @@ typedef struct efax_gpu_info {
     int numa;                  /* -1 when unknown */
     char cpus[128];            /* local CPU list from sysfs, e.g. "0-15" */
     int nvlinks;               /* active NVLink links (NVML), 0 when none or NVML missing */
-    int nvlink_version;
+    int nvlink_version;        /* NVLink generation (1..5), 0 when unknown */
     double nvlink_gbs;         /* theoretical one-direction bandwidth of those links, GB/s */
     int nnear;                 /* nearest NICs by PCI distance (of the list given) */
     int near[EFAX_MAX_NICS];   /* their indices in that list */
@@ -371,6 +371,13 @@ enum { EFAX_COPY_BLOCKED = 1, EFAX_COPY_TMA = 2 }; /* TMA: bulk copies through s
 EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, int unroll, unsigned flags,
                                    cudaStream_t s);
 
+/* Writes the verification pattern of (rank, iter) (what efax_buf's fill writes and its check
+   expects) into dst[0..bytes), e.g. a peer's buffer, with a kernel of grid x block threads and
+   16-byte stores, loading nothing; ends with a system-scope fence. This is the most SM stores
+   alone can move to the destination, the ceiling a copy kernel is held against (a copy also
+   loads). bytes: a multiple of 16, dst 16-byte aligned. Returns the launch error. */
+EFAX_API cudaError_t efax_ipc_fill(void *dst, size_t bytes, int rank, uint64_t iter, int grid, int block, cudaStream_t s);
+
 /* A persistent copy kernel: launched once, it takes jobs from mapped host memory and copies
    each with all its blocks. Only block 0 reads the host's doorbell and hands the job to the
    others through device memory; the last block to finish rings the host once. (Every block
@@ -540,10 +547,14 @@ EFAX_API int efax_cuda_gpu_info(int device, const efax_nic_info *nics, int nnics
                 unsigned ver = 0;
                 if (nv.link_state(h, l, &active) != 0 || !active) continue;
                 out->nvlinks++;
-                if (nv.link_version(h, l, &ver) == 0) out->nvlink_version = (int)ver;
+                /* NVML answers an nvmlNvlinkVersion_t: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0,
+                   5 = 3.1, 6 = 4.0, 7 = 5.0 */
+                if (nv.link_version(h, l, &ver) == 0 && ver > 0) out->nvlink_version = ver <= 1 ? 1 : ver <= 3 ? 2 : ver <= 5 ? 3 : (int)ver - 2;
             }
-        /* one direction of a link: 25 GB/s for NVLink 2 to 4, 50 GB/s for NVLink 5 */
-        out->nvlink_gbs = out->nvlinks * (out->nvlink_version >= 5 ? 50.0 : 25.0);
+        /* some drivers report 5.0 for Hopper, whose links are NVLink 4 */
+        if (out->cc_major == 9 && out->nvlink_version > 4) out->nvlink_version = 4;
+        /* one direction of a link: 20 GB/s for NVLink 1, 25 for 2 to 4, 50 for 5 */
+        out->nvlink_gbs = out->nvlinks * (out->nvlink_version >= 5 ? 50.0 : out->nvlink_version == 1 ? 20.0 : 25.0);
         nv.shutdown();
         dlclose(nv.lib);
     }
@@ -1359,6 +1370,21 @@ EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int
     if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16 || (unroll != 4 && unroll != 8)) return cudaErrorInvalidValue;
     if (unroll == 8) efax__k_copy<8><<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16, blocked);
     else efax__k_copy<4><<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16, blocked);
+    return cudaGetLastError();
+}
+
+/* Two pattern words per 16-byte store, grid-stride. */
+__global__ void efax__k_fill16(uint4 *dst, uint64_t n, uint64_t seed) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t lo = efax_pattern_word(seed, 2 * i), hi = efax_pattern_word(seed, 2 * i + 1);
+        dst[i] = make_uint4((uint32_t)lo, (uint32_t)(lo >> 32), (uint32_t)hi, (uint32_t)(hi >> 32));
+    }
+    __threadfence_system();
+}
+
+EFAX_API cudaError_t efax_ipc_fill(void *dst, size_t bytes, int rank, uint64_t iter, int grid, int block, cudaStream_t s) {
+    if (bytes % 16 || (uintptr_t)dst % 16 || grid < 1 || block < 1) return cudaErrorInvalidValue;
+    efax__k_fill16<<<grid, block, 0, s>>>((uint4 *)dst, bytes / 16, efax_pattern_seed(rank, iter));
     return cudaGetLastError();
 }
 

@@ -3,8 +3,10 @@
    every GPU writes every other at once) with efax_cuda.h's copy kernel, sweeping the grid and
    block size and the message size. Each configuration is timed with CUDA events and verified on
    the target by a kernel. Next to it, in the same run: cudaMemcpyPeerAsync (the copy engine's
-   ceiling) and the NVLink theoretical rate (NVML: links x per-link rate), and a persistent
-   kernel that takes jobs from mapped memory (no launch per copy).
+   ceiling), what the SMs' stores alone move (a kernel that writes the pattern into the peer and
+   loads nothing: no copy kernel can beat it), the NVLink theoretical rate (NVML: links x
+   per-link rate), and a persistent kernel that takes jobs from mapped memory (no launch per
+   copy). --dir pull turns the copy around: the target's GPU reads the source's buffer.
 
    nvcc -O2 -arch=sm_90 -I. drivers/ipc.cu -o ipc $(pkg-config --cflags libfabric pmix) -lfabric -lpmix -ldl
    mpirun -np 2 ./ipc
@@ -21,7 +23,7 @@ typedef struct bench {
     efax_opts o;
     efax_boot boot;
     efax_report rep;
-    efax_ipc ipc;
+    efax_ipc ipc, ipc_src;     /* the targets' buffers; the sources' (read by --dir pull) */
     efax_buf src, dst;         /* device memory (no NIC: registered nowhere); dst has a region per writer */
     cudaStream_t s[64];
     efax_opts ro;              /* the report's options: its table is this driver's own */
@@ -29,18 +31,24 @@ typedef struct bench {
     int me, n, device, sms;
     double nvlink_gbs;
     const char *pairs;
+    const char *dir;           /* push | pull */
     int unroll;                /* loads in flight per thread: 4 or 8 */
     const char *layout;        /* stride | block */
     uint64_t tag;              /* a fresh pattern per configuration */
 } bench;
 
-/* One timed configuration, every rank calls it. One target: rank 0 copies `size` bytes into rank
-   k's buffer, iters times. All pairs: every rank copies into every other rank at once (its own
-   region of each target's buffer, one stream per target). grid x block threads per copy; grid
-   0: cudaMemcpyPeerAsync; grid < 0: the persistent kernel of -grid blocks (one target only).
-   *gbs gets the GB/s of one pair (the slowest writer's), *wrong the targets' wrong bytes. */
+/* One timed configuration, every rank calls it. One target: rank 0's buffer is copied into
+   rank k's, iters times. All pairs: every rank's into every other rank's at once (its own
+   region of each target's buffer, one stream per peer). Push: the source's GPU runs the copy and
+   writes into the peer's memory; pull: the target's GPU reads the peer's memory. grid x block
+   threads per copy; grid 0: cudaMemcpyAsync (the copy engine); grid < 0: the persistent kernel of
+   -grid blocks (one target only); FILL: no copy, the source's GPU stores the pattern straight
+   into the target (push only: what stores alone can move). *gbs gets the GB/s of one pair (the
+   slowest mover's), *wrong the targets' wrong bytes. */
+enum { FILL = 1 << 30 };
 static int config(bench *b, int k, int grid, int block, uint64_t size, int iters, double *gbs, int64_t *wrong) {
-    bool all = !strcmp(b->pairs, "all"), writer = all || b->me == 0, target = all || b->me == k;
+    bool all = !strcmp(b->pairs, "all"), pull = !strcmp(b->dir, "pull"), fill = grid == FILL;
+    bool writer = all || b->me == 0, target = all || b->me == k, mover = pull ? target : writer;
     int rc = 0, nt = all ? b->n - 1 : 1;
     efax_copy_engine eng;
     float ms = 0;
@@ -51,7 +59,7 @@ static int config(bench *b, int k, int grid, int block, uint64_t size, int iters
     if (writer) b->src.ops->fill(&b->src, 0, size, b->me, b->tag);
     if (target) b->dst.ops->poison(&b->dst, 0, size * (uint64_t)(all ? b->n : 1));
     if ((rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS))) return rc;
-    if (writer) {
+    if (mover) {
         if (grid < 0 && (rc = efax_copy_engine_start(&eng, -grid, block, b->unroll))) return rc;
         for (int it = -2; it < iters && !rc; it++) { /* two untimed copies first */
             if (it == 0) {
@@ -59,13 +67,16 @@ static int config(bench *b, int k, int grid, int block, uint64_t size, int iters
                 for (int t = 1; t < nt; t++) EFAX_CUDA(cudaStreamWaitEvent(b->s[t], b->e0, 0));
             }
             for (int t = 0; t < nt && !rc; t++) {
-                int to = all ? (b->me + 1 + t) % b->n : k;
-                uint8_t *dst = (uint8_t *)b->ipc.peer[to] + (all ? (uint64_t)b->me * size : 0);
-                if (grid > 0) rc = EFAX_CUDA(efax_ipc_copy(dst, b->src.ptr, size, grid, block, b->unroll, !strcmp(b->layout, "block") ? EFAX_COPY_BLOCKED : !strcmp(b->layout, "tma") ? EFAX_COPY_TMA : 0, b->s[t]));
-                else if (grid == 0) rc = EFAX_CUDA(cudaMemcpyAsync(dst, b->src.ptr, size, cudaMemcpyDeviceToDevice, b->s[t]));
+                int peer = all ? (b->me + 1 + t) % b->n : pull ? 0 : k; /* the target (push) or the source (pull) */
+                uint8_t *dst = pull ? (uint8_t *)b->dst.ptr + (all ? (uint64_t)peer * size : 0)
+                                    : (uint8_t *)b->ipc.peer[peer] + (all ? (uint64_t)b->me * size : 0);
+                const uint8_t *src = pull ? (const uint8_t *)b->ipc_src.peer[peer] : (const uint8_t *)b->src.ptr;
+                if (fill) rc = EFAX_CUDA(efax_ipc_fill(dst, size, b->me, b->tag, 2 * b->sms, 1024, b->s[t]));
+                else if (grid > 0) rc = EFAX_CUDA(efax_ipc_copy(dst, src, size, grid, block, b->unroll, !strcmp(b->layout, "block") ? EFAX_COPY_BLOCKED : !strcmp(b->layout, "tma") ? EFAX_COPY_TMA : 0, b->s[t]));
+                else if (grid == 0) rc = EFAX_CUDA(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, b->s[t]));
                 else {
                     uint64_t t0 = efax_now_ns();
-                    rc = efax_copy_engine_run(&eng, dst, b->src.ptr, size, 60000);
+                    rc = efax_copy_engine_run(&eng, dst, src, size, 60000);
                     if (it >= 0) mine += (double)(efax_now_ns() - t0) / 1e6;
                 }
             }
@@ -92,7 +103,7 @@ static int config(bench *b, int k, int grid, int block, uint64_t size, int iters
         rc = all_gbs ? efax_boot_allgather(&b->boot, &mine, sizeof mine, all_gbs, EFAX_TURN_MS) : -FI_ENOMEM;
         *gbs = 0;
         for (int r = 0; !rc && r < b->n; r++)
-            if ((all || r == 0) && (*gbs == 0 || all_gbs[r] < *gbs)) *gbs = all_gbs[r];
+            if ((all || r == (pull ? k : 0)) && (*gbs == 0 || all_gbs[r] < *gbs)) *gbs = all_gbs[r];
         free(all_gbs);
     }
     return rc;
@@ -107,6 +118,7 @@ int main(int argc, char **argv) {
     int64_t wrong_total = 0;
     efax_optdef extra[] = {
         {"pairs", 0, EFAX_OPT_CHOICE, &b.pairs, 0, 0, "one|all", "WHICH", "one: rank 0 -> each peer in turn (default); all: every GPU -> every other at once"},
+        {"dir", 0, EFAX_OPT_CHOICE, &b.dir, 0, 0, "push|pull", "HOW", "push: the source's GPU writes into the target (default); pull: the target's GPU reads the source"},
         {"unroll", 0, EFAX_OPT_INT, &b.unroll, 4, 8, NULL, "N", "16-byte loads in flight per thread: 4 or 8 (default 8)"},
         {"layout", 0, EFAX_OPT_CHOICE, &b.layout, 0, 0, "stride|block|tma", "HOW", "stride: grid-stride (default); block: a contiguous slice per block; tma: bulk copies (sm_90)"},
         {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}};
@@ -114,6 +126,7 @@ int main(int argc, char **argv) {
     /* 1. options: sizes 256K .. 1G by 4 */
     memset(&b, 0, sizeof b);
     b.pairs = "one";
+    b.dir = "push";
     b.unroll = 8;
     b.layout = "stride";
     efax_opts_init(&b.o);
@@ -140,7 +153,7 @@ int main(int argc, char **argv) {
     b.nvlink_gbs = gi.nvlink_gbs;
     if ((rc = efax_buf_alloc(NULL, &b.src, efax_mem_device(), b.o.max_size, 0)) ||
         (rc = efax_buf_alloc(NULL, &b.dst, efax_mem_device(), b.o.max_size * (uint64_t)(!strcmp(b.pairs, "all") ? b.n : 1), 0)) ||
-        (rc = efax_ipc_open(&b.ipc, &b.boot, b.dst.ptr, b.dst.len)) || (rc = EFAX_CUDA(cudaEventCreate(&b.e0))) ||
+        (rc = efax_ipc_open(&b.ipc, &b.boot, b.dst.ptr, b.dst.len)) || (rc = efax_ipc_open(&b.ipc_src, &b.boot, b.src.ptr, b.src.len)) || (rc = EFAX_CUDA(cudaEventCreate(&b.e0))) ||
         (rc = EFAX_CUDA(cudaEventCreate(&b.e1))))
         goto out;
     for (int t = 0; t < b.n && t < 64 && !rc; t++) rc = EFAX_CUDA(cudaStreamCreateWithFlags(&b.s[t], cudaStreamNonBlocking));
@@ -151,26 +164,31 @@ int main(int argc, char **argv) {
     for (int g = 1; g < b.sms && ng < 12; g *= 2) grids[ng++] = g;
     grids[ng++] = b.sms, grids[ng++] = 2 * b.sms;
     if (b.me == 0)
-        printf("# %s: %d SMs, NVLink %d x v%d = %.0f GB/s one way (theoretical); pairs %s; unroll %d, layout %s; GB/s of one copy, every copy verified\n",
-               gi.name, b.sms, gi.nvlinks, gi.nvlink_version, gi.nvlink_gbs, b.pairs, b.unroll, b.layout);
+        printf("# %s: %d SMs, NVLink %d x v%d = %.0f GB/s one way (theoretical); pairs %s; %s; unroll %d, layout %s; GB/s of one copy, every copy verified\n",
+               gi.name, b.sms, gi.nvlinks, gi.nvlink_version, gi.nvlink_gbs, b.pairs, b.dir, b.unroll, b.layout);
 
     /* 3. for every peer (or every pair at once) and size: the memcpy ceiling, the grid x block
           sweep, and the persistent kernel at the SM count */
     for (int k = 1; k < b.n && !rc; k = !strcmp(b.pairs, "all") ? b.n : k + 1) {
         for (uint64_t size = b.o.min_size; size && !rc; size = efax_opts_next_size(&b.o, size)) {
             int iters = size >= (64u << 20) ? 10 : 50;
-            double ceiling = 0, best = 0, gbs;
+            double ceiling = 0, stores = 0, best = 0, gbs;
             int64_t wrong;
             char sz[32], label[40];
             efax_result res;
             double lat;
             if ((rc = config(&b, k, 0, 0, size, iters, &ceiling, &wrong))) break;
             wrong_total += wrong;
+            int64_t wrong_stores = 0; /* push: what the SMs' stores alone move (no loads) */
+            if (!strcmp(b.dir, "push") && (rc = config(&b, k, FILL, 1024, size, iters, &stores, &wrong_stores))) break;
+            wrong_total += wrong_stores;
             if (b.me == 0) {
+                char st[96] = "";
                 if (b.pairs[0] == 'a') snprintf(label, sizeof label, "every rank -> every other rank at once");
                 else snprintf(label, sizeof label, "rank 0 -> rank %d", k);
-                printf("\n%s, %s: cudaMemcpyPeerAsync %.1f GB/s per pair (%.1f%% of NVLink)%s\n", label, efax_fmt_size(size, sz, sizeof sz),
-                       ceiling, b.nvlink_gbs > 0 ? 100 * ceiling / b.nvlink_gbs : 0, wrong ? "  WRONG BYTES" : "");
+                if (stores > 0) snprintf(st, sizeof st, "; SM stores alone (no loads, %d x 1024) %.1f GB/s%s", 2 * b.sms, stores, wrong_stores ? " WRONG BYTES" : "");
+                printf("\n%s, %s: cudaMemcpyPeerAsync %.1f GB/s per pair (%.1f%% of NVLink)%s%s\n", label, efax_fmt_size(size, sz, sizeof sz),
+                       ceiling, b.nvlink_gbs > 0 ? 100 * ceiling / b.nvlink_gbs : 0, wrong ? "  WRONG BYTES" : "", st);
                 printf("%10s", "grid\\block");
                 for (unsigned bl = 0; bl < sizeof blocks / sizeof blocks[0]; bl++) printf(" %9d", blocks[bl]);
                 printf("   (GB/s; %% of memcpy at the best)\n");
@@ -179,6 +197,13 @@ int main(int argc, char **argv) {
                 efax_result_time(&res, &lat, 1, size, b.nvlink_gbs * 8);
                 res.iters = iters, res.wrong = wrong;
                 efax_report_add(&b.rep, &res);
+                if (stores > 0) {
+                    efax_result_init(&res, "stores", "device", "nvlink", "ipc", size, 1, b.pairs[0] == 'a' ? b.n : 1);
+                    lat = (double)size / (stores * 1e3);
+                    efax_result_time(&res, &lat, 1, size, b.nvlink_gbs * 8);
+                    res.iters = iters, res.wrong = wrong_stores;
+                    efax_report_add(&b.rep, &res);
+                }
             }
             for (int g = 0; g < ng && !rc; g++) {
                 if (b.me == 0) printf("%10d", grids[g]);
@@ -201,8 +226,10 @@ int main(int argc, char **argv) {
             if (!rc && b.pairs[0] == 'o' && (rc = config(&b, k, -b.sms, 1024, size, iters, &gbs, &wrong)) == 0) {
                 wrong_total += wrong;
                 if (b.me == 0) {
-                    printf("%10s %9.1f GB/s (persistent, %d x 1024, host-timed); best launched %.1f GB/s = %.1f%% of memcpy, %.1f%% of NVLink\n",
+                    printf("%10s %9.1f GB/s (persistent, %d x 1024, host-timed); best launched %.1f GB/s = %.1f%% of memcpy, %.1f%% of NVLink",
                            "persist", gbs, b.sms, best, 100 * best / ceiling, b.nvlink_gbs > 0 ? 100 * best / b.nvlink_gbs : 0);
+                    if (stores > 0) printf(", %.1f%% of SM stores alone", 100 * best / stores);
+                    printf("\n");
                     efax_result_init(&res, "persistent", "device", "nvlink", "ipc", size, 1, b.pairs[0] == 'a' ? b.n : 1);
                     lat = (double)size / (gbs * 1e3);
                     efax_result_time(&res, &lat, 1, size, b.nvlink_gbs * 8);
@@ -217,6 +244,7 @@ int main(int argc, char **argv) {
     efax_report_deinit(&b.rep);
 out:
     efax_ipc_close(&b.ipc);
+    efax_ipc_close(&b.ipc_src);
     for (int t = 0; t < 64; t++)
         if (b.s[t]) cudaStreamDestroy(b.s[t]);
     efax_buf_free(&b.src);

@@ -4,8 +4,9 @@
 # checks (data verified in device memory for every variant and size), then the benchmarks, and
 # leaves gpu.log, results.jsonl and summary.txt in $OUT (or build/gpu-out).
 #
-#   tests/gpu.sh [checks|bench|quick]   checks: the checks (4K..256M); bench: the benchmarks;
-#                                       quick: checks with small sizes; default: both
+#   tests/gpu.sh [checks|bench|quick|ipc]   checks: the checks (4K..256M); bench: the benchmarks;
+#                                       quick: checks with small sizes; ipc: the NVLink IPC checks
+#                                       and benchmarks only; default: checks and benchmarks
 # Ranks are started with efax's TCP rendezvous (no PMIx needed there), one per GPU, provider shm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +61,7 @@ collect() { [ -f "$OUT/$1.tmp" ] && cat "$OUT/$1.tmp" >>"$RES" && rm -f "$OUT/$1
 
 # ---- checks: every byte, every variant
 MAXC=256M; [ "$WHAT" = quick ] && MAXC=16M
-if [ "$WHAT" != bench ]; then
+if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ]; then
 t affinity 60 build/affinity --json $OUT/aff.tmp; collect aff
 t queue-check 300 build/queue -c $(j queue); collect queue
 t proxy-semantics 120 launch 2 build/cuda_test
@@ -68,9 +69,12 @@ t write-check-all-memory 600 launch 2 build/write_cuda -c -b 4K -e $MAXC -f 4 -n
 t sendrecv-check-all-memory 600 launch 2 build/sendrecv_cuda -c -b 4K -e $MAXC -f 16 -n 4 --mem all $(j srchk); collect srchk
 t all2all-check-all-memory 600 launch 2 build/all2all_cuda -c -b 64K -e $MAXC -f 16 -n 4 --mem all $(j a2achk); collect a2achk
 t proxy-check 600 launch 2 build/proxy -c -b 64K -e 64M -f 16 -n 3 --mem dma $(j pxchk); collect pxchk
-[ "$NGPU" -ge 2 ] && t ipc-check 600 launch 2 build/ipc -b 1M -e 16M -f 16 $(j ipchk)
-
 echo; echo "== checks: $pass passed, $fail failed"
+fi
+if [ "$NGPU" -ge 2 ] && [ "$WHAT" != bench ]; then
+  t ipc-check 600 launch 2 build/ipc -b 1M -e 16M -f 16 $(j ipchk)
+  t ipc-check-pull 600 launch 2 build/ipc -b 1M -e 16M -f 16 --dir pull $(j ipchkp)
+  t ipc-check-tma 600 launch 2 build/ipc -b 1M -e 16M -f 16 --layout tma $(j ipchkt)
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
 # ---- benchmarks
@@ -79,11 +83,13 @@ t bench-proxy 600 launch 2 build/proxy -b 64K -e 256M -f 4 --mem dma $(j px); co
 t bench-proxy-pin 600 launch 2 build/proxy -b 1M -e 256M -f 16 --mem pin $(j pxp); collect pxp
 t bench-proxy-1producer 600 launch 2 build/proxy -b 64K -e 64M -f 4 --mem pin --producers 1 --bytes 64M $(j px1); collect px1
 t bench-queue 300 build/queue $(j q); collect q
-if [ "$NGPU" -ge 2 ]; then
-  t bench-ipc 600 launch 2 build/ipc -b 256K -e 1G -f 4 $(j ipc); collect ipc
-  t bench-ipc-unroll4 600 launch 2 build/ipc -b 64M -e 1G -f 4 --unroll 4 $(j ipc4); collect ipc4
-  t bench-ipc-allpairs 600 launch 2 build/ipc -b 64M -e 1G -f 4 --pairs all $(j ipca); collect ipca
 fi
+if [ "$NGPU" -ge 2 ] && { [ "$WHAT" = all ] || [ "$WHAT" = bench ] || [ "$WHAT" = ipc ]; }; then
+  t bench-ipc 600 launch 2 build/ipc -b 256K -e 1G -f 4 $(j ipc); collect ipc
+  t bench-ipc-tma 600 launch 2 build/ipc -b 64M -e 1G -f 4 --layout tma $(j ipct); collect ipct
+  t bench-ipc-pull 600 launch 2 build/ipc -b 64M -e 1G -f 4 --dir pull $(j ipcp); collect ipcp
+  t bench-ipc-allpairs 600 launch 2 build/ipc -b 64M -e 1G -f 4 --pairs all $(j ipca); collect ipca
+  t bench-ipc-allpairs-pull 600 launch 2 build/ipc -b 64M -e 1G -f 4 --pairs all --dir pull $(j ipcap); collect ipcap
 fi
 echo; echo "== all: $pass passed, $fail failed"
 grep -h "PASS\|FAIL" "$LOG" >"$OUT/summary.txt"

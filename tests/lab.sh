@@ -19,6 +19,13 @@
 #   bridge's efax-hI-rK (what the switch delivers to the host). Shaping only the sender would let
 #   several senders push N x RATE into one receiver; both ends make each rail a full-duplex link of
 #   RATE, like a real switch port. burst = 4 ms of RATE (at least 64kb), latency 20ms.
+#   TCP send buffers are capped at 2 ms of RATE (at least 64 KiB) inside the hosts. Linux's
+#   default (up to 4 MiB per socket) lets each of the flows that share a rail port in an
+#   all-to-all keep ~30 ms of data queued; TCP then shares the port unevenly, some ranks finish
+#   their sends early and the rails idle at the end of every iteration (all2all 4x4@1gbit Split:
+#   82% of the rails with 4 MiB buffers, 92% with the cap). A NIC's own congestion control
+#   (EFA's SRD) keeps its queues short in the same way; one flow still fills a rail (the veth
+#   round trip is ~0.1 ms).
 # `up` also writes, under /run/efax-lab:
 #   agent  Open MPI rsh agent (--mca plm_rsh_agent): `agent [-opts...] HOST CMD...` runs CMD in HOST
 #   env    sourceable: LAB_HOSTS LAB_NHOSTS LAB_RAILS LAB_NICS LAB_RATE LAB_LINE_GBPS LAB_AGENT LAB_MGMT
@@ -137,13 +144,14 @@ write_env() {
 
 up() {
   local i k
-  NHOSTS=${1:-2} RAILS=${2:-2} RATE=${3:-} BPS='' BURST=''
+  NHOSTS=${1:-2} RAILS=${2:-2} RATE=${3:-} BPS='' BURST='' SNDBUF=''
   [[ $NHOSTS =~ ^[2-4]$ ]] || die "HOSTS must be 2..4, got '$NHOSTS'"
   [[ $RAILS =~ ^[1-4]$ ]] || die "RAILS must be 1..4, got '$RAILS'"
   if [ -n "$RATE" ]; then
     BPS=$(rate_bps "$RATE") || die "RATE must look like 1gbit, 500mbit, 100mbit; got '$RATE'"
     # 4 ms worth of bytes: enough for tbf to keep a fast link busy between timer ticks
     BURST=$(awk -v b="$BPS" 'BEGIN { k = int(b / 8 * 0.004 / 1024); print (k < 64 ? 64 : k) "kb" }')
+    SNDBUF=$(awk -v b="$BPS" 'BEGIN { k = int(b / 8 * 0.002); print (k < 65536 ? 65536 : k) }')
   fi
   down                                     # idempotent: always build from nothing
   trap 'echo "lab.sh: up failed (line $LINENO); tearing down" >&2; down' ERR
@@ -162,6 +170,8 @@ up() {
     nsx "$i" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
     # answer ARP only for the interface's own address, or a packet to rail 1 could cross rail 0
     nsx "$i" sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
+    # shaped rails: TCP send buffers of ~2 ms of RATE (see the header)
+    [ -z "$SNDBUF" ] || nsx "$i" sysctl -qw net.ipv4.tcp_wmem="4096 16384 $SNDBUF"
     veth_into_host "$i" "efax-h$i-m" mgmt0 efaxmgmt "10.77.0.$((10 + i))/24"
     for ((k = 0; k < RAILS; k++)); do
       veth_into_host "$i" "efax-h$i-r$k" "r$k" "efaxr$k" "10.78.$k.$((10 + i))/24"
