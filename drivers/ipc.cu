@@ -109,6 +109,16 @@ static int config(bench *b, int k, int grid, int block, uint64_t size, int iters
     return rc;
 }
 
+/* One record of the report: `gbs` for a copy of `size` bytes, as if one iteration took size/gbs. */
+static void record(bench *b, const char *label, uint64_t size, double gbs, int iters, int64_t wrong) {
+    efax_result res;
+    double lat = (double)size / (gbs * 1e3);
+    efax_result_init(&res, label, "device", "nvlink", "ipc", size, 1, b->pairs[0] == 'a' ? b->n : 1);
+    efax_result_time(&res, &lat, 1, size, b->nvlink_gbs * 8);
+    res.iters = iters, res.wrong = wrong;
+    efax_report_add(&b->rep, &res);
+}
+
 int main(int argc, char **argv) {
     bench b;
     efax_boot_desc bd;
@@ -175,8 +185,6 @@ int main(int argc, char **argv) {
             double ceiling = 0, stores = 0, best = 0, gbs;
             int64_t wrong;
             char sz[32], label[40];
-            efax_result res;
-            double lat;
             if ((rc = config(&b, k, 0, 0, size, iters, &ceiling, &wrong))) break;
             wrong_total += wrong;
             int64_t wrong_stores = 0; /* push: what the SMs' stores alone move (no loads) */
@@ -192,18 +200,8 @@ int main(int argc, char **argv) {
                 printf("%10s", "grid\\block");
                 for (unsigned bl = 0; bl < sizeof blocks / sizeof blocks[0]; bl++) printf(" %9d", blocks[bl]);
                 printf("   (GB/s; %% of memcpy at the best)\n");
-                efax_result_init(&res, "memcpyPeer", "device", "nvlink", "ipc", size, 1, b.pairs[0] == 'a' ? b.n : 1);
-                lat = (double)size / (ceiling * 1e3);
-                efax_result_time(&res, &lat, 1, size, b.nvlink_gbs * 8);
-                res.iters = iters, res.wrong = wrong;
-                efax_report_add(&b.rep, &res);
-                if (stores > 0) {
-                    efax_result_init(&res, "stores", "device", "nvlink", "ipc", size, 1, b.pairs[0] == 'a' ? b.n : 1);
-                    lat = (double)size / (stores * 1e3);
-                    efax_result_time(&res, &lat, 1, size, b.nvlink_gbs * 8);
-                    res.iters = iters, res.wrong = wrong_stores;
-                    efax_report_add(&b.rep, &res);
-                }
+                record(&b, "memcpyPeer", size, ceiling, iters, wrong);
+                if (stores > 0) record(&b, "stores", size, stores, iters, wrong_stores);
             }
             for (int g = 0; g < ng && !rc; g++) {
                 if (b.me == 0) printf("%10d", grids[g]);
@@ -214,11 +212,7 @@ int main(int argc, char **argv) {
                     if (b.me != 0) continue;
                     printf(" %9.1f%s", gbs, wrong ? "!" : "");
                     snprintf(label, sizeof label, "g%dxb%d", grids[g], blocks[bl]);
-                    efax_result_init(&res, label, "device", "nvlink", "ipc", size, 1, b.pairs[0] == 'a' ? b.n : 1);
-                    lat = (double)size / (gbs * 1e3);
-                    efax_result_time(&res, &lat, 1, size, b.nvlink_gbs * 8);
-                    res.iters = iters, res.wrong = wrong;
-                    efax_report_add(&b.rep, &res);
+                    record(&b, label, size, gbs, iters, wrong);
                 }
                 if (b.me == 0) printf("\n");
             }
@@ -230,11 +224,7 @@ int main(int argc, char **argv) {
                            "persist", gbs, b.sms, best, 100 * best / ceiling, b.nvlink_gbs > 0 ? 100 * best / b.nvlink_gbs : 0);
                     if (stores > 0) printf(", %.1f%% of SM stores alone", 100 * best / stores);
                     printf("\n");
-                    efax_result_init(&res, "persistent", "device", "nvlink", "ipc", size, 1, b.pairs[0] == 'a' ? b.n : 1);
-                    lat = (double)size / (gbs * 1e3);
-                    efax_result_time(&res, &lat, 1, size, b.nvlink_gbs * 8);
-                    res.iters = iters, res.wrong = wrong;
-                    efax_report_add(&b.rep, &res);
+                    record(&b, "persistent", size, gbs, iters, wrong);
                 }
             }
             efax_report_row(&b.rep);
