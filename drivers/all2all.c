@@ -7,8 +7,9 @@
    that overlap is the sustained rate. nccl-tests averages the ranks' loops; we report the
    slowest rank's. The latency columns are per iteration, the slowest rank's each time. With -c
    the checks separate the iterations (a rank may start its next one before a peer has finished
-   checking, so its own loop undercounts): bandwidth then comes from those per-iteration times. Modes: Single (NIC 0), Split (each chunk striped
-   over all NICs), RoundRobin (chunk to peer p on NIC (p + rank + iteration) mod NICs), Stripe.
+   checking, so its own loop undercounts): bandwidth then comes from those per-iteration times.
+   Modes: Single (NIC 0), Split (each chunk striped over all NICs), RoundRobin (chunk to peer p
+   on NIC (p + rank + iteration) mod NICs), Stripe.
 
    cc -O2 -I. drivers/all2all.c -o all2all $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/all2all.c -o all2all_cuda $(pkg-config --cflags libfabric pmix) -lfabric -lpmix
@@ -168,15 +169,16 @@ int main(int argc, char **argv) {
             rc = step(&b, (efax_mode)mode, s, iters, warm, &wrong);
             if (!rc) rc = efax_boot_sum(&b.boot, wrong, &total, EFAX_TURN_MS);
             if (rc || b.me != 0) continue;
-            double loop_us = 0; /* the slowest rank's whole loop */
+            double loop_us = 0; /* the slowest rank's whole loop; b.lat: the slowest rank's time per iteration */
             for (int r = 0; r < b.n; r++) {
+                const double *mine = b.all + (size_t)r * (size_t)iters;
                 double sum = 0;
-                for (int it = 0; it < iters; it++) sum += b.all[(size_t)r * (size_t)iters + (size_t)it];
+                for (int it = 0; it < iters; it++) {
+                    sum += mine[it];
+                    if (mine[it] > b.lat[it]) b.lat[it] = mine[it];
+                }
                 if (sum > loop_us) loop_us = sum;
             }
-            for (int it = 0; it < iters; it++) /* the slowest rank's time, per iteration */
-                for (int r = 0; r < b.n; r++)
-                    if (b.all[(size_t)r * (size_t)iters + (size_t)it] > b.lat[it]) b.lat[it] = b.all[(size_t)r * (size_t)iters + (size_t)it];
             snprintf(label, sizeof label, "%s%s", efax_mode_label((efax_mode)mode), b.kinds[b.k]->label);
             efax_result_init(&res, label, b.kinds[b.k]->name, b.src->path, "alltoall", s, 1, b.n - 1);
             efax_result_time(&res, b.lat, iters, s, efax_line_rate(&b.ctx, &b.o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b.ctx)));
