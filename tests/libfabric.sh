@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# libfabric.sh — builds a libfabric source tarball into a prefix, once: the prefix is kept in a
+# cache keyed by the tarball's checksum and the build options, so a second call only prints it.
+#
+#   tests/libfabric.sh TARBALL [cpu|cuda]    prints the prefix on stdout (the last line)
+#
+#   cpu   (default) tcp, rxm, shm, sm2, and efa when rdma-core's headers are there
+#         (libibverbs-dev): efa builds and answers "no device" here, which is what a program
+#         sees on a machine without EFA
+#   cuda  everything the tarball builds by default, --with-cuda=$CUDA_HOME (default
+#         /usr/local/cuda), and fabtests (fi_rma_bw ...) into the same prefix: the GPU machine
+#
+# Then: make test LIBFABRIC=$prefix   (or PKG_CONFIG_PATH=$prefix/lib/pkgconfig and
+# LD_LIBRARY_PATH=$prefix/lib for your own builds).
+# EFAX_CACHE: where prefixes live (default ~/.cache/efax). Build log: $prefix.log.
+set -euo pipefail
+tarball=${1:?usage: tests/libfabric.sh TARBALL [cpu|cuda]}
+flavour=${2:-cpu}
+[ -f "$tarball" ] || { echo "libfabric.sh: no such tarball: $tarball" >&2; exit 2; }
+case $flavour in cpu|cuda) ;; *) echo "libfabric.sh: flavour '$flavour': use cpu or cuda" >&2; exit 2 ;; esac
+cuda=${CUDA_HOME:-/usr/local/cuda}
+jobs=$(nproc)
+
+opts=(--disable-static --enable-debug=no)
+if [ "$flavour" = cpu ]; then
+  opts+=(--enable-only --enable-tcp --enable-rxm --enable-shm --enable-sm2)
+  [ -f /usr/include/infiniband/efadv.h ] && opts+=(--enable-efa)
+else
+  [ -x "$cuda/bin/nvcc" ] || { echo "libfabric.sh: cuda flavour needs CUDA at $cuda (set CUDA_HOME)" >&2; exit 2; }
+  opts+=(--with-cuda="$cuda")
+fi
+
+sum=$( { sha256sum <"$tarball" | cut -c1-16; echo "${opts[*]}"; } | sha256sum | cut -c1-12)
+name=$(basename "$tarball" .tar.gz)
+cache=${EFAX_CACHE:-${HOME:-/tmp}/.cache/efax}
+prefix=$cache/$name-$flavour-$sum
+if [ -f "$prefix/.built" ]; then echo "$prefix"; exit 0; fi
+
+mkdir -p "$cache"
+log=$prefix.log
+work=$(mktemp -d "$cache/build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+echo "libfabric.sh: building $name ($flavour: ${opts[*]}) into $prefix; log $log" >&2
+start=$SECONDS
+{
+  tar xzf "$tarball" -C "$work"
+  src=$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+  cd "$src"
+  ./configure --prefix="$prefix" "${opts[@]}"
+  make -j"$jobs" install
+  if [ "$flavour" = cuda ] && [ -d fabtests ]; then
+    cd fabtests
+    ./configure --prefix="$prefix" --with-libfabric="$prefix" --with-cuda="$cuda"
+    make -j"$jobs" install
+  fi
+} >"$log" 2>&1 || { echo "libfabric.sh: build failed; the end of $log:" >&2; tail -n 20 "$log" >&2; rm -rf "$prefix"; exit 1; }
+touch "$prefix/.built"
+echo "libfabric.sh: built in $((SECONDS - start)) s" >&2
+echo "$prefix"
