@@ -133,18 +133,24 @@ export -f rdv
 t rendezvous/3ranks 120 rdv
 
 # --- long runs hold memory flat: collectives under mpirun (PMIx) used to grow PMIx's key store
-# with every call; now PMIx only wires the TCP star. Hundreds of sweeps, RSS may not creep.
+# with every call (~0.5 KiB per all-gather, several per sweep). RSS grows while the run warms up
+# (allocator arenas, the providers' pools: about the first third here) and is flat after, so the
+# test compares the last sample with the middle one: growth over the second half of the sweeps.
+# A leak of 1 KiB a sweep crosses the 1 MiB bound once the second half has 1024 sweeps (an idle
+# 2-core machine does ~5000 there). How many sweeps a loaded machine manages is not asserted.
 rss_flat() {
-  local log=$LOGS/rss.log first last n
+  local log=$LOGS/rss.log n mid last
   $MPIRUN_STR -np 2 "$B/write" --provider tcp -b 4K -e 16K -f 4 -n 5 -w 1 --mode all --duration 20 -q >"$log" 2>&1 || { cat "$log"; return 1; }
   n=$(grep -c '^# sweep' "$log")
-  first=$(grep '^# sweep' "$log" | sed -n "$((n / 4 + 1))p" | awk '{print $(NF-1)}')
+  [ "$n" -ge 2 ] || { cat "$log"; echo "only $n sweeps: nothing to compare"; return 1; }
+  mid=$(grep '^# sweep' "$log" | sed -n "$((n / 2))p" | awk '{print $(NF-1)}')
   last=$(grep '^# sweep' "$log" | tail -n 1 | awk '{print $(NF-1)}')
-  echo "$n sweeps; RSS $first KiB after a quarter of them, $last KiB at the end"
-  [ "$n" -ge 100 ] && [ $((last - first)) -lt 256 ]
+  grep '^# sweep' "$log" | awk -v n="$n" 'NR % int((n + 9) / 10) == 0 {printf "%s ", $(NF-1)} END {print "KiB at each tenth"}'
+  echo "$n sweeps; RSS $mid KiB at sweep $((n / 2)), $last KiB at the end: $((last - mid)) KiB over $((n - n / 2)) sweeps"
+  [ $((last - mid)) -lt 1024 ]
 }
 export -f rss_flat
-t soak/rss-flat-under-mpirun 120 rss_flat
+t soak/rss-flat-under-mpirun 180 rss_flat
 
 # --- bad launches and faults fail fast, name the problem, never hang
 t fault/no-launcher        30 expect_fail 2 "no launcher found" env -u PMIX_NAMESPACE -u PMIX_RANK "$B/write" -n 1
@@ -159,31 +165,39 @@ t fault/bad-env            30 expect_fail 2 "EFAX_RANK='x'" env EFAX_RANK=x EFAX
 # a rank killed mid-run: without a launcher to clean up (rendezvous), the survivor must fail on
 # its own within the timeout and name the lost peer
 kill_rank() {
-  local port=$((20000 + RANDOM % 20000)) p0 p1 rc start=$SECONDS
+  local port=$((20000 + RANDOM % 20000)) p0 p1 rc start
   EFAX_TIMEOUT_MS=4000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=k "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/kill0.log" 2>&1 & p0=$!
   EFAX_TIMEOUT_MS=4000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=k "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/kill1.log" 2>&1 & p1=$!
-  sleep 2; kill -9 $p1
+  # kill mid-transfer: once rank 0 finished a sweep, however long start-up took on this machine
+  wait_for "$LOGS/kill0.log" '^# sweep' 40 || { kill -9 $p0 $p1; cat "$LOGS/kill0.log"; return 1; }
+  kill -9 $p1; start=$SECONDS
   wait $p0; rc=$?
   cat "$LOGS/kill0.log"
-  echo "rank 0 exited $rc after $((SECONDS - start)) s"
-  [ $rc != 0 ] && [ $((SECONDS - start)) -lt 30 ] && grep -q "rank 1" "$LOGS/kill0.log"
+  echo "rank 0 exited $rc, $((SECONDS - start)) s after rank 1 was killed"
+  [ $rc != 0 ] && [ $((SECONDS - start)) -lt 60 ] && grep -q "rank 1" "$LOGS/kill0.log"
 }
 # under mpirun the launcher ends the job and names the rank that died
 kill_rank_mpirun() {
   local rc pid
   mpirun --oversubscribe --bind-to none -np 2 "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/killm.log" 2>&1 & pid=$!
-  sleep 3
+  wait_for "$LOGS/killm.log" '^# sweep' 40 || { kill $pid; cat "$LOGS/killm.log"; return 1; }
   pkill -9 -n -f "$B/write --provider $1 -b 1M -e 1M --duration 120"
   wait $pid; rc=$?
   cat "$LOGS/killm.log"
   [ $rc != 0 ] && grep -qi "rank" "$LOGS/killm.log"
 }
+# wait_for FILE PATTERN SECONDS: until FILE has a line matching PATTERN (1 when it never came)
+wait_for() {
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  echo "waited $3 s for '$2' in $1"; return 1
+}
 # version mismatch: one rank built with another wire version
 version_mismatch() {
   local port=$((20000 + RANDOM % 20000)) rc0 rc1
   cc -std=c11 -O1 -DEFAX_WIRE_VERSION=99 -I. drivers/bootstrap.c -o "$B/bootstrap_v99" $(pkg-config --cflags --libs libfabric pmix) || return 1
-  EFAX_TIMEOUT_MS=5000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=v "$B/bootstrap_v99" >"$LOGS/v1.log" 2>&1 &
-  EFAX_TIMEOUT_MS=5000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=v "$B/bootstrap" >"$LOGS/v0.log" 2>&1; rc0=$?
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=v "$B/bootstrap_v99" >"$LOGS/v1.log" 2>&1 &
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=v "$B/bootstrap" >"$LOGS/v0.log" 2>&1; rc0=$?
   wait $!; rc1=$?
   cat "$LOGS/v0.log" "$LOGS/v1.log"
   [ $rc0 != 0 ] && [ $rc1 != 0 ] && grep -q "wire version 99" "$LOGS/v0.log" && grep -q "wire version" "$LOGS/v1.log"
@@ -191,15 +205,15 @@ version_mismatch() {
 # a wrong token is refused, and the job still forms with the right one
 wrong_token() {
   local port=$((20000 + RANDOM % 20000)) rc
-  EFAX_TIMEOUT_MS=8000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=right "$B/bootstrap" --provider tcp >"$LOGS/t0.log" 2>&1 &
+  EFAX_TIMEOUT_MS=40000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=right "$B/bootstrap" --provider tcp >"$LOGS/t0.log" 2>&1 &
   sleep 0.5
-  EFAX_TIMEOUT_MS=3000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=wrong "$B/bootstrap" --provider tcp >"$LOGS/t1.log" 2>&1; rc=$?
-  EFAX_TIMEOUT_MS=8000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=right "$B/bootstrap" --provider tcp >"$LOGS/t2.log" 2>&1
+  EFAX_TIMEOUT_MS=10000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=wrong "$B/bootstrap" --provider tcp >"$LOGS/t1.log" 2>&1; rc=$?
+  EFAX_TIMEOUT_MS=40000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=right "$B/bootstrap" --provider tcp >"$LOGS/t2.log" 2>&1
   wait $!
   cat "$LOGS/t0.log" "$LOGS/t1.log"
   [ $rc != 0 ] && grep -q "wrong EFAX_TOKEN" "$LOGS/t0.log" && grep -q "all 2×1 pairs OK" "$LOGS/t0.log"
 }
-export -f kill_rank kill_rank_mpirun version_mismatch wrong_token
+export -f wait_for kill_rank kill_rank_mpirun version_mismatch wrong_token
 for p in tcp shm; do
   has_provider $p || continue
   t fault/kill-rank-$p            60 kill_rank $p
@@ -322,14 +336,13 @@ lab_rails() {
 lab_rail_down() {
   local rc pid start
   lab_up || return $?
-  start=$SECONDS
   EFAX_TIMEOUT_MS=5000 lab_mpirun "$PWD/$B/write" -c -b 1M -e 1M -n 20 --mode split --window 4 --duration 120 -q >"$LOGS/raildown.log" 2>&1 & pid=$!
-  sleep 5
-  ip netns exec efax-h1 ip link set r1 down
+  wait_for "$LOGS/raildown.log" '^# sweep' 60 || { kill $pid; tests/lab.sh down >/dev/null 2>&1; cat "$LOGS/raildown.log"; return 1; }
+  ip netns exec efax-h1 ip link set r1 down; start=$SECONDS
   wait $pid; rc=$?
   tests/lab.sh down >/dev/null 2>&1
   cat "$LOGS/raildown.log"
-  echo "the job exited $rc, $((SECONDS - start - 5)) s after r1 went down"
+  echo "the job exited $rc, $((SECONDS - start)) s after r1 went down"
   [ $rc != 0 ] && [ $((SECONDS - start)) -lt 60 ] && grep -q "NIC r1" "$LOGS/raildown.log"
 }
 export -f lab_mpirun lab_up lab_rails lab_rail_down
