@@ -2,16 +2,35 @@
 # found); `make test` runs the test suite; `make asan` runs it with AddressSanitizer+UBSan.
 # Each target first makes sure the system packages are there (tests/deps.sh; EFAX_SKIP_DEPS=1
 # skips that). EFAX_DEFS adds defines (e.g. -DEFAX_NO_PMIX); PKG_CFLAGS/PKG_LIBS/NV_LIBS can be
-# given for a libfabric outside pkg-config's view (tests/gpu.sh does).
+# given for a libfabric outside pkg-config's view.
+#
+# Another libfabric: LIBFABRIC=PREFIX (an install prefix with lib/pkgconfig/libfabric.pc, e.g.
+# /opt/amazon/efa or what tests/libfabric.sh builds). Everything then builds against it into
+# build/lf-<prefix name>/ with PREFIX/lib as the run path, and `make test LIBFABRIC=PREFIX` runs
+# the whole suite on it.
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Wpedantic -Werror
+LIBFABRIC ?=
+ifneq ($(LIBFABRIC),)
+LF_PC := $(firstword $(wildcard $(LIBFABRIC)/lib/pkgconfig/libfabric.pc $(LIBFABRIC)/lib64/pkgconfig/libfabric.pc))
+ifeq ($(LF_PC),)
+$(error LIBFABRIC=$(LIBFABRIC): no lib/pkgconfig/libfabric.pc there; give the prefix libfabric was installed to (e.g. /opt/amazon/efa), or build one with tests/libfabric.sh TARBALL)
+endif
+LF_LIBDIR := $(patsubst %/pkgconfig/libfabric.pc,%,$(LF_PC))
+export PKG_CONFIG_PATH := $(dir $(LF_PC))$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+export LD_LIBRARY_PATH := $(LF_LIBDIR)$(if $(LD_LIBRARY_PATH),:$(LD_LIBRARY_PATH))
+export PATH := $(LIBFABRIC)/bin:$(PATH)
+LF_RPATH := -Wl,-rpath,$(LF_LIBDIR)
+B ?= build/lf-$(notdir $(patsubst %/,%,$(LIBFABRIC)))
+endif
 # evaluated when used, so that packages installed by the deps step are seen
-PKG_CFLAGS = $(shell pkg-config --cflags libfabric pmix)
-PKG_LIBS   = $(shell pkg-config --libs libfabric pmix)
+# ($(shell) does not see exported variables before make 4.4: name the path on the command)
+PKG_CFLAGS = $(shell PKG_CONFIG_PATH="$(PKG_CONFIG_PATH)" pkg-config --cflags libfabric pmix)
+PKG_LIBS   = $(shell PKG_CONFIG_PATH="$(PKG_CONFIG_PATH)" pkg-config --libs libfabric pmix) $(LF_RPATH)
 # nvcc takes linker flags as -Xlinker, not -Wl,
-NV_LIBS    = $(shell pkg-config --libs libfabric pmix | sed 's/-Wl,/-Xlinker /g; s/,/ -Xlinker /g')
+NV_LIBS    = $(shell echo "$(PKG_LIBS)" | sed 's/-Wl,/-Xlinker /g; s/,/ -Xlinker /g')
 NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 NVFLAGS ?= -O2 -g -arch=sm_90 -Xcompiler -Wall,-Wextra -Werror all-warnings
 CUDA_LIBS := -ldl
@@ -57,7 +76,7 @@ $(B)/%: tests/%.cu efax.h efax_cuda.h | deps $(B)
 test:
 	@tests/deps.sh test
 	@$(MAKE) --no-print-directory all
-	@tests/run.sh
+	@EFAX_BUILD=$(B) tests/run.sh
 
 # The same suite with every efax binary built under AddressSanitizer and UBSan.
 asan:

@@ -101,7 +101,7 @@
 /* Wire format of everything ranks exchange; ranks with different values refuse each other.
    (Overridable only so the tests can build a mismatched peer.) */
 #ifndef EFAX_WIRE_VERSION
-#define EFAX_WIRE_VERSION 1u
+#define EFAX_WIRE_VERSION 2u
 #endif
 
 #ifndef EFAX_API
@@ -294,12 +294,13 @@ typedef struct efax_mr_desc {
 
 /* Another rank's view of a registered region: where it is and its key on each of its NICs. */
 #define EFAX_RMR_STAGED 1u     /* the peer's region is staged: write it cell by cell */
+#define EFAX_RMR_WRITABLE 2u   /* the peer registered it for remote writes (it has keys) */
 typedef struct efax_rmr {
     uint64_t base;            /* address used in writes (0-based offsets unless FI_MR_VIRT_ADDR) */
     uint64_t len;
     uint32_t flags;           /* EFAX_RMR_* */
     int nnic;
-    uint64_t key[EFAX_MAX_NICS];
+    uint64_t key[EFAX_MAX_NICS]; /* FI_KEY_NOTAVAIL where the region has no remote access */
 } efax_rmr;
 
 /* One buffer registered on every NIC of a context. Must not move after efax_mr_reg. */
@@ -311,7 +312,7 @@ typedef struct efax_mr {
     int iface;
     struct fid_mr *mr[EFAX_MAX_NICS];
     void *desc[EFAX_MAX_NICS];
-    uint64_t key[EFAX_MAX_NICS];
+    uint64_t key[EFAX_MAX_NICS]; /* FI_KEY_NOTAVAIL where no peer needs one (no remote access) */
     efax_rmr *remote;         /* [size] after efax_mr_exchange; remote[own rank] is this one */
     int nremote;
     const efax_stage_ops *stage;
@@ -1650,9 +1651,16 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
         }
         mr->desc[i] = fi_mr_desc(mr->mr[i]);
         mr->key[i] = fi_mr_key(mr->mr[i]);
-        if (mr->key[i] == FI_KEY_NOTAVAIL) {
-            efax_log(ctx, 0, "NIC %s uses raw memory keys (FI_MR_RAW), which efax does not support",
-                     n->info.name);
+        /* A key is needed only where peers write into the region. Since libfabric 2.2 the util
+           providers (tcp, shm) give a region without remote access none (fi_mr(3): "for memory
+           that is only used locally, there isn't a key"): normal, not an error. */
+        if (mr->key[i] == FI_KEY_NOTAVAIL && (fa & FI_REMOTE_WRITE)) {
+            if (n->info.mr_mode & FI_MR_RAW)
+                efax_log(ctx, 0, "NIC %s uses raw memory keys (FI_MR_RAW: fi_mr_raw_attr), which efax does "
+                         "not support; choose another provider with --provider", n->info.name);
+            else
+                efax_log(ctx, 0, "NIC %s gave no key for %zu bytes registered for remote writes", n->info.name,
+                         desc->len);
             efax_mr_dereg(mr);
             return -EFAX_E_UNSUPPORTED;
         }
@@ -2509,7 +2517,7 @@ typedef struct efax__mr_blob {
 /* Checks a peer's memory keys before use. Returns 0 or -EFAX_E_VERSION/-EFAX_E_PEER (why says). */
 EFAX_PRIVATE int efax__mr_blob_check(const efax__mr_blob *b, int rank, int nnic, char *why, size_t wl) {
     if (b->magic != EFAX__MR_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != rank || b->nnic != nnic ||
-        (b->flags & ~EFAX_RMR_STAGED)) {
+        (b->flags & ~(EFAX_RMR_STAGED | EFAX_RMR_WRITABLE))) {
         snprintf(why, wl, "sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs, flags %x; expected wire %u, rank %d, "
                           "%d NICs)", b->magic, b->wire, b->rank, b->nnic, b->flags, EFAX_WIRE_VERSION, rank, nnic);
         return b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
@@ -2532,7 +2540,7 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     me.nnic = ctx->nnic;
     me.base = (ctx->nic[0].info.mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->ptr : 0;
     me.len = mr->len;
-    me.flags = mr->stage ? EFAX_RMR_STAGED : 0;
+    me.flags = (mr->stage ? EFAX_RMR_STAGED : 0) | ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0);
     for (i = 0; i < ctx->nnic; i++) me.key[i] = mr->key[i];
     all = (efax__mr_blob *)calloc((size_t)ctx->size, sizeof *all);
     if (!all) return -FI_ENOMEM;
@@ -2555,7 +2563,7 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
         }
         mr->remote[p].base = b->base;
         mr->remote[p].len = b->len;
-        mr->remote[p].flags = b->flags & EFAX_RMR_STAGED;
+        mr->remote[p].flags = b->flags;
         mr->remote[p].nnic = b->nnic;
         memcpy(mr->remote[p].key, b->key, sizeof b->key);
     }
@@ -3067,6 +3075,11 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
         if (s->off + s->len > len) len = s->off + s->len;
     }
     /* a staged target takes the write cell by cell: chunks on its cell grid, indexed */
+    if (!(rmr->remote[peer].flags & EFAX_RMR_WRITABLE)) {
+        efax_log(ctx, 0, "write: rank %d registered the destination without EFAX_MR_WRITE_DST: it takes no "
+                 "remote writes (add EFAX_MR_WRITE_DST to its efax_mr_desc.access)", peer);
+        return -FI_EINVAL;
+    }
     x->cell_seq = (rmr->remote[peer].flags & EFAX_RMR_STAGED) != 0;
     if (x->cell_seq) chunk = efax_stage_unit(len, chunk == UINT64_MAX ? 0 : chunk);
     for (i = 0; i < nseg; i++) {

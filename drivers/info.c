@@ -29,9 +29,14 @@ static void mr_mode_str(char *buf, size_t len, uint64_t v) {
 }
 
 static void mode_str(char *buf, size_t len, uint64_t v) {
-    static const uint64_t f[] = {FI_CONTEXT, FI_CONTEXT2, FI_ASYNC_IOV, FI_RX_CQ_DATA, FI_MSG_PREFIX, FI_LOCAL_MR};
+    /* FI_LOCAL_MR is a 1.x mode bit; 2.x deprecates it (fi_mr(3): FI_MR_LOCAL replaces it) */
+    static const uint64_t f[] = {FI_CONTEXT, FI_CONTEXT2, FI_ASYNC_IOV, FI_RX_CQ_DATA, FI_MSG_PREFIX
+#if FI_MAJOR_VERSION < 2
+                                 , FI_LOCAL_MR
+#endif
+    };
     static const char *const n[] = {"CONTEXT", "CONTEXT2", "ASYNC_IOV", "RX_CQ_DATA", "MSG_PREFIX", "LOCAL_MR"};
-    bits(buf, len, v, f, n, 6);
+    bits(buf, len, v, f, n, (int)(sizeof f / sizeof f[0]));
 }
 
 /* Single-thread memcpy bandwidth over buffers of `size` bytes: the ceiling of the shm provider,

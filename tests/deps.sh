@@ -26,6 +26,8 @@ if [ "$what" = test ]; then
   have_cmd tc || want_pkg iproute2
   have_cmd clang || want_pkg clang
   have_cmd valgrind || want_pkg valgrind
+  # rdma-core's headers: the libfabric 2.x build of the test matrix compiles its efa provider
+  [ -f /usr/include/infiniband/efadv.h ] || want_pkg libibverbs-dev
   [ -e "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] 2>/dev/null || \
     { have_cmd clang && want_pkg "libclang-rt-$(clang --version | sed -n 's/.*version \([0-9]*\).*/\1/p' | head -1)-dev"; }
 fi

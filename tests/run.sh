@@ -15,7 +15,7 @@ mkdir -p "$LOGS"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 export EFAX_TIMEOUT_MS=${EFAX_TIMEOUT_MS:-60000}
-if [ "$B" != build ]; then
+if [[ "$B" == *asan* ]]; then
   # AddressSanitizer and libfabric's memory-registration cache hooks do not mix
   export FI_MR_CACHE_MONITOR=disabled ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 fi
@@ -83,7 +83,7 @@ export B LOGS
 export -f expect_fail json_ok header_c header_nvcc json_escape has_provider
 MPI="${MPIRUN[*]}"
 export MPIRUN_STR="$MPI"
-echo "== efax tests ($B) on $(hostname), $(nproc) cores"
+echo "== efax tests ($B) on $(hostname), $(nproc) cores, libfabric $(pkg-config --modversion libfabric) ($(pkg-config --variable=libdir libfabric))"
 
 # --- the header compiles clean everywhere it must
 t header/gcc-c11     120 header_c cc -std=c11 -Wall -Wextra -Wpedantic -Werror
