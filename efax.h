@@ -84,6 +84,12 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdio.h>
+/* libfabric 2.x's headers are not pedantic C++ (fi_eq.h has a flexible array member); outside
+   /usr/include they are not system headers, so their warnings would fail -Wpedantic -Werror. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#endif
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -91,6 +97,9 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_errno.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 // >>config ---------------------------------------------------------------------------------
 
@@ -237,6 +246,10 @@ EFAX_API const char *efax_ctx_nic_addr(const efax_ctx *ctx, int i, char *buf, si
 EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i);
 /* Zeroes every NIC's counters. */
 EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx);
+/* A line saying how device memory reaches this context's NICs and why ("dmabuf: ..."), set by
+   efax_cuda.h when it registers device memory; "" when none was. The report prints it. */
+EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx);
+EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note);
 /* Logs a message through the context's hook (printf-style). */
 EFAX_API void efax_log(const efax_ctx *ctx, int level, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -288,8 +301,18 @@ typedef struct efax_mr_desc {
     int dmabuf_fd;            /* >= 0 (with dmabuf=true): register through FI_MR_DMABUF */
     uint64_t dmabuf_offset;   /* offset of ptr within the dmabuf */
     bool dmabuf;
+    bool device_only;         /* device memory the host cannot address (cudaMalloc): registered with
+                                 FI_HMEM_DEVICE_ONLY where libfabric has it, which shm needs for its
+                                 CUDA IPC path (fi_mr(3)); without it shm bounces through host memory */
     const efax_stage_ops *stage; /* non-NULL: ptr is a bounce buffer standing in for other memory */
     void *stage_user;
+    /* Optional: makes bytes that landed visible to whoever reads the region next. Providers may
+       complete a remote write or receive into device memory before the device copy that moves it
+       has finished (shm's CUDA IPC copy runs asynchronously to the host); efax_expect_wait and
+       efax_wait call settle once the transfer completed, so a completion efax reports means
+       the bytes are in place. Returns 0 or a negative code. */
+    int (*settle)(void *user, int timeout_ms);
+    void *settle_user;
 } efax_mr_desc;
 
 /* Another rank's view of a registered region: where it is and its key on each of its NICs. */
@@ -317,6 +340,8 @@ typedef struct efax_mr {
     int nremote;
     const efax_stage_ops *stage;
     void *stage_user;
+    int (*settle)(void *user, int timeout_ms); /* efax_mr_desc.settle */
+    void *settle_user;
 } efax_mr;
 
 /* Registers desc->ptr[0..len) on every NIC with the rights desc->access asks for.
@@ -711,6 +736,7 @@ struct efax_ctx {
     int log_level;
     char provider[32];
     int last_cq_error;         /* a failure no transfer owned (control or remote write) */
+    char mem_note[192];        /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
 };
 
 // >>bench (the harness every driver shares) ----------------------------------------------------
@@ -856,7 +882,18 @@ typedef struct efax_report {
     bool tty;
     uint64_t t0_ns;
     char meta[4096];           /* the run's metadata as JSON members */
+    /* The fastest the bytes can physically move between the ranks (device memory on one host:
+       cudaMemcpyPeerAsync between the two GPUs, measured in the same run by efax_cuda_ceiling).
+       A device-memory result above it (plus EFAX_CEILING_TOLERANCE) cannot have had its bytes
+       in place: it is refused as an error naming the ceiling, and efax_report_status fails. */
+    double ceiling_gbps;       /* per pair of ranks; 0: none known */
+    char ceiling_what[160];
+    int refused;
 } efax_report;
+
+/* How far above the measured ceiling a result may land before it is refused (timer and
+   clock noise; 5%). */
+#define EFAX_CEILING_TOLERANCE 0.05
 
 /* Opens the outputs and prints the header block (provider, libfabric version, hosts, NICs,
    memory, command line, FI_* and EFAX_* variables). Collective: gathers host names.
@@ -875,6 +912,9 @@ EFAX_API void efax_report_progress(efax_report *r, const char *fmt, ...)
     ;
 /* Closes the outputs. Safe on a zeroed report. */
 EFAX_API void efax_report_deinit(efax_report *r);
+/* 0, or -EFAX_E_VERIFY when a result was refused (above the physical ceiling). Drivers end
+   with it so such a run exits 1. */
+EFAX_API int efax_report_status(const efax_report *r);
 
 /* Fills res->nic[] from the context's counters: bytes and operations each NIC sent since the
    last efax_ctx_stats_reset. */
@@ -1305,7 +1345,7 @@ EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
 EFAX_PRIVATE uint64_t efax__new_key(efax_ctx *ctx) { return ++ctx->next_key; }
 
 EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, uint64_t access,
-                           int iface, int device, int dmabuf_fd, uint64_t dmabuf_off,
+                           int iface, int device, int dmabuf_fd, uint64_t dmabuf_off, bool device_only,
                            struct fid_mr **mr) {
     struct fi_mr_attr attr;
     struct iovec iov;
@@ -1320,6 +1360,11 @@ EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, u
     attr.requested_key = efax__new_key(ctx);
     attr.iface = (enum fi_hmem_iface)iface;
     if (iface == FI_HMEM_CUDA) attr.device.cuda = device;
+#ifdef FI_HMEM_DEVICE_ONLY
+    if (device_only && iface != FI_HMEM_SYSTEM) flags |= FI_HMEM_DEVICE_ONLY;
+#else
+    (void)device_only;
+#endif
     if (dmabuf_fd >= 0) {
 #ifdef FI_MR_DMABUF
         {
@@ -1401,7 +1446,7 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
     n->ctrl_buf = (uint8_t *)calloc(EFAX__CTRL_SLOTS, EFAX__CTRL_MSG);
     if (!n->ctrl_buf) return -FI_ENOMEM;
     if ((rc = efax__reg(ctx, n, n->ctrl_buf, EFAX__CTRL_SLOTS * EFAX__CTRL_MSG, FI_RECV | FI_SEND,
-                        FI_HMEM_SYSTEM, 0, -1, 0, &n->ctrl_mr)))
+                        FI_HMEM_SYSTEM, 0, -1, 0, false, &n->ctrl_mr)))
         return efax__fierr(ctx, rc, "fi_mr_regattr(control buffers)", n->info.name);
     n->ctrl_desc = fi_mr_desc(n->ctrl_mr);
     /* as many as a quarter of the provider's receive queue allows: the rest is the user's */
@@ -1599,6 +1644,10 @@ EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx) {
     int i;
     for (i = 0; i < ctx->nnic; i++) memset(&ctx->nic[i].stats, 0, sizeof ctx->nic[i].stats);
 }
+EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx) { return ctx ? ctx->mem_note : ""; }
+EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note) {
+    if (ctx) efax__copy(ctx->mem_note, sizeof ctx->mem_note, note ? note : "");
+}
 EFAX_API int efax_ctx_rank(const efax_ctx *ctx) { return ctx->rank; }
 EFAX_API int efax_ctx_size(const efax_ctx *ctx) { return ctx->size; }
 EFAX_API int efax_ctx_peer_nnics(const efax_ctx *ctx, int peer) {
@@ -1637,10 +1686,12 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
     mr->iface = desc->iface;
     mr->stage = desc->stage;
     mr->stage_user = desc->stage_user;
+    mr->settle = desc->settle;
+    mr->settle_user = desc->settle_user;
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
         rc = efax__reg(ctx, n, desc->ptr, desc->len, fa, desc->iface, desc->device,
-                       desc->dmabuf ? desc->dmabuf_fd : -1, desc->dmabuf_offset, &mr->mr[i]);
+                       desc->dmabuf ? desc->dmabuf_fd : -1, desc->dmabuf_offset, desc->device_only, &mr->mr[i]);
         if (rc) {
             efax_log(ctx, rc == -FI_ENOSYS || desc->iface != FI_HMEM_SYSTEM ? 2 : 0,
                      "registering %zu bytes of %s memory%s on NIC %s failed: %s (%d)", desc->len,
@@ -3212,6 +3263,15 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
     }
     for (i = 0; i < n; i++)
         if (xs[i] && xs[i]->status) return xs[i]->status;
+    /* what landed in device memory is in place once the region settled (once per region) */
+    for (i = 0; i < n; i++) {
+        const efax_mr *m = xs[i] ? xs[i]->lmr : NULL;
+        int j;
+        if (!m || !m->settle || xs[i]->op != EFAX_OP_RECV) continue;
+        for (j = 0; j < i; j++)
+            if (xs[j] && xs[j]->op == EFAX_OP_RECV && xs[j]->lmr == m) break;
+        if (j == i && (rc = m->settle(m->settle_user, efax__remaining_ms(deadline) + 1))) return rc;
+    }
     return 0;
 }
 
@@ -3578,7 +3638,9 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     if (!e->active) return -FI_EINVAL;
     if (!e->mr->stage) {
         e->active = false;
-        return efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->nics);
+        rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->nics);
+        if (!rc && e->mr->settle) rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+        return rc;
     }
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
     deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -4203,6 +4265,10 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
               EFAX_VERSION_STRING, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), tbuf, boot ? boot->size : 1);
     efax__cat(r->meta, sizeof r->meta, &u, "\"provider\":");
     efax__json_str(r->meta, sizeof r->meta, &u, ctx ? ctx->provider : "-");
+    if (ctx && ctx->mem_note[0]) {
+        efax__cat(r->meta, sizeof r->meta, &u, ",\"device_memory\":");
+        efax__json_str(r->meta, sizeof r->meta, &u, ctx->mem_note);
+    }
     efax__cat(r->meta, sizeof r->meta, &u, ",\"hosts\":[");
     for (i = 0; boot && i < boot->size; i++) {
         int j;
@@ -4275,6 +4341,7 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         printf("\n# memory %s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory, o->window,
                efax_fmt_size(o->chunk, cs, sizeof cs), o->check ? "every byte" : "off",
                efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
+        if (ctx && ctx->mem_note[0]) printf("# device memory: %s\n", ctx->mem_note);
         printf("# command:");
         for (i = 0; i < o->argc; i++) printf(" %s", o->argv[i]);
         printf("\n");
@@ -4298,11 +4365,24 @@ EFAX_PRIVATE double efax__pct(const efax_result *res) {
     return res->line_gbps > 0 ? 100.0 * g / res->line_gbps : -1;
 }
 
+EFAX_API int efax_report_status(const efax_report *r) { return r && r->refused ? -EFAX_E_VERIFY : 0; }
+
 EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
     char buf[8192];
     size_t u = 0;
     int i;
     if (r->rank != 0) return;
+    if (r->ceiling_gbps > 0 && !strcmp(res->memory, "device")) {
+        double g = !strcmp(res->kind, "alltoall") ? res->busbw_gbs * 8 : res->gbps;
+        double lim = r->ceiling_gbps * (res->peers > 1 ? res->peers : 1);
+        if (g > lim * (1 + EFAX_CEILING_TOLERANCE)) {
+            fprintf(stderr, "efax: error: %s %llu bytes: %.1f Gbps is above the ceiling of %.1f Gbps (%s): the bytes "
+                            "cannot have been in place, so this is no result\n", res->variant, (unsigned long long)res->size,
+                    g, lim, r->ceiling_what);
+            r->refused++;
+            return;
+        }
+    }
     if (r->nrow < (int)(sizeof r->row / sizeof r->row[0])) r->row[r->nrow++] = *res;
     if (r->json) {
         efax__cat(buf, sizeof buf, &u, "{\"schema\":1,\"driver\":");
@@ -4317,6 +4397,10 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         efax__json_str(buf, sizeof buf, &u, res->memory);
         efax__cat(buf, sizeof buf, &u, ",\"mem_path\":");
         efax__json_str(buf, sizeof buf, &u, res->mem_path);
+        if (r->ceiling_gbps > 0) {
+            efax__cat(buf, sizeof buf, &u, ",\"ceiling_gbps\":");
+            efax__json_num(buf, sizeof buf, &u, r->ceiling_gbps);
+        }
         efax__cat(buf, sizeof buf, &u, ",\"size\":%llu,\"iters\":%d,\"window\":%d,\"peers\":%d,\"seconds\":",
                   (unsigned long long)res->size, res->iters, res->window, res->peers);
         efax__json_num(buf, sizeof buf, &u, res->seconds);

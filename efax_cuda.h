@@ -109,6 +109,14 @@ EFAX_API const efax_mem_ops *efax_mem_device(void);
 EFAX_API int efax_cuda_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg,
                                   size_t len);
 
+/* Measures what no device-memory result between this job's ranks can pass, so the report can
+   refuse one that does (efax_report.ceiling_gbps): rank 0 copies `bytes` with
+   cudaMemcpyPeerAsync from its GPU to the GPU of every other rank on its host (best of 5 after a
+   warm-up; the slowest pair counts). Ranks on other hosts add no ceiling here (their NICs' line
+   rate bounds them). Collective over boot; call after efax_report_init. Prints the ceiling in
+   the header. Returns 0 or a negative code. */
+EFAX_API int efax_cuda_ceiling(efax_report *r, efax_boot *boot, size_t bytes);
+
 /* Whether any of the kinds is device memory (the context should ask for FI_HMEM). */
 EFAX_API bool efax_cuda_wants_hmem(const efax_mem_ops *const *kinds, int n);
 
@@ -684,63 +692,98 @@ EFAX_PRIVATE const efax_stage_ops *efax__cuda_stage_ops(void) {
     return &ops;
 }
 
-/* Device memory: dmabuf, else FI_HMEM_CUDA by address, else staged; b->path says which. */
-EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
-    efax__dev *s = (efax__dev *)calloc(1, sizeof *s);
-    efax_mr_desc md;
-    bool hmem = false;
-    int rc, i;
-    if (!s) return -FI_ENOMEM;
-    b->impl = s;
-    s->dmabuf_fd = -1;
-    if ((rc = EFAX_CUDA(cudaGetDevice(&s->device))) || (rc = EFAX_CUDA(cudaMalloc((void **)&s->raw, len + (64u << 10)))) ||
-        (rc = EFAX_CUDA(cudaMalloc((void **)&s->bad_d, sizeof(unsigned long long)))))
-        return rc;
-    s->d = (uint8_t *)(((uintptr_t)s->raw + 0xffff) & ~(uintptr_t)0xffff); /* 64 KiB: GPUDirect's page */
-    if ((rc = EFAX_CUDA(cudaMemset(s->d, 0, len)))) return rc;
-    b->ptr = s->d;
-    if (!ctx) { /* device memory no NIC uses (NVLink IPC): nothing to register */
-        efax__copy(b->path, sizeof b->path, "device");
-        return 0;
+/* Waits until copies that a provider started into this device buffer have finished. shm's CUDA
+   IPC path completes a write or receive once it has *issued* a device-to-device cudaMemcpy in
+   the target's current context (prov/shm smr_progress_ipc -> ofi_copy_to_hmem_iov ->
+   cudaMemcpy, which does not wait for device-to-device copies: CUDA's "API synchronization
+   behavior"). Synchronizing the buffer's device waits for every stream of that context, the
+   provider's own CUDA runtime's included (both use the device's primary context). */
+EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
+    efax__dev *s = (efax__dev *)u;
+    int cur = -1, rc;
+    (void)timeout_ms; /* cudaDeviceSynchronize has no timeout; a copy engine that never ends is a dead GPU */
+    if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
+    if (cur != s->device && (rc = EFAX_CUDA(cudaSetDevice(s->device)))) return rc;
+    rc = EFAX_CUDA(cudaDeviceSynchronize());
+    if (cur >= 0 && cur != s->device) cudaSetDevice(cur);
+    return rc;
+}
+
+/* The order in which device-memory paths are tried on a provider, fastest correct first, and
+   why: EFAX_MEM_PATH=dmabuf|hmem|staged forces one. */
+EFAX_PRIVATE const char *efax__dev_paths(const char *provider, const char **why) {
+    const char *force = getenv("EFAX_MEM_PATH");
+    if (force && *force) {
+        *why = "forced by EFAX_MEM_PATH";
+        return force;
     }
-    for (i = 0; i < efax_ctx_nnics(ctx); i++) hmem = hmem || efax_ctx_nic(ctx, i)->hmem;
+    if (!strncmp(provider, "shm", 3)) { /* measured on two H200s with libfabric 2.6.0 (README) */
+        *why = "shm: fastest measured (its CUDA IPC path), dmabuf next";
+        return "hmem,dmabuf,staged";
+    }
+    *why = "dmabuf first, as aws-ofi-nccl does on EFA (no nvidia-peermem needed)";
+    return "dmabuf,hmem,staged";
+}
+
+/* Device memory through one path; 0, or a negative code with the reason in why. */
+EFAX_PRIVATE int efax__dev_reg(efax_ctx *ctx, efax_buf *b, efax__dev *s, size_t len, unsigned access, const char *path,
+                               char *why, size_t wl) {
+    efax_mr_desc md;
+    int rc;
     memset(&md, 0, sizeof md);
     md.ptr = s->d;
     md.len = len;
     md.access = access;
     md.iface = FI_HMEM_CUDA;
     md.device = s->device;
+    md.device_only = true; /* cudaMalloc memory: shm's IPC path needs to know (fi_mr(3)) */
+    md.settle = efax__dev_settle;
+    md.settle_user = s;
+    if (!strcmp(path, "dmabuf")) {
 #ifdef FI_MR_DMABUF
-    if (hmem && efax__dmabuf_supported(s->device)) { /* aws-ofi-nccl's way on EFA: a dmabuf of the range */
         typedef CUresult (*handle_fn)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
         handle_fn get = (handle_fn)efax__cu_fn("cuMemGetHandleForAddressRange");
+        long page = sysconf(_SC_PAGESIZE);
+        /* the range must start and end on host pages (CUDA; libfabric's hmem_cuda rounds the same
+           way): the buffer is 64 KiB aligned and its allocation has room for the rounded end */
+        size_t span = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
         int fd = -1;
-        if (get && get(&fd, (CUdeviceptr)(uintptr_t)s->d, len, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) == CUDA_SUCCESS && fd >= 0) {
-            md.dmabuf = true;
-            md.dmabuf_fd = fd;
-            md.dmabuf_offset = 0;
-            if (efax_mr_reg(ctx, &b->mr, &md) == 0) {
-                s->dmabuf_fd = fd;
-                efax__copy(b->path, sizeof b->path, "dmabuf");
-                return 0;
-            }
-            close(fd);
-            md.dmabuf = false;
-            md.dmabuf_fd = -1;
+        CUresult cr;
+        if (!efax__dmabuf_supported(s->device)) { snprintf(why, wl, "GPU %d does not support dmabuf", s->device); return -FI_ENOSYS; }
+        if (!get) { snprintf(why, wl, "the CUDA driver has no cuMemGetHandleForAddressRange"); return -FI_ENOSYS; }
+        if ((cr = get(&fd, (CUdeviceptr)(uintptr_t)s->d, span, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)) != CUDA_SUCCESS || fd < 0) {
+            snprintf(why, wl, "cuMemGetHandleForAddressRange failed (CUresult %d)", (int)cr);
+            return -FI_ENOSYS;
         }
-    }
+        md.dmabuf = true;
+        md.dmabuf_fd = fd;
+        md.dmabuf_offset = 0;
+        if ((rc = efax_mr_reg(ctx, &b->mr, &md))) {
+            close(fd);
+            snprintf(why, wl, "fi_mr_regattr(FI_MR_DMABUF) failed: %s", efax_strerror(rc));
+            return rc;
+        }
+        s->dmabuf_fd = fd;
+        return 0;
+#else
+        snprintf(why, wl, "this libfabric (%d.%d) has no FI_MR_DMABUF (1.20+)", FI_MAJOR_VERSION, FI_MINOR_VERSION);
+        return -FI_ENOSYS;
 #endif
-    if (hmem && efax_mr_reg(ctx, &b->mr, &md) == 0) {
-        efax__copy(b->path, sizeof b->path, "hmem");
+    }
+    if (!strcmp(path, "hmem")) {
+        if ((rc = efax_mr_reg(ctx, &b->mr, &md))) {
+            snprintf(why, wl, "fi_mr_regattr(FI_HMEM_CUDA) failed: %s", efax_strerror(rc));
+            return rc;
+        }
         return 0;
     }
-    /* the provider cannot register device memory: stage through pinned host memory */
-    efax_log(ctx, 2, "provider %s cannot register CUDA memory%s: device buffers are staged through pinned host memory",
-             efax_ctx_nic(ctx, 0)->provider, hmem ? "" : " (no FI_HMEM)");
+    /* staged: pinned host bounce buffers, copied cell by cell on streams of their own */
     if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&s->bounce, len ? len : 1, cudaHostAllocPortable))) ||
         (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&s->out_s, cudaStreamNonBlocking))) ||
-        (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&s->in_s, cudaStreamNonBlocking))))
+        (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&s->in_s, cudaStreamNonBlocking)))) {
+        snprintf(why, wl, "pinned bounce buffers: %s", efax_strerror(rc));
         return rc;
+    }
     memset(s->bounce, 0, len);
     memset(&md, 0, sizeof md);
     md.ptr = s->bounce;
@@ -748,8 +791,60 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
     md.access = access;
     md.stage = efax__cuda_stage_ops();
     md.stage_user = s;
-    efax__copy(b->path, sizeof b->path, "staged");
-    return efax_mr_reg(ctx, &b->mr, &md);
+    if ((rc = efax_mr_reg(ctx, &b->mr, &md))) snprintf(why, wl, "registering the bounce buffers failed: %s", efax_strerror(rc));
+    return rc;
+}
+
+/* Device memory: the provider's paths in order (efax__dev_paths), the first that registers;
+   b->path says which ran, the context's note says why, and each path passed over is one line. */
+EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
+    efax__dev *s = (efax__dev *)calloc(1, sizeof *s);
+    char order[64], *tok, *save = NULL, why[192], note[192] = "";
+    const char *reason;
+    bool hmem = false;
+    int rc = -FI_ENOSYS, i;
+    if (!s) return -FI_ENOMEM;
+    b->impl = s;
+    s->dmabuf_fd = -1;
+    /* 128 KiB of slack: 64 KiB alignment plus a dmabuf range rounded up to host pages */
+    if ((rc = EFAX_CUDA(cudaGetDevice(&s->device))) || (rc = EFAX_CUDA(cudaMalloc((void **)&s->raw, len + (128u << 10)))) ||
+        (rc = EFAX_CUDA(cudaMalloc((void **)&s->bad_d, sizeof(unsigned long long)))))
+        return rc;
+    s->d = (uint8_t *)(((uintptr_t)s->raw + 0xffff) & ~(uintptr_t)0xffff); /* 64 KiB: GPUDirect's page */
+    if ((rc = EFAX_CUDA(cudaMemset(s->d, 0, len))) || (rc = EFAX_CUDA(cudaDeviceSynchronize()))) return rc;
+    b->ptr = s->d;
+    if (!ctx) { /* device memory no NIC uses (NVLink IPC): nothing to register */
+        efax__copy(b->path, sizeof b->path, "device");
+        return 0;
+    }
+    for (i = 0; i < efax_ctx_nnics(ctx); i++) hmem = hmem || efax_ctx_nic(ctx, i)->hmem;
+    efax__copy(order, sizeof order, efax__dev_paths(efax_ctx_nic(ctx, 0)->provider, &reason));
+    for (tok = strtok_r(order, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, "dmabuf") && strcmp(tok, "hmem") && strcmp(tok, "staged")) {
+            efax_log(ctx, 0, "EFAX_MEM_PATH='%s': expected dmabuf, hmem or staged", tok);
+            return -EFAX_E_USAGE;
+        }
+        if (strcmp(tok, "staged") && !hmem) {
+            rc = -FI_ENOSYS;
+            snprintf(why, sizeof why, "provider %s offers no FI_HMEM", efax_ctx_nic(ctx, 0)->provider);
+        } else if (!(rc = efax__dev_reg(ctx, b, s, len, access, tok, why, sizeof why))) break;
+        if (strcmp(reason, "forced by EFAX_MEM_PATH") == 0) {
+            efax_log(ctx, 0, "device memory: EFAX_MEM_PATH=%s cannot be used: %s", tok, why);
+            return rc ? rc : -FI_ENOSYS;
+        }
+        /* once per context: every buffer would say the same */
+        if (!strstr(efax_ctx_mem_note(ctx), "instead of")) efax_log(ctx, 1, "device memory: %s not usable (%s); trying the next path", tok, why);
+        snprintf(note, sizeof note, "%s", why);
+    }
+    if (!tok) return rc ? rc : -FI_ENOSYS;
+    efax__copy(b->path, sizeof b->path, tok);
+    if (!efax_ctx_mem_note(ctx)[0] || !strstr(efax_ctx_mem_note(ctx), tok)) {
+        char line[448];
+        if (tok == order) snprintf(line, sizeof line, "%s (%s)", tok, reason);
+        else snprintf(line, sizeof line, "%s instead of %s (%s)", tok, order, note);
+        efax_ctx_set_mem_note(ctx, line);
+    }
+    return 0;
 }
 
 EFAX_PRIVATE void efax__dev_release(efax_buf *b) {
@@ -862,6 +957,83 @@ EFAX_API int efax_cuda_mem_select(const char *list, const efax_mem_ops **kinds, 
     }
     if (skipped[0]) snprintf(msg, len, "skipped: no CUDA device (%s variants): %s", skipped, why);
     return *n ? 0 : 1;
+}
+
+/* cudaMemcpyPeerAsync from device `from` to `to`: best GB/s of 5 copies of `bytes` after one. */
+EFAX_PRIVATE int efax__peer_copy_gbs(int from, int to, size_t bytes, double *gbs) {
+    void *a = NULL, *b = NULL;
+    cudaStream_t st = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    int cur = 0, rc, peer = 0;
+    float ms, best = 0;
+    cudaGetDevice(&cur);
+    *gbs = 0;
+    if ((rc = EFAX_CUDA(cudaSetDevice(to))) || (rc = EFAX_CUDA(cudaMalloc(&b, bytes))) || (rc = EFAX_CUDA(cudaSetDevice(from))) ||
+        (rc = EFAX_CUDA(cudaMalloc(&a, bytes))) || (rc = EFAX_CUDA(cudaMemset(a, 1, bytes))) ||
+        (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking))) || (rc = EFAX_CUDA(cudaEventCreate(&e0))) ||
+        (rc = EFAX_CUDA(cudaEventCreate(&e1))))
+        goto out;
+    if (from != to && cudaDeviceCanAccessPeer(&peer, from, to) == cudaSuccess && peer) {
+        cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) { rc = EFAX_CUDA(e); goto out; }
+        (void)cudaGetLastError();
+    }
+    for (int i = 0; i < 6 && !rc; i++) {
+        if ((rc = EFAX_CUDA(cudaEventRecord(e0, st))) || (rc = EFAX_CUDA(cudaMemcpyPeerAsync(b, to, a, from, bytes, st))) ||
+            (rc = EFAX_CUDA(cudaEventRecord(e1, st))) || (rc = EFAX_CUDA(cudaEventSynchronize(e1))) ||
+            (rc = EFAX_CUDA(cudaEventElapsedTime(&ms, e0, e1))))
+            break;
+        if (i > 0 && ms > 0 && (best == 0 || ms < best)) best = ms;
+    }
+    if (!rc && best > 0) *gbs = (double)bytes / (best * 1e-3) / 1e9;
+out:
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (st) cudaStreamDestroy(st);
+    if (a) cudaFree(a);
+    if (b) cudaFree(b);
+    cudaSetDevice(cur);
+    return rc;
+}
+
+EFAX_API int efax_cuda_ceiling(efax_report *r, efax_boot *boot, size_t bytes) {
+    struct who { char host[64]; char pci[32]; } me, *all;
+    int dev = 0, rc = 0, p;
+    double worst = 0;
+    char what[160] = "";
+    memset(&me, 0, sizeof me);
+    efax__copy(me.host, sizeof me.host, boot->host);
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(me.pci, sizeof me.pci, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        me.pci[0] = 0;
+    }
+    all = (struct who *)calloc((size_t)boot->size, sizeof *all);
+    if (!all) return -FI_ENOMEM;
+    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1)) || boot->rank != 0) {
+        free(all);
+        return rc;
+    }
+    for (p = 1; p < boot->size && !rc; p++) {
+        int to = -1;
+        double gbs = 0;
+        if (strcmp(all[p].host, me.host) || !all[p].pci[0] || cudaDeviceGetByPCIBusId(&to, all[p].pci) != cudaSuccess) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        if ((rc = efax__peer_copy_gbs(dev, to, bytes, &gbs))) break;
+        if (gbs > 0 && (worst == 0 || gbs < worst)) {
+            worst = gbs;
+            snprintf(what, sizeof what, "cudaMemcpyPeerAsync GPU %d -> GPU %d, %zu MiB: %.1f GB/s, measured in this run", dev, to,
+                     bytes >> 20, gbs);
+        }
+    }
+    free(all);
+    if (rc || worst <= 0) return rc;
+    r->ceiling_gbps = worst * 8;
+    efax__copy(r->ceiling_what, sizeof r->ceiling_what, what);
+    if (!r->o || !r->o->quiet) printf("# ceiling: %s = %.1f Gbps; a device-memory result above it +%.0f%% is refused\n", what,
+                                      r->ceiling_gbps, EFAX_CEILING_TOLERANCE * 100);
+    return 0;
 }
 
 EFAX_API bool efax_cuda_wants_hmem(const efax_mem_ops *const *kinds, int n) {

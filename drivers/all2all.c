@@ -153,6 +153,9 @@ int main(int argc, char **argv) {
     b.all = (double *)calloc((size_t)efax_opts_iters(&b.o, b.o.min_size) * (size_t)b.n, sizeof(double));
     if (!b.xs || !b.ex || !b.lat || !b.all) { rc = -FI_ENOMEM; goto out; }
     if ((rc = efax_report_init(&b.rep, &b.o, "all2all", efax_mem_names(b.kinds, b.nk, names, sizeof names), &b.ctx, &b.boot))) goto out;
+#ifdef __CUDACC__
+    if (efax_cuda_wants_hmem(b.kinds, b.nk) && (rc = efax_cuda_ceiling(&b.rep, &b.boot, 256u << 20))) goto out;
+#endif
 
     /* 4. the sweep: every size, every mode; an iteration takes as long as its slowest rank */
     for (uint64_t size = b.o.min_size; size && !rc; size = efax_opts_next_size(&b.o, size)) {
@@ -194,6 +197,7 @@ int main(int argc, char **argv) {
         }
         efax_report_row(&b.rep);
     }
+    if (!rc) rc = efax_report_status(&b.rep);
     efax_report_deinit(&b.rep);
 out:
     for (int k = 0; k < 3; k++) efax_buf_free(&b.srcs[k]), efax_buf_free(&b.dsts[k]);

@@ -166,6 +166,7 @@ int main(int argc, char **argv) {
     pd.ctx = &b.ctx, pd.src = &b.src, pd.dst = &b.dst.mr, pd.producers = (uint32_t)b.producers, pd.chunk = b.o.chunk, pd.device = b.device;
     if (b.me == 0 && (rc = efax_proxy_init(&b.px, &pd))) goto out;
     if ((rc = efax_report_init(&b.rep, &b.o, "proxy", kinds[0]->name, &b.ctx, &b.boot))) goto out;
+    if (kinds[0] == efax_mem_device() && (rc = efax_cuda_ceiling(&b.rep, &b.boot, 256u << 20))) goto out;
 
     /* 4. the sweep: every size, every variant, each mode (Single; Split with several NICs) */
     for (uint64_t size = b.o.min_size; size && !rc; size = efax_opts_next_size(&b.o, size)) {
@@ -212,6 +213,7 @@ int main(int argc, char **argv) {
             }
         efax_report_row(&b.rep);
     }
+    if (!rc) rc = efax_report_status(&b.rep);
     efax_report_deinit(&b.rep);
 out:
     if (b.me == 0) efax_proxy_deinit(&b.px);

@@ -200,6 +200,9 @@ int main(int argc, char **argv) {
     b.ex = (efax_expect *)calloc((size_t)b.o.window, sizeof *b.ex);
     if (!b.xs || !b.lat || !b.all || !b.ex) { rc = -FI_ENOMEM; goto out; }
     if ((rc = efax_report_init(&b.rep, &b.o, "write", efax_mem_names(b.kinds, b.nk, names, sizeof names), &b.ctx, &b.boot))) goto out;
+#ifdef __CUDACC__
+    if (efax_cuda_wants_hmem(b.kinds, b.nk) && (rc = efax_cuda_ceiling(&b.rep, &b.boot, 256u << 20))) goto out;
+#endif
 
     /* 4. the sweep: every size, every mode; targets one at a time (results over all pairs) or all at once */
     t_start = efax_now_ns();
@@ -250,6 +253,7 @@ int main(int argc, char **argv) {
             if (!rc && !any) break;
         }
     } while (!rc && b.o.duration_s > 0);
+    if (!rc) rc = efax_report_status(&b.rep);
     efax_report_deinit(&b.rep);
 out:
     for (int k = 0; k < 3; k++) efax_buf_free(&b.srcs[k]), efax_buf_free(&b.dsts[k]);

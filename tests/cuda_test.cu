@@ -1,6 +1,7 @@
-/* cuda_test — GPU correctness tests that need two ranks (one GPU each): the proxy's put_nbi,
-   fence and quiet semantics, refusal of a bad command, and every byte of every command checked
-   at the target. Run by tests/gpu.sh on the GPU machine; without a GPU it says skipped (77).
+/* cuda_test — GPU correctness tests that need two ranks (one GPU each): the checks themselves
+   (a corrupted byte in device or pinned memory is found, exactly, at any offset; #wrong never
+   exceeds the bytes checked), the proxy's put_nbi, fence and quiet semantics, refusal of a bad
+   command, and every byte of every command checked at the target. Run by tests/gpu.sh on the GPU machine; without a GPU it says skipped (77).
 
    mpirun -np 2 build/cuda_test --provider shm
 */
@@ -33,6 +34,40 @@ __global__ void k_semantics(efax_proxy_dev p, volatile uint64_t *quiet_at, uint6
 static int failures;
 #define EXPECT(c, ...) do { if (!(c)) { fprintf(stderr, "cuda_test: FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); failures++; } } while (0)
 
+/* The check must be able to fail: a pattern-filled buffer checks clean; one byte changed (in
+   device memory, through the CUDA API, as a NIC would leave it) is exactly one wrong byte
+   wherever it sits; a poisoned buffer is exactly len wrong bytes, never more. */
+static void check_the_check(efax_ctx *ctx, const efax_mem_ops *kind, int rank) {
+    const uint64_t len = (1u << 20) + 37, offs[] = {0, 1, 7, 8, 4095, 4096, 524287, len - 9, len - 1};
+    efax_buf b;
+    uint64_t n;
+    memset(&b, 0, sizeof b);
+    if (efax_buf_alloc(ctx, &b, kind, len, EFAX_MR_WRITE_DST)) { EXPECT(0, "%s: cannot allocate", kind->name); return; }
+    b.ops->fill(&b, 0, len, rank, 3);
+    EXPECT((n = b.ops->check(&b, 0, len, rank, 3)) == 0, "%s (%s): %llu wrong bytes in a clean buffer", kind->name, b.path,
+           (unsigned long long)n);
+    EXPECT((n = b.ops->check(&b, 0, len, rank, 4)) > len / 2 && n <= len, "%s: another iteration's pattern gave %llu wrong of %llu",
+           kind->name, (unsigned long long)n, (unsigned long long)len);
+    for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+        uint8_t good, bad;
+        if (EFAX_CUDA(cudaMemcpy(&good, (uint8_t *)b.ptr + offs[i], 1, cudaMemcpyDefault))) break;
+        bad = (uint8_t)(good ^ 0x10);
+        if (EFAX_CUDA(cudaMemcpy((uint8_t *)b.ptr + offs[i], &bad, 1, cudaMemcpyDefault))) break;
+        EXPECT((n = b.ops->check(&b, 0, len, rank, 3)) == 1, "%s (%s): byte %llu corrupted, the check found %llu", kind->name, b.path,
+               (unsigned long long)offs[i], (unsigned long long)n);
+        EXPECT((n = b.ops->check(&b, offs[i] & ~7ull, len - (offs[i] & ~7ull), rank, 3)) >= 1,
+               "%s: a sub-range check from %llu missed the corrupted byte", kind->name, (unsigned long long)(offs[i] & ~7ull));
+        if (EFAX_CUDA(cudaMemcpy((uint8_t *)b.ptr + offs[i], &good, 1, cudaMemcpyDefault))) break;
+    }
+    EXPECT((n = b.ops->check(&b, 0, len, rank, 3)) == 0, "%s: %llu wrong after restoring every byte", kind->name, (unsigned long long)n);
+    b.ops->poison(&b, 0, len);
+    EXPECT((n = b.ops->check(&b, 0, len, rank, 3)) == len, "%s: a poisoned buffer of %llu bytes checked %llu wrong", kind->name,
+           (unsigned long long)len, (unsigned long long)n);
+    printf("cuda_test: rank %d: the %s check (%s) finds a single corrupted byte at %zu offsets\n", rank, kind->name, b.path,
+           sizeof offs / sizeof offs[0]);
+    efax_buf_free(&b);
+}
+
 int main(int argc, char **argv) {
     const char *provider = NULL;
     efax_optdef defs[] = {{"provider", 0, EFAX_OPT_STR, &provider, 0, 0, NULL, "NAME", "provider (default shm)"},
@@ -56,9 +91,12 @@ int main(int argc, char **argv) {
     if (boot.size != 2) { fprintf(stderr, "cuda_test: needs 2 ranks\n"); return 2; }
     memset(&cd, 0, sizeof cd), memset(&src, 0, sizeof src), memset(&dst, 0, sizeof dst), memset(&px, 0, sizeof px);
     cd.provider = provider ? provider : "shm";
+    cd.hmem = true; /* device memory: registered directly where the provider can */
     if ((rc = efax_cuda_bind(boot.local_rank, &dev)) || (rc = efax_ctx_init(&ctx, &cd)) || (rc = efax_ctx_connect(&ctx, &boot)) ||
         (rc = efax_ctx_warmup(&ctx)))
         goto out;
+    check_the_check(&ctx, efax_mem_device(), boot.rank);
+    check_the_check(&ctx, efax_mem_pinned(), boot.rank);
     /* pinned memory: the GPU writes its data in place, the NIC reads it, the target checks it */
     if ((rc = efax_buf_alloc(&ctx, &src, efax_mem_pinned(), window, EFAX_MR_WRITE_SRC)) ||
         (rc = efax_buf_alloc(&ctx, &dst, efax_mem_pinned(), window, EFAX_MR_WRITE_DST)) || (rc = efax_mr_exchange(&dst.mr, &boot)))

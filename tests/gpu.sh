@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# gpu.sh — the GPU tests and benchmarks, run on the GPU machine (the `device` tool) in one go:
-# unpacks the libfabric carried in .deb/ (that machine has none), builds everything, runs the
-# checks (data verified in device memory for every variant and size), then the benchmarks, and
-# leaves gpu.log, results.jsonl and summary.txt in $OUT (or build/gpu-out).
+# gpu.sh — the GPU tests and benchmarks, run on a GPU machine in one go, on both libfabric lines:
+#   2.6.0  built here with CUDA (and its fabtests) from the tarball in .fab/ (tests/libfabric.sh):
+#          every check once per device-memory path (EFAX_MEM_PATH=dmabuf, hmem, staged), and the
+#          benchmarks, beside libfabric's own fi_rma_bw and the cudaMemcpyPeerAsync ceiling
+#   1.17   Debian's packages carried in .deb/ (no CUDA in that libfabric): the staged path
+# Leaves gpu.log, results.jsonl (every row, with run.libfabric and mem_path) and summary.txt
+# (checks, then the ratios the README quotes) in $OUT (or build/gpu-out).
 #
-#   tests/gpu.sh [checks|bench|quick|ipc]   checks: the checks (4K..256M); bench: the benchmarks;
-#                                       quick: checks with small sizes; ipc: the NVLink IPC checks
-#                                       and benchmarks only; default: checks and benchmarks
+#   tests/gpu.sh [all|quick|checks|bench|ipc]
+#       all     checks (4K..256M) and benchmarks          quick   checks with small sizes
+#       checks  the checks only                            bench   the benchmarks only
+#       ipc     the NVLink IPC checks and benchmarks only
+#   EFAX_GPU_LINES="2.6 1.17"   which libfabric lines (default both that are carried in)
+#   EFAX_GPU_PATHS="dmabuf hmem staged"   which device-memory paths the 2.6 checks force
+#
 # Ranks are started with efax's TCP rendezvous (no PMIx needed there), one per GPU, provider shm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,29 +21,57 @@ OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 LOG=$OUT/gpu.log
 RES=$OUT/results.jsonl
-: >"$LOG"; : >"$RES"
+SUM=$OUT/summary.txt
+: >"$LOG"; : >"$RES"; : >"$SUM"
 WHAT=${1:-all}
+case $WHAT in all|quick|checks|bench|ipc) ;; *) echo "gpu.sh: '$WHAT': use all, quick, checks, bench or ipc" >&2; exit 2 ;; esac
 exec > >(tee -a "$LOG") 2>&1
-
-FAB=/tmp/fab
-if [ -d .deb ]; then # the libfabric carried in (Debian's 1.17), used whatever the machine has
-  mkdir -p $FAB
-  for d in .deb/*.deb; do dpkg -x "$d" $FAB; done
-  export LD_LIBRARY_PATH=$FAB/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export FI_PROVIDER_PATH=$FAB/usr/lib/x86_64-linux-gnu/libfabric
-  CFL="-I$FAB/usr/include" LIBS="-L$FAB/usr/lib/x86_64-linux-gnu -lfabric"
-else
-  CFL=$(pkg-config --cflags libfabric) LIBS=$(pkg-config --libs libfabric)
-fi
 export PATH=/usr/local/cuda/bin:$PATH
-echo "== $(date -u +%FT%TZ) $(hostname): $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -8 | tr '\n' ';')"
-nvidia-smi topo -m 2>/dev/null | head -6
-NGPU=$(nvidia-smi -L | wc -l)
-echo "== build ($NGPU GPUs)"
-make -j16 host cuda EFAX_SKIP_DEPS=1 EFAX_DEFS=-DEFAX_NO_PMIX PKG_CFLAGS="$CFL" PKG_LIBS="$LIBS" NV_LIBS="$LIBS" \
-  NVFLAGS="-O2 -g -arch=sm_90 -Xcompiler -Wall,-Wextra -Werror all-warnings" 2>&1 | grep -v "^cc \|^nvcc \|^/usr/local" | tail -20
-export FI_PROVIDER=shm EFAX_PROVIDER=shm EFAX_TIMEOUT_MS=60000
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export FI_PROVIDER=shm EFAX_PROVIDER=shm EFAX_TIMEOUT_MS=60000
+echo "== $(date -u +%FT%TZ) $(hostname): $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -8 | tr '\n' ';')"
+nvidia-smi topo -m 2>/dev/null | head -4
+NGPU=$(nvidia-smi -L | wc -l)
+
+LINES=${EFAX_GPU_LINES:-}
+if [ -z "$LINES" ]; then
+  ls .fab/libfabric-*.tar.gz >/dev/null 2>&1 && LINES="2.6"
+  [ -d .deb ] && LINES="$LINES 1.17"
+fi
+[ -n "$LINES" ] || { echo "gpu.sh: no libfabric carried in (.fab/libfabric-*.tar.gz or Debian's .deb/)"; exit 2; }
+
+# ---- libfabric: build 2.6 (CUDA + fabtests), unpack 1.17
+declare -A PFX
+for L in $LINES; do
+  if [ "$L" = 2.6 ]; then
+    t0=$SECONDS
+    PFX[$L]=$(EFAX_CACHE=/tmp/efax-cache tests/libfabric.sh "$(ls .fab/libfabric-*.tar.gz | head -n 1)" cuda | tail -n 1) ||
+      { echo "gpu.sh: libfabric 2.6 build failed"; exit 1; }
+    echo "== libfabric 2.6 with CUDA in ${PFX[$L]} ($((SECONDS - t0)) s)"
+  else
+    PFX[$L]=/tmp/fab117
+    mkdir -p "${PFX[$L]}"
+    for d in .deb/*.deb; do dpkg -x "$d" "${PFX[$L]}"; done
+  fi
+done
+# env_for L: the variables that make a binary use line L's libfabric
+env_for() {
+  if [ "$1" = 1.17 ]; then
+    echo "LD_LIBRARY_PATH=${PFX[$1]}/usr/lib/x86_64-linux-gnu FI_PROVIDER_PATH=${PFX[$1]}/usr/lib/x86_64-linux-gnu/libfabric"
+  else
+    echo "LD_LIBRARY_PATH=${PFX[$1]}/lib"
+  fi
+}
+
+# ---- efax, once per line, into build/gpu-<line>
+for L in $LINES; do
+  B=build/gpu-$L
+  if [ "$L" = 1.17 ]; then inc=${PFX[$L]}/usr/include lib=${PFX[$L]}/usr/lib/x86_64-linux-gnu; else inc=${PFX[$L]}/include lib=${PFX[$L]}/lib; fi
+  t0=$SECONDS
+  make -j16 host cuda B="$B" EFAX_SKIP_DEPS=1 EFAX_DEFS=-DEFAX_NO_PMIX PKG_CFLAGS="-I$inc" PKG_LIBS="-L$lib -lfabric -Wl,-rpath,$lib" \
+    NV_LIBS="-L$lib -lfabric -Xlinker -rpath -Xlinker $lib" 2>&1 | grep -v "^cc \|^nvcc \|^/usr/local" | tail -20
+  echo "== efax built against libfabric $L in $B ($((SECONDS - t0)) s)"
+done
 
 pass=0 fail=0
 # launch N CMD...: N ranks through the TCP rendezvous on this host
@@ -49,48 +84,99 @@ launch() {
 }
 export OUT
 export -f launch
-# t NAME LIMIT CMD...: a check
+# t NAME LIMIT CMD...: a check or benchmark; its JSON (written to $OUT/cur.tmp) goes to results.jsonl
 t() {
-  local name=$1 lim=$2; shift 2
+  local name=$1 lim=$2 rc; shift 2
   echo; echo "== $name"
-  timeout --kill-after=5 "$lim" bash -c '"$@"' "$name" "$@"; local rc=$?
-  if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $name"; else fail=$((fail + 1)); echo "FAIL $name (rc=$rc)"; fi
+  rm -f "$OUT/cur.tmp"
+  timeout --kill-after=5 "$lim" bash -c '"$@"' "$name" "$@"; rc=$?
+  [ -f "$OUT/cur.tmp" ] && cat "$OUT/cur.tmp" >>"$RES"
+  if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $name" | tee -a "$SUM"; else fail=$((fail + 1)); echo "FAIL $name (rc=$rc)" | tee -a "$SUM"; fi
 }
-j() { echo "--json $OUT/$1.tmp"; }
-collect() { [ -f "$OUT/$1.tmp" ] && cat "$OUT/$1.tmp" >>"$RES" && rm -f "$OUT/$1.tmp"; }
-
-# ---- checks: every byte, every variant
+J="--json $OUT/cur.tmp"
 MAXC=256M; [ "$WHAT" = quick ] && MAXC=16M
+
+# checks L PATH: every check on libfabric L with device memory forced through PATH
+checks() {
+  local L=$1 P=$2 B=build/gpu-$1 e
+  e="env $(env_for "$L") EFAX_MEM_PATH=$P"
+  t "$L/$P/cuda-test" 300 launch 2 $e $B/cuda_test
+  t "$L/$P/write-check" 600 launch 2 $e $B/write_cuda -c -b 4K -e $MAXC -f 8 -n 3 --mem dma --mode single,split --nics shm,shm $J
+  t "$L/$P/sendrecv-check" 600 launch 2 $e $B/sendrecv_cuda -c -b 4K -e $MAXC -f 16 -n 3 --mem dma $J
+  t "$L/$P/all2all-check" 600 launch 2 $e $B/all2all_cuda -c -b 64K -e $MAXC -f 16 -n 3 --mem dma $J
+  t "$L/$P/proxy-check" 600 launch 2 $e $B/proxy -c -b 64K -e 64M -f 16 -n 3 --mem dma $J
+}
 if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ]; then
-t affinity 60 build/affinity --json $OUT/aff.tmp; collect aff
-t queue-check 300 build/queue -c $(j queue); collect queue
-t proxy-semantics 120 launch 2 build/cuda_test
-t write-check-all-memory 600 launch 2 build/write_cuda -c -b 4K -e $MAXC -f 4 -n 4 --mem all --mode single,split --nics shm,shm $(j wchk); collect wchk
-t sendrecv-check-all-memory 600 launch 2 build/sendrecv_cuda -c -b 4K -e $MAXC -f 16 -n 4 --mem all $(j srchk); collect srchk
-t all2all-check-all-memory 600 launch 2 build/all2all_cuda -c -b 64K -e $MAXC -f 16 -n 4 --mem all $(j a2achk); collect a2achk
-t proxy-check 600 launch 2 build/proxy -c -b 64K -e 64M -f 16 -n 3 --mem dma $(j pxchk); collect pxchk
-echo; echo "== checks: $pass passed, $fail failed"
+  for L in $LINES; do
+    B=build/gpu-$L
+    if [ "$L" = 1.17 ]; then checks 1.17 staged; else for P in ${EFAX_GPU_PATHS:-dmabuf hmem staged}; do checks "$L" "$P"; done; fi
+    t "$L/affinity" 60 env $(env_for "$L") $B/affinity $J
+    t "$L/queue-check" 300 env $(env_for "$L") $B/queue -c $J
+    t "$L/host-and-pinned-check" 600 launch 2 env $(env_for "$L") $B/write_cuda -c -b 4K -e 16M -f 16 -n 3 --mem host,pin $J
+  done
+  echo; echo "== checks: $pass passed, $fail failed"
 fi
-if [ "$NGPU" -ge 2 ] && [ "$WHAT" != bench ]; then
-  t ipc-check 600 launch 2 build/ipc -b 1M -e 16M -f 16 $(j ipchk)
-  t ipc-check-pull 600 launch 2 build/ipc -b 1M -e 16M -f 16 --dir pull $(j ipchkp)
-  t ipc-check-tma 600 launch 2 build/ipc -b 1M -e 16M -f 16 --layout tma $(j ipchkt)
+
+# ---- benchmarks (libfabric 2.6, shm's CUDA IPC path, device memory on both sides)
+# fi_rma_bw SIZE: libfabric's own RMA benchmark, GPU 1 serves, GPU 0 writes; prints Gbps
+rma_bw() {
+  local L=2.6 port=$((40000 + RANDOM % 10000)) size=$1 out gbps
+  [ -x "${PFX[$L]}/bin/fi_rma_bw" ] || { echo "no fi_rma_bw"; return 1; }
+  env $(env_for $L) timeout 60 "${PFX[$L]}/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 1 -S "$size" -I 100 -E="$port" >/dev/null 2>&1 &
+  sleep 1
+  out=$(env $(env_for $L) timeout 60 "${PFX[$L]}/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 0 -S "$size" -I 100 -E="$port" 127.0.0.1 2>&1); local rc=$?
+  wait
+  echo "$out" | tail -n 3
+  [ $rc = 0 ] || { echo "fi_rma_bw $size: exit $rc (stalled or failed)"; return 1; }
+  # the table's MB/sec column (10^6 bytes/s) -> Gbps
+  gbps=$(echo "$out" | awk '/^[0-9]/ && NF >= 5 {v = $(NF-2)} END {if (v != "") printf "%.3f", v * 8 / 1000}')
+  [ -n "$gbps" ] || return 1
+  echo "{\"schema\":1,\"driver\":\"fi_rma_bw\",\"variant\":\"fi_rma_bw\",\"memory\":\"device\",\"mem_path\":\"fabtests\",\"size\":$size,\"gbps\":$gbps,\"run\":{\"libfabric\":\"2.6\",\"command\":\"fi_rma_bw -p shm -o writedata -D cuda -S $size -I 100\"}}" >"$OUT/cur.tmp"
+}
+export -f rma_bw env_for
+export PFX_26=${PFX[2.6]:-}
+if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 2.6 "* ]]; then
+  L=2.6 B=build/gpu-2.6 E="env $(env_for 2.6)"
+  for P in ${EFAX_GPU_PATHS:-dmabuf hmem staged}; do
+    t "bench/write-$P" 600 launch 2 $E EFAX_MEM_PATH=$P $B/write_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
+  done
+  t "bench/write-default" 600 launch 2 $E $B/write_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
+  for s in 1048576 4194304 16777216 67108864; do t "bench/fi_rma_bw-$s" 130 rma_bw $s; done
+  t "bench/sendrecv" 600 launch 2 $E $B/sendrecv_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
+  t "bench/all2all" 600 launch 2 $E $B/all2all_cuda -b 1M -e 256M -f 4 --mem dma $J
+  t "bench/proxy" 600 launch 2 $E $B/proxy -b 1M -e 256M -f 4 --mem dma $J
+  t "bench/write-pinned" 600 launch 2 $E $B/write_cuda -b 1M -e 256M -f 4 --mem pin --window 16 $J
 fi
-if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
-# ---- benchmarks
-t bench-write 600 launch 2 build/write_cuda -b 1M -e 256M -f 4 --mem all $(j w); collect w
-t bench-proxy 600 launch 2 build/proxy -b 64K -e 256M -f 4 --mem dma $(j px); collect px
-t bench-proxy-pin 600 launch 2 build/proxy -b 1M -e 256M -f 16 --mem pin $(j pxp); collect pxp
-t bench-proxy-1producer 600 launch 2 build/proxy -b 64K -e 64M -f 4 --mem pin --producers 1 --bytes 64M $(j px1); collect px1
-t bench-queue 300 build/queue $(j q); collect q
+if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 1.17 "* ]]; then
+  t "bench/1.17-write-staged" 600 launch 2 env $(env_for 1.17) build/gpu-1.17/write_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
 fi
-if [ "$NGPU" -ge 2 ] && { [ "$WHAT" = all ] || [ "$WHAT" = bench ] || [ "$WHAT" = ipc ]; }; then
-  t bench-ipc 600 launch 2 build/ipc -b 256K -e 1G -f 4 $(j ipc); collect ipc
-  t bench-ipc-tma 600 launch 2 build/ipc -b 64M -e 1G -f 4 --layout tma $(j ipct); collect ipct
-  t bench-ipc-pull 600 launch 2 build/ipc -b 64M -e 1G -f 4 --dir pull $(j ipcp); collect ipcp
-  t bench-ipc-allpairs 600 launch 2 build/ipc -b 64M -e 1G -f 4 --pairs all $(j ipca); collect ipca
-  t bench-ipc-allpairs-pull 600 launch 2 build/ipc -b 64M -e 1G -f 4 --pairs all --dir pull $(j ipcap); collect ipcap
+if [ "$NGPU" -ge 2 ] && [ "$WHAT" != checks ] && [ "$WHAT" != quick ]; then
+  L=${LINES%% *} B=build/gpu-${LINES%% *}
+  t ipc-check 600 launch 2 env $(env_for "$L") $B/ipc -b 1M -e 16M -f 16 $J
+  t ipc-check-pull 600 launch 2 env $(env_for "$L") $B/ipc -b 1M -e 16M -f 16 --dir pull $J
+  if [ "$WHAT" != ipc ] || true; then
+    t bench-ipc 600 launch 2 env $(env_for "$L") $B/ipc -b 256K -e 1G -f 4 $J
+  fi
 fi
-echo; echo "== all: $pass passed, $fail failed"
-grep -h "PASS\|FAIL" "$LOG" >"$OUT/summary.txt"
+
+# ---- the ratios the issue and README quote, from this run's rows
+if [ -s "$RES" ] && command -v jq >/dev/null; then
+  {
+    echo; echo "== ratios (this run)"
+    jq -r -s '
+      def rows($d; $v): [.[] | select(.driver == $d and (.variant | startswith($v)) and .memory == "device" and (.run.libfabric // "") == "2.6")];
+      (map(select(.ceiling_gbps != null)) | first | .ceiling_gbps) as $ceil
+      | "ceiling (cudaMemcpyPeerAsync): \($ceil // "n/a") Gbps",
+        (rows("write"; "Single") | group_by(.run.env.EFAX_MEM_PATH // "default")[] |
+          "write \(.[0].run.env.EFAX_MEM_PATH // "default") (\(.[0].mem_path)): " +
+          (map("\(.size / 1048576)M \(.gbps | floor) Gbps = \((.gbps / $ceil * 100) | floor)%") | join(", "))),
+        ([.[] | select(.driver == "fi_rma_bw")] | map("fi_rma_bw \(.size / 1048576)M: \(.gbps | floor) Gbps") | .[]),
+        (rows("sendrecv"; "") | map(select(.variant | test("Stream"))) | map("sendrecv \(.variant) \(.size / 1048576)M \(.gbps | floor) Gbps") | join(", ")),
+        (rows("all2all"; "") | map("all2all \(.variant) \(.size / 1048576)M busbw \(.busbw_gbs * 8 | floor) Gbps") | join(", ")),
+        (rows("proxy"; "") | group_by(.size)[] | map("\(.variant) \(.gbps | floor)") | "proxy: " + join(", "))
+    ' "$RES" 2>&1
+    echo; echo "wrong bytes in any row: $(jq -s '[.[] | select((.wrong // 0) > 0)] | length' "$RES") row(s)"
+  } | tee -a "$SUM"
+fi
+echo; echo "== all: $pass passed, $fail failed" | tee -a "$SUM"
 exit $fail

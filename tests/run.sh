@@ -346,8 +346,9 @@ lab_rail_down() {
   [ $rc != 0 ] && [ $((SECONDS - start)) -lt 60 ] && grep -q "NIC r1" "$LOGS/raildown.log"
 }
 export -f lab_mpirun lab_up lab_rails lab_rail_down
-t lab/2hosts-2rails-split-rr  300 lab_rails
-t lab/rail-down-mid-run       300 lab_rail_down
+# the lab is one per machine: a second suite (another libfabric, another checkout) waits its turn
+t lab/2hosts-2rails-split-rr  600 flock /tmp/efax-lab.lock bash -c lab_rails
+t lab/rail-down-mid-run       600 flock /tmp/efax-lab.lock bash -c lab_rail_down
 
 [ $skip = 0 ] || echo "$skip skipped (reasons above)"
 [ $fail = 0 ] || echo "failed: ${failed[*]}"
