@@ -51,13 +51,13 @@ static int iteration(bench *b, efax_mode mode, uint64_t chunk, uint64_t seq) {
     for (int k = 1; k < b->n && !rc; k++) { /* start with the next rank: spreads the load */
         int p = (b->me + k) % b->n;
         rc = efax_write(&b->ctx, &b->xs[p], p, mode, (uint64_t)p + (uint64_t)b->me + seq, &b->src->mr, (uint64_t)p * chunk,
-                        &b->dst->mr, (uint64_t)b->me * chunk, chunk, b->o.chunk, tag, (uint32_t)seq, NULL);
+                        &b->dst->mr, (uint64_t)b->me * chunk, chunk, efax_opts_chunk(&b->o, &b->ctx, b->dst), tag, (uint32_t)seq, NULL);
     }
     if (!rc) efax_buf_copy(b->dst, (uint64_t)b->me * chunk, b->src, (uint64_t)b->me * chunk, chunk);
     for (int p = 0; p < b->n && !rc; p++) /* what each peer writes to us: counted, or staged cells copied in */
         if (p != b->me)
             rc = efax_expect_write(&b->ctx, &b->ex[p], &b->dst->mr, (uint64_t)p * chunk, chunk, p, efax_ctx_peer_nnics(&b->ctx, p),
-                                   mode, (uint64_t)p + (uint64_t)b->me + seq, b->o.chunk, tag, (uint32_t)seq);
+                                   mode, (uint64_t)p + (uint64_t)b->me + seq, efax_opts_chunk(&b->o, &b->ctx, b->dst), tag, (uint32_t)seq);
     for (int k = 1; k < b->n && !rc; k++) rc = efax_expect_wait(&b->ctx, &b->ex[(b->me + b->n - k) % b->n], -1);
     for (int p = 0; p < b->n && !rc; p++)
         if (p != b->me) rc = efax_wait(&b->ctx, &b->xs[p], -1);

@@ -78,7 +78,7 @@ static int writer_iter(bench *b, int variant, efax_mode mode, int cmds, uint64_t
     if (variant == CPU) {
         for (int c = 0; c < cmds && !rc; c++)
             rc = efax_write(&b->ctx, &b->xs[c], 1, mode, (uint64_t)c, &b->src.mr, (uint64_t)c * size, &b->dst.mr, (uint64_t)c * size,
-                            size, b->o.chunk, TAG_DATA + c, seq, NULL);
+                            size, efax_opts_chunk(&b->o, &b->ctx, &b->dst), TAG_DATA + c, seq, NULL);
         if (!rc) rc = wait_notice(b, variant, TAG_ACK, seq, &t1);
         for (int c = 0; c < cmds && !rc; c++) rc = efax_wait(&b->ctx, &b->xs[c], -1);
     } else {
@@ -98,7 +98,7 @@ static int target_iter(bench *b, efax_mode mode, int cmds, uint64_t size, uint32
     int rc = 0;
     for (int c = 0; c < cmds && !rc; c++)
         rc = efax_expect_write(&b->ctx, &b->ex[c], &b->dst.mr, (uint64_t)c * size, size, 0, efax_ctx_peer_nnics(&b->ctx, 0), mode,
-                               (uint64_t)c, b->o.chunk, TAG_DATA + c, seq);
+                               (uint64_t)c, efax_opts_chunk(&b->o, &b->ctx, &b->dst), TAG_DATA + c, seq);
     for (int c = 0; c < cmds && !rc; c++) rc = efax_expect_wait(&b->ctx, &b->ex[c], -1);
     if (!rc) rc = efax_notify(&b->ctx, 0, TAG_ACK, seq);
     if (!rc && b->o.check) {
@@ -163,7 +163,7 @@ int main(int argc, char **argv) {
     b.lat = (double *)calloc((size_t)efax_opts_iters(&b.o, b.o.min_size), sizeof(double));
     if (rc || !b.lat || (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking)))) goto out;
     memset(&pd, 0, sizeof pd);
-    pd.ctx = &b.ctx, pd.src = &b.src, pd.dst = &b.dst.mr, pd.producers = (uint32_t)b.producers, pd.chunk = b.o.chunk, pd.device = b.device;
+    pd.ctx = &b.ctx, pd.src = &b.src, pd.dst = &b.dst.mr, pd.producers = (uint32_t)b.producers, pd.chunk = efax_opts_chunk(&b.o, &b.ctx, &b.dst), pd.device = b.device;
     if (b.me == 0 && (rc = efax_proxy_init(&b.px, &pd))) goto out;
     if ((rc = efax_report_init(&b.rep, &b.o, "proxy", kinds[0]->name, &b.ctx, &b.boot))) goto out;
     if (kinds[0] == efax_mem_device() && (rc = efax_cuda_ceiling(&b.rep, &b.boot, 256u << 20))) goto out;

@@ -54,7 +54,7 @@ static int writer_iter(bench *b, int first, int last, efax_mode mode, uint64_t s
     for (p = first; p <= last && !rc; p++)
         for (m = 0; m < W && !rc; m++)
             rc = efax_write(&b->ctx, &b->xs[(p - first) * W + m], p, mode, seq * (uint64_t)W + (uint64_t)(m + b->me), &b->src->mr,
-                            (uint64_t)m * size, &b->dst->mr, (uint64_t)m * size, size, b->o.chunk, TAG_MSG(b, m), (uint32_t)seq, NULL);
+                            (uint64_t)m * size, &b->dst->mr, (uint64_t)m * size, size, efax_opts_chunk(&b->o, &b->ctx, b->dst), TAG_MSG(b, m), (uint32_t)seq, NULL);
     for (p = first; p <= last && !rc; p++) rc = efax_wait_imm(&b->ctx, p, TAG_ACK, (uint32_t)seq, 1, -1);
     *us = (double)(efax_now_ns() - t0) / 1e3;
     for (p = 0; p < (last - first + 1) * W && !rc; p++) rc = efax_wait(&b->ctx, &b->xs[p], -1);
@@ -70,7 +70,7 @@ static int target_iter(bench *b, int from, efax_mode mode, uint64_t size, uint64
     int rc = 0, m;
     for (m = 0; m < b->o.window && !rc; m++)
         rc = efax_expect_write(&b->ctx, &ex[m], &b->dst->mr, (uint64_t)m * size, size, from, efax_ctx_peer_nnics(&b->ctx, from),
-                               mode, seq * (uint64_t)b->o.window + (uint64_t)(m + from), b->o.chunk, TAG_MSG(b, m), (uint32_t)seq);
+                               mode, seq * (uint64_t)b->o.window + (uint64_t)(m + from), efax_opts_chunk(&b->o, &b->ctx, b->dst), TAG_MSG(b, m), (uint32_t)seq);
     for (m = 0; m < b->o.window && !rc; m++) rc = efax_expect_wait(&b->ctx, &ex[m], -1);
     if (!rc) rc = efax_notify(&b->ctx, from, TAG_ACK, (uint32_t)seq);
     if (!rc && b->o.check) {

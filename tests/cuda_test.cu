@@ -36,7 +36,8 @@ static int failures;
 
 /* The check must be able to fail: a pattern-filled buffer checks clean; one byte changed (in
    device memory, through the CUDA API, as a NIC would leave it) is exactly one wrong byte
-   wherever it sits; a poisoned buffer is exactly len wrong bytes, never more. */
+   wherever it sits; a poisoned buffer is nearly len wrong bytes (a poison byte matches the
+   pattern in 1 place of 256), never more. */
 static void check_the_check(efax_ctx *ctx, const efax_mem_ops *kind, int rank) {
     const uint64_t len = (1u << 20) + 37, offs[] = {0, 1, 7, 8, 4095, 4096, 524287, len - 9, len - 1};
     efax_buf b;
@@ -61,7 +62,8 @@ static void check_the_check(efax_ctx *ctx, const efax_mem_ops *kind, int rank) {
     }
     EXPECT((n = b.ops->check(&b, 0, len, rank, 3)) == 0, "%s: %llu wrong after restoring every byte", kind->name, (unsigned long long)n);
     b.ops->poison(&b, 0, len);
-    EXPECT((n = b.ops->check(&b, 0, len, rank, 3)) == len, "%s: a poisoned buffer of %llu bytes checked %llu wrong", kind->name,
+    /* a poison byte equals the pattern byte by chance in 1 of 256 places */
+    EXPECT((n = b.ops->check(&b, 0, len, rank, 3)) <= len && n >= len - len / 128, "%s: a poisoned buffer of %llu bytes checked %llu wrong", kind->name,
            (unsigned long long)len, (unsigned long long)n);
     printf("cuda_test: rank %d: the %s check (%s) finds a single corrupted byte at %zu offsets\n", rank, kind->name, b.path,
            sizeof offs / sizeof offs[0]);
