@@ -947,8 +947,12 @@ typedef struct efax_mem_ops {
     void (*fill)(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
     void (*poison)(efax_buf *b, uint64_t off, uint64_t len);
     uint64_t (*check)(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
-    /* copies len bytes from src+soff to dst+doff (both of this kind) */
+    /* copies len bytes from src+soff to dst+doff (both of this kind); may return before the
+       copy finished (device memory: it overlaps transfers), settle waits for it */
     void (*copy)(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
+    /* waits until everything written into the buffer (copies, and what the provider moves in
+       for device memory) is in place; NULL: always in place (host memory) */
+    int (*settle)(efax_buf *b);
 } efax_mem_ops;
 
 struct efax_buf {
@@ -981,8 +985,12 @@ EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, cha
 EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access);
 /* Deregisters and frees; safe on a zeroed efax_buf. */
 EFAX_API void efax_buf_free(efax_buf *b);
-/* A local copy between two buffers of the same kind (all2all's own chunk). */
+/* Starts a local copy between two buffers of the same kind (all2all's own chunk); it is in place
+   once efax_buf_settle(dst) returns (host memory: at once). */
 EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
+/* Waits until everything written into b is in place: local copies, and bytes the provider still
+   moves after reporting completion (device memory). Returns 0 or a negative code. */
+EFAX_API int efax_buf_settle(efax_buf *b);
 
 /* The chunk for transfers into or out of buffer b: --chunk when given; else 1 MiB (posts small
    enough to stripe and pipeline over NICs), except for device memory that shm moves itself
@@ -4152,7 +4160,7 @@ EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *
 
 EFAX_API const efax_mem_ops *efax_mem_host(void) {
     static const efax_mem_ops ops = {"host", "", efax__host_alloc, efax__host_release, efax__host_fill,
-                                     efax__host_poison, efax__host_check, efax__host_copy};
+                                     efax__host_poison, efax__host_check, efax__host_copy, NULL};
     return &ops;
 }
 
@@ -4183,6 +4191,8 @@ EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, cha
 EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
     if (len) dst->ops->copy(dst, doff, src, soff, len);
 }
+
+EFAX_API int efax_buf_settle(efax_buf *b) { return b->ops && b->ops->settle ? b->ops->settle(b) : 0; }
 
 EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access) {
     int rc;

@@ -614,6 +614,7 @@ typedef struct efax__dev {
     int dmabuf_fd;
     uint8_t *bounce;           /* staged: pinned host memory the NICs use */
     cudaStream_t out_s, in_s;
+    cudaStream_t copy_s;       /* local copies (efax_buf_copy), overlapping what the provider moves in */
     struct {
         uint64_t off, len, unit;
         unsigned ncells;
@@ -852,6 +853,7 @@ EFAX_PRIVATE void efax__dev_release(efax_buf *b) {
     if (!s) return;
     if (s->out_s) cudaStreamSynchronize(s->out_s), cudaStreamDestroy(s->out_s);
     if (s->in_s) cudaStreamSynchronize(s->in_s), cudaStreamDestroy(s->in_s);
+    if (s->copy_s) cudaStreamSynchronize(s->copy_s), cudaStreamDestroy(s->copy_s);
     for (unsigned k = 0; k < EFAX__OUTS; k++)
         for (unsigned c = 0; c < s->out[k].nev; c++) cudaEventDestroy(s->out[k].ev[c]);
     if (s->bounce) cudaFreeHost(s->bounce);
@@ -912,18 +914,24 @@ EFAX_PRIVATE uint64_t efax__dev_check(efax_buf *b, uint64_t off, uint64_t len, i
 }
 
 EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
-    EFAX_CUDA(cudaMemcpy((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len, cudaMemcpyDeviceToDevice));
+    efax__dev *s = (efax__dev *)dst->impl;
+    /* on a stream of its own: on the default stream it would queue behind (or ahead of) the
+       device copies the provider issues for incoming transfers; efax_buf_settle waits for it */
+    if (!s->copy_s && EFAX_CUDA(cudaStreamCreateWithFlags(&s->copy_s, cudaStreamNonBlocking))) return;
+    EFAX_CUDA(cudaMemcpyAsync((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len, cudaMemcpyDeviceToDevice, s->copy_s));
 }
+
+EFAX_PRIVATE int efax__dev_buf_settle(efax_buf *b) { return b->impl ? efax__dev_settle(b->impl, -1) : 0; }
 
 EFAX_API const efax_mem_ops *efax_mem_pinned(void) { /* host memory's pattern and copy on pinned pages */
     static const efax_mem_ops ops = {"pinned", "Pin", efax__pinned_alloc, efax__pinned_release, efax__host_fill,
-                                     efax__host_poison, efax__host_check, efax__host_copy};
+                                     efax__host_poison, efax__host_check, efax__host_copy, NULL};
     return &ops;
 }
 
 EFAX_API const efax_mem_ops *efax_mem_device(void) {
     static const efax_mem_ops ops = {"device", "DMA", efax__dev_alloc, efax__dev_release, efax__dev_fill,
-                                     efax__dev_poison, efax__dev_check, efax__dev_copy};
+                                     efax__dev_poison, efax__dev_check, efax__dev_copy, efax__dev_buf_settle};
     return &ops;
 }
 

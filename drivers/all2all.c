@@ -61,6 +61,7 @@ static int iteration(bench *b, efax_mode mode, uint64_t chunk, uint64_t seq) {
     for (int k = 1; k < b->n && !rc; k++) rc = efax_expect_wait(&b->ctx, &b->ex[(b->me + b->n - k) % b->n], -1);
     for (int p = 0; p < b->n && !rc; p++)
         if (p != b->me) rc = efax_wait(&b->ctx, &b->xs[p], -1);
+    if (!rc) rc = efax_buf_settle(b->dst); /* our own chunk's copy (it overlapped the transfers) */
     return rc;
 }
 
