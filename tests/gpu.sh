@@ -54,12 +54,13 @@ for L in $LINES; do
     for d in .deb/*.deb; do dpkg -x "$d" "${PFX[$L]}"; done
   fi
 done
+export PFX_26=${PFX[2.6]:-} PFX_117=${PFX[1.17]:-}
 # env_for L: the variables that make a binary use line L's libfabric
 env_for() {
   if [ "$1" = 1.17 ]; then
-    echo "LD_LIBRARY_PATH=${PFX[$1]}/usr/lib/x86_64-linux-gnu FI_PROVIDER_PATH=${PFX[$1]}/usr/lib/x86_64-linux-gnu/libfabric"
+    echo "LD_LIBRARY_PATH=$PFX_117/usr/lib/x86_64-linux-gnu FI_PROVIDER_PATH=$PFX_117/usr/lib/x86_64-linux-gnu/libfabric"
   else
-    echo "LD_LIBRARY_PATH=${PFX[$1]}/lib"
+    echo "LD_LIBRARY_PATH=$PFX_26/lib"
   fi
 }
 
@@ -120,11 +121,11 @@ fi
 # ---- benchmarks (libfabric 2.6, shm's CUDA IPC path, device memory on both sides)
 # fi_rma_bw SIZE: libfabric's own RMA benchmark, GPU 1 serves, GPU 0 writes; prints Gbps
 rma_bw() {
-  local L=2.6 port=$((40000 + RANDOM % 10000)) size=$1 out gbps
-  [ -x "${PFX[$L]}/bin/fi_rma_bw" ] || { echo "no fi_rma_bw"; return 1; }
-  env $(env_for $L) timeout 60 "${PFX[$L]}/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 1 -S "$size" -I 100 -E="$port" >/dev/null 2>&1 &
+  local port=$((40000 + RANDOM % 10000)) size=$1 out gbps rc
+  [ -x "$PFX_26/bin/fi_rma_bw" ] || { echo "no fi_rma_bw"; return 1; }
+  env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 1 -S "$size" -I 100 -E="$port" >/dev/null 2>&1 &
   sleep 1
-  out=$(env $(env_for $L) timeout 60 "${PFX[$L]}/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 0 -S "$size" -I 100 -E="$port" 127.0.0.1 2>&1); local rc=$?
+  out=$(env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 0 -S "$size" -I 100 -E="$port" 127.0.0.1 2>&1); rc=$?
   wait
   echo "$out" | tail -n 3
   [ $rc = 0 ] || { echo "fi_rma_bw $size: exit $rc (stalled or failed)"; return 1; }
@@ -134,7 +135,6 @@ rma_bw() {
   echo "{\"schema\":1,\"driver\":\"fi_rma_bw\",\"variant\":\"fi_rma_bw\",\"memory\":\"device\",\"mem_path\":\"fabtests\",\"size\":$size,\"gbps\":$gbps,\"run\":{\"libfabric\":\"2.6\",\"command\":\"fi_rma_bw -p shm -o writedata -D cuda -S $size -I 100\"}}" >"$OUT/cur.tmp"
 }
 export -f rma_bw env_for
-export PFX_26=${PFX[2.6]:-}
 if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 2.6 "* ]]; then
   L=2.6 B=build/gpu-2.6 E="env $(env_for 2.6)"
   for P in ${EFAX_GPU_PATHS:-dmabuf hmem staged}; do
@@ -164,16 +164,21 @@ if [ -s "$RES" ] && command -v jq >/dev/null; then
   {
     echo; echo "== ratios (this run)"
     jq -r -s '
-      def rows($d; $v): [.[] | select(.driver == $d and (.variant | startswith($v)) and .memory == "device" and (.run.libfabric // "") == "2.6")];
+      def r0: . * 10 | round / 10;
+      def b26: [.[] | select(.memory == "device" and (.run.libfabric // "") == "2.6" and (.run.env.EFAX_MEM_PATH // "") == "")];
       (map(select(.ceiling_gbps != null)) | first | .ceiling_gbps) as $ceil
-      | "ceiling (cudaMemcpyPeerAsync): \($ceil // "n/a") Gbps",
-        (rows("write"; "Single") | group_by(.run.env.EFAX_MEM_PATH // "default")[] |
-          "write \(.[0].run.env.EFAX_MEM_PATH // "default") (\(.[0].mem_path)): " +
-          (map("\(.size / 1048576)M \(.gbps | floor) Gbps = \((.gbps / $ceil * 100) | floor)%") | join(", "))),
-        ([.[] | select(.driver == "fi_rma_bw")] | map("fi_rma_bw \(.size / 1048576)M: \(.gbps | floor) Gbps") | .[]),
-        (rows("sendrecv"; "") | map(select(.variant | test("Stream"))) | map("sendrecv \(.variant) \(.size / 1048576)M \(.gbps | floor) Gbps") | join(", ")),
-        (rows("all2all"; "") | map("all2all \(.variant) \(.size / 1048576)M busbw \(.busbw_gbs * 8 | floor) Gbps") | join(", ")),
-        (rows("proxy"; "") | group_by(.size)[] | map("\(.variant) \(.gbps | floor)") | "proxy: " + join(", "))
+      | (b26 | map(select(.driver == "write" and .variant == "SingleDMA")) | map({key: (.size | tostring), value: .gbps}) | from_entries) as $w
+      | ([.[] | select(.driver == "fi_rma_bw")] | map({key: (.size | tostring), value: .gbps}) | from_entries) as $f
+      | "ceiling: cudaMemcpyPeerAsync GPU 0 -> GPU 1 = \($ceil // 0 | r0) Gbps",
+        (.[] | select(.driver == "write" and .variant == "SingleDMA" and .memory == "device") |
+          "write \(.run.libfabric) \(.run.env.EFAX_MEM_PATH // "default") (\(.mem_path)) \(.size / 1048576)M: \(.gbps | r0) Gbps = \(.gbps / $ceil * 100 | r0)% of the ceiling" +
+          (if $f[.size | tostring] then ", \(.gbps / $f[.size | tostring] | . * 100 | round / 100)x fi_rma_bw (\($f[.size | tostring] | r0))" else "" end)),
+        (b26[] | select(.driver == "sendrecv" and (.variant | test("Stream"))) |
+          "sendrecv Stream \(.size / 1048576)M: \(.gbps | r0) Gbps = \(.gbps / ($w[.size | tostring] // 1e-9) * 100 | r0)% of write"),
+        (b26[] | select(.driver == "all2all") |
+          "all2all \(.size / 1048576)M: busbw \(.busbw_gbs * 8 | r0) Gbps = \(.busbw_gbs * 8 / ($w[.size | tostring] // 1e-9) * 100 | r0)% of write"),
+        (b26 | map(select(.driver == "proxy")) | group_by(.size)[] | (map({key: .variant, value: .gbps}) | from_entries) as $p |
+          "proxy \(.[0].size / 1048576)M: CPU \($p.CPU | r0), GPU-NBI \($p["GPU-NBI"] | r0) = \($p["GPU-NBI"] / $p.CPU * 100 | r0)% of CPU, GPU-Blocking \($p["GPU-Blocking"] | r0) Gbps")
     ' "$RES" 2>&1
     echo; echo "wrong bytes in any row: $(jq -s '[.[] | select((.wrong // 0) > 0)] | length' "$RES") row(s)"
   } | tee -a "$SUM"
