@@ -914,10 +914,20 @@ EFAX_PRIVATE uint64_t efax__dev_check(efax_buf *b, uint64_t off, uint64_t len, i
 
 EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
     efax__dev *s = (efax__dev *)dst->impl;
-    /* on a stream of its own: on the default stream it would queue behind (or ahead of) the
-       device copies the provider issues for incoming transfers; efax_buf_settle waits for it */
+    uint8_t *d = (uint8_t *)dst->ptr + doff;
+    const uint8_t *from = (const uint8_t *)src->ptr + soff;
+    int sms = 0;
+    /* On a stream of its own, and by the SMs rather than a copy engine: shm's IPC copies of the
+       transfers in flight run on the copy engines, and a local cudaMemcpy there ran after them
+       (all2all's own chunk made its iterations last the two copies end to end). efax_buf_settle
+       waits for it. */
     if (!s->copy_s && EFAX_CUDA(cudaStreamCreateWithFlags(&s->copy_s, cudaStreamNonBlocking))) return;
-    EFAX_CUDA(cudaMemcpyAsync((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len, cudaMemcpyDeviceToDevice, s->copy_s));
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, s->device) != cudaSuccess) sms = 0, (void)cudaGetLastError();
+    if (sms > 0 && len % 16 == 0 && ((uintptr_t)d | (uintptr_t)from) % 16 == 0 &&
+        efax_ipc_copy(d, from, len, sms, 512, 4, EFAX_COPY_BLOCKED, s->copy_s) == cudaSuccess)
+        return;
+    (void)cudaGetLastError();
+    EFAX_CUDA(cudaMemcpyAsync(d, from, len, cudaMemcpyDeviceToDevice, s->copy_s));
 }
 
 EFAX_PRIVATE int efax__dev_buf_settle(efax_buf *b) { return b->impl ? efax__dev_settle(b->impl, -1) : 0; }
