@@ -173,6 +173,7 @@ typedef struct efax_nic_info {
     double link_gbps;       /* line rate (provider or sysfs); 0 when unknown */
     int numa;               /* NUMA node, -1 when unknown */
     uint64_t caps, mode, mr_mode;
+    uint64_t msg_order;     /* transmit msg_order granted (FI_ORDER_SAS: sends arrive in order) */
     size_t cq_data_size, max_msg_size, inject_size, tx_size, rx_size, mr_key_size;
     uint32_t addr_format;
     bool hmem;              /* FI_HMEM offered */
@@ -191,8 +192,9 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
 EFAX_API int efax_topo_providers(char *buf, size_t len);
 
 /* The provider efax uses when none is named: `want` if not NULL/empty, else $EFAX_PROVIDER,
-   else efa, tcp or shm, the first present. Writes it into buf. Returns 0 or
-   -EFAX_E_NOPROV. Thread safe. */
+   else efa, tcp or shm, the first present. Writes it into buf. Returns 0, -EFAX_E_NOPROV, or
+   -EFAX_E_UNSUPPORTED for "efa-direct" (libfabric 2.x's other efa fabric: efax runs on efa's
+   RDM protocol, the fabric "efa"). Thread safe. */
 EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len);
 
 // >>context ---------------------------------------------------------------------------------
@@ -1138,7 +1140,19 @@ EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src) {
 
 // >>topology (implementation) ------------------------------------------------------------------
 
-EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem) {
+/* The hints behind every fi_getinfo efax makes. Beyond the capabilities, what efax asks for:
+   - cq_data_size = 4: efax's immediate data is 32 bits and efa carries exactly 4 bytes
+     (fi_efa(7); prov/efa efa_prov_info.c). Asked for in the hints, as fabtests (common/shared.c)
+     and aws-ofi-nccl do, so a provider with less never appears rather than failing after it
+     was opened (efax_ctx_init still checks what it got).
+   - msg_order FI_ORDER_SAS on transmit and receive, when `sas`: efa's transport (SRD) is
+     unordered and efa grants send-after-send only to hints that ask (efa_user_info.c
+     intersects the hints' msg_order with what it can do); aws-ofi-nccl asks too. tcp and shm
+     grant it unasked. efax does not rely on it (its receivers identify a message by its
+     immediate data, never by arrival order); it makes efa behave as the others do.
+     efax__getinfo asks again without it when a provider cannot order.
+   Which fabric is chosen is efax__getinfo's business (it drops efa-direct). */
+EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem, bool sas) {
     struct fi_info *h = fi_allocinfo();
     if (!h) return NULL;
     h->ep_attr->type = FI_EP_RDM;
@@ -1149,21 +1163,59 @@ EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem) {
     h->domain_attr->mr_mode =
         FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
     h->domain_attr->threading = FI_THREAD_DOMAIN;
+    h->domain_attr->cq_data_size = 4;
+    if (sas) {
+        h->tx_attr->msg_order = FI_ORDER_SAS;
+        h->rx_attr->msg_order = FI_ORDER_SAS;
+    }
     if (hmem) {
         h->caps |= FI_HMEM;
         h->domain_attr->mr_mode |= FI_MR_HMEM;
     }
-    if (prov && *prov) h->fabric_attr->prov_name = strdup(prov);
+    if (prov && *prov && !(h->fabric_attr->prov_name = strdup(prov))) {
+        fi_freeinfo(h);
+        return NULL;
+    }
     return h;
 }
 
+/* True for an entry of libfabric 2.x's "efa-direct" fabric. It is listed before "efa" with the
+   same domain names (prov/efa/src/efa_prov.c), so a choice by domain name alone could take it;
+   and efax cannot run on it: it has no FI_TAGGED (efax's control messages are tagged), and a
+   write with immediate data consumes a receive posted at the target (FI_RX_CQ_DATA, fi_efa(7)
+   "RMA operations"), which efax's one-sided writes never post. efax uses the "efa" fabric
+   (efa's RDM protocol) and says so when efa-direct is asked for (efax_topo_pick_provider).
+   The fabric is matched by name, not by hints: libfabric 1.x named efa's fabric after the
+   device's GID prefix ("EFA-fe80::..."), so a hint of "efa" would hide every 1.x NIC. */
+EFAX_PRIVATE bool efax__is_efa_direct(const struct fi_info *fi) {
+    const char *f = fi->fabric_attr ? fi->fabric_attr->name : NULL;
+    return f && !strcasecmp(f, "efa-direct");
+}
+
+/* fi_getinfo with efax's hints: first asking for send-after-send ordering, then, if the
+   provider offers nothing so, without it. efa-direct entries are dropped. *out is NULL when
+   nothing matches. */
 EFAX_PRIVATE int efax__getinfo(const char *prov, bool hmem, struct fi_info **out) {
-    struct fi_info *h = efax__hints(prov, hmem);
-    int rc;
-    if (!h) return -FI_ENOMEM;
-    rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, h, out);
-    fi_freeinfo(h);
-    if (rc == -FI_ENODATA) *out = NULL, rc = 0;
+    int rc = 0, pass;
+    *out = NULL;
+    for (pass = 0; pass < 2 && !*out; pass++) {
+        struct fi_info *h = efax__hints(prov, hmem, pass == 0), **pp;
+        if (!h) return -FI_ENOMEM;
+        rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, h, out);
+        fi_freeinfo(h);
+        if (rc == -FI_ENODATA) *out = NULL, rc = 0;
+        if (rc) return rc;
+        for (pp = out; *pp;) {
+            struct fi_info *fi = *pp;
+            if (!efax__is_efa_direct(fi)) {
+                pp = &fi->next;
+                continue;
+            }
+            *pp = fi->next;
+            fi->next = NULL;
+            fi_freeinfo(fi);
+        }
+    }
     return rc;
 }
 
@@ -1204,6 +1256,7 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
     n->caps = fi->caps;
     n->mode = fi->mode;
     n->mr_mode = (uint64_t)fi->domain_attr->mr_mode;
+    n->msg_order = fi->tx_attr ? fi->tx_attr->msg_order : 0;
     n->cq_data_size = fi->domain_attr->cq_data_size;
     n->max_msg_size = fi->ep_attr->max_msg_size;
     n->inject_size = fi->tx_attr->inject_size;
@@ -1289,6 +1342,7 @@ EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len) {
     struct fi_info *list = NULL;
     unsigned i;
     if (!want || !*want) want = getenv("EFAX_PROVIDER");
+    if (want && !strcasecmp(want, "efa-direct")) return -EFAX_E_UNSUPPORTED; /* efax__is_efa_direct */
     if (want && *want) {
         if (efax__getinfo(want, false, &list) == 0 && list) {
             fi_freeinfo(list);
@@ -1514,6 +1568,12 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     else if ((rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &ctx->timeout_ms))) return rc;
 
     rc = efax_topo_pick_provider(d.provider, ctx->provider, sizeof ctx->provider);
+    if (rc == -EFAX_E_UNSUPPORTED) {
+        efax_log(ctx, 0, "provider efa-direct is not supported: efax's control messages are tagged "
+                         "(efa-direct has no FI_TAGGED) and its writes with immediate data consume no "
+                         "receive at the target (efa-direct needs FI_RX_CQ_DATA); use --provider efa");
+        return -EFAX_E_USAGE;
+    }
     if (rc) {
         efax_topo_providers(names, sizeof names);
         want = d.provider && *d.provider ? d.provider : getenv("EFAX_PROVIDER");

@@ -292,11 +292,42 @@ static void test_json(const char *path) {
     efax_report_deinit(&r);
 }
 
+/* What efax asks every provider for (efax__hints), and that efa-direct is never chosen. */
+static void test_hints(void) {
+    struct fi_info *h = efax__hints("efa", true, true), *d;
+    CHECK(h && h->domain_attr->cq_data_size == 4); /* efa carries 4 bytes: asked for, not just checked */
+    CHECK(h && h->tx_attr->msg_order == FI_ORDER_SAS && h->rx_attr->msg_order == FI_ORDER_SAS);
+    CHECK(h && (h->caps & FI_HMEM) && (h->domain_attr->mr_mode & FI_MR_HMEM) && !strcmp(h->fabric_attr->prov_name, "efa"));
+    CHECK(h && (h->mode & FI_CONTEXT2) && h->ep_attr->type == FI_EP_RDM);
+    fi_freeinfo(h);
+    h = efax__hints(NULL, false, false); /* the second try: no ordering asked */
+    CHECK(h && h->tx_attr->msg_order == 0 && h->rx_attr->msg_order == 0 && h->domain_attr->cq_data_size == 4 && !h->fabric_attr->prov_name);
+    fi_freeinfo(h);
+    /* efa-direct: dropped by fabric name (2.x lists it first, with efa's domain names) */
+    d = fi_allocinfo();
+    CHECK(d != NULL);
+    if (d) {
+        d->fabric_attr->name = strdup("efa-direct");
+        CHECK(efax__is_efa_direct(d));
+        free(d->fabric_attr->name);
+        d->fabric_attr->name = strdup("efa");
+        CHECK(!efax__is_efa_direct(d));
+        free(d->fabric_attr->name);
+        d->fabric_attr->name = strdup("EFA-fe80::1"); /* a 1.x efa fabric */
+        CHECK(!efax__is_efa_direct(d));
+        fi_freeinfo(d);
+    }
+    {
+        char buf[32];
+        CHECK(efax_topo_pick_provider("efa-direct", buf, sizeof buf) == -EFAX_E_UNSUPPORTED);
+    }
+}
+
 typedef struct { const char *name; void (*fn)(void); } test;
 static const test tests[] = {
     {"sizes", test_sizes}, {"options", test_options}, {"iters", test_iters}, {"imm", test_imm},
     {"plan", test_plan}, {"pattern", test_pattern}, {"stats", test_stats}, {"errors", test_errors},
-    {"peer_data", test_peer_data}, {"matching", test_matching}};
+    {"peer_data", test_peer_data}, {"matching", test_matching}, {"hints", test_hints}};
 
 int main(int argc, char **argv) {
     unsigned i;
