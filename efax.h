@@ -519,8 +519,11 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
                              bool has_imm, uint32_t imm);
 
 /* Drives the context once: drains every NIC's CQ (completions, receives, immediate data,
-   errors), then posts queued chunks up to each NIC's window. Returns the number of
-   completions handled, or a negative code for a failure not tied to one transfer.
+   errors), then posts queued chunks up to each NIC's window; every 64th call it also reads
+   each NIC's event queue, where a provider puts endpoint errors that belong to no operation
+   (efa would abort() without one). Returns the number of completions handled, or a negative
+   code for a failure not tied to one transfer (an event-queue error is returned by this and
+   every later call: the endpoint is unusable). Every efax wait runs through it.
    Not thread safe. */
 EFAX_API int efax_progress(efax_ctx *ctx);
 
@@ -701,6 +704,7 @@ typedef struct efax__nic {
     struct fid_cq *cq;
     struct fid_av *av;
     struct fid_ep *ep;
+    struct fid_eq *eq;                   /* errors the provider cannot put on the CQ (efax__eq_read) */
     uint8_t addr[EFAX__ADDR_MAX];
     size_t addrlen;
     int window, inflight;
@@ -739,6 +743,8 @@ struct efax_ctx {
     char provider[32];
     int last_cq_error;         /* a failure no transfer owned (control or remote write) */
     char mem_note[192];        /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
+    int eq_error;              /* an endpoint error from an EQ: every later progress returns it */
+    unsigned eq_tick;          /* progress calls, to read the EQs every 64th */
 };
 
 // >>bench (the harness every driver shares) ----------------------------------------------------
@@ -1483,6 +1489,23 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         return efax__fierr(ctx, rc, "fi_fabric", n->info.name);
     if ((rc = fi_domain(n->fabric, n->fi, &n->domain, NULL)))
         return efax__fierr(ctx, rc, "fi_domain", n->info.name);
+    /* An event queue for the endpoint. Without one, efa calls abort() when it has an error it
+       cannot report on a CQ (efa_base_ep_write_eq_error in prov/efa/src/efa_base_ep.c); with
+       one, efax__eq_read turns it into a message and an error code. FI_WRITE lets a test put an
+       error there as a provider would. */
+    {
+        struct fi_eq_attr eqa;
+        memset(&eqa, 0, sizeof eqa);
+        eqa.size = 64;
+        eqa.wait_obj = FI_WAIT_NONE;
+        eqa.flags = FI_WRITE;
+        if ((rc = fi_eq_open(n->fabric, &eqa, &n->eq, NULL))) {
+            n->eq = NULL;
+            if (!strcmp(n->info.provider, "efa")) return efax__fierr(ctx, rc, "fi_eq_open", n->info.name);
+            efax_log(ctx, 2, "NIC %s: no event queue (fi_eq_open: %s): provider errors come on the CQ only",
+                     n->info.name, fi_strerror(-rc));
+        }
+    }
     n->window = window > 0 ? window : 256;
     if (n->info.tx_size && (size_t)n->window > n->info.tx_size) n->window = (int)n->info.tx_size;
     memset(&cqa, 0, sizeof cqa);
@@ -1501,6 +1524,12 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         return efax__fierr(ctx, rc, "fi_ep_bind(cq)", n->info.name);
     if ((rc = fi_ep_bind(n->ep, &n->av->fid, 0)))
         return efax__fierr(ctx, rc, "fi_ep_bind(av)", n->info.name);
+    if (n->eq && (rc = fi_ep_bind(n->ep, &n->eq->fid, 0))) {
+        if (!strcmp(n->info.provider, "efa")) return efax__fierr(ctx, rc, "fi_ep_bind(eq)", n->info.name);
+        efax_log(ctx, 2, "NIC %s: the provider takes no event queue (fi_ep_bind: %s)", n->info.name, fi_strerror(-rc));
+        fi_close(&n->eq->fid);
+        n->eq = NULL;
+    }
     if ((rc = fi_enable(n->ep))) return efax__fierr(ctx, rc, "fi_enable", n->info.name);
     n->addrlen = sizeof n->addr;
     if ((rc = fi_getname(&n->ep->fid, n->addr, &n->addrlen)))
@@ -1535,6 +1564,7 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
     if (n->ctrl_mr) fi_close(&n->ctrl_mr->fid);
     if (n->av) fi_close(&n->av->fid);
     if (n->cq) fi_close(&n->cq->fid);
+    if (n->eq) fi_close(&n->eq->fid);
     if (n->domain) fi_close(&n->domain->fid);
     if (n->fabric) fi_close(&n->fabric->fid);
     if (n->fi) fi_freeinfo(n->fi);
@@ -3066,10 +3096,43 @@ EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n) {
     return total;
 }
 
+/* Reads a NIC's event queue: ordinary events are dropped; an error entry (what efa would have
+   abort()ed on without an EQ) is logged with the NIC and becomes the context's sticky error.
+   Returns 0 or that error. */
+EFAX_PRIVATE int efax__eq_read(efax_ctx *ctx, efax__nic *n) {
+    uint32_t event;
+    uint64_t buf[16];
+    ssize_t got;
+    while ((got = fi_eq_read(n->eq, &event, buf, sizeof buf, 0)) >= 0)
+        efax_log(ctx, 3, "NIC %s: event %u on the event queue (ignored)", n->info.name, (unsigned)event);
+    if (got == -FI_EAGAIN) return 0;
+    if (got == -FI_EAVAIL) {
+        struct fi_eq_err_entry e;
+        char pbuf[256];
+        const char *ptxt;
+        memset(&e, 0, sizeof e);
+        if ((got = fi_eq_readerr(n->eq, &e, 0)) < 0) {
+            efax_log(ctx, 0, "NIC %s: fi_eq_readerr failed: %s", n->info.name, fi_strerror((int)-got));
+            return (int)got;
+        }
+        ptxt = e.prov_errno ? fi_eq_strerror(n->eq, e.prov_errno, e.err_data, pbuf, sizeof pbuf) : "none";
+        efax_log(ctx, 0, "NIC %s (%s, %s) reported an endpoint error on its event queue: %s (provider errno %d: %s); "
+                         "the provider names no peer or operation for it: every transfer on this NIC stops here",
+                 n->info.name, n->info.provider, ctx->peer_host ? efax__host(ctx, ctx->rank) : "this host",
+                 fi_strerror(e.err ? e.err : FI_EOTHER), e.prov_errno, ptxt ? ptxt : "-");
+        return -(e.err > 0 ? e.err : FI_EOTHER);
+    }
+    efax_log(ctx, 0, "NIC %s: fi_eq_read failed: %s", n->info.name, fi_strerror((int)-got));
+    return (int)got;
+}
+
 EFAX_API int efax_progress(efax_ctx *ctx) {
     int i, total = 0, rc, s;
+    bool eq = (ctx->eq_tick++ & 63) == 0;
+    if (ctx->eq_error) return ctx->eq_error;
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
+        if (eq && n->eq && (rc = efax__eq_read(ctx, n))) return ctx->eq_error = rc;
         if ((rc = efax__drain(ctx, n)) < 0) return rc;
         total += rc;
         if (n->rxp_head) efax__post_rx(ctx, n);

@@ -219,6 +219,8 @@ for p in tcp shm; do
   t fault/kill-rank-$p            60 kill_rank $p
   t fault/kill-rank-mpirun-$p     60 kill_rank_mpirun $p
   t fault/corrupted-key-$p        60 "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --bad-key
+  # an endpoint error on an event queue (where efa would abort() without one) fails the wait, named
+  t fault/eq-error-$p             60 expect_fail 0 "reported an endpoint error on its event queue" "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --eq-error
 done
 # -FI_EAGAIN storms: the providers' queues cut to a few entries; every byte must still be right
 t fault/eagain-storm-tcp  300 env FI_OFI_RXM_MSG_TX_SIZE=4 FI_OFI_RXM_MSG_RX_SIZE=4 FI_OFI_RXM_TX_SIZE=16 FI_OFI_RXM_RX_SIZE=16 FI_TCP_TX_SIZE=4 FI_TCP_RX_SIZE=4 \
