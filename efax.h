@@ -175,6 +175,10 @@ typedef struct efax_nic_info {
     uint64_t caps, mode, mr_mode;
     uint64_t msg_order;     /* transmit msg_order granted (FI_ORDER_SAS: sends arrive in order) */
     size_t cq_data_size, max_msg_size, inject_size, tx_size, rx_size, mr_key_size;
+    size_t inject_rma_size; /* largest write by inject; inject_size is for sends. Both from the
+                               endpoint (FI_OPT_INJECT_*_SIZE, libfabric 2.x) once it is open */
+    size_t max_rma_size;    /* largest write the endpoint takes (FI_OPT_MAX_RMA_SIZE, 2.x; else
+                               max_msg_size) */
     uint32_t addr_format;
     bool hmem;              /* FI_HMEM offered */
     bool loopback;          /* the loopback interface (tcp) */
@@ -605,7 +609,24 @@ typedef struct efax_plan_seg {
 EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0,
                        uint64_t min_stripe, efax_plan_seg *out);
 
-/* How many posts (chunks of at most `chunk` bytes) a plan makes: what the target counts. */
+/* The largest chunk efax posts as one write, whatever --chunk says (0 included): efa carries a
+   write with immediate data as one hardware RDMA write, of at most the device's max_rdma_size
+   and efa's write segment (1 GiB: prov/efa efa_env.c efa_write_segment_size, efa_device.c), and
+   its max_msg_size (UINT64_MAX) does not say so. Applied on every provider, so writer and
+   target count the same chunks. */
+#define EFAX_MAX_CHUNK (1ull << 30)
+
+/* The chunk a write uses: `chunk` (0: as large as allowed) clamped to `limit` and to
+   EFAX_MAX_CHUNK (limit 0: EFAX_MAX_CHUNK alone). Pure. */
+EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit);
+
+/* The largest chunk this context's writes use: EFAX_MAX_CHUNK, each NIC's max_msg_size and
+   max_rma_size, and after efax_ctx_connect the same over every rank (writer and target must
+   agree on the chunk count). efax_write and efax_expect_write clamp to it. */
+EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx);
+
+/* How many posts (chunks of at most `chunk` bytes; 0 or more than EFAX_MAX_CHUNK count as
+   EFAX_MAX_CHUNK) a plan makes: what the target counts. */
 EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t chunk);
 
 /* Plans and starts a write of `size` bytes: lmr+loff -> peer's rmr at roff, in `mode`.
@@ -616,7 +637,8 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, u
                         uint64_t size, uint64_t chunk, int tag, uint32_t seq, uint32_t *chunks);
 
 /* The number of chunks the target of such a write counts, computed on the target from the
-   writer's NIC count (efax_ctx_peer_nnics) and the same mode and chunk size. Pure. */
+   writer's NIC count (efax_ctx_peer_nnics) and the same mode and chunk size (clamped to
+   EFAX_MAX_CHUNK; efax_expect_write clamps to efax_ctx_max_chunk first). Pure. */
 EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mode, uint64_t chunk);
 
 /* The target's side of a write: what it expects and how it knows it landed. For an ordinary
@@ -744,6 +766,7 @@ struct efax_ctx {
     int last_cq_error;         /* a failure no transfer owned (control or remote write) */
     char mem_note[192];        /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
     int eq_error;              /* an endpoint error from an EQ: every later progress returns it */
+    uint64_t max_chunk;        /* efax_ctx_max_chunk */
     unsigned eq_tick;          /* progress calls, to read the EQs every 64th */
 };
 
@@ -1266,6 +1289,8 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
     n->cq_data_size = fi->domain_attr->cq_data_size;
     n->max_msg_size = fi->ep_attr->max_msg_size;
     n->inject_size = fi->tx_attr->inject_size;
+    n->inject_rma_size = fi->tx_attr->inject_size;
+    n->max_rma_size = fi->ep_attr->max_msg_size;
     n->tx_size = fi->tx_attr->size;
     n->rx_size = fi->rx_attr->size;
     n->mr_key_size = fi->domain_attr->mr_key_size;
@@ -1395,6 +1420,37 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
 }
 
 // >>context (implementation) -------------------------------------------------------------------
+
+/* The libfabric headers this is built against are at least version a.b. Endpoint options are
+   enum members, not macros, so they are guarded by the version that introduced them (NEWS.md):
+   FI_OPT_CUDA_API_PERMITTED and efa's FI_OPT_EFA_EMULATED_WRITE 1.18, FI_OPT_SHARED_MEMORY_PERMITTED
+   1.21, FI_OPT_MAX_*_SIZE / FI_OPT_INJECT_*_SIZE taken from 2.0 (where efa implements them). */
+#define EFAX__FI_AT_LEAST(a, b) (FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(a, b))
+
+/* Limits the open endpoint reports (fi_endpoint(3) FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE,
+   FI_OPT_INJECT_RMA_SIZE), which can be smaller than fi_info's: efa's inject sizes depend on
+   the endpoint (prov/efa/src/rdm/efa_rdm_ep_fiops.c), and its max_rma_size is the device's
+   max_rdma_size while max_msg_size says UINT64_MAX. A provider without an option answers
+   -FI_ENOPROTOOPT and fi_info's value stays. */
+EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
+#if EFAX__FI_AT_LEAST(2, 0)
+    static const int opt[3] = {FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE};
+    size_t *dst[3];
+    int i;
+    dst[0] = &n->info.max_rma_size, dst[1] = &n->info.inject_size, dst[2] = &n->info.inject_rma_size;
+    for (i = 0; i < 3; i++) {
+        size_t v = 0, len = sizeof v;
+        if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, opt[i], &v, &len) == 0 && len == sizeof v) {
+            if (v != *dst[i])
+                efax_log(ctx, 2, "NIC %s: the endpoint's %s is %zu (fi_info: %zu)", n->info.name,
+                         i == 0 ? "max_rma_size" : i == 1 ? "inject_msg_size" : "inject_rma_size", v, *dst[i]);
+            *dst[i] = v;
+        }
+    }
+#else
+    (void)ctx, (void)n;
+#endif
+}
 
 EFAX_PRIVATE int efax__fierr(const efax_ctx *ctx, int rc, const char *what, const char *nic) {
     efax_log(ctx, 0, "%s failed on NIC %s: %s (%d)", what, nic ? nic : "-", fi_strerror(-rc), rc);
@@ -1531,6 +1587,7 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         n->eq = NULL;
     }
     if ((rc = fi_enable(n->ep))) return efax__fierr(ctx, rc, "fi_enable", n->info.name);
+    efax__ep_limits(ctx, n);
     n->addrlen = sizeof n->addr;
     if ((rc = fi_getname(&n->ep->fid, n->addr, &n->addrlen)))
         return efax__fierr(ctx, rc, "fi_getname", n->info.name);
@@ -1710,6 +1767,12 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
             efax_ctx_deinit(ctx);
             return -EFAX_E_UNSUPPORTED;
         }
+    }
+    ctx->max_chunk = EFAX_MAX_CHUNK;
+    for (i = 0; i < ctx->nnic; i++) {
+        const efax_nic_info *ni = &ctx->nic[i].info;
+        if (ni->max_msg_size && ni->max_msg_size < ctx->max_chunk) ctx->max_chunk = ni->max_msg_size;
+        if (ni->max_rma_size && ni->max_rma_size < ctx->max_chunk) ctx->max_chunk = ni->max_rma_size;
     }
     fi_freeinfo(list);
     return 0;
@@ -2619,6 +2682,23 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             free(all);
             return rc;
         }
+    { /* the largest write chunk, the same on every rank: a target counts the writer's chunks */
+        uint64_t mine = efax_ctx_max_chunk(ctx), *lim = (uint64_t *)calloc((size_t)size, sizeof(uint64_t));
+        if (!lim) {
+            free(all);
+            return -FI_ENOMEM;
+        }
+        if ((rc = efax_boot_allgather(boot, &mine, sizeof mine, lim, -1))) {
+            efax_log(ctx, 0, "exchanging write limits failed: %s", efax_strerror(rc));
+            free(lim);
+            free(all);
+            return rc;
+        }
+        for (p = 0; p < size; p++)
+            if (lim[p] && lim[p] < mine) mine = lim[p];
+        ctx->max_chunk = mine;
+        free(lim);
+    }
     ctx->rank = boot->rank;
     ctx->size = size;
     ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
@@ -2867,7 +2947,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         if (x->ready && !x->ready(x->ready_user, at, len)) break;
         /* a staged source: its bytes must have been copied out first */
         if (x->lmr->stage && x->op == EFAX_OP_WRITE && !x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + at, len)) break;
-        if (len <= n->info.inject_size && x->lmr->iface == 0) {
+        if (len <= (x->op == EFAX_OP_WRITE ? n->info.inject_rma_size : n->info.inject_size) && x->lmr->iface == 0) {
             rc = efax__inject_tx(ctx, n, s, len, imm);
             if (rc == 0) {
                 n->stats.tx_bytes += len;
@@ -3244,7 +3324,7 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
 EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_mr *lmr,
                              uint64_t loff, const efax_mr *rmr, uint64_t roff, uint64_t chunk,
                              bool has_imm, uint32_t imm) {
-    uint64_t len = 0, chunks = 0;
+    uint64_t len = 0, chunks = 0, stage_unit;
     int i, rc, nseg = x->nseg;
     if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
     if (nseg < 1 || nseg > EFAX_MAX_NICS) {
@@ -3255,7 +3335,6 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
         efax_log(ctx, 0, "write: the destination region has no remote keys: call efax_mr_exchange");
         return -FI_EINVAL;
     }
-    if (!chunk) chunk = UINT64_MAX;
     for (i = 0; i < nseg; i++) {
         const efax_seg *s = &x->seg[i];
         if (s->nic < 0 || s->nic >= ctx->nnic) {
@@ -3271,7 +3350,14 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
         return -FI_EINVAL;
     }
     x->cell_seq = (rmr->remote[peer].flags & EFAX_RMR_STAGED) != 0;
-    if (x->cell_seq) chunk = efax_stage_unit(len, chunk == UINT64_MAX ? 0 : chunk);
+    stage_unit = efax_stage_unit(len, chunk); /* a staged side's cells: from the chunk asked for */
+    chunk = x->cell_seq ? stage_unit : efax_chunk_clamp(chunk, ctx->max_chunk);
+    if (chunk > efax_ctx_max_chunk(ctx)) {
+        efax_log(ctx, 0, "write of %llu bytes to rank %d: its staging cells of %llu bytes exceed the largest write "
+                         "(%llu bytes); stage less at once", (unsigned long long)len, peer, (unsigned long long)chunk,
+                 (unsigned long long)efax_ctx_max_chunk(ctx));
+        return -EFAX_E_UNSUPPORTED;
+    }
     for (i = 0; i < nseg; i++) {
         const efax_seg *s = &x->seg[i];
         if (!s->len) chunks++;
@@ -3305,7 +3391,7 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
     x->chunks = (uint32_t)chunks;
     x->bytes_done = 0;
     if (lmr->stage) { /* a staged source: copy it out cell by cell; each chunk waits for its cells */
-        int src = lmr->stage->out_begin(lmr->stage_user, loff, len, x->cell_seq ? chunk : efax_stage_unit(len, chunk == UINT64_MAX ? 0 : chunk));
+        int src = lmr->stage->out_begin(lmr->stage_user, loff, len, stage_unit);
         if (src) {
             efax_log(ctx, 0, "write to rank %d: copying %llu bytes out to the staging buffer failed: %s", peer,
                      (unsigned long long)len, efax_strerror(src));
@@ -3621,10 +3707,17 @@ EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, 
     }
 }
 
+EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit) {
+    if (!limit || limit > EFAX_MAX_CHUNK) limit = EFAX_MAX_CHUNK;
+    return !chunk || chunk > limit ? limit : chunk;
+}
+
+EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx) { return efax_chunk_clamp(0, ctx->max_chunk); }
+
 EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t chunk) {
     uint64_t n = 0;
     int i;
-    if (!chunk) chunk = UINT64_MAX;
+    chunk = efax_chunk_clamp(chunk, 0);
     for (i = 0; i < nseg; i++) n += segs[i].len ? efax__div_ceil(segs[i].len, chunk) : 1;
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
@@ -3733,7 +3826,7 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_mr *dst
     }
     e->active = true;
     if (!dst->stage) {
-        e->count = efax_write_chunks(size, writer_nnic, mode, chunk);
+        e->count = efax_write_chunks(size, writer_nnic, mode, efax_chunk_clamp(chunk, ctx->max_chunk));
         n = efax_plan(size, writer_nnic, mode, index, 0, 0, segs);
         for (i = 0; i < n; i++) /* the writer's NIC of each piece, as it arrives here */
             e->nics |= 1u << (ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] & 31);

@@ -323,11 +323,31 @@ static void test_hints(void) {
     }
 }
 
+/* A write chunk never exceeds 1 GiB (one efa RDMA write with data) nor the NICs' limit, writer
+   and target count the same chunks, and chunk 0 means "as large as allowed", not unlimited. */
+static void test_chunk(void) {
+    const uint64_t G = 1ull << 30;
+    CHECK(EFAX_MAX_CHUNK == G);
+    CHECK(efax_chunk_clamp(0, 0) == G && efax_chunk_clamp(2 * G, 0) == G && efax_chunk_clamp(1 << 20, 0) == (1 << 20));
+    CHECK(efax_chunk_clamp(0, 65536) == 65536 && efax_chunk_clamp(1 << 20, 65536) == 65536 && efax_chunk_clamp(4096, 65536) == 4096);
+    CHECK(efax_chunk_clamp(0, UINT64_MAX) == G && efax_chunk_clamp(3 * G, 2 * G) == G); /* max_msg_size UINT64_MAX */
+    CHECK(efax_write_chunks(4 * G, 1, EFAX_MODE_SINGLE, 0) == 4);     /* --chunk 0: 1 GiB pieces */
+    CHECK(efax_write_chunks(3 * G + 1, 1, EFAX_MODE_SINGLE, 0) == 4);
+    CHECK(efax_write_chunks(4 * G, 1, EFAX_MODE_SINGLE, 2 * G) == 4); /* asked for 2 GiB: still 1 GiB */
+    CHECK(efax_write_chunks(4 * G, 4, EFAX_MODE_SPLIT, 0) == 4);
+    CHECK(efax_write_chunks(8 * G, 2, EFAX_MODE_SPLIT, 0) == 8);
+    CHECK(efax_write_chunks(G, 1, EFAX_MODE_SINGLE, 0) == 1 && efax_write_chunks(G + 1, 1, EFAX_MODE_SINGLE, 0) == 2);
+    {
+        efax_plan_seg seg[2] = {{0, 0, 2 * G}, {1, 2 * G, 0}};
+        CHECK(efax_plan_chunks(seg, 2, 0) == 3); /* an empty segment is one post, carrying its data */
+    }
+}
+
 typedef struct { const char *name; void (*fn)(void); } test;
 static const test tests[] = {
     {"sizes", test_sizes}, {"options", test_options}, {"iters", test_iters}, {"imm", test_imm},
     {"plan", test_plan}, {"pattern", test_pattern}, {"stats", test_stats}, {"errors", test_errors},
-    {"peer_data", test_peer_data}, {"matching", test_matching}, {"hints", test_hints}};
+    {"peer_data", test_peer_data}, {"matching", test_matching}, {"hints", test_hints}, {"chunk", test_chunk}};
 
 int main(int argc, char **argv) {
     unsigned i;
