@@ -180,6 +180,10 @@ typedef struct efax_nic_info {
     size_t max_rma_size;    /* largest write the endpoint takes (FI_OPT_MAX_RMA_SIZE, 2.x; else
                                max_msg_size) */
     uint32_t addr_format;
+    /* efa only, once the endpoint is open (-1: not efa, or this libfabric cannot say): */
+    int efa_shm;            /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
+    int emulated_write;     /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
+    int cuda_api;           /* 0: FI_OPT_CUDA_API_PERMITTED set false (GPUDirect only), -1: untouched */
     bool hmem;              /* FI_HMEM offered */
     bool loopback;          /* the loopback interface (tcp) */
 } efax_nic_info;
@@ -221,6 +225,11 @@ typedef struct efax_ctx_desc {
     int imm_tags;           /* immediate-data tags counted per peer (0: 64; at most 256) */
     bool hmem;              /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
     bool fi_more;           /* post batches with FI_MORE on all but the last (default off) */
+    bool efa_shm;           /* efa: let its own shared memory carry peers on this host (default
+                               off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
+    bool no_cuda_api;       /* FI_OPT_CUDA_API_PERMITTED = false: the provider may not call CUDA,
+                               so device memory moves by GPUDirect RDMA or not at all (proves the
+                               pure path; $EFAX_CUDA_API=0 too). Fails where the provider cannot */
     efax_log_fn log;        /* NULL: stderr */
     void *log_user;
     int log_level;          /* most verbose level logged (0: errors and warnings; 2 adds info) */
@@ -767,6 +776,7 @@ struct efax_ctx {
     char mem_note[192];        /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
     int eq_error;              /* an endpoint error from an EQ: every later progress returns it */
     uint64_t max_chunk;        /* efax_ctx_max_chunk */
+    bool efa_shm, no_cuda_api; /* efax_ctx_desc's, with the environment applied */
     unsigned eq_tick;          /* progress calls, to read the EQs every 64th */
 };
 
@@ -790,6 +800,8 @@ typedef struct efax_opts {
     uint64_t chunk;                /* --chunk BYTES: most bytes one post carries (0: efax_opts_chunk decides) */
     double duration_s;             /* --duration S: repeat the sweep until S seconds passed */
     const char *mem;               /* --mem host,pin,dma (efax_cuda.h builds) */
+    bool efa_shm;                  /* --efa-shm: efax_ctx_desc.efa_shm */
+    bool no_cuda_api;              /* --no-cuda-api: efax_ctx_desc.no_cuda_api */
     int argc;
     char **argv;
 } efax_opts;
@@ -913,7 +925,7 @@ typedef struct efax_report {
     bool header_printed;
     bool tty;
     uint64_t t0_ns;
-    char meta[4096];           /* the run's metadata as JSON members */
+    char meta[12288];           /* the run's metadata as JSON members */
     /* The fastest the bytes can physically move between the ranks (device memory on one host:
        cudaMemcpyPeerAsync between the two GPUs, measured in the same run by efax_cuda_ceiling).
        A device-memory result above it (plus EFAX_CEILING_TOLERANCE) cannot have had its bytes
@@ -1063,6 +1075,7 @@ EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const
 #include <sched.h>
 #include <sys/mman.h>
 #include <rdma/fi_cm.h>
+#include <rdma/fi_ext.h> /* efa's endpoint options (FI_OPT_EFA_EMULATED_WRITE) */
 #ifndef EFAX_NO_PMIX
 #include <pmix.h>
 #endif
@@ -1282,6 +1295,7 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
     efax__copy(n->name, sizeof n->name, fi->domain_attr->name);
     efax__copy(n->fabric, sizeof n->fabric, fi->fabric_attr->name);
     n->numa = -1;
+    n->efa_shm = n->emulated_write = n->cuda_api = -1;
     n->caps = fi->caps;
     n->mode = fi->mode;
     n->mr_mode = (uint64_t)fi->domain_attr->mr_mode;
@@ -1432,6 +1446,72 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
    the endpoint (prov/efa/src/rdm/efa_rdm_ep_fiops.c), and its max_rma_size is the device's
    max_rdma_size while max_msg_size says UINT64_MAX. A provider without an option answers
    -FI_ENOPROTOOPT and fi_info's value stays. */
+/* Endpoint options set before fi_enable (fi_endpoint(3): both must be set before enabling).
+   - FI_OPT_SHARED_MEMORY_PERMITTED (1.21+), efa only: without it efa moves data between ranks
+     of one host through its own shm provider (fi_efa(7)), so an 8-ranks-per-node all-to-all
+     would measure memcpy, not the NIC; aws-ofi-nccl sets it false (nccl_ofi_ofiutils.cpp).
+     Off unless asked (efa_shm); libfabric older than 1.21 cannot be told, and says so.
+   - FI_OPT_CUDA_API_PERMITTED (1.18+) = false when asked (no_cuda_api): the provider may then
+     move device memory only by GPUDirect RDMA (efa refuses the option without it:
+     efa_rdm_ep_fiops.c), so a run that works proves the pure path. aws-ofi-nccl sets it false
+     where GPUDirect is there. */
+EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
+    int rc = 0;
+    bool efa = !strcmp(n->info.provider, "efa");
+#if EFAX__FI_AT_LEAST(1, 21)
+    if (efa) {
+        bool permit = ctx->efa_shm;
+        rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &permit, sizeof permit);
+        if (rc) efax_log(ctx, 1, "NIC %s: FI_OPT_SHARED_MEMORY_PERMITTED=%s refused (%s): same-host peers go as efa decides",
+                         n->info.name, permit ? "true" : "false", fi_strerror(-rc));
+        n->info.efa_shm = rc ? -1 : permit;
+    }
+#else
+    if (efa)
+        efax_log(ctx, 2, "NIC %s: libfabric %d.%d cannot switch off efa's shared memory (1.21+); "
+                         "FI_EFA_ENABLE_SHM_TRANSFER=0 does", n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
+#endif
+    if (ctx->no_cuda_api) {
+#if EFAX__FI_AT_LEAST(1, 18)
+        bool permit = false;
+        rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permit, sizeof permit);
+        if (rc) {
+            efax_log(ctx, 0, "NIC %s (%s): FI_OPT_CUDA_API_PERMITTED=false refused (%s): this provider or host has no "
+                             "GPUDirect RDMA path for device memory; run without --no-cuda-api / EFAX_CUDA_API=0",
+                     n->info.name, n->info.provider, fi_strerror(-rc));
+            return rc;
+        }
+        n->info.cuda_api = 0;
+#else
+        efax_log(ctx, 0, "--no-cuda-api needs libfabric 1.18+ (FI_OPT_CUDA_API_PERMITTED); this build has %d.%d",
+                 FI_MAJOR_VERSION, FI_MINOR_VERSION);
+        return -EFAX_E_UNSUPPORTED;
+#endif
+    }
+    (void)efa, (void)rc;
+    return 0;
+}
+
+/* efa only: whether it emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE, 1.18+:
+   the device has no RDMA write, or it is switched off). Such a "write" is not one; aws-ofi-nccl
+   refuses emulated writes for its RDMA protocol (platform-aws.cpp). Recorded per NIC for the
+   run header and metadata. */
+EFAX_PRIVATE void efax__ep_emulated(efax_ctx *ctx, efax__nic *n) {
+#if EFAX__FI_AT_LEAST(1, 18)
+    bool emulated = false;
+    size_t len = sizeof emulated;
+    if (strcmp(n->info.provider, "efa")) return;
+    if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &emulated, &len) == 0 && len == sizeof emulated) {
+        n->info.emulated_write = emulated;
+        if (emulated)
+            efax_log(ctx, 1, "NIC %s: efa emulates RDMA writes with messages on this device: WRITE results are not "
+                             "RDMA writes", n->info.name);
+    }
+#else
+    (void)ctx, (void)n;
+#endif
+}
+
 EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
 #if EFAX__FI_AT_LEAST(2, 0)
     static const int opt[3] = {FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE};
@@ -1586,8 +1666,10 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         fi_close(&n->eq->fid);
         n->eq = NULL;
     }
+    if ((rc = efax__ep_options(ctx, n))) return rc;
     if ((rc = fi_enable(n->ep))) return efax__fierr(ctx, rc, "fi_enable", n->info.name);
     efax__ep_limits(ctx, n);
+    efax__ep_emulated(ctx, n);
     n->addrlen = sizeof n->addr;
     if ((rc = fi_getname(&n->ep->fid, n->addr, &n->addrlen)))
         return efax__fierr(ctx, rc, "fi_getname", n->info.name);
@@ -1645,6 +1727,13 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     ctx->rank = 0;
     ctx->size = 1;
     ctx->fi_more = d.fi_more;
+    {
+        int v;
+        if ((rc = efax__env_int("EFAX_EFA_SHM", 0, 0, 1, &v))) return rc;
+        ctx->efa_shm = d.efa_shm || v;
+        if ((rc = efax__env_int("EFAX_CUDA_API", 1, 0, 1, &v))) return rc;
+        ctx->no_cuda_api = d.no_cuda_api || !v;
+    }
     ctx->ntags = d.imm_tags > 0 ? d.imm_tags : 64;
     if (ctx->ntags > EFAX_IMM_MAX_TAGS) {
         efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d.imm_tags,
@@ -2918,6 +3007,18 @@ EFAX_PRIVATE void efax__fail_xfer(efax_ctx *ctx, efax_xfer *x, int rc) {
     if (!x->status) x->status = rc;
 }
 
+/* Whether, after posting `len` bytes of s, this loop will certainly post another chunk at once:
+   only then may a post carry FI_MORE. efa defers the doorbell of a FI_MORE post until a post
+   without it (prov/efa/src/efa_data_path_ops.h: ibv_wr_complete only without FI_MORE), so a
+   batch that ends on FI_MORE would sit unsent. A chunk that waits for its source (ready hook,
+   staged copy) or belongs to a failed transfer may end the loop, so none follows a FI_MORE
+   post; -FI_EAGAIN leaves the next chunk queued, and the next efax_progress posts it. */
+EFAX_PRIVATE bool efax__next_postable(const efax_seg *s, uint64_t len) {
+    const efax_seg *t = s->posted + len < s->len ? s : s->next;
+    const efax_xfer *y = t ? t->x : NULL;
+    return y && !y->status && !y->ready && !(y->lmr->stage && y->op == EFAX_OP_WRITE);
+}
+
 /* Posts queued transmit chunks while the NIC's window has room. */
 EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     int posted = 0;
@@ -2967,8 +3068,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         }
         op = n->free_ops;
         EFAX_ASSERT(op);
-        more = ctx->fi_more && n->inflight + 1 < n->window &&
-               (s->posted + len < s->len || s->next != NULL);
+        more = ctx->fi_more && n->inflight + 1 < n->window && efax__next_postable(s, len);
         rc = efax__post_tx(ctx, n, s, len, imm, op, more);
         if (rc == -FI_EAGAIN) {
             n->stats.eagain++;
@@ -4119,7 +4219,7 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
                              const char *driver, const char *about, char *err, size_t errlen) {
     const char *modes = NULL;
     int rc;
-    efax_optdef common[20];
+    efax_optdef common[24];
     memset(common, 0, sizeof common);
     {
         int k = 0;
@@ -4147,6 +4247,8 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         EFAX__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE", "most bytes one post carries (default 1M)");
         EFAX__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S", "repeat the sweep until S seconds have passed (soak)");
         EFAX__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
+        EFAX__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL, "efa: let its own shared memory carry same-host peers (default: the NIC does)");
+        EFAX__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL, "the provider may not call CUDA: device memory by GPUDirect RDMA only");
 #undef EFAX__OPT
     }
     o->argc = argc;
@@ -4474,6 +4576,41 @@ EFAX_PRIVATE void efax__json_num(char *buf, size_t cap, size_t *used, double v) 
     else efax__cat(buf, cap, used, "%.6g", v);
 }
 
+/* JSON for a NIC's -1/0/1 attribute: null (not efa, or unknown), false, true. */
+EFAX_PRIVATE const char *efax__tri(int v) { return v < 0 ? "null" : v ? "true" : "false"; }
+
+/* The header lines that say what the NICs' results mean: message order, and on efa whether
+   same-host peers use the NIC, whether writes are RDMA writes, whether CUDA calls are allowed. */
+EFAX_PRIVATE void efax__print_nic_semantics(const efax_ctx *ctx) {
+    int i, sas = 0, shm_on = 0, shm_off = 0, emu = 0, real = 0, cuda_off = 0;
+    char emu_names[256];
+    size_t eu = 0;
+    emu_names[0] = 0;
+    for (i = 0; i < ctx->nnic; i++) {
+        const efax_nic_info *n = &ctx->nic[i].info;
+        sas += (n->msg_order & FI_ORDER_SAS) != 0;
+        shm_on += n->efa_shm == 1, shm_off += n->efa_shm == 0;
+        real += n->emulated_write == 0;
+        cuda_off += n->cuda_api == 0;
+        if (n->emulated_write == 1 && eu < sizeof emu_names) {
+            emu++;
+            eu += (size_t)snprintf(emu_names + eu, sizeof emu_names - eu, "%s%s", eu ? "," : "", n->name);
+        }
+    }
+    printf("# message order: %s\n", sas == ctx->nnic ? "send-after-send (FI_ORDER_SAS granted)"
+                                    : "not ordered on every NIC (efax matches receives by immediate data)");
+    if (strcmp(ctx->provider, "efa")) {
+        if (cuda_off) printf("# CUDA API in the provider: forbidden (FI_OPT_CUDA_API_PERMITTED=false)\n");
+        return;
+    }
+    printf("# efa: same-host peers through %s; writes: %s; CUDA API in the provider: %s\n",
+           shm_on ? "efa's shared memory (--efa-shm: memcpy, not the NIC)" : shm_off ? "the NIC (shared memory off)"
+                                                                          : "whatever efa decides (this libfabric cannot say)",
+           emu ? "EMULATED with messages (not RDMA writes)" : real == ctx->nnic ? "RDMA writes (device)" : "unknown (libfabric < 1.18)",
+           cuda_off ? "forbidden (GPUDirect RDMA only)" : "permitted");
+    if (emu) printf("# WARNING: efa emulates RDMA writes on NIC(s) %s: WRITE results there are not RDMA writes\n", emu_names);
+}
+
 EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
                               const char *memory, efax_ctx *ctx, efax_boot *boot) {
     size_t u = 0;
@@ -4529,7 +4666,9 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         efax__json_str(r->meta, sizeof r->meta, &u, n->pci);
         efax__cat(r->meta, sizeof r->meta, &u, ",\"link_gbps\":");
         efax__json_num(r->meta, sizeof r->meta, &u, n->link_gbps);
-        efax__cat(r->meta, sizeof r->meta, &u, ",\"numa\":%d}", n->numa);
+        efax__cat(r->meta, sizeof r->meta, &u, ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s}",
+                  n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efax__tri(n->efa_shm), efax__tri(n->emulated_write),
+                  efax__tri(n->cuda_api));
     }
     efax__cat(r->meta, sizeof r->meta, &u, "],\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
               o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
@@ -4584,6 +4723,7 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
                o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (1M; device memory on shm: whole messages)", o->check ? "every byte" : "off",
                efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && ctx->mem_note[0]) printf("# device memory: %s\n", ctx->mem_note);
+        if (ctx) efax__print_nic_semantics(ctx);
         printf("# command:");
         for (i = 0; i < o->argc; i++) printf(" %s", o->argv[i]);
         printf("\n");
