@@ -57,6 +57,13 @@
        EFAX_RANK, EFAX_SIZE, EFAX_ROOT (host:port), EFAX_TOKEN: the TCP rendezvous
        EFAX_LINE_GBPS      line rate of one NIC in Gbit/s when the provider reports none (or a
                            shaped link's rate)
+       EFAX_EFA_SHM        1: let efa's own shared memory carry peers on the same host (default
+                           0: they go through the NIC; --efa-shm)
+       EFAX_CUDA_API       0: the provider may not call CUDA (FI_OPT_CUDA_API_PERMITTED=false):
+                           device memory by GPUDirect RDMA only (--no-cuda-api)
+       EFAX_SYSFS_ROOT     read the PCI topology from ROOT/sys instead of /sys (a recorded tree,
+                           e.g. tests/topo/p5); without EFAX_NICS a rank uses the NICs nearest
+                           its GPU (device memory) or on its CPU's NUMA node (host memory)
 
    Troubleshooting
    ---------------
@@ -205,6 +212,28 @@ EFAX_API int efax_topo_providers(char *buf, size_t len);
    RDM protocol, the fabric "efa"). Thread safe. */
 EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len);
 
+/* Where efax reads the PCI tree: $EFAX_SYSFS_ROOT, a directory holding a recorded "sys" tree
+   (tests/topo/p5 and tests/topo/p4d are a p5's and a p4d's), or "" for the live /sys. Every
+   topology path is root + "/sys/...". Thread safe. */
+EFAX_API const char *efax_topo_sysfs_root(void);
+
+/* How near two PCI devices ("0000:53:00.0") sit: the number of PCI components (host bridge,
+   root port, switch ports) their sysfs paths share under root. 0 when either is unknown or
+   they sit under different host bridges; more is nearer (behind one PCIe switch: 3 or more).
+   Thread safe. */
+EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b);
+
+/* NUMA node of PCI device `pci` under root; -1 when unknown. Thread safe. */
+EFAX_API int efax_topo_pci_numa(const char *root, const char *pci);
+
+/* Which of `nics` a rank should use by default. dev_pci (its GPU's PCI address, or NULL/""):
+   the NICs sharing the most PCI path with it (a p5's 4 behind the GPU's switch, a p4d's one),
+   as aws-ofi-nccl does (nccl_ofi_topo.cpp); else numa >= 0: the NICs on that NUMA node.
+   out: indices into nics, at most max. Returns how many (0: no preference: use them all).
+   Reads sysfs under root only for PCI depths. Thread safe. */
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci, int numa,
+                            int *out, int max);
+
 // >>context ---------------------------------------------------------------------------------
 
 typedef struct efax_ctx efax_ctx;
@@ -219,6 +248,11 @@ typedef struct efax_ctx_desc {
                                Groups separated by ';' ("r0,r1;r2,r3") give each rank of a host
                                its own NICs: local rank i takes group i mod the group count */
     int local_rank;         /* this rank's index on its host (efax_boot.local_rank) for NIC groups */
+    char near_pci[16];      /* PCI address of this rank's GPU when it moves device memory
+                               (efax_cuda_near fills it): without nics / $EFAX_NICS, the NICs
+                               nearest it are used; "" (host memory): the NICs on the NUMA node
+                               of the CPU this rank runs on (efax_topo_near); with neither known,
+                               every NIC */
     int max_nics;           /* cap on NICs opened (0: no cap) */
     int window;             /* operations in flight per NIC (0: min(provider tx size, 256)) */
     int timeout_ms;         /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
@@ -777,6 +811,7 @@ struct efax_ctx {
     int eq_error;              /* an endpoint error from an EQ: every later progress returns it */
     uint64_t max_chunk;        /* efax_ctx_max_chunk */
     bool efa_shm, no_cuda_api; /* efax_ctx_desc's, with the environment applied */
+    char nic_choice[128];      /* how the NICs were chosen, for the run header */
     unsigned eq_tick;          /* progress calls, to read the EQs every 64th */
 };
 
@@ -925,7 +960,7 @@ typedef struct efax_report {
     bool header_printed;
     bool tty;
     uint64_t t0_ns;
-    char meta[12288];           /* the run's metadata as JSON members */
+    char meta[12288];          /* the run's metadata as JSON members */
     /* The fastest the bytes can physically move between the ranks (device memory on one host:
        cudaMemcpyPeerAsync between the two GPUs, measured in the same run by efax_cuda_ceiling).
        A device-memory result above it (plus EFAX_CEILING_TOLERANCE) cannot have had its bytes
@@ -933,7 +968,9 @@ typedef struct efax_report {
     double ceiling_gbps;       /* per pair of ranks; 0: none known */
     char ceiling_what[160];
     int refused;
+    char (*nic_choice)[256];   /* rank 0: every rank's NICs and how they were chosen */
 } efax_report;
+#define EFAX__CHOICE_LEN 256
 
 /* How far above the measured ceiling a result may land before it is refused (timer and
    clock noise; 5%). */
@@ -1280,16 +1317,16 @@ EFAX_PRIVATE bool efax__is_pci(const char *s) {
 
 /* The PCI device a network interface sits on: the deepest PCI component of its sysfs path. */
 EFAX_PRIVATE void efax__if_pci(const char *ifname, char *pci, size_t len) {
-    char path[256], real[PATH_MAX], *tok, *save = NULL;
+    char path[PATH_MAX], real[PATH_MAX], *tok, *save = NULL;
     pci[0] = 0;
-    snprintf(path, sizeof path, "/sys/class/net/%s/device", ifname);
+    snprintf(path, sizeof path, "%s/sys/class/net/%s/device", efax_topo_sysfs_root(), ifname);
     if (!realpath(path, real)) return;
     for (tok = strtok_r(real, "/", &save); tok; tok = strtok_r(NULL, "/", &save))
         if (efax__is_pci(tok)) efax__copy(pci, len, tok);
 }
 
 EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
-    char path[256], buf[64];
+    char path[PATH_MAX], buf[64];
     memset(n, 0, sizeof *n);
     efax__copy(n->provider, sizeof n->provider, fi->fabric_attr->prov_name);
     efax__copy(n->name, sizeof n->name, fi->domain_attr->name);
@@ -1321,14 +1358,75 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
         n->link_gbps = (double)fi->nic->link_attr->speed / 1e9;
     if (!n->pci[0]) efax__if_pci(n->name, n->pci, sizeof n->pci);
     if (n->link_gbps == 0) {
-        snprintf(path, sizeof path, "/sys/class/net/%s/speed", n->name);
+        snprintf(path, sizeof path, "%s/sys/class/net/%s/speed", efax_topo_sysfs_root(), n->name);
         if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0)
             n->link_gbps = atoi(buf) / 1000.0;
     }
-    if (n->pci[0]) {
-        snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", n->pci);
-        if (!efax__read_sysfs(path, buf, sizeof buf)) n->numa = atoi(buf);
+    if (n->pci[0]) n->numa = efax_topo_pci_numa(efax_topo_sysfs_root(), n->pci);
+}
+
+EFAX_API const char *efax_topo_sysfs_root(void) {
+    const char *r = getenv("EFAX_SYSFS_ROOT");
+    return r ? r : "";
+}
+
+EFAX_API int efax_topo_pci_numa(const char *root, const char *pci) {
+    char path[PATH_MAX], buf[32];
+    if (!pci || !efax__is_pci(pci)) return -1;
+    snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s/numa_node", root ? root : "", pci);
+    return efax__read_sysfs(path, buf, sizeof buf) ? -1 : atoi(buf);
+}
+
+/* The PCI components of a device's sysfs path, from its host bridge ("pci0000:00") down:
+   /sys/bus/pci/devices/X links to /sys/devices/pci0000:00/0000:00:01.0/.../X. Returns how
+   many were written to comp, or 0. */
+EFAX_PRIVATE int efax__pci_path(const char *root, const char *pci, char comp[][16], int max) {
+    char path[PATH_MAX], real[PATH_MAX], *at, *next, *tok, *save = NULL;
+    int n = 0;
+    if (!pci || !efax__is_pci(pci)) return 0;
+    snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s", root ? root : "", pci);
+    if (!realpath(path, real) || !(at = strstr(real, "/sys/devices/pci"))) return 0;
+    while ((next = strstr(at + 1, "/sys/devices/pci"))) at = next; /* the tree's own, under any root */
+    for (tok = strtok_r(at + strlen("/sys/devices/"), "/", &save); tok && n < max; tok = strtok_r(NULL, "/", &save))
+        efax__copy(comp[n++], 16, tok);
+    return n;
+}
+
+EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b) {
+    char ca[16][16], cb[16][16];
+    int na = efax__pci_path(root, a, ca, 16), nb = efax__pci_path(root, b, cb, 16), d = 0;
+    while (d < na && d < nb && !strcmp(ca[d], cb[d])) d++;
+    return d;
+}
+
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci, int numa,
+                            int *out, int max) {
+    int i, n = 0, best = 0;
+    if (dev_pci && *dev_pci) {
+        for (i = 0; i < nnics; i++) {
+            int d = nics[i].pci[0] ? efax_topo_pci_depth(root, dev_pci, nics[i].pci) : 0;
+            if (d == 0 || d < best) continue;
+            if (d > best) n = 0, best = d;
+            if (n < max) out[n++] = i;
+        }
+        return n;
     }
+    if (numa < 0) return 0;
+    for (i = 0; i < nnics; i++)
+        if (nics[i].numa == numa && n < max) out[n++] = i;
+    return n;
+}
+
+/* NUMA node of the CPU the caller runs on (<root>/sys/devices/system/cpu/cpuN/nodeK), or -1. */
+EFAX_PRIVATE int efax__cpu_numa(const char *root) {
+    char path[PATH_MAX];
+    int cpu = sched_getcpu(), k;
+    if (cpu < 0) return -1;
+    for (k = 0; k < 64; k++) {
+        snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/node%d", root, cpu, k);
+        if (access(path, F_OK) == 0) return k;
+    }
+    return -1;
 }
 
 /* One fi_info per domain: the first entry of each, preferring IPv4 addresses on tcp. */
@@ -1456,12 +1554,11 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
      efa_rdm_ep_fiops.c), so a run that works proves the pure path. aws-ofi-nccl sets it false
      where GPUDirect is there. */
 EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
-    int rc = 0;
     bool efa = !strcmp(n->info.provider, "efa");
 #if EFAX__FI_AT_LEAST(1, 21)
     if (efa) {
         bool permit = ctx->efa_shm;
-        rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &permit, sizeof permit);
+        int rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &permit, sizeof permit);
         if (rc) efax_log(ctx, 1, "NIC %s: FI_OPT_SHARED_MEMORY_PERMITTED=%s refused (%s): same-host peers go as efa decides",
                          n->info.name, permit ? "true" : "false", fi_strerror(-rc));
         n->info.efa_shm = rc ? -1 : permit;
@@ -1474,7 +1571,7 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
     if (ctx->no_cuda_api) {
 #if EFAX__FI_AT_LEAST(1, 18)
         bool permit = false;
-        rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permit, sizeof permit);
+        int rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permit, sizeof permit);
         if (rc) {
             efax_log(ctx, 0, "NIC %s (%s): FI_OPT_CUDA_API_PERMITTED=false refused (%s): this provider or host has no "
                              "GPUDirect RDMA path for device memory; run without --no-cuda-api / EFAX_CUDA_API=0",
@@ -1488,7 +1585,7 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
         return -EFAX_E_UNSUPPORTED;
 #endif
     }
-    (void)efa, (void)rc;
+    (void)efa;
     return 0;
 }
 
@@ -1782,6 +1879,7 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     want = d.nics && *d.nics ? d.nics : getenv("EFAX_NICS");
     if (want && *want) {
         char buf[1024], *tok, *save = NULL;
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "given (%s)", d.nics && *d.nics ? "--nics" : "EFAX_NICS");
         efax__copy(buf, sizeof buf, want);
         if (strchr(buf, ';')) { /* NIC groups: this rank's is the (local rank mod count)-th */
             int ngroups = 1, g = 0, pickg;
@@ -1828,6 +1926,30 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
             efax__fill_info(pick[i], &tmp);
             if ((level >= 1 && tmp.loopback) || (level == 2 && !tmp.pci[0])) continue;
             chosen[nsel++] = pick[i];
+        }
+        /* of those, the NICs nearest this rank's GPU (device memory) or on its CPU's NUMA node
+           (host memory): a p5 has 32 NICs, 4 behind each GPU's PCIe switch */
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "every NIC a device backs; none known nearer");
+        if (nsel > 1) {
+            efax_nic_info *infos = (efax_nic_info *)calloc((size_t)nsel, sizeof *infos);
+            const char *root = efax_topo_sysfs_root();
+            char gpu[16];
+            int idx[EFAX_MAX_NICS], k, numa;
+            struct fi_info *nearer[EFAX_MAX_NICS];
+            efax__copy(gpu, sizeof gpu, d.near_pci);
+            numa = gpu[0] ? -1 : efax__cpu_numa(root);
+            if (infos) {
+                for (i = 0; i < nsel; i++) efax__fill_info(chosen[i], &infos[i]);
+                k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
+                if (k > 0) {
+                    for (i = 0; i < k; i++) nearer[i] = chosen[idx[i]];
+                    for (i = 0; i < k; i++) chosen[i] = nearer[i];
+                    nsel = k;
+                    if (gpu[0]) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
+                    else snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (this rank's CPU)", numa);
+                }
+                free(infos);
+            }
         }
     }
     if (d.max_nics > 0 && nsel > d.max_nics) nsel = d.max_nics;
@@ -4576,6 +4698,40 @@ EFAX_PRIVATE void efax__json_num(char *buf, size_t cap, size_t *used, double v) 
     else efax__cat(buf, cap, used, "%.6g", v);
 }
 
+/* Every rank's NICs and how they were chosen (efax_ctx_init: given, nearest the GPU, on the
+   NUMA node): rank 0 keeps them for the header, one line per distinct choice. Collective. */
+EFAX_PRIVATE int efax__gather_nic_choice(efax_report *r, const efax_ctx *ctx, efax_boot *boot) {
+    char mine[EFAX__CHOICE_LEN];
+    size_t u = 0;
+    int i, rc;
+    mine[0] = 0;
+    for (i = 0; i < ctx->nnic; i++) efax__cat(mine, sizeof mine, &u, "%s%s", i ? "," : "", ctx->nic[i].info.name);
+    efax__cat(mine, sizeof mine, &u, " (%s)", ctx->nic_choice[0] ? ctx->nic_choice : "-");
+    r->nic_choice = r->rank == 0 ? (char (*)[EFAX__CHOICE_LEN])calloc((size_t)boot->size, EFAX__CHOICE_LEN) : NULL;
+    if (r->rank == 0 && !r->nic_choice) return -FI_ENOMEM;
+    {
+        char (*all)[EFAX__CHOICE_LEN] = r->nic_choice ? r->nic_choice : (char (*)[EFAX__CHOICE_LEN])calloc((size_t)boot->size, EFAX__CHOICE_LEN);
+        if (!all) return -FI_ENOMEM;
+        rc = efax_boot_allgather(boot, mine, sizeof mine, all, -1);
+        if (all != r->nic_choice) free(all);
+    }
+    return rc;
+}
+
+/* Prints the NIC lines of the header from what efax__gather_nic_choice kept. */
+EFAX_PRIVATE void efax__print_nic_choice(const efax_report *r) {
+    int i, j, n = r->boot ? r->boot->size : 0;
+    for (i = 0; r->nic_choice && i < n; i++) {
+        for (j = 0; j < i; j++)
+            if (!strcmp(r->nic_choice[j], r->nic_choice[i])) break;
+        if (j < i) continue;
+        printf("# NICs of rank(s)");
+        for (j = i; j < n; j++)
+            if (!strcmp(r->nic_choice[j], r->nic_choice[i])) printf(" %d", j);
+        printf(": %.*s\n", EFAX__CHOICE_LEN, r->nic_choice[i]);
+    }
+}
+
 /* JSON for a NIC's -1/0/1 attribute: null (not efa, or unknown), false, true. */
 EFAX_PRIVATE const char *efax__tri(int v) { return v < 0 ? "null" : v ? "true" : "false"; }
 
@@ -4628,13 +4784,16 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     r->rank = boot ? boot->rank : 0;
     r->t0_ns = efax_now_ns();
     r->tty = isatty(2) && !o->quiet;
+    if (ctx && boot && boot->size > 1 && (i = efax__gather_nic_choice(r, ctx, boot))) return i;
     if (r->rank != 0) return 0;
     if (o->json && !(r->json = fopen(o->json, "w"))) {
         fprintf(stderr, "efax: error: --json %s: cannot open: %s\n", o->json, strerror(errno));
+        free(r->nic_choice), r->nic_choice = NULL;
         return -EFAX_E_USAGE;
     }
     if (o->csv && !(r->csv = fopen(o->csv, "w"))) {
         fprintf(stderr, "efax: error: --csv %s: cannot open: %s\n", o->csv, strerror(errno));
+        free(r->nic_choice), r->nic_choice = NULL;
         return -EFAX_E_USAGE;
     }
     gmtime_r(&now, &tmv);
@@ -4670,7 +4829,9 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
                   n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efax__tri(n->efa_shm), efax__tri(n->emulated_write),
                   efax__tri(n->cuda_api));
     }
-    efax__cat(r->meta, sizeof r->meta, &u, "],\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
+    efax__cat(r->meta, sizeof r->meta, &u, "],\"nic_choice\":");
+    efax__json_str(r->meta, sizeof r->meta, &u, ctx && ctx->nic_choice[0] ? ctx->nic_choice : "-");
+    efax__cat(r->meta, sizeof r->meta, &u, ",\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
               o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
     {
         char cmd[1024];
@@ -4724,6 +4885,8 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
                efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && ctx->mem_note[0]) printf("# device memory: %s\n", ctx->mem_note);
         if (ctx) efax__print_nic_semantics(ctx);
+        efax__print_nic_choice(r);
+        free(r->nic_choice), r->nic_choice = NULL;
         printf("# command:");
         for (i = 0; i < o->argc; i++) printf(" %s", o->argv[i]);
         printf("\n");
@@ -4737,6 +4900,7 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         }
         fflush(stdout);
     }
+    free(r->nic_choice), r->nic_choice = NULL;
     return 0;
 }
 
@@ -4897,6 +5061,7 @@ EFAX_API void efax_report_deinit(efax_report *r) {
     if (r->tty && r->rank == 0) fprintf(stderr, "\r\033[K");
     if (r->json) fclose(r->json);
     if (r->csv) fclose(r->csv);
+    free(r->nic_choice);
     memset(r, 0, sizeof *r);
 }
 

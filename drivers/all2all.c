@@ -137,6 +137,7 @@ int main(int argc, char **argv) {
     cd.imm_tags = TAG_DATA + 2 * b.nk > 64 ? TAG_DATA + 2 * b.nk : 64;
 #ifdef __CUDACC__
     if ((rc = efax_cuda_use(b.kinds, b.nk, b.boot.local_rank, &cd.hmem))) goto out; /* this rank's GPU */
+    efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
 #endif
     if ((rc = efax_ctx_init(&b.ctx, &cd)) || (rc = efax_ctx_connect(&b.ctx, &b.boot)) || (rc = efax_ctx_warmup(&b.ctx))) goto out;
 

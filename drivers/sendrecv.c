@@ -70,10 +70,11 @@ static int64_t check_pieces(bench *b, int peer, efax_mode mode, uint64_t size, u
         int ns = m < (uint32_t)W ? efax_plan(size, efax_ctx_peer_nnics(&b->ctx, peer), mode, seq * (uint64_t)W + m, 0, 0, seg) : 0;
         if (!seen || !x->rx_has_data || s >= (uint32_t)ns || seen[m * EFAX_MAX_NICS + s]++ || x->rx_len != seg[s].len) {
             wrong += (int64_t)(x->len ? x->len : 1);
-            if (!told && (told = true))
+            if (!told)
                 fprintf(stderr, "sendrecv: rank %d: receive %d took piece %u of message %u (immediate data %#llx, %llu bytes): "
                                 "not one of this iteration's, or taken twice\n", b->me, i, s, m,
                         (unsigned long long)x->rx_data, (unsigned long long)x->rx_len);
+            told = true;
         }
     }
     free(seen);
@@ -200,6 +201,7 @@ int main(int argc, char **argv) {
     cd.efa_shm = b.o.efa_shm, cd.no_cuda_api = b.o.no_cuda_api;
 #ifdef __CUDACC__
     if ((rc = efax_cuda_use(b.kinds, b.nk, b.boot.local_rank, &cd.hmem))) goto out; /* this rank's GPU */
+    efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
 #endif
     if ((rc = efax_ctx_init(&b.ctx, &cd)) || (rc = efax_ctx_connect(&b.ctx, &b.boot)) || (rc = efax_ctx_warmup(&b.ctx))) goto out;
 

@@ -343,11 +343,83 @@ static void test_chunk(void) {
     }
 }
 
+/* Reads a fixture's list of PCI addresses (tests/topo/<machine>/gpus or nics). */
+static int read_list(const char *dir, const char *file, char (*out)[16], int max) {
+    char path[512], line[64];
+    int n = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "r");
+    if (!f) { fprintf(stderr, "  cannot read %s\n", path); return 0; }
+    while (n < max && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (line[0]) snprintf(out[n++], 16, "%.15s", line);
+    }
+    fclose(f);
+    return n;
+}
+
+/* Which NICs a rank uses by default, on recorded topologies (tests/topo/record.sh writes them):
+   a p5 (8 GPUs, 32 NICs, 4 behind each GPU's PCIe switch) and a p4d (8 GPUs, 4 NICs, one per
+   pair of GPUs), read through the sysfs root efax_topo_* take (EFAX_SYSFS_ROOT in a run). */
+static void test_topology(void) {
+    char here[512], root[600], gpus[8][16], nicpci[32][16];
+    efax_nic_info nics[32];
+    int out[EFAX_MAX_NICS], ng, nn;
+    snprintf(here, sizeof here, "%s", __FILE__);
+    *(strrchr(here, '/') ? strrchr(here, '/') : here) = 0;
+    /* p5 */
+    snprintf(root, sizeof root, "%s/topo/p5", here[0] ? here : ".");
+    ng = read_list(root, "gpus", gpus, 8), nn = read_list(root, "nics", nicpci, 32);
+    CHECK(ng == 8 && nn == 32);
+    memset(nics, 0, sizeof nics);
+    for (int i = 0; i < nn; i++) {
+        snprintf(nics[i].name, sizeof nics[i].name, "rdmap%ds0-rdm", i);
+        memcpy(nics[i].pci, nicpci[i], sizeof nics[i].pci);
+        nics[i].numa = efax_topo_pci_numa(root, nicpci[i]);
+    }
+    CHECK(nics[0].numa == 0 && nics[31].numa == 1);
+    CHECK(efax_topo_pci_depth(root, gpus[0], nicpci[0]) == 3 && efax_topo_pci_depth(root, gpus[0], nicpci[4]) == 0);
+    CHECK(efax_topo_pci_depth(root, gpus[0], "0000:ff:00.0") == 0 && efax_topo_pci_depth(root, "bogus", nicpci[0]) == 0);
+    for (int g = 0; g < ng; g++) {
+        int k = efax_topo_near(root, nics, nn, gpus[g], -1, out, EFAX_MAX_NICS);
+        int ok = k == 4;
+        for (int j = 0; j < k && ok; j++) ok = out[j] == 4 * g + j;
+        if (!ok) {
+            fprintf(stderr, "  p5 GPU %d (%s): %d NICs nearest, first %d (expected NICs %d..%d)\n", g, gpus[g], k, k ? out[0] : -1, 4 * g, 4 * g + 3);
+            failures++;
+        }
+    }
+    /* host memory: the NICs of the rank's NUMA node; nothing known: no preference */
+    CHECK(efax_topo_near(root, nics, nn, NULL, 1, out, EFAX_MAX_NICS) == 16 && out[0] == 16 && out[15] == 31);
+    CHECK(efax_topo_near(root, nics, nn, "", -1, out, EFAX_MAX_NICS) == 0);
+    CHECK(efax_topo_near(root, nics, nn, NULL, 5, out, EFAX_MAX_NICS) == 0);
+    CHECK(efax_topo_near(root, nics, nn, gpus[2], -1, out, 2) == 2 && out[0] == 8); /* capped at max */
+    CHECK(efax_topo_near("/nonexistent", nics, nn, gpus[0], -1, out, EFAX_MAX_NICS) == 0); /* no tree: no preference */
+    /* p4d */
+    snprintf(root, sizeof root, "%s/topo/p4d", here[0] ? here : ".");
+    ng = read_list(root, "gpus", gpus, 8), nn = read_list(root, "nics", nicpci, 32);
+    CHECK(ng == 8 && nn == 4);
+    memset(nics, 0, sizeof nics);
+    for (int i = 0; i < nn; i++) {
+        memcpy(nics[i].pci, nicpci[i], sizeof nics[i].pci);
+        nics[i].numa = efax_topo_pci_numa(root, nicpci[i]);
+    }
+    CHECK(efax_topo_pci_depth(root, gpus[0], nicpci[1]) == 1); /* same host bridge, other switch */
+    for (int g = 0; g < ng; g++) {
+        int k = efax_topo_near(root, nics, nn, gpus[g], -1, out, EFAX_MAX_NICS);
+        if (k != 1 || out[0] != g / 2) {
+            fprintf(stderr, "  p4d GPU %d (%s): %d NICs nearest, first %d (expected NIC %d)\n", g, gpus[g], k, k ? out[0] : -1, g / 2);
+            failures++;
+        }
+    }
+    CHECK(efax_topo_near(root, nics, nn, NULL, 0, out, EFAX_MAX_NICS) == 2 && out[0] == 0 && out[1] == 1);
+}
+
 typedef struct { const char *name; void (*fn)(void); } test;
 static const test tests[] = {
     {"sizes", test_sizes}, {"options", test_options}, {"iters", test_iters}, {"imm", test_imm},
     {"plan", test_plan}, {"pattern", test_pattern}, {"stats", test_stats}, {"errors", test_errors},
-    {"peer_data", test_peer_data}, {"matching", test_matching}, {"hints", test_hints}, {"chunk", test_chunk}};
+    {"peer_data", test_peer_data}, {"matching", test_matching}, {"hints", test_hints}, {"chunk", test_chunk}, {"topology", test_topology}};
 
 int main(int argc, char **argv) {
     unsigned i;
