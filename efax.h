@@ -4704,7 +4704,7 @@ EFAX_PRIVATE int efax__gather_nic_choice(efax_report *r, const efax_ctx *ctx, ef
     char mine[EFAX__CHOICE_LEN];
     size_t u = 0;
     int i, rc;
-    mine[0] = 0;
+    memset(mine, 0, sizeof mine);
     for (i = 0; i < ctx->nnic; i++) efax__cat(mine, sizeof mine, &u, "%s%s", i ? "," : "", ctx->nic[i].info.name);
     efax__cat(mine, sizeof mine, &u, " (%s)", ctx->nic_choice[0] ? ctx->nic_choice : "-");
     r->nic_choice = r->rank == 0 ? (char (*)[EFAX__CHOICE_LEN])calloc((size_t)boot->size, EFAX__CHOICE_LEN) : NULL;
