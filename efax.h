@@ -57,6 +57,13 @@
        EFAX_RANK, EFAX_SIZE, EFAX_ROOT (host:port), EFAX_TOKEN: the TCP rendezvous
        EFAX_LINE_GBPS      line rate of one NIC in Gbit/s when the provider reports none (or a
                            shaped link's rate)
+       EFAX_EFA_SHM        1: let efa's own shared memory carry peers on the same host (default
+                           0: they go through the NIC; --efa-shm)
+       EFAX_CUDA_API       0: the provider may not call CUDA (FI_OPT_CUDA_API_PERMITTED=false):
+                           device memory by GPUDirect RDMA only (--no-cuda-api)
+       EFAX_SYSFS_ROOT     read the PCI topology from ROOT/sys instead of /sys (a recorded tree,
+                           e.g. tests/topo/p5); without EFAX_NICS a rank uses the NICs nearest
+                           its GPU (device memory) or on its CPU's NUMA node (host memory)
 
    Troubleshooting
    ---------------
@@ -173,8 +180,17 @@ typedef struct efax_nic_info {
     double link_gbps;       /* line rate (provider or sysfs); 0 when unknown */
     int numa;               /* NUMA node, -1 when unknown */
     uint64_t caps, mode, mr_mode;
+    uint64_t msg_order;     /* transmit msg_order granted (FI_ORDER_SAS: sends arrive in order) */
     size_t cq_data_size, max_msg_size, inject_size, tx_size, rx_size, mr_key_size;
+    size_t inject_rma_size; /* largest write by inject; inject_size is for sends. Both from the
+                               endpoint (FI_OPT_INJECT_*_SIZE, libfabric 2.x) once it is open */
+    size_t max_rma_size;    /* largest write the endpoint takes (FI_OPT_MAX_RMA_SIZE, 2.x; else
+                               max_msg_size) */
     uint32_t addr_format;
+    /* efa only, once the endpoint is open (-1: not efa, or this libfabric cannot say): */
+    int efa_shm;            /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
+    int emulated_write;     /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
+    int cuda_api;           /* 0: FI_OPT_CUDA_API_PERMITTED set false (GPUDirect only), -1: untouched */
     bool hmem;              /* FI_HMEM offered */
     bool loopback;          /* the loopback interface (tcp) */
 } efax_nic_info;
@@ -191,9 +207,32 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
 EFAX_API int efax_topo_providers(char *buf, size_t len);
 
 /* The provider efax uses when none is named: `want` if not NULL/empty, else $EFAX_PROVIDER,
-   else efa, tcp or shm, the first present. Writes it into buf. Returns 0 or
-   -EFAX_E_NOPROV. Thread safe. */
+   else efa, tcp or shm, the first present. Writes it into buf. Returns 0, -EFAX_E_NOPROV, or
+   -EFAX_E_UNSUPPORTED for "efa-direct" (libfabric 2.x's other efa fabric: efax runs on efa's
+   RDM protocol, the fabric "efa"). Thread safe. */
 EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len);
+
+/* Where efax reads the PCI tree: $EFAX_SYSFS_ROOT, a directory holding a recorded "sys" tree
+   (tests/topo/p5 and tests/topo/p4d are a p5's and a p4d's), or "" for the live /sys. Every
+   topology path is root + "/sys/...". Thread safe. */
+EFAX_API const char *efax_topo_sysfs_root(void);
+
+/* How near two PCI devices ("0000:53:00.0") sit: the number of PCI components (host bridge,
+   root port, switch ports) their sysfs paths share under root. 0 when either is unknown or
+   they sit under different host bridges; more is nearer (behind one PCIe switch: 3 or more).
+   Thread safe. */
+EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b);
+
+/* NUMA node of PCI device `pci` under root; -1 when unknown. Thread safe. */
+EFAX_API int efax_topo_pci_numa(const char *root, const char *pci);
+
+/* Which of `nics` a rank should use by default. dev_pci (its GPU's PCI address, or NULL/""):
+   the NICs sharing the most PCI path with it (a p5's 4 behind the GPU's switch, a p4d's one),
+   as aws-ofi-nccl does (nccl_ofi_topo.cpp); else numa >= 0: the NICs on that NUMA node.
+   out: indices into nics, at most max. Returns how many (0: no preference: use them all).
+   Reads sysfs under root only for PCI depths. Thread safe. */
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci, int numa,
+                            int *out, int max);
 
 // >>context ---------------------------------------------------------------------------------
 
@@ -209,12 +248,22 @@ typedef struct efax_ctx_desc {
                                Groups separated by ';' ("r0,r1;r2,r3") give each rank of a host
                                its own NICs: local rank i takes group i mod the group count */
     int local_rank;         /* this rank's index on its host (efax_boot.local_rank) for NIC groups */
+    char near_pci[16];      /* PCI address of this rank's GPU when it moves device memory
+                               (efax_cuda_near fills it): without nics / $EFAX_NICS, the NICs
+                               nearest it are used; "" (host memory): the NICs on the NUMA node
+                               of the CPU this rank runs on (efax_topo_near); with neither known,
+                               every NIC */
     int max_nics;           /* cap on NICs opened (0: no cap) */
     int window;             /* operations in flight per NIC (0: min(provider tx size, 256)) */
     int timeout_ms;         /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
     int imm_tags;           /* immediate-data tags counted per peer (0: 64; at most 256) */
     bool hmem;              /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
     bool fi_more;           /* post batches with FI_MORE on all but the last (default off) */
+    bool efa_shm;           /* efa: let its own shared memory carry peers on this host (default
+                               off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
+    bool no_cuda_api;       /* FI_OPT_CUDA_API_PERMITTED = false: the provider may not call CUDA,
+                               so device memory moves by GPUDirect RDMA or not at all (proves the
+                               pure path; $EFAX_CUDA_API=0 too). Fails where the provider cannot */
     efax_log_fn log;        /* NULL: stderr */
     void *log_user;
     int log_level;          /* most verbose level logged (0: errors and warnings; 2 adds info) */
@@ -517,8 +566,11 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
                              bool has_imm, uint32_t imm);
 
 /* Drives the context once: drains every NIC's CQ (completions, receives, immediate data,
-   errors), then posts queued chunks up to each NIC's window. Returns the number of
-   completions handled, or a negative code for a failure not tied to one transfer.
+   errors), then posts queued chunks up to each NIC's window; every 64th call it also reads
+   each NIC's event queue, where a provider puts endpoint errors that belong to no operation
+   (efa would abort() without one). Returns the number of completions handled, or a negative
+   code for a failure not tied to one transfer (an event-queue error is returned by this and
+   every later call: the endpoint is unusable). Every efax wait runs through it.
    Not thread safe. */
 EFAX_API int efax_progress(efax_ctx *ctx);
 
@@ -600,7 +652,24 @@ typedef struct efax_plan_seg {
 EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0,
                        uint64_t min_stripe, efax_plan_seg *out);
 
-/* How many posts (chunks of at most `chunk` bytes) a plan makes: what the target counts. */
+/* The largest chunk efax posts as one write, whatever --chunk says (0 included): efa carries a
+   write with immediate data as one hardware RDMA write, of at most the device's max_rdma_size
+   and efa's write segment (1 GiB: prov/efa efa_env.c efa_write_segment_size, efa_device.c), and
+   its max_msg_size (UINT64_MAX) does not say so. Applied on every provider, so writer and
+   target count the same chunks. */
+#define EFAX_MAX_CHUNK (1ull << 30)
+
+/* The chunk a write uses: `chunk` (0: as large as allowed) clamped to `limit` and to
+   EFAX_MAX_CHUNK (limit 0: EFAX_MAX_CHUNK alone). Pure. */
+EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit);
+
+/* The largest chunk this context's writes use: EFAX_MAX_CHUNK, each NIC's max_msg_size and
+   max_rma_size, and after efax_ctx_connect the same over every rank (writer and target must
+   agree on the chunk count). efax_write and efax_expect_write clamp to it. */
+EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx);
+
+/* How many posts (chunks of at most `chunk` bytes; 0 or more than EFAX_MAX_CHUNK count as
+   EFAX_MAX_CHUNK) a plan makes: what the target counts. */
 EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t chunk);
 
 /* Plans and starts a write of `size` bytes: lmr+loff -> peer's rmr at roff, in `mode`.
@@ -611,7 +680,8 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, u
                         uint64_t size, uint64_t chunk, int tag, uint32_t seq, uint32_t *chunks);
 
 /* The number of chunks the target of such a write counts, computed on the target from the
-   writer's NIC count (efax_ctx_peer_nnics) and the same mode and chunk size. Pure. */
+   writer's NIC count (efax_ctx_peer_nnics) and the same mode and chunk size (clamped to
+   EFAX_MAX_CHUNK; efax_expect_write clamps to efax_ctx_max_chunk first). Pure. */
 EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mode, uint64_t chunk);
 
 /* The target's side of a write: what it expects and how it knows it landed. For an ordinary
@@ -699,6 +769,7 @@ typedef struct efax__nic {
     struct fid_cq *cq;
     struct fid_av *av;
     struct fid_ep *ep;
+    struct fid_eq *eq;                   /* errors the provider cannot put on the CQ (efax__eq_read) */
     uint8_t addr[EFAX__ADDR_MAX];
     size_t addrlen;
     int window, inflight;
@@ -737,6 +808,11 @@ struct efax_ctx {
     char provider[32];
     int last_cq_error;         /* a failure no transfer owned (control or remote write) */
     char mem_note[192];        /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
+    int eq_error;              /* an endpoint error from an EQ: every later progress returns it */
+    uint64_t max_chunk;        /* efax_ctx_max_chunk */
+    bool efa_shm, no_cuda_api; /* efax_ctx_desc's, with the environment applied */
+    char nic_choice[128];      /* how the NICs were chosen, for the run header */
+    unsigned eq_tick;          /* progress calls, to read the EQs every 64th */
 };
 
 // >>bench (the harness every driver shares) ----------------------------------------------------
@@ -759,6 +835,8 @@ typedef struct efax_opts {
     uint64_t chunk;                /* --chunk BYTES: most bytes one post carries (0: efax_opts_chunk decides) */
     double duration_s;             /* --duration S: repeat the sweep until S seconds passed */
     const char *mem;               /* --mem host,pin,dma (efax_cuda.h builds) */
+    bool efa_shm;                  /* --efa-shm: efax_ctx_desc.efa_shm */
+    bool no_cuda_api;              /* --no-cuda-api: efax_ctx_desc.no_cuda_api */
     int argc;
     char **argv;
 } efax_opts;
@@ -882,7 +960,7 @@ typedef struct efax_report {
     bool header_printed;
     bool tty;
     uint64_t t0_ns;
-    char meta[4096];           /* the run's metadata as JSON members */
+    char meta[12288];          /* the run's metadata as JSON members */
     /* The fastest the bytes can physically move between the ranks (device memory on one host:
        cudaMemcpyPeerAsync between the two GPUs, measured in the same run by efax_cuda_ceiling).
        A device-memory result above it (plus EFAX_CEILING_TOLERANCE) cannot have had its bytes
@@ -890,7 +968,9 @@ typedef struct efax_report {
     double ceiling_gbps;       /* per pair of ranks; 0: none known */
     char ceiling_what[160];
     int refused;
+    char (*nic_choice)[256];   /* rank 0: every rank's NICs and how they were chosen */
 } efax_report;
+#define EFAX__CHOICE_LEN 256
 
 /* How far above the measured ceiling a result may land before it is refused (timer and
    clock noise; 5%). */
@@ -1032,6 +1112,7 @@ EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const
 #include <sched.h>
 #include <sys/mman.h>
 #include <rdma/fi_cm.h>
+#include <rdma/fi_ext.h> /* efa's endpoint options (FI_OPT_EFA_EMULATED_WRITE) */
 #ifndef EFAX_NO_PMIX
 #include <pmix.h>
 #endif
@@ -1138,7 +1219,19 @@ EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src) {
 
 // >>topology (implementation) ------------------------------------------------------------------
 
-EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem) {
+/* The hints behind every fi_getinfo efax makes. Beyond the capabilities, what efax asks for:
+   - cq_data_size = 4: efax's immediate data is 32 bits and efa carries exactly 4 bytes
+     (fi_efa(7); prov/efa efa_prov_info.c). Asked for in the hints, as fabtests (common/shared.c)
+     and aws-ofi-nccl do, so a provider with less never appears rather than failing after it
+     was opened (efax_ctx_init still checks what it got).
+   - msg_order FI_ORDER_SAS on transmit and receive, when `sas`: efa's transport (SRD) is
+     unordered and efa grants send-after-send only to hints that ask (efa_user_info.c
+     intersects the hints' msg_order with what it can do); aws-ofi-nccl asks too. tcp and shm
+     grant it unasked. efax does not rely on it (its receivers identify a message by its
+     immediate data, never by arrival order); it makes efa behave as the others do.
+     efax__getinfo asks again without it when a provider cannot order.
+   Which fabric is chosen is efax__getinfo's business (it drops efa-direct). */
+EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem, bool sas) {
     struct fi_info *h = fi_allocinfo();
     if (!h) return NULL;
     h->ep_attr->type = FI_EP_RDM;
@@ -1149,21 +1242,59 @@ EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem) {
     h->domain_attr->mr_mode =
         FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
     h->domain_attr->threading = FI_THREAD_DOMAIN;
+    h->domain_attr->cq_data_size = 4;
+    if (sas) {
+        h->tx_attr->msg_order = FI_ORDER_SAS;
+        h->rx_attr->msg_order = FI_ORDER_SAS;
+    }
     if (hmem) {
         h->caps |= FI_HMEM;
         h->domain_attr->mr_mode |= FI_MR_HMEM;
     }
-    if (prov && *prov) h->fabric_attr->prov_name = strdup(prov);
+    if (prov && *prov && !(h->fabric_attr->prov_name = strdup(prov))) {
+        fi_freeinfo(h);
+        return NULL;
+    }
     return h;
 }
 
+/* True for an entry of libfabric 2.x's "efa-direct" fabric. It is listed before "efa" with the
+   same domain names (prov/efa/src/efa_prov.c), so a choice by domain name alone could take it;
+   and efax cannot run on it: it has no FI_TAGGED (efax's control messages are tagged), and a
+   write with immediate data consumes a receive posted at the target (FI_RX_CQ_DATA, fi_efa(7)
+   "RMA operations"), which efax's one-sided writes never post. efax uses the "efa" fabric
+   (efa's RDM protocol) and says so when efa-direct is asked for (efax_topo_pick_provider).
+   The fabric is matched by name, not by hints: libfabric 1.x named efa's fabric after the
+   device's GID prefix ("EFA-fe80::..."), so a hint of "efa" would hide every 1.x NIC. */
+EFAX_PRIVATE bool efax__is_efa_direct(const struct fi_info *fi) {
+    const char *f = fi->fabric_attr ? fi->fabric_attr->name : NULL;
+    return f && !strcasecmp(f, "efa-direct");
+}
+
+/* fi_getinfo with efax's hints: first asking for send-after-send ordering, then, if the
+   provider offers nothing so, without it. efa-direct entries are dropped. *out is NULL when
+   nothing matches. */
 EFAX_PRIVATE int efax__getinfo(const char *prov, bool hmem, struct fi_info **out) {
-    struct fi_info *h = efax__hints(prov, hmem);
-    int rc;
-    if (!h) return -FI_ENOMEM;
-    rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, h, out);
-    fi_freeinfo(h);
-    if (rc == -FI_ENODATA) *out = NULL, rc = 0;
+    int rc = 0, pass;
+    *out = NULL;
+    for (pass = 0; pass < 2 && !*out; pass++) {
+        struct fi_info *h = efax__hints(prov, hmem, pass == 0), **pp;
+        if (!h) return -FI_ENOMEM;
+        rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, h, out);
+        fi_freeinfo(h);
+        if (rc == -FI_ENODATA) *out = NULL, rc = 0;
+        if (rc) return rc;
+        for (pp = out; *pp;) {
+            struct fi_info *fi = *pp;
+            if (!efax__is_efa_direct(fi)) {
+                pp = &fi->next;
+                continue;
+            }
+            *pp = fi->next;
+            fi->next = NULL;
+            fi_freeinfo(fi);
+        }
+    }
     return rc;
 }
 
@@ -1186,27 +1317,31 @@ EFAX_PRIVATE bool efax__is_pci(const char *s) {
 
 /* The PCI device a network interface sits on: the deepest PCI component of its sysfs path. */
 EFAX_PRIVATE void efax__if_pci(const char *ifname, char *pci, size_t len) {
-    char path[256], real[PATH_MAX], *tok, *save = NULL;
+    char path[PATH_MAX], real[PATH_MAX], *tok, *save = NULL;
     pci[0] = 0;
-    snprintf(path, sizeof path, "/sys/class/net/%s/device", ifname);
+    snprintf(path, sizeof path, "%s/sys/class/net/%s/device", efax_topo_sysfs_root(), ifname);
     if (!realpath(path, real)) return;
     for (tok = strtok_r(real, "/", &save); tok; tok = strtok_r(NULL, "/", &save))
         if (efax__is_pci(tok)) efax__copy(pci, len, tok);
 }
 
 EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
-    char path[256], buf[64];
+    char path[PATH_MAX], buf[64];
     memset(n, 0, sizeof *n);
     efax__copy(n->provider, sizeof n->provider, fi->fabric_attr->prov_name);
     efax__copy(n->name, sizeof n->name, fi->domain_attr->name);
     efax__copy(n->fabric, sizeof n->fabric, fi->fabric_attr->name);
     n->numa = -1;
+    n->efa_shm = n->emulated_write = n->cuda_api = -1;
     n->caps = fi->caps;
     n->mode = fi->mode;
     n->mr_mode = (uint64_t)fi->domain_attr->mr_mode;
+    n->msg_order = fi->tx_attr ? fi->tx_attr->msg_order : 0;
     n->cq_data_size = fi->domain_attr->cq_data_size;
     n->max_msg_size = fi->ep_attr->max_msg_size;
     n->inject_size = fi->tx_attr->inject_size;
+    n->inject_rma_size = fi->tx_attr->inject_size;
+    n->max_rma_size = fi->ep_attr->max_msg_size;
     n->tx_size = fi->tx_attr->size;
     n->rx_size = fi->rx_attr->size;
     n->mr_key_size = fi->domain_attr->mr_key_size;
@@ -1223,14 +1358,75 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
         n->link_gbps = (double)fi->nic->link_attr->speed / 1e9;
     if (!n->pci[0]) efax__if_pci(n->name, n->pci, sizeof n->pci);
     if (n->link_gbps == 0) {
-        snprintf(path, sizeof path, "/sys/class/net/%s/speed", n->name);
+        snprintf(path, sizeof path, "%s/sys/class/net/%s/speed", efax_topo_sysfs_root(), n->name);
         if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0)
             n->link_gbps = atoi(buf) / 1000.0;
     }
-    if (n->pci[0]) {
-        snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", n->pci);
-        if (!efax__read_sysfs(path, buf, sizeof buf)) n->numa = atoi(buf);
+    if (n->pci[0]) n->numa = efax_topo_pci_numa(efax_topo_sysfs_root(), n->pci);
+}
+
+EFAX_API const char *efax_topo_sysfs_root(void) {
+    const char *r = getenv("EFAX_SYSFS_ROOT");
+    return r ? r : "";
+}
+
+EFAX_API int efax_topo_pci_numa(const char *root, const char *pci) {
+    char path[PATH_MAX], buf[32];
+    if (!pci || !efax__is_pci(pci)) return -1;
+    snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s/numa_node", root ? root : "", pci);
+    return efax__read_sysfs(path, buf, sizeof buf) ? -1 : atoi(buf);
+}
+
+/* The PCI components of a device's sysfs path, from its host bridge ("pci0000:00") down:
+   /sys/bus/pci/devices/X links to /sys/devices/pci0000:00/0000:00:01.0/.../X. Returns how
+   many were written to comp, or 0. */
+EFAX_PRIVATE int efax__pci_path(const char *root, const char *pci, char comp[][16], int max) {
+    char path[PATH_MAX], real[PATH_MAX], *at, *next, *tok, *save = NULL;
+    int n = 0;
+    if (!pci || !efax__is_pci(pci)) return 0;
+    snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s", root ? root : "", pci);
+    if (!realpath(path, real) || !(at = strstr(real, "/sys/devices/pci"))) return 0;
+    while ((next = strstr(at + 1, "/sys/devices/pci"))) at = next; /* the tree's own, under any root */
+    for (tok = strtok_r(at + strlen("/sys/devices/"), "/", &save); tok && n < max; tok = strtok_r(NULL, "/", &save))
+        efax__copy(comp[n++], 16, tok);
+    return n;
+}
+
+EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b) {
+    char ca[16][16], cb[16][16];
+    int na = efax__pci_path(root, a, ca, 16), nb = efax__pci_path(root, b, cb, 16), d = 0;
+    while (d < na && d < nb && !strcmp(ca[d], cb[d])) d++;
+    return d;
+}
+
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci, int numa,
+                            int *out, int max) {
+    int i, n = 0, best = 0;
+    if (dev_pci && *dev_pci) {
+        for (i = 0; i < nnics; i++) {
+            int d = nics[i].pci[0] ? efax_topo_pci_depth(root, dev_pci, nics[i].pci) : 0;
+            if (d == 0 || d < best) continue;
+            if (d > best) n = 0, best = d;
+            if (n < max) out[n++] = i;
+        }
+        return n;
     }
+    if (numa < 0) return 0;
+    for (i = 0; i < nnics; i++)
+        if (nics[i].numa == numa && n < max) out[n++] = i;
+    return n;
+}
+
+/* NUMA node of the CPU the caller runs on (<root>/sys/devices/system/cpu/cpuN/nodeK), or -1. */
+EFAX_PRIVATE int efax__cpu_numa(const char *root) {
+    char path[PATH_MAX];
+    int cpu = sched_getcpu(), k;
+    if (cpu < 0) return -1;
+    for (k = 0; k < 64; k++) {
+        snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/node%d", root, cpu, k);
+        if (access(path, F_OK) == 0) return k;
+    }
+    return -1;
 }
 
 /* One fi_info per domain: the first entry of each, preferring IPv4 addresses on tcp. */
@@ -1289,6 +1485,7 @@ EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len) {
     struct fi_info *list = NULL;
     unsigned i;
     if (!want || !*want) want = getenv("EFAX_PROVIDER");
+    if (want && !strcasecmp(want, "efa-direct")) return -EFAX_E_UNSUPPORTED; /* efax__is_efa_direct */
     if (want && *want) {
         if (efax__getinfo(want, false, &list) == 0 && list) {
             fi_freeinfo(list);
@@ -1335,6 +1532,102 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
 }
 
 // >>context (implementation) -------------------------------------------------------------------
+
+/* The libfabric headers this is built against are at least version a.b. Endpoint options are
+   enum members, not macros, so they are guarded by the version that introduced them (NEWS.md):
+   FI_OPT_CUDA_API_PERMITTED and efa's FI_OPT_EFA_EMULATED_WRITE 1.18, FI_OPT_SHARED_MEMORY_PERMITTED
+   1.21, FI_OPT_MAX_*_SIZE / FI_OPT_INJECT_*_SIZE taken from 2.0 (where efa implements them). */
+#define EFAX__FI_AT_LEAST(a, b) (FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(a, b))
+
+/* Limits the open endpoint reports (fi_endpoint(3) FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE,
+   FI_OPT_INJECT_RMA_SIZE), which can be smaller than fi_info's: efa's inject sizes depend on
+   the endpoint (prov/efa/src/rdm/efa_rdm_ep_fiops.c), and its max_rma_size is the device's
+   max_rdma_size while max_msg_size says UINT64_MAX. A provider without an option answers
+   -FI_ENOPROTOOPT and fi_info's value stays. */
+/* Endpoint options set before fi_enable (fi_endpoint(3): both must be set before enabling).
+   - FI_OPT_SHARED_MEMORY_PERMITTED (1.21+), efa only: without it efa moves data between ranks
+     of one host through its own shm provider (fi_efa(7)), so an 8-ranks-per-node all-to-all
+     would measure memcpy, not the NIC; aws-ofi-nccl sets it false (nccl_ofi_ofiutils.cpp).
+     Off unless asked (efa_shm); libfabric older than 1.21 cannot be told, and says so.
+   - FI_OPT_CUDA_API_PERMITTED (1.18+) = false when asked (no_cuda_api): the provider may then
+     move device memory only by GPUDirect RDMA (efa refuses the option without it:
+     efa_rdm_ep_fiops.c), so a run that works proves the pure path. aws-ofi-nccl sets it false
+     where GPUDirect is there. */
+EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
+    bool efa = !strcmp(n->info.provider, "efa");
+#if EFAX__FI_AT_LEAST(1, 21)
+    if (efa) {
+        bool permit = ctx->efa_shm;
+        int rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &permit, sizeof permit);
+        if (rc) efax_log(ctx, 1, "NIC %s: FI_OPT_SHARED_MEMORY_PERMITTED=%s refused (%s): same-host peers go as efa decides",
+                         n->info.name, permit ? "true" : "false", fi_strerror(-rc));
+        n->info.efa_shm = rc ? -1 : permit;
+    }
+#else
+    if (efa)
+        efax_log(ctx, 2, "NIC %s: libfabric %d.%d cannot switch off efa's shared memory (1.21+); "
+                         "FI_EFA_ENABLE_SHM_TRANSFER=0 does", n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
+#endif
+    if (ctx->no_cuda_api) {
+#if EFAX__FI_AT_LEAST(1, 18)
+        bool permit = false;
+        int rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permit, sizeof permit);
+        if (rc) {
+            efax_log(ctx, 0, "NIC %s (%s): FI_OPT_CUDA_API_PERMITTED=false refused (%s): this provider or host has no "
+                             "GPUDirect RDMA path for device memory; run without --no-cuda-api / EFAX_CUDA_API=0",
+                     n->info.name, n->info.provider, fi_strerror(-rc));
+            return rc;
+        }
+        n->info.cuda_api = 0;
+#else
+        efax_log(ctx, 0, "--no-cuda-api needs libfabric 1.18+ (FI_OPT_CUDA_API_PERMITTED); this build has %d.%d",
+                 FI_MAJOR_VERSION, FI_MINOR_VERSION);
+        return -EFAX_E_UNSUPPORTED;
+#endif
+    }
+    (void)efa;
+    return 0;
+}
+
+/* efa only: whether it emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE, 1.18+:
+   the device has no RDMA write, or it is switched off). Such a "write" is not one; aws-ofi-nccl
+   refuses emulated writes for its RDMA protocol (platform-aws.cpp). Recorded per NIC for the
+   run header and metadata. */
+EFAX_PRIVATE void efax__ep_emulated(efax_ctx *ctx, efax__nic *n) {
+#if EFAX__FI_AT_LEAST(1, 18)
+    bool emulated = false;
+    size_t len = sizeof emulated;
+    if (strcmp(n->info.provider, "efa")) return;
+    if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &emulated, &len) == 0 && len == sizeof emulated) {
+        n->info.emulated_write = emulated;
+        if (emulated)
+            efax_log(ctx, 1, "NIC %s: efa emulates RDMA writes with messages on this device: WRITE results are not "
+                             "RDMA writes", n->info.name);
+    }
+#else
+    (void)ctx, (void)n;
+#endif
+}
+
+EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
+#if EFAX__FI_AT_LEAST(2, 0)
+    static const int opt[3] = {FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE};
+    size_t *dst[3];
+    int i;
+    dst[0] = &n->info.max_rma_size, dst[1] = &n->info.inject_size, dst[2] = &n->info.inject_rma_size;
+    for (i = 0; i < 3; i++) {
+        size_t v = 0, len = sizeof v;
+        if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, opt[i], &v, &len) == 0 && len == sizeof v) {
+            if (v != *dst[i])
+                efax_log(ctx, 2, "NIC %s: the endpoint's %s is %zu (fi_info: %zu)", n->info.name,
+                         i == 0 ? "max_rma_size" : i == 1 ? "inject_msg_size" : "inject_rma_size", v, *dst[i]);
+            *dst[i] = v;
+        }
+    }
+#else
+    (void)ctx, (void)n;
+#endif
+}
 
 EFAX_PRIVATE int efax__fierr(const efax_ctx *ctx, int rc, const char *what, const char *nic) {
     efax_log(ctx, 0, "%s failed on NIC %s: %s (%d)", what, nic ? nic : "-", fi_strerror(-rc), rc);
@@ -1429,6 +1722,23 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         return efax__fierr(ctx, rc, "fi_fabric", n->info.name);
     if ((rc = fi_domain(n->fabric, n->fi, &n->domain, NULL)))
         return efax__fierr(ctx, rc, "fi_domain", n->info.name);
+    /* An event queue for the endpoint. Without one, efa calls abort() when it has an error it
+       cannot report on a CQ (efa_base_ep_write_eq_error in prov/efa/src/efa_base_ep.c); with
+       one, efax__eq_read turns it into a message and an error code. FI_WRITE lets a test put an
+       error there as a provider would. */
+    {
+        struct fi_eq_attr eqa;
+        memset(&eqa, 0, sizeof eqa);
+        eqa.size = 64;
+        eqa.wait_obj = FI_WAIT_NONE;
+        eqa.flags = FI_WRITE;
+        if ((rc = fi_eq_open(n->fabric, &eqa, &n->eq, NULL))) {
+            n->eq = NULL;
+            if (!strcmp(n->info.provider, "efa")) return efax__fierr(ctx, rc, "fi_eq_open", n->info.name);
+            efax_log(ctx, 2, "NIC %s: no event queue (fi_eq_open: %s): provider errors come on the CQ only",
+                     n->info.name, fi_strerror(-rc));
+        }
+    }
     n->window = window > 0 ? window : 256;
     if (n->info.tx_size && (size_t)n->window > n->info.tx_size) n->window = (int)n->info.tx_size;
     memset(&cqa, 0, sizeof cqa);
@@ -1447,7 +1757,16 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         return efax__fierr(ctx, rc, "fi_ep_bind(cq)", n->info.name);
     if ((rc = fi_ep_bind(n->ep, &n->av->fid, 0)))
         return efax__fierr(ctx, rc, "fi_ep_bind(av)", n->info.name);
+    if (n->eq && (rc = fi_ep_bind(n->ep, &n->eq->fid, 0))) {
+        if (!strcmp(n->info.provider, "efa")) return efax__fierr(ctx, rc, "fi_ep_bind(eq)", n->info.name);
+        efax_log(ctx, 2, "NIC %s: the provider takes no event queue (fi_ep_bind: %s)", n->info.name, fi_strerror(-rc));
+        fi_close(&n->eq->fid);
+        n->eq = NULL;
+    }
+    if ((rc = efax__ep_options(ctx, n))) return rc;
     if ((rc = fi_enable(n->ep))) return efax__fierr(ctx, rc, "fi_enable", n->info.name);
+    efax__ep_limits(ctx, n);
+    efax__ep_emulated(ctx, n);
     n->addrlen = sizeof n->addr;
     if ((rc = fi_getname(&n->ep->fid, n->addr, &n->addrlen)))
         return efax__fierr(ctx, rc, "fi_getname", n->info.name);
@@ -1481,6 +1800,7 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
     if (n->ctrl_mr) fi_close(&n->ctrl_mr->fid);
     if (n->av) fi_close(&n->av->fid);
     if (n->cq) fi_close(&n->cq->fid);
+    if (n->eq) fi_close(&n->eq->fid);
     if (n->domain) fi_close(&n->domain->fid);
     if (n->fabric) fi_close(&n->fabric->fid);
     if (n->fi) fi_freeinfo(n->fi);
@@ -1504,6 +1824,13 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     ctx->rank = 0;
     ctx->size = 1;
     ctx->fi_more = d.fi_more;
+    {
+        int v;
+        if ((rc = efax__env_int("EFAX_EFA_SHM", 0, 0, 1, &v))) return rc;
+        ctx->efa_shm = d.efa_shm || v;
+        if ((rc = efax__env_int("EFAX_CUDA_API", 1, 0, 1, &v))) return rc;
+        ctx->no_cuda_api = d.no_cuda_api || !v;
+    }
     ctx->ntags = d.imm_tags > 0 ? d.imm_tags : 64;
     if (ctx->ntags > EFAX_IMM_MAX_TAGS) {
         efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d.imm_tags,
@@ -1514,6 +1841,12 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     else if ((rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &ctx->timeout_ms))) return rc;
 
     rc = efax_topo_pick_provider(d.provider, ctx->provider, sizeof ctx->provider);
+    if (rc == -EFAX_E_UNSUPPORTED) {
+        efax_log(ctx, 0, "provider efa-direct is not supported: efax's control messages are tagged "
+                         "(efa-direct has no FI_TAGGED) and its writes with immediate data consume no "
+                         "receive at the target (efa-direct needs FI_RX_CQ_DATA); use --provider efa");
+        return -EFAX_E_USAGE;
+    }
     if (rc) {
         efax_topo_providers(names, sizeof names);
         want = d.provider && *d.provider ? d.provider : getenv("EFAX_PROVIDER");
@@ -1546,6 +1879,7 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     want = d.nics && *d.nics ? d.nics : getenv("EFAX_NICS");
     if (want && *want) {
         char buf[1024], *tok, *save = NULL;
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "given (%s)", d.nics && *d.nics ? "--nics" : "EFAX_NICS");
         efax__copy(buf, sizeof buf, want);
         if (strchr(buf, ';')) { /* NIC groups: this rank's is the (local rank mod count)-th */
             int ngroups = 1, g = 0, pickg;
@@ -1593,6 +1927,30 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
             if ((level >= 1 && tmp.loopback) || (level == 2 && !tmp.pci[0])) continue;
             chosen[nsel++] = pick[i];
         }
+        /* of those, the NICs nearest this rank's GPU (device memory) or on its CPU's NUMA node
+           (host memory): a p5 has 32 NICs, 4 behind each GPU's PCIe switch */
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "every NIC a device backs; none known nearer");
+        if (nsel > 1) {
+            efax_nic_info *infos = (efax_nic_info *)calloc((size_t)nsel, sizeof *infos);
+            const char *root = efax_topo_sysfs_root();
+            char gpu[16];
+            int idx[EFAX_MAX_NICS], k, numa;
+            struct fi_info *nearer[EFAX_MAX_NICS];
+            efax__copy(gpu, sizeof gpu, d.near_pci);
+            numa = gpu[0] ? -1 : efax__cpu_numa(root);
+            if (infos) {
+                for (i = 0; i < nsel; i++) efax__fill_info(chosen[i], &infos[i]);
+                k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
+                if (k > 0) {
+                    for (i = 0; i < k; i++) nearer[i] = chosen[idx[i]];
+                    for (i = 0; i < k; i++) chosen[i] = nearer[i];
+                    nsel = k;
+                    if (gpu[0]) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
+                    else snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (this rank's CPU)", numa);
+                }
+                free(infos);
+            }
+        }
     }
     if (d.max_nics > 0 && nsel > d.max_nics) nsel = d.max_nics;
     if (nsel == 0) {
@@ -1620,6 +1978,12 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
             efax_ctx_deinit(ctx);
             return -EFAX_E_UNSUPPORTED;
         }
+    }
+    ctx->max_chunk = EFAX_MAX_CHUNK;
+    for (i = 0; i < ctx->nnic; i++) {
+        const efax_nic_info *ni = &ctx->nic[i].info;
+        if (ni->max_msg_size && ni->max_msg_size < ctx->max_chunk) ctx->max_chunk = ni->max_msg_size;
+        if (ni->max_rma_size && ni->max_rma_size < ctx->max_chunk) ctx->max_chunk = ni->max_rma_size;
     }
     fi_freeinfo(list);
     return 0;
@@ -2529,6 +2893,23 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             free(all);
             return rc;
         }
+    { /* the largest write chunk, the same on every rank: a target counts the writer's chunks */
+        uint64_t mine = efax_ctx_max_chunk(ctx), *lim = (uint64_t *)calloc((size_t)size, sizeof(uint64_t));
+        if (!lim) {
+            free(all);
+            return -FI_ENOMEM;
+        }
+        if ((rc = efax_boot_allgather(boot, &mine, sizeof mine, lim, -1))) {
+            efax_log(ctx, 0, "exchanging write limits failed: %s", efax_strerror(rc));
+            free(lim);
+            free(all);
+            return rc;
+        }
+        for (p = 0; p < size; p++)
+            if (lim[p] && lim[p] < mine) mine = lim[p];
+        ctx->max_chunk = mine;
+        free(lim);
+    }
     ctx->rank = boot->rank;
     ctx->size = size;
     ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
@@ -2748,6 +3129,18 @@ EFAX_PRIVATE void efax__fail_xfer(efax_ctx *ctx, efax_xfer *x, int rc) {
     if (!x->status) x->status = rc;
 }
 
+/* Whether, after posting `len` bytes of s, this loop will certainly post another chunk at once:
+   only then may a post carry FI_MORE. efa defers the doorbell of a FI_MORE post until a post
+   without it (prov/efa/src/efa_data_path_ops.h: ibv_wr_complete only without FI_MORE), so a
+   batch that ends on FI_MORE would sit unsent. A chunk that waits for its source (ready hook,
+   staged copy) or belongs to a failed transfer may end the loop, so none follows a FI_MORE
+   post; -FI_EAGAIN leaves the next chunk queued, and the next efax_progress posts it. */
+EFAX_PRIVATE bool efax__next_postable(const efax_seg *s, uint64_t len) {
+    const efax_seg *t = s->posted + len < s->len ? s : s->next;
+    const efax_xfer *y = t ? t->x : NULL;
+    return y && !y->status && !y->ready && !(y->lmr->stage && y->op == EFAX_OP_WRITE);
+}
+
 /* Posts queued transmit chunks while the NIC's window has room. */
 EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     int posted = 0;
@@ -2777,7 +3170,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         if (x->ready && !x->ready(x->ready_user, at, len)) break;
         /* a staged source: its bytes must have been copied out first */
         if (x->lmr->stage && x->op == EFAX_OP_WRITE && !x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + at, len)) break;
-        if (len <= n->info.inject_size && x->lmr->iface == 0) {
+        if (len <= (x->op == EFAX_OP_WRITE ? n->info.inject_rma_size : n->info.inject_size) && x->lmr->iface == 0) {
             rc = efax__inject_tx(ctx, n, s, len, imm);
             if (rc == 0) {
                 n->stats.tx_bytes += len;
@@ -2797,8 +3190,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         }
         op = n->free_ops;
         EFAX_ASSERT(op);
-        more = ctx->fi_more && n->inflight + 1 < n->window &&
-               (s->posted + len < s->len || s->next != NULL);
+        more = ctx->fi_more && n->inflight + 1 < n->window && efax__next_postable(s, len);
         rc = efax__post_tx(ctx, n, s, len, imm, op, more);
         if (rc == -FI_EAGAIN) {
             n->stats.eagain++;
@@ -3006,10 +3398,43 @@ EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n) {
     return total;
 }
 
+/* Reads a NIC's event queue: ordinary events are dropped; an error entry (what efa would have
+   abort()ed on without an EQ) is logged with the NIC and becomes the context's sticky error.
+   Returns 0 or that error. */
+EFAX_PRIVATE int efax__eq_read(efax_ctx *ctx, efax__nic *n) {
+    uint32_t event;
+    uint64_t buf[16];
+    ssize_t got;
+    while ((got = fi_eq_read(n->eq, &event, buf, sizeof buf, 0)) >= 0)
+        efax_log(ctx, 3, "NIC %s: event %u on the event queue (ignored)", n->info.name, (unsigned)event);
+    if (got == -FI_EAGAIN) return 0;
+    if (got == -FI_EAVAIL) {
+        struct fi_eq_err_entry e;
+        char pbuf[256];
+        const char *ptxt;
+        memset(&e, 0, sizeof e);
+        if ((got = fi_eq_readerr(n->eq, &e, 0)) < 0) {
+            efax_log(ctx, 0, "NIC %s: fi_eq_readerr failed: %s", n->info.name, fi_strerror((int)-got));
+            return (int)got;
+        }
+        ptxt = e.prov_errno ? fi_eq_strerror(n->eq, e.prov_errno, e.err_data, pbuf, sizeof pbuf) : "none";
+        efax_log(ctx, 0, "NIC %s (%s, %s) reported an endpoint error on its event queue: %s (provider errno %d: %s); "
+                         "the provider names no peer or operation for it: every transfer on this NIC stops here",
+                 n->info.name, n->info.provider, ctx->peer_host ? efax__host(ctx, ctx->rank) : "this host",
+                 fi_strerror(e.err ? e.err : FI_EOTHER), e.prov_errno, ptxt ? ptxt : "-");
+        return -(e.err > 0 ? e.err : FI_EOTHER);
+    }
+    efax_log(ctx, 0, "NIC %s: fi_eq_read failed: %s", n->info.name, fi_strerror((int)-got));
+    return (int)got;
+}
+
 EFAX_API int efax_progress(efax_ctx *ctx) {
     int i, total = 0, rc, s;
+    bool eq = (ctx->eq_tick++ & 63) == 0;
+    if (ctx->eq_error) return ctx->eq_error;
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
+        if (eq && n->eq && (rc = efax__eq_read(ctx, n))) return ctx->eq_error = rc;
         if ((rc = efax__drain(ctx, n)) < 0) return rc;
         total += rc;
         if (n->rxp_head) efax__post_rx(ctx, n);
@@ -3121,7 +3546,7 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
 EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_mr *lmr,
                              uint64_t loff, const efax_mr *rmr, uint64_t roff, uint64_t chunk,
                              bool has_imm, uint32_t imm) {
-    uint64_t len = 0, chunks = 0;
+    uint64_t len = 0, chunks = 0, stage_unit;
     int i, rc, nseg = x->nseg;
     if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
     if (nseg < 1 || nseg > EFAX_MAX_NICS) {
@@ -3132,7 +3557,6 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
         efax_log(ctx, 0, "write: the destination region has no remote keys: call efax_mr_exchange");
         return -FI_EINVAL;
     }
-    if (!chunk) chunk = UINT64_MAX;
     for (i = 0; i < nseg; i++) {
         const efax_seg *s = &x->seg[i];
         if (s->nic < 0 || s->nic >= ctx->nnic) {
@@ -3148,7 +3572,14 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
         return -FI_EINVAL;
     }
     x->cell_seq = (rmr->remote[peer].flags & EFAX_RMR_STAGED) != 0;
-    if (x->cell_seq) chunk = efax_stage_unit(len, chunk == UINT64_MAX ? 0 : chunk);
+    stage_unit = efax_stage_unit(len, chunk); /* a staged side's cells: from the chunk asked for */
+    chunk = x->cell_seq ? stage_unit : efax_chunk_clamp(chunk, ctx->max_chunk);
+    if (chunk > efax_ctx_max_chunk(ctx)) {
+        efax_log(ctx, 0, "write of %llu bytes to rank %d: its staging cells of %llu bytes exceed the largest write "
+                         "(%llu bytes); stage less at once", (unsigned long long)len, peer, (unsigned long long)chunk,
+                 (unsigned long long)efax_ctx_max_chunk(ctx));
+        return -EFAX_E_UNSUPPORTED;
+    }
     for (i = 0; i < nseg; i++) {
         const efax_seg *s = &x->seg[i];
         if (!s->len) chunks++;
@@ -3182,7 +3613,7 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
     x->chunks = (uint32_t)chunks;
     x->bytes_done = 0;
     if (lmr->stage) { /* a staged source: copy it out cell by cell; each chunk waits for its cells */
-        int src = lmr->stage->out_begin(lmr->stage_user, loff, len, x->cell_seq ? chunk : efax_stage_unit(len, chunk == UINT64_MAX ? 0 : chunk));
+        int src = lmr->stage->out_begin(lmr->stage_user, loff, len, stage_unit);
         if (src) {
             efax_log(ctx, 0, "write to rank %d: copying %llu bytes out to the staging buffer failed: %s", peer,
                      (unsigned long long)len, efax_strerror(src));
@@ -3498,10 +3929,17 @@ EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, 
     }
 }
 
+EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit) {
+    if (!limit || limit > EFAX_MAX_CHUNK) limit = EFAX_MAX_CHUNK;
+    return !chunk || chunk > limit ? limit : chunk;
+}
+
+EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx) { return efax_chunk_clamp(0, ctx->max_chunk); }
+
 EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t chunk) {
     uint64_t n = 0;
     int i;
-    if (!chunk) chunk = UINT64_MAX;
+    chunk = efax_chunk_clamp(chunk, 0);
     for (i = 0; i < nseg; i++) n += segs[i].len ? efax__div_ceil(segs[i].len, chunk) : 1;
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
@@ -3610,7 +4048,7 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_mr *dst
     }
     e->active = true;
     if (!dst->stage) {
-        e->count = efax_write_chunks(size, writer_nnic, mode, chunk);
+        e->count = efax_write_chunks(size, writer_nnic, mode, efax_chunk_clamp(chunk, ctx->max_chunk));
         n = efax_plan(size, writer_nnic, mode, index, 0, 0, segs);
         for (i = 0; i < n; i++) /* the writer's NIC of each piece, as it arrives here */
             e->nics |= 1u << (ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] & 31);
@@ -3903,7 +4341,7 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
                              const char *driver, const char *about, char *err, size_t errlen) {
     const char *modes = NULL;
     int rc;
-    efax_optdef common[20];
+    efax_optdef common[24];
     memset(common, 0, sizeof common);
     {
         int k = 0;
@@ -3931,6 +4369,8 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         EFAX__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE", "most bytes one post carries (default 1M)");
         EFAX__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S", "repeat the sweep until S seconds have passed (soak)");
         EFAX__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
+        EFAX__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL, "efa: let its own shared memory carry same-host peers (default: the NIC does)");
+        EFAX__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL, "the provider may not call CUDA: device memory by GPUDirect RDMA only");
 #undef EFAX__OPT
     }
     o->argc = argc;
@@ -4258,6 +4698,75 @@ EFAX_PRIVATE void efax__json_num(char *buf, size_t cap, size_t *used, double v) 
     else efax__cat(buf, cap, used, "%.6g", v);
 }
 
+/* Every rank's NICs and how they were chosen (efax_ctx_init: given, nearest the GPU, on the
+   NUMA node): rank 0 keeps them for the header, one line per distinct choice. Collective. */
+EFAX_PRIVATE int efax__gather_nic_choice(efax_report *r, const efax_ctx *ctx, efax_boot *boot) {
+    char mine[EFAX__CHOICE_LEN];
+    size_t u = 0;
+    int i, rc;
+    memset(mine, 0, sizeof mine);
+    for (i = 0; i < ctx->nnic; i++) efax__cat(mine, sizeof mine, &u, "%s%s", i ? "," : "", ctx->nic[i].info.name);
+    efax__cat(mine, sizeof mine, &u, " (%s)", ctx->nic_choice[0] ? ctx->nic_choice : "-");
+    r->nic_choice = r->rank == 0 ? (char (*)[EFAX__CHOICE_LEN])calloc((size_t)boot->size, EFAX__CHOICE_LEN) : NULL;
+    if (r->rank == 0 && !r->nic_choice) return -FI_ENOMEM;
+    {
+        char (*all)[EFAX__CHOICE_LEN] = r->nic_choice ? r->nic_choice : (char (*)[EFAX__CHOICE_LEN])calloc((size_t)boot->size, EFAX__CHOICE_LEN);
+        if (!all) return -FI_ENOMEM;
+        rc = efax_boot_allgather(boot, mine, sizeof mine, all, -1);
+        if (all != r->nic_choice) free(all);
+    }
+    return rc;
+}
+
+/* Prints the NIC lines of the header from what efax__gather_nic_choice kept. */
+EFAX_PRIVATE void efax__print_nic_choice(const efax_report *r) {
+    int i, j, n = r->boot ? r->boot->size : 0;
+    for (i = 0; r->nic_choice && i < n; i++) {
+        for (j = 0; j < i; j++)
+            if (!strcmp(r->nic_choice[j], r->nic_choice[i])) break;
+        if (j < i) continue;
+        printf("# NICs of rank(s)");
+        for (j = i; j < n; j++)
+            if (!strcmp(r->nic_choice[j], r->nic_choice[i])) printf(" %d", j);
+        printf(": %.*s\n", EFAX__CHOICE_LEN, r->nic_choice[i]);
+    }
+}
+
+/* JSON for a NIC's -1/0/1 attribute: null (not efa, or unknown), false, true. */
+EFAX_PRIVATE const char *efax__tri(int v) { return v < 0 ? "null" : v ? "true" : "false"; }
+
+/* The header lines that say what the NICs' results mean: message order, and on efa whether
+   same-host peers use the NIC, whether writes are RDMA writes, whether CUDA calls are allowed. */
+EFAX_PRIVATE void efax__print_nic_semantics(const efax_ctx *ctx) {
+    int i, sas = 0, shm_on = 0, shm_off = 0, emu = 0, real = 0, cuda_off = 0;
+    char emu_names[256];
+    size_t eu = 0;
+    emu_names[0] = 0;
+    for (i = 0; i < ctx->nnic; i++) {
+        const efax_nic_info *n = &ctx->nic[i].info;
+        sas += (n->msg_order & FI_ORDER_SAS) != 0;
+        shm_on += n->efa_shm == 1, shm_off += n->efa_shm == 0;
+        real += n->emulated_write == 0;
+        cuda_off += n->cuda_api == 0;
+        if (n->emulated_write == 1 && eu < sizeof emu_names) {
+            emu++;
+            eu += (size_t)snprintf(emu_names + eu, sizeof emu_names - eu, "%s%s", eu ? "," : "", n->name);
+        }
+    }
+    printf("# message order: %s\n", sas == ctx->nnic ? "send-after-send (FI_ORDER_SAS granted)"
+                                    : "not ordered on every NIC (efax matches receives by immediate data)");
+    if (strcmp(ctx->provider, "efa")) {
+        if (cuda_off) printf("# CUDA API in the provider: forbidden (FI_OPT_CUDA_API_PERMITTED=false)\n");
+        return;
+    }
+    printf("# efa: same-host peers through %s; writes: %s; CUDA API in the provider: %s\n",
+           shm_on ? "efa's shared memory (--efa-shm: memcpy, not the NIC)" : shm_off ? "the NIC (shared memory off)"
+                                                                          : "whatever efa decides (this libfabric cannot say)",
+           emu ? "EMULATED with messages (not RDMA writes)" : real == ctx->nnic ? "RDMA writes (device)" : "unknown (libfabric < 1.18)",
+           cuda_off ? "forbidden (GPUDirect RDMA only)" : "permitted");
+    if (emu) printf("# WARNING: efa emulates RDMA writes on NIC(s) %s: WRITE results there are not RDMA writes\n", emu_names);
+}
+
 EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
                               const char *memory, efax_ctx *ctx, efax_boot *boot) {
     size_t u = 0;
@@ -4275,13 +4784,16 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     r->rank = boot ? boot->rank : 0;
     r->t0_ns = efax_now_ns();
     r->tty = isatty(2) && !o->quiet;
+    if (ctx && boot && boot->size > 1 && (i = efax__gather_nic_choice(r, ctx, boot))) return i;
     if (r->rank != 0) return 0;
     if (o->json && !(r->json = fopen(o->json, "w"))) {
         fprintf(stderr, "efax: error: --json %s: cannot open: %s\n", o->json, strerror(errno));
+        free(r->nic_choice), r->nic_choice = NULL;
         return -EFAX_E_USAGE;
     }
     if (o->csv && !(r->csv = fopen(o->csv, "w"))) {
         fprintf(stderr, "efax: error: --csv %s: cannot open: %s\n", o->csv, strerror(errno));
+        free(r->nic_choice), r->nic_choice = NULL;
         return -EFAX_E_USAGE;
     }
     gmtime_r(&now, &tmv);
@@ -4313,9 +4825,13 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         efax__json_str(r->meta, sizeof r->meta, &u, n->pci);
         efax__cat(r->meta, sizeof r->meta, &u, ",\"link_gbps\":");
         efax__json_num(r->meta, sizeof r->meta, &u, n->link_gbps);
-        efax__cat(r->meta, sizeof r->meta, &u, ",\"numa\":%d}", n->numa);
+        efax__cat(r->meta, sizeof r->meta, &u, ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s}",
+                  n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efax__tri(n->efa_shm), efax__tri(n->emulated_write),
+                  efax__tri(n->cuda_api));
     }
-    efax__cat(r->meta, sizeof r->meta, &u, "],\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
+    efax__cat(r->meta, sizeof r->meta, &u, "],\"nic_choice\":");
+    efax__json_str(r->meta, sizeof r->meta, &u, ctx && ctx->nic_choice[0] ? ctx->nic_choice : "-");
+    efax__cat(r->meta, sizeof r->meta, &u, ",\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
               o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
     {
         char cmd[1024];
@@ -4368,6 +4884,9 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
                o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (1M; device memory on shm: whole messages)", o->check ? "every byte" : "off",
                efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && ctx->mem_note[0]) printf("# device memory: %s\n", ctx->mem_note);
+        if (ctx) efax__print_nic_semantics(ctx);
+        efax__print_nic_choice(r);
+        free(r->nic_choice), r->nic_choice = NULL;
         printf("# command:");
         for (i = 0; i < o->argc; i++) printf(" %s", o->argv[i]);
         printf("\n");
@@ -4381,6 +4900,7 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         }
         fflush(stdout);
     }
+    free(r->nic_choice), r->nic_choice = NULL;
     return 0;
 }
 
@@ -4541,6 +5061,7 @@ EFAX_API void efax_report_deinit(efax_report *r) {
     if (r->tty && r->rank == 0) fprintf(stderr, "\r\033[K");
     if (r->json) fclose(r->json);
     if (r->csv) fclose(r->csv);
+    free(r->nic_choice);
     memset(r, 0, sizeof *r);
 }
 

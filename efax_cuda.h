@@ -91,6 +91,11 @@ typedef struct efax_gpu_info {
    tree. Returns 0 or -EFAX_E_CUDA. Thread safe. */
 EFAX_API int efax_cuda_gpu_info(int device, const efax_nic_info *nics, int nnics, efax_gpu_info *out);
 
+/* For a rank that moves device memory (cd->hmem): puts its current GPU's PCI address in
+   cd->near_pci, so efax_ctx_init opens the NICs nearest that GPU (a p5: the 4 behind its PCIe
+   switch) unless --nics / EFAX_NICS name others. Call after efax_cuda_use. */
+EFAX_API void efax_cuda_near(efax_ctx_desc *cd);
+
 /* Pins the calling thread to the CPUs near GPU `device` (sysfs local_cpulist). Returns 0, or
    -FI_ENOSYS when the topology is unknown (the thread stays where it was). */
 EFAX_API int efax_cuda_pin_near(int device);
@@ -481,20 +486,6 @@ EFAX_PRIVATE void efax__gpu_pci(int device, char *pci, size_t len) {
     if (strlen(pci) == 17 && !strncmp(pci, "0000", 4)) memmove(pci, pci + 4, strlen(pci + 4) + 1);
 }
 
-/* How many leading components two PCI devices' sysfs paths share (more: nearer). */
-EFAX_PRIVATE int efax__pci_depth(const char *a, const char *b) {
-    char pa[64], pb[64], ra[PATH_MAX], rb[PATH_MAX];
-    char *sa = NULL, *sb = NULL, *ta, *tb;
-    int depth = 0;
-    snprintf(pa, sizeof pa, "/sys/bus/pci/devices/%s", a);
-    snprintf(pb, sizeof pb, "/sys/bus/pci/devices/%s", b);
-    if (!realpath(pa, ra) || !realpath(pb, rb)) return 0;
-    for (ta = strtok_r(ra, "/", &sa), tb = strtok_r(rb, "/", &sb); ta && tb && !strcmp(ta, tb);
-         ta = strtok_r(NULL, "/", &sa), tb = strtok_r(NULL, "/", &sb))
-        depth++;
-    return depth;
-}
-
 /* NVML, opened at run time: only what the affinity experiment reads. */
 typedef struct efax__nvml {
     void *lib;
@@ -525,7 +516,7 @@ EFAX_API int efax_cuda_gpu_info(int device, const efax_nic_info *nics, int nnics
     cudaDeviceProp prop;
     char path[128], buf[256];
     efax__nvml nv;
-    int v = 0, i;
+    int v = 0;
     memset(out, 0, sizeof *out);
     out->device = device;
     out->numa = -1;
@@ -566,13 +557,19 @@ EFAX_API int efax_cuda_gpu_info(int device, const efax_nic_info *nics, int nnics
         nv.shutdown();
         dlclose(nv.lib);
     }
-    for (i = 0; i < nnics && out->pci[0]; i++) {
-        int d = nics[i].pci[0] ? efax__pci_depth(out->pci, nics[i].pci) : 0;
-        if (d == 0 || d < out->near_depth) continue;
-        if (d > out->near_depth) out->nnear = 0, out->near_depth = d;
-        if (out->nnear < EFAX_MAX_NICS) out->near[out->nnear++] = i;
+    if (out->pci[0] && nnics > 0) { /* the same choice efax_ctx_init makes for this GPU */
+        const char *root = efax_topo_sysfs_root();
+        out->nnear = efax_topo_near(root, nics, nnics, out->pci, -1, out->near, EFAX_MAX_NICS);
+        out->near_depth = out->nnear ? efax_topo_pci_depth(root, out->pci, nics[out->near[0]].pci) : 0;
     }
     return 0;
+}
+
+EFAX_API void efax_cuda_near(efax_ctx_desc *cd) {
+    int dev;
+    cd->near_pci[0] = 0;
+    if (!cd->hmem || cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return; }
+    efax__gpu_pci(dev, cd->near_pci, sizeof cd->near_pci);
 }
 
 EFAX_API int efax_cuda_pin_near(int device) {

@@ -133,9 +133,11 @@ int main(int argc, char **argv) {
     cd.nics = b.o.nics;
     cd.local_rank = b.boot.local_rank;
     cd.timeout_ms = b.o.timeout_ms;
+    cd.efa_shm = b.o.efa_shm, cd.no_cuda_api = b.o.no_cuda_api;
     cd.imm_tags = TAG_DATA + 2 * b.nk > 64 ? TAG_DATA + 2 * b.nk : 64;
 #ifdef __CUDACC__
     if ((rc = efax_cuda_use(b.kinds, b.nk, b.boot.local_rank, &cd.hmem))) goto out; /* this rank's GPU */
+    efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
 #endif
     if ((rc = efax_ctx_init(&b.ctx, &cd)) || (rc = efax_ctx_connect(&b.ctx, &b.boot)) || (rc = efax_ctx_warmup(&b.ctx))) goto out;
 

@@ -116,6 +116,7 @@ int main(int argc, char **argv) {
     cd.nics = o.nics;
     cd.local_rank = boot.local_rank;
     cd.timeout_ms = o.timeout_ms;
+    cd.efa_shm = o.efa_shm, cd.no_cuda_api = o.no_cuda_api;
     if ((rc = efax_ctx_init(&ctx, &cd)) || (rc = efax_ctx_connect(&ctx, &boot))) goto out;
     e.ctx = &ctx;
     e.check = o.check;

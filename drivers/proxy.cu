@@ -149,8 +149,10 @@ int main(int argc, char **argv) {
     cd.nics = b.o.nics;
     cd.local_rank = b.boot.local_rank;
     cd.timeout_ms = b.o.timeout_ms;
+    cd.efa_shm = b.o.efa_shm, cd.no_cuda_api = b.o.no_cuda_api;
     cd.imm_tags = TAG_DATA + MAX_CMDS;
     if ((rc = efax_cuda_use(kinds, nk, b.boot.local_rank, &cd.hmem))) goto out;
+    efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
     cudaGetDevice(&b.device);
     if ((rc = efax_ctx_init(&b.ctx, &cd)) || (rc = efax_ctx_connect(&b.ctx, &b.boot)) || (rc = efax_ctx_warmup(&b.ctx))) goto out;
 

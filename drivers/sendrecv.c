@@ -6,7 +6,11 @@
                 time, and size / round trip as "Gbps(rt)" (the Libefaxx ~48 Gbps figure is of
                 this kind: it is not the link's bandwidth).
    Messages are planned over the NICs by --mode like writes; receives are posted on the NIC
-   each piece arrives at.
+   each piece arrives at. Nothing assumes that messages arrive in the order they were sent
+   (efa's SRD does not order them unless asked, and a provider may refuse): every message of
+   an iteration carries the same pattern, so any receive of the right piece may take it, and
+   each piece's immediate data names it (message, segment), so -c also checks that every piece
+   of every message arrived exactly once.
 
    cc -O2 -I. drivers/sendrecv.c -o sendrecv $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda $(pkg-config --cflags libfabric pmix) -lfabric -lpmix
@@ -22,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TAG_DATA = 1, TAG_ACK = 2, TAG_READY = 3, STREAM = 0, ROUNDTRIP = 1 };
+enum { TAG_ACK = 2, TAG_READY = 3, STREAM = 0, ROUNDTRIP = 1 };
 
 typedef struct bench {
     efax_opts o;
@@ -39,19 +43,42 @@ typedef struct bench {
     int me, n;
 } bench;
 
-/* Posts the sends (or, on the other side, the receives) of one message planned by `mode`. */
+/* Posts the sends (or, on the other side, the receives) of message m of an iteration, planned
+   by `mode`. A send's immediate data names its piece: m << 8 | segment. */
 static int post_msg(bench *b, bool send, int peer, efax_buf *buf, efax_mode mode, uint64_t size, uint64_t index,
-                    uint64_t off, uint64_t seq) {
+                    uint64_t off, int m) {
     efax_plan_seg seg[EFAX_MAX_NICS];
     int nn = send ? efax_ctx_nnics(&b->ctx) : efax_ctx_peer_nnics(&b->ctx, peer), ns, s, rc = 0;
-    uint32_t imm = 0;
-    efax_imm_encode(b->me, TAG_DATA, (uint32_t)seq, &imm);
     ns = efax_plan(size, nn, mode, index, 0, 0, seg);
     for (s = 0; s < ns && !rc; s++) {
-        if (send) rc = efax_send(&b->ctx, &b->tx[b->ntx++], peer, seg[s].nic, &buf->mr, off + seg[s].off, seg[s].len, true, imm);
+        if (send) rc = efax_send(&b->ctx, &b->tx[b->ntx++], peer, seg[s].nic, &buf->mr, off + seg[s].off, seg[s].len, true, (uint32_t)m << 8 | (uint32_t)s);
         else rc = efax_recv(&b->ctx, &b->rx[b->nrx++], efax_ctx_route_in(&b->ctx, peer, seg[s].nic), &buf->mr, off + seg[s].off, seg[s].len);
     }
     return rc;
+}
+
+/* With -c: the first n receives took each piece of the W messages of an iteration exactly
+   once (their immediate data names them). Returns the bytes of receives that did not. */
+static int64_t check_pieces(bench *b, int peer, efax_mode mode, uint64_t size, uint64_t seq, int W, int n) {
+    efax_plan_seg seg[EFAX_MAX_NICS];
+    unsigned char *seen = (unsigned char *)calloc((size_t)W * EFAX_MAX_NICS, 1);
+    int64_t wrong = 0;
+    bool told = false;
+    for (int i = 0; i < n; i++) {
+        const efax_xfer *x = &b->rx[i];
+        uint32_t m = (uint32_t)x->rx_data >> 8, s = (uint32_t)x->rx_data & 0xff;
+        int ns = m < (uint32_t)W ? efax_plan(size, efax_ctx_peer_nnics(&b->ctx, peer), mode, seq * (uint64_t)W + m, 0, 0, seg) : 0;
+        if (!seen || !x->rx_has_data || s >= (uint32_t)ns || seen[m * EFAX_MAX_NICS + s]++ || x->rx_len != seg[s].len) {
+            wrong += (int64_t)(x->len ? x->len : 1);
+            if (!told)
+                fprintf(stderr, "sendrecv: rank %d: receive %d took piece %u of message %u (immediate data %#llx, %llu bytes): "
+                                "not one of this iteration's, or taken twice\n", b->me, i, s, m,
+                        (unsigned long long)x->rx_data, (unsigned long long)x->rx_len);
+            told = true;
+        }
+    }
+    free(seen);
+    return wrong;
 }
 
 static int wait_list(bench *b, efax_xfer *xs, int *n) {
@@ -65,16 +92,18 @@ static int wait_list(bench *b, efax_xfer *xs, int *n) {
 static int post_recvs(bench *b, int peer, efax_mode mode, uint64_t size, uint64_t seq, int count, int slot0, int W) {
     int rc = 0;
     for (int m = 0; m < count && !rc; m++)
-        rc = post_msg(b, false, peer, b->dst, mode, size, seq * (uint64_t)W + (uint64_t)m, (uint64_t)(slot0 + m) * size, seq);
+        rc = post_msg(b, false, peer, b->dst, mode, size, seq * (uint64_t)W + (uint64_t)m, (uint64_t)(slot0 + m) * size, m);
     return rc;
 }
 
-/* Checks (with -c) what `from` sent into `count` slots from slot0, and clears them. */
+/* Checks (with -c) what `from` sent into `count` slots from slot0, and clears them. Every
+   message of iteration seq carries pattern (from, seq): which slot a message took is not
+   checked, as no order is assumed (check_pieces checks that each arrived once). */
 static int64_t check_slots(bench *b, int from, uint64_t size, uint64_t seq, int count, int slot0) {
     int64_t wrong = 0;
     for (int m = 0; m < count; m++) {
         uint64_t off = (uint64_t)(slot0 + m) * size;
-        wrong += (int64_t)b->dst->ops->check(b->dst, off, size, from, seq * 1000 + (uint64_t)m);
+        wrong += (int64_t)b->dst->ops->check(b->dst, off, size, from, seq * 1000);
         b->dst->ops->poison(b->dst, off, size);
     }
     return wrong;
@@ -92,19 +121,21 @@ static int step(bench *b, int k, int variant, efax_mode mode, uint64_t size, int
         int slot = variant == ROUNDTRIP ? (int)(seq & 1) : 0;
         if (b->me == 0) {
             if (b->o.check) {
-                for (int m = 0; m < W; m++) b->src->ops->fill(b->src, (uint64_t)m * size, size, 0, seq * 1000 + (uint64_t)m);
+                for (int m = 0; m < W; m++) b->src->ops->fill(b->src, (uint64_t)m * size, size, 0, seq * 1000);
                 if (variant == STREAM && seq > 0) rc = efax_wait_imm(&b->ctx, k, TAG_READY, (uint32_t)seq - 1, 1, -1);
             }
             t0 = efax_now_ns();
             if (variant == ROUNDTRIP && !rc) rc = post_recvs(b, k, mode, size, seq, 1, slot, 1);
             for (int m = 0; m < W && !rc; m++)
-                rc = post_msg(b, true, k, b->src, mode, size, seq * (uint64_t)W + (uint64_t)m, (uint64_t)m * size, seq);
+                rc = post_msg(b, true, k, b->src, mode, size, seq * (uint64_t)W + (uint64_t)m, (uint64_t)m * size, m);
             if (!rc) rc = variant == STREAM ? efax_wait_imm(&b->ctx, k, TAG_ACK, (uint32_t)seq, 1, -1) : wait_list(b, b->rx, &b->nrx);
             if (it >= 0) b->lat[(*nlat)++] = (double)(efax_now_ns() - t0) / 1e3;
             if (!rc) rc = wait_list(b, b->tx, &b->ntx);
             if (!rc && b->o.check && variant == ROUNDTRIP) *wrong += check_slots(b, k, size, seq, 1, slot);
         } else if (variant == STREAM) {
+            int nrx = b->nrx;
             if ((rc = wait_list(b, b->rx, &b->nrx))) break;
+            if (b->o.check) *wrong += check_pieces(b, 0, mode, size, seq, W, nrx);
             if (!b->o.check && seq < (uint64_t)last) rc = post_recvs(b, 0, mode, size, seq + 1, W, 0, W);
             if (!rc) rc = efax_notify(&b->ctx, 0, TAG_ACK, (uint32_t)seq);
             if (!rc && b->o.check) {
@@ -115,7 +146,7 @@ static int step(bench *b, int k, int variant, efax_mode mode, uint64_t size, int
         } else { /* round trip: answer from our own send buffer (prepared during the last one) */
             if ((rc = wait_list(b, b->rx, &b->nrx))) break;
             if (seq < (uint64_t)last) rc = post_recvs(b, 0, mode, size, seq + 1, 1, slot ^ 1, 1);
-            if (!rc) rc = post_msg(b, true, 0, b->src, mode, size, seq, (uint64_t)slot * size, seq);
+            if (!rc) rc = post_msg(b, true, 0, b->src, mode, size, seq, (uint64_t)slot * size, 0);
             if (!rc) rc = wait_list(b, b->tx, &b->ntx);
             if (!rc && b->o.check) {
                 *wrong += check_slots(b, 0, size, seq, 1, slot);
@@ -167,8 +198,10 @@ int main(int argc, char **argv) {
     cd.nics = b.o.nics;
     cd.local_rank = b.boot.local_rank;
     cd.timeout_ms = b.o.timeout_ms;
+    cd.efa_shm = b.o.efa_shm, cd.no_cuda_api = b.o.no_cuda_api;
 #ifdef __CUDACC__
     if ((rc = efax_cuda_use(b.kinds, b.nk, b.boot.local_rank, &cd.hmem))) goto out; /* this rank's GPU */
+    efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
 #endif
     if ((rc = efax_ctx_init(&b.ctx, &cd)) || (rc = efax_ctx_connect(&b.ctx, &b.boot)) || (rc = efax_ctx_warmup(&b.ctx))) goto out;
 

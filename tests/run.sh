@@ -157,6 +157,7 @@ t soak/rss-flat-under-mpirun 180 rss_flat
 # --- bad launches and faults fail fast, name the problem, never hang
 t fault/no-launcher        30 expect_fail 2 "no launcher found" env -u PMIX_NAMESPACE -u PMIX_RANK "$B/write" -n 1
 t fault/unknown-provider   60 expect_fail 2 "providers on this host" "${MPIRUN[@]}" -np 2 "$B/write" --provider nosuch -n 1
+t fault/efa-direct         60 expect_fail 2 "provider efa-direct is not supported" "${MPIRUN[@]}" -np 2 "$B/write" --provider efa-direct -n 1
 t fault/unknown-nic        60 expect_fail 2 "its NICs here" "${MPIRUN[@]}" -np 2 "$B/write" --provider tcp --nics nosuch0 -n 1
 t fault/peer-never-starts  60 expect_fail 1 "waiting for rank(s) 1 to join" env EFAX_TIMEOUT_MS=2000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$((20000 + RANDOM % 20000)) EFAX_TOKEN=x "$B/bootstrap"
 t fault/rendezvous-unreachable 60 expect_fail 1 "could not reach rank 0" env EFAX_TIMEOUT_MS=2000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 EFAX_TOKEN=x "$B/bootstrap"
@@ -221,6 +222,8 @@ for p in tcp shm; do
   t fault/kill-rank-$p            60 kill_rank $p
   t fault/kill-rank-mpirun-$p     60 kill_rank_mpirun $p
   t fault/corrupted-key-$p        60 "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --bad-key
+  # an endpoint error on an event queue (where efa would abort() without one) fails the wait, named
+  t fault/eq-error-$p             60 expect_fail 0 "reported an endpoint error on its event queue" "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --eq-error
 done
 # -FI_EAGAIN storms: the providers' queues cut to a few entries; every byte must still be right
 t fault/eagain-storm-tcp  300 env FI_OFI_RXM_MSG_TX_SIZE=4 FI_OFI_RXM_MSG_RX_SIZE=4 FI_OFI_RXM_TX_SIZE=16 FI_OFI_RXM_RX_SIZE=16 FI_TCP_TX_SIZE=4 FI_TCP_RX_SIZE=4 \

@@ -292,11 +292,134 @@ static void test_json(const char *path) {
     efax_report_deinit(&r);
 }
 
+/* What efax asks every provider for (efax__hints), and that efa-direct is never chosen. */
+static void test_hints(void) {
+    struct fi_info *h = efax__hints("efa", true, true), *d;
+    CHECK(h && h->domain_attr->cq_data_size == 4); /* efa carries 4 bytes: asked for, not just checked */
+    CHECK(h && h->tx_attr->msg_order == FI_ORDER_SAS && h->rx_attr->msg_order == FI_ORDER_SAS);
+    CHECK(h && (h->caps & FI_HMEM) && (h->domain_attr->mr_mode & FI_MR_HMEM) && !strcmp(h->fabric_attr->prov_name, "efa"));
+    CHECK(h && (h->mode & FI_CONTEXT2) && h->ep_attr->type == FI_EP_RDM);
+    fi_freeinfo(h);
+    h = efax__hints(NULL, false, false); /* the second try: no ordering asked */
+    CHECK(h && h->tx_attr->msg_order == 0 && h->rx_attr->msg_order == 0 && h->domain_attr->cq_data_size == 4 && !h->fabric_attr->prov_name);
+    fi_freeinfo(h);
+    /* efa-direct: dropped by fabric name (2.x lists it first, with efa's domain names) */
+    d = fi_allocinfo();
+    CHECK(d != NULL);
+    if (d) {
+        d->fabric_attr->name = strdup("efa-direct");
+        CHECK(efax__is_efa_direct(d));
+        free(d->fabric_attr->name);
+        d->fabric_attr->name = strdup("efa");
+        CHECK(!efax__is_efa_direct(d));
+        free(d->fabric_attr->name);
+        d->fabric_attr->name = strdup("EFA-fe80::1"); /* a 1.x efa fabric */
+        CHECK(!efax__is_efa_direct(d));
+        fi_freeinfo(d);
+    }
+    {
+        char buf[32];
+        CHECK(efax_topo_pick_provider("efa-direct", buf, sizeof buf) == -EFAX_E_UNSUPPORTED);
+    }
+}
+
+/* A write chunk never exceeds 1 GiB (one efa RDMA write with data) nor the NICs' limit, writer
+   and target count the same chunks, and chunk 0 means "as large as allowed", not unlimited. */
+static void test_chunk(void) {
+    const uint64_t G = 1ull << 30;
+    CHECK(EFAX_MAX_CHUNK == G);
+    CHECK(efax_chunk_clamp(0, 0) == G && efax_chunk_clamp(2 * G, 0) == G && efax_chunk_clamp(1 << 20, 0) == (1 << 20));
+    CHECK(efax_chunk_clamp(0, 65536) == 65536 && efax_chunk_clamp(1 << 20, 65536) == 65536 && efax_chunk_clamp(4096, 65536) == 4096);
+    CHECK(efax_chunk_clamp(0, UINT64_MAX) == G && efax_chunk_clamp(3 * G, 2 * G) == G); /* max_msg_size UINT64_MAX */
+    CHECK(efax_write_chunks(4 * G, 1, EFAX_MODE_SINGLE, 0) == 4);     /* --chunk 0: 1 GiB pieces */
+    CHECK(efax_write_chunks(3 * G + 1, 1, EFAX_MODE_SINGLE, 0) == 4);
+    CHECK(efax_write_chunks(4 * G, 1, EFAX_MODE_SINGLE, 2 * G) == 4); /* asked for 2 GiB: still 1 GiB */
+    CHECK(efax_write_chunks(4 * G, 4, EFAX_MODE_SPLIT, 0) == 4);
+    CHECK(efax_write_chunks(8 * G, 2, EFAX_MODE_SPLIT, 0) == 8);
+    CHECK(efax_write_chunks(G, 1, EFAX_MODE_SINGLE, 0) == 1 && efax_write_chunks(G + 1, 1, EFAX_MODE_SINGLE, 0) == 2);
+    {
+        efax_plan_seg seg[2] = {{0, 0, 2 * G}, {1, 2 * G, 0}};
+        CHECK(efax_plan_chunks(seg, 2, 0) == 3); /* an empty segment is one post, carrying its data */
+    }
+}
+
+/* Reads a fixture's list of PCI addresses (tests/topo/<machine>/gpus or nics). */
+static int read_list(const char *dir, const char *file, char (*out)[16], int max) {
+    char path[512], line[64];
+    int n = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "r");
+    if (!f) { fprintf(stderr, "  cannot read %s\n", path); return 0; }
+    while (n < max && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (line[0]) snprintf(out[n++], 16, "%.15s", line);
+    }
+    fclose(f);
+    return n;
+}
+
+/* Which NICs a rank uses by default, on recorded topologies (tests/topo/record.sh writes them):
+   a p5 (8 GPUs, 32 NICs, 4 behind each GPU's PCIe switch) and a p4d (8 GPUs, 4 NICs, one per
+   pair of GPUs), read through the sysfs root efax_topo_* take (EFAX_SYSFS_ROOT in a run). */
+static void test_topology(void) {
+    char here[512], root[600], gpus[8][16], nicpci[32][16];
+    efax_nic_info nics[32];
+    int out[EFAX_MAX_NICS], ng, nn;
+    snprintf(here, sizeof here, "%s", __FILE__);
+    *(strrchr(here, '/') ? strrchr(here, '/') : here) = 0;
+    /* p5 */
+    snprintf(root, sizeof root, "%s/topo/p5", here[0] ? here : ".");
+    ng = read_list(root, "gpus", gpus, 8), nn = read_list(root, "nics", nicpci, 32);
+    CHECK(ng == 8 && nn == 32);
+    memset(nics, 0, sizeof nics);
+    for (int i = 0; i < nn; i++) {
+        snprintf(nics[i].name, sizeof nics[i].name, "rdmap%ds0-rdm", i);
+        memcpy(nics[i].pci, nicpci[i], sizeof nics[i].pci);
+        nics[i].numa = efax_topo_pci_numa(root, nicpci[i]);
+    }
+    CHECK(nics[0].numa == 0 && nics[31].numa == 1);
+    CHECK(efax_topo_pci_depth(root, gpus[0], nicpci[0]) == 3 && efax_topo_pci_depth(root, gpus[0], nicpci[4]) == 0);
+    CHECK(efax_topo_pci_depth(root, gpus[0], "0000:ff:00.0") == 0 && efax_topo_pci_depth(root, "bogus", nicpci[0]) == 0);
+    for (int g = 0; g < ng; g++) {
+        int k = efax_topo_near(root, nics, nn, gpus[g], -1, out, EFAX_MAX_NICS);
+        int ok = k == 4;
+        for (int j = 0; j < k && ok; j++) ok = out[j] == 4 * g + j;
+        if (!ok) {
+            fprintf(stderr, "  p5 GPU %d (%s): %d NICs nearest, first %d (expected NICs %d..%d)\n", g, gpus[g], k, k ? out[0] : -1, 4 * g, 4 * g + 3);
+            failures++;
+        }
+    }
+    /* host memory: the NICs of the rank's NUMA node; nothing known: no preference */
+    CHECK(efax_topo_near(root, nics, nn, NULL, 1, out, EFAX_MAX_NICS) == 16 && out[0] == 16 && out[15] == 31);
+    CHECK(efax_topo_near(root, nics, nn, "", -1, out, EFAX_MAX_NICS) == 0);
+    CHECK(efax_topo_near(root, nics, nn, NULL, 5, out, EFAX_MAX_NICS) == 0);
+    CHECK(efax_topo_near(root, nics, nn, gpus[2], -1, out, 2) == 2 && out[0] == 8); /* capped at max */
+    CHECK(efax_topo_near("/nonexistent", nics, nn, gpus[0], -1, out, EFAX_MAX_NICS) == 0); /* no tree: no preference */
+    /* p4d */
+    snprintf(root, sizeof root, "%s/topo/p4d", here[0] ? here : ".");
+    ng = read_list(root, "gpus", gpus, 8), nn = read_list(root, "nics", nicpci, 32);
+    CHECK(ng == 8 && nn == 4);
+    memset(nics, 0, sizeof nics);
+    for (int i = 0; i < nn; i++) {
+        memcpy(nics[i].pci, nicpci[i], sizeof nics[i].pci);
+        nics[i].numa = efax_topo_pci_numa(root, nicpci[i]);
+    }
+    CHECK(efax_topo_pci_depth(root, gpus[0], nicpci[1]) == 1); /* same host bridge, other switch */
+    for (int g = 0; g < ng; g++) {
+        int k = efax_topo_near(root, nics, nn, gpus[g], -1, out, EFAX_MAX_NICS);
+        if (k != 1 || out[0] != g / 2) {
+            fprintf(stderr, "  p4d GPU %d (%s): %d NICs nearest, first %d (expected NIC %d)\n", g, gpus[g], k, k ? out[0] : -1, g / 2);
+            failures++;
+        }
+    }
+    CHECK(efax_topo_near(root, nics, nn, NULL, 0, out, EFAX_MAX_NICS) == 2 && out[0] == 0 && out[1] == 1);
+}
+
 typedef struct { const char *name; void (*fn)(void); } test;
 static const test tests[] = {
     {"sizes", test_sizes}, {"options", test_options}, {"iters", test_iters}, {"imm", test_imm},
     {"plan", test_plan}, {"pattern", test_pattern}, {"stats", test_stats}, {"errors", test_errors},
-    {"peer_data", test_peer_data}, {"matching", test_matching}};
+    {"peer_data", test_peer_data}, {"matching", test_matching}, {"hints", test_hints}, {"chunk", test_chunk}, {"topology", test_topology}};
 
 int main(int argc, char **argv) {
     unsigned i;

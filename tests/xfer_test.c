@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
     const char *provider = NULL, *nics = NULL;
     uint64_t max = 64ull << 20, chunk = 64 << 10;
     int window = 4, rc = 0, me, n, left, right, errors = 0;
-    bool staged = false, bad_key = false;
+    bool staged = false, bad_key = false, eq_error = false;
     efax_mem_ops hs_mem;
     efax_optdef defs[] = {
         {"provider", 0, EFAX_OPT_STR, &provider, 0, 0, NULL, "NAME", "provider"},
@@ -77,6 +77,7 @@ int main(int argc, char **argv) {
         {"window", 0, EFAX_OPT_INT, &window, 1, 1024, NULL, "N", "operations in flight per NIC (default 4)"},
         {"staged", 0, EFAX_OPT_FLAG, &staged, 0, 0, NULL, NULL, "move data through staging buffers"},
         {"bad-key", 0, EFAX_OPT_FLAG, &bad_key, 0, 0, NULL, NULL, "fault: rank 0 writes with a corrupted remote key; the write must fail, precisely"},
+        {"eq-error", 0, EFAX_OPT_FLAG, &eq_error, 0, 0, NULL, NULL, "fault: an endpoint error appears on rank 0's event queue; its next wait must fail, naming the NIC, at once"},
         {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}};
     static const uint64_t sizes[] = {1, 7, 64, 4095, 4096, 65537, (1 << 20) + 3, 16 << 20, 64 << 20};
     efax_boot boot;
@@ -102,6 +103,42 @@ int main(int argc, char **argv) {
         (rc = efax_buf_alloc(&ctx, &dst, staged ? &hs_mem : efax_mem_host(), max, EFAX_MR_RECV | EFAX_MR_WRITE_DST)) ||
         (rc = efax_mr_exchange(&dst.mr, &boot)) || (rc = efax_expect_prepare(&ctx, &dst.mr, TAG_W)))
         goto out;
+
+    if (eq_error) {
+        /* rank 0's NIC 0 gets an error entry on its event queue, written the way libfabric's
+           util EQ (which efa's is) takes one from a provider (ofi_eq_write with UTIL_FLAG_ERROR,
+           1 << 60, in prov/util/src/util_eq.c); efa writes such entries where, without an EQ,
+           it would abort(). rank 0 then waits for arrivals that never come: the wait must end
+           with the EQ's error long before its 20 s timeout, and every later progress too. */
+        int64_t ok = 1;
+        if (me == 0) {
+            struct fi_eq_err_entry e;
+            ssize_t w;
+            uint64_t t0 = efax_now_ns();
+            memset(&e, 0, sizeof e);
+            e.err = FI_EIO;
+            e.prov_errno = 0;
+            w = fi_eq_write(ctx.nic[0].eq, FI_NOTIFY, &e, sizeof e, 1ull << 60);
+            if (!ctx.nic[0].eq || w != (ssize_t)sizeof e) {
+                printf("xfer_test: provider %s: no writable event queue (fi_eq_write: %zd): skipped\n", efax_ctx_nic(&ctx, 0)->provider, w);
+                ok = 77;
+            } else {
+                rc = efax_wait_imm(&ctx, right, TAG_W, 99, 1, 20000);
+                printf("xfer_test: rank 0's wait ended after %.0f ms with: %s (%d)\n", (double)(efax_now_ns() - t0) / 1e6, efax_strerror(rc), rc);
+                ok = rc == -FI_EIO && efax_now_ns() - t0 < 5000000000ull && efax_progress(&ctx) == -FI_EIO;
+            }
+        }
+        rc = 0;
+        efax_boot_sum(&boot, me == 0 ? ok : 0, &ok, -1);
+        if (ok == 77) {
+            rc = 0;
+            errors = 0;
+            efax_buf_free(&src), efax_buf_free(&dst), efax_ctx_deinit(&ctx), efax_boot_deinit(&boot);
+            return 77;
+        }
+        errors += ok != 1;
+        goto out;
+    }
 
     if (bad_key) {
         /* rank 0 writes to rank 1 with a corrupted key and address. Nothing may land; the failure
