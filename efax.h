@@ -177,7 +177,7 @@ typedef struct efax_nic_info {
     char name[64];          /* domain name: EFA device (rdmap16s27-rdm), interface (eth0), "shm" */
     char fabric[64];
     char pci[16];           /* "0000:10:1b.0", or "" when the NIC has no PCI device */
-    double link_gbps;       /* line rate (provider or sysfs); 0 when unknown */
+    double link_gbps;       /* line rate (provider or sysfs); 0 when unknown or virtual (veth) */
     int numa;               /* NUMA node, -1 when unknown */
     uint64_t caps, mode, mr_mode;
     uint64_t msg_order;     /* transmit msg_order granted (FI_ORDER_SAS: sends arrive in order) */
@@ -969,6 +969,8 @@ typedef struct efax_report {
     char ceiling_what[160];
     int refused;
     char (*nic_choice)[256];   /* rank 0: every rank's NICs and how they were chosen */
+    int nwrong;                /* results with wrong bytes, and their "size variant (N bytes)" */
+    char wrong_rows[512];
 } efax_report;
 #define EFAX__CHOICE_LEN 256
 
@@ -993,8 +995,9 @@ EFAX_API void efax_report_progress(efax_report *r, const char *fmt, ...)
     ;
 /* Closes the outputs. Safe on a zeroed report. */
 EFAX_API void efax_report_deinit(efax_report *r);
-/* 0, or -EFAX_E_VERIFY when a result was refused (above the physical ceiling). Drivers end
-   with it so such a run exits 1. */
+/* 0, or -EFAX_E_VERIFY when a result was refused (above the physical ceiling) or, with -c,
+   had wrong bytes: then it prints one line on stderr naming those results. Drivers end with
+   it, after the last row, so such a run exits 1. Rank 0 decides (it holds the results). */
 EFAX_API int efax_report_status(const efax_report *r);
 
 /* Fills res->nic[] from the context's counters: bytes and operations each NIC sent since the
@@ -1361,6 +1364,13 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
         snprintf(path, sizeof path, "%s/sys/class/net/%s/speed", efax_topo_sysfs_root(), n->name);
         if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0)
             n->link_gbps = atoi(buf) / 1000.0;
+    }
+    /* A network interface with no device behind it (veth, bridge, tun, lo) reports a nominal
+       speed (a veth says 10 Gbit/s) that no link enforces: the line rate is unknown there. */
+    snprintf(path, sizeof path, "%s/sys/class/net/%s", efax_topo_sysfs_root(), n->name);
+    if (access(path, F_OK) == 0) {
+        snprintf(path, sizeof path, "%s/sys/class/net/%s/device", efax_topo_sysfs_root(), n->name);
+        if (access(path, F_OK) != 0) n->link_gbps = 0;
     }
     if (n->pci[0]) n->numa = efax_topo_pci_numa(efax_topo_sysfs_root(), n->pci);
 }
@@ -4911,7 +4921,15 @@ EFAX_PRIVATE double efax__pct(const efax_result *res) {
     return res->line_gbps > 0 ? 100.0 * g / res->line_gbps : -1;
 }
 
-EFAX_API int efax_report_status(const efax_report *r) { return r && r->refused ? -EFAX_E_VERIFY : 0; }
+EFAX_API int efax_report_status(const efax_report *r) {
+    if (!r || r->rank != 0) return 0;
+    if (r->nwrong) {
+        if (r->tty) fprintf(stderr, "\r\033[K");
+        fflush(stdout);
+        fprintf(stderr, "%s: wrong bytes in %d result(s): %s\n", r->driver, r->nwrong, r->wrong_rows);
+    }
+    return r->refused || r->nwrong ? -EFAX_E_VERIFY : 0;
+}
 
 EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
     char buf[8192];
@@ -4930,6 +4948,12 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         }
     }
     if (r->nrow < (int)(sizeof r->row / sizeof r->row[0])) r->row[r->nrow++] = *res;
+    if (res->wrong > 0) {
+        size_t w = strlen(r->wrong_rows);
+        char sz[32];
+        efax__cat(r->wrong_rows, sizeof r->wrong_rows, &w, "%s%s %s (%lld bytes)", r->nwrong++ ? ", " : "",
+                  efax_fmt_size(res->size, sz, sizeof sz), res->variant, (long long)res->wrong);
+    }
     if (r->json) {
         efax__cat(buf, sizeof buf, &u, "{\"schema\":1,\"driver\":");
         efax__json_str(buf, sizeof buf, &u, r->driver);

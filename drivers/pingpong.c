@@ -200,6 +200,7 @@ int main(int argc, char **argv) {
         }
         efax_report_row(&rep);
     }
+    if (!rc) rc = efax_report_status(&rep);
     efax_report_deinit(&rep);
 out:
     efax_mr_dereg(&tx);
