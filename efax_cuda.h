@@ -11,7 +11,7 @@
        #include "efax.h"
        #include "efax_cuda.h"
 
-       nvcc -O2 -arch=sm_90 -x cu -I. prog.c -o prog $(pkg-config --cflags --libs libfabric pmix)
+       nvcc -O2 -arch=sm_90 -x cu -I. prog.c -o prog $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
 
    It links no CUDA driver library: driver entry points come through cudaGetDriverEntryPoint and
    NVML is opened at run time, so the same binary starts on a machine without a GPU (CI) and

@@ -3,7 +3,7 @@
    NVLink links and their speed (NVML), NUMA node, nearby CPUs and the nearest NICs of the
    provider by PCI distance. A table, and --json.
 
-   nvcc -O2 -arch=sm_90 -I. drivers/affinity.cu -o affinity $(pkg-config --cflags libfabric pmix) -lfabric -lpmix -ldl
+   nvcc -O2 -arch=sm_90 -I. drivers/affinity.cu -o affinity $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix -ldl
    ./affinity --provider efa
 */
 #define EFAX_IMPLEMENTATION

@@ -8,7 +8,7 @@
    per-link rate), and a persistent kernel that takes jobs from mapped memory (no launch per
    copy). --dir pull turns the copy around: the target's GPU reads the source's buffer.
 
-   nvcc -O2 -arch=sm_90 -I. drivers/ipc.cu -o ipc $(pkg-config --cflags libfabric pmix) -lfabric -lpmix -ldl
+   nvcc -O2 -arch=sm_90 -I. drivers/ipc.cu -o ipc $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix -ldl
    mpirun -np 2 ./ipc
 */
 #define EFAX_IMPLEMENTATION

@@ -7,7 +7,7 @@
      GPU-Blocking   put (quiet after every command): each producer waits for its write
    each on one NIC and, with several NICs, split over all of them ("...Split").
 
-   nvcc -O2 -arch=sm_90 -I. drivers/proxy.cu -o proxy $(pkg-config --cflags libfabric pmix) -lfabric -lpmix -ldl
+   nvcc -O2 -arch=sm_90 -I. drivers/proxy.cu -o proxy $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix -ldl
    mpirun -np 2 ./proxy -b 64K -e 256M -c
 */
 #define EFAX_IMPLEMENTATION

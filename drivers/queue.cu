@@ -10,7 +10,7 @@
    for each placement of the cells: mapped pinned host memory, and device memory where the CPU
    can read it (skipped with the reason elsewhere).
 
-   nvcc -O2 -arch=sm_90 -I. drivers/queue.cu -o queue $(pkg-config --cflags libfabric pmix) -lfabric -lpmix -ldl
+   nvcc -O2 -arch=sm_90 -I. drivers/queue.cu -o queue $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix -ldl
    ./queue -c --json queue.jsonl
 */
 #define EFAX_IMPLEMENTATION

@@ -13,7 +13,7 @@
    of every message arrived exactly once.
 
    cc -O2 -I. drivers/sendrecv.c -o sendrecv $(pkg-config --cflags --libs libfabric pmix)
-   nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda $(pkg-config --cflags libfabric pmix) -lfabric -lpmix
+   nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
    mpirun -np 2 ./sendrecv -b 1K -e 64M -c
 */
 #define EFAX_IMPLEMENTATION

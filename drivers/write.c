@@ -8,7 +8,7 @@
    rank, per host and in aggregate.
 
    cc -O2 -I. drivers/write.c -o write $(pkg-config --cflags --libs libfabric pmix)
-   nvcc -O2 -x cu -I. drivers/write.c -o write_cuda $(pkg-config --cflags libfabric pmix) -lfabric -lpmix
+   nvcc -O2 -x cu -I. drivers/write.c -o write_cuda $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
    mpirun -np 2 ./write -b 4K -e 256M --mode all -c
 */
 #define EFAX_IMPLEMENTATION

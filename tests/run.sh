@@ -91,6 +91,29 @@ t header/clang-c11   120 header_c clang -std=c11 -Wall -Wextra -Wpedantic -Werro
 t header/g++-c++17   120 header_c g++ -x c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror
 t header/nvcc        300 header_nvcc
 
+# --- the README's build lines, each run exactly as printed, in a scratch folder that holds the
+# sources (so the binaries it names land there); the binary must then load and answer --help
+readme_lines() { awk '/^```/ { blk = !blk; next } blk && /^(cc|nvcc) /' README.md; }
+readme_build() {
+  local line dir=$LOGS/readme-build-$1 out
+  line=$(readme_lines | sed -n "$1p")
+  [ -n "$line" ] || { echo "README.md has no build line $1"; return 1; }
+  if [[ $line == nvcc* ]] && ! command -v nvcc >/dev/null; then
+    [ -x /usr/local/cuda/bin/nvcc ] || { echo "skipped: no nvcc (on PATH or in /usr/local/cuda/bin)"; return 77; }
+    PATH=/usr/local/cuda/bin:$PATH
+  fi
+  rm -rf "$dir" && mkdir -p "$dir" && ln -s "$PWD/drivers" "$PWD/efax.h" "$PWD/efax_cuda.h" "$dir/" || return 1
+  echo "\$ $line   (PKG_CONFIG_PATH=${PKG_CONFIG_PATH:-})"
+  (cd "$dir" && bash -c "$line") || { echo "the README's build line $1 failed as printed: $line"; return 1; }
+  out=$(awk '{ for (i = 1; i < NF; i++) if ($i == "-o") { print $(i + 1); exit } }' <<<"$line")
+  "$dir/$out" --help >/dev/null || { echo "$dir/$out built but does not run"; return 1; }
+  echo "built $out; it runs (libfabric $(ldd "$dir/$out" | awk '/libfabric/ { print $3 }'))"
+}
+export -f readme_lines readme_build
+n_lines=$(readme_lines | wc -l)
+[ "$n_lines" -ge 3 ] || t readme/build-lines-found 10 bash -c "echo 'README.md shows $n_lines build lines (cc/nvcc in a code block), expected at least 3'; false"
+for i in $(seq "$n_lines"); do t "readme/build-line-$i" 600 readme_build "$i"; done
+
 # --- unit tests (no fabric)
 for u in $("$B/unit" --list); do t "unit/$u" 120 "$B/unit" "$u"; done
 t unit/json-escape 60 json_escape
