@@ -4,7 +4,8 @@
 #   ./bench.sh                                  the default local sweep on this host (see below)
 #   ./bench.sh write -b 1M -e 1G --mode split   one driver with its options (any of build/*)
 #   ./bench.sh -H node1,node2 write --mode all  two nodes through Open MPI's mpirun
-#   srun -N 2 ... ./bench.sh write               inside a Slurm allocation: srun --mpi=pmix
+#   ./bench.sh --slurm write                    Slurm: srun --mpi=pmix -N 2 (in or out of an allocation)
+#   ./bench.sh --lab 2x2@1gbit --slurm write -c  the same in the lab's own Slurm cluster
 #
 # Launch options (before the driver name):
 #   -H HOSTS        comma-separated hosts for mpirun (one rank per host unless --np says more)
@@ -12,7 +13,16 @@
 #   --out DIR       results folder (default results/<date-time>)
 #   --lab HxR[@RATE]  bring up the two-host lab (tests/lab.sh: H hosts, R rails, each shaped
 #                   to RATE, e.g. 2x4@1gbit), run there, take it down
+#   --slurm         launch with srun --mpi=pmix over 2 nodes (the lab: all its hosts, through
+#                   the Slurm cluster tests/lab.sh up --slurm starts there) instead of mpirun
 #   -h              this text
+#
+# Every run leaves in its results folder: each driver's log, .jsonl and .csv, commands.txt,
+# PNG plots, summary.txt (the figures, and which runs failed and why) and index.html (one page
+# with the plots and the summary). On a terminal a one-line progress indicator runs while a
+# driver is quiet; piped, the output is the driver's alone.
+# Exit status: 0 when every run passed; 1 when a run failed, including a -c run that found
+# wrong bytes; 2 for bad options.
 #
 # The default sweep (no driver named): for each of the shm and tcp providers present, 2 ranks on
 # this host run pingpong, sendrecv and write; fi_pingpong (libfabric-bin) runs beside them as a
@@ -26,13 +36,14 @@ cd "$(dirname "$0")"
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "bench.sh: $*" >&2; exit 2; }
 
-HOSTS="" NP=2 OUT="" LAB=""
+HOSTS="" NP=2 OUT="" LAB="" SLURM=""
 while [ $# -gt 0 ]; do
   case $1 in
     -H) [ $# -ge 2 ] || die "-H needs a host list (e.g. -H node1,node2)"; HOSTS=$2; shift 2 ;;
     --np) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] && [ "$2" -le 4096 ] || die "--np needs a rank count in 1..4096"; NP=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || die "--out needs a folder"; OUT=$2; shift 2 ;;
     --lab) [ $# -ge 2 ] || die "--lab needs HOSTSxRAILS[@RATE], e.g. 2x4@1gbit"; LAB=$2; shift 2 ;;
+    --slurm) SLURM=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown launch option '$1' (see ./bench.sh -h)" ;;
     *) break ;;
@@ -52,22 +63,36 @@ OUT=${OUT:-results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT" || die "cannot create $OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 : >"$OUT/commands.txt"
+: >"$OUT/runs.tsv"
+if [ -n "$SLURM" ] && [ -z "$LAB" ] && ! command -v srun >/dev/null; then
+  die "--slurm needs srun (Slurm's client); on a Slurm cluster run bench.sh where srun is"
+fi
 
 # --- how ranks are launched: the lab, mpirun across hosts, srun in Slurm, or mpirun here
 LAUNCH=()
 if [ -n "$LAB" ]; then
   [[ $LAB =~ ^([0-9]+)x([0-9]+)(@([0-9.]+[kmg]?bit))?$ ]] || die "--lab $LAB: expected HOSTSxRAILS[@RATE], e.g. 2x4@1gbit"
   LAB_H=${BASH_REMATCH[1]} LAB_R=${BASH_REMATCH[2]} LAB_RATE=${BASH_REMATCH[4]}
-  tests/lab.sh up "$LAB_H" "$LAB_R" ${LAB_RATE:+"$LAB_RATE"} >"$OUT/lab.log" 2>&1 || { cat "$OUT/lab.log" >&2; exit 1; }
+  if [ -n "$SLURM" ]; then tests/deps.sh slurm || exit 1; fi
+  tests/lab.sh up "$LAB_H" "$LAB_R" ${LAB_RATE:+"$LAB_RATE"} ${SLURM:+--slurm} >"$OUT/lab.log" 2>&1 || { cat "$OUT/lab.log" >&2; exit 1; }
   trap 'tests/lab.sh down >>"$OUT/lab.log" 2>&1' EXIT
   # shellcheck disable=SC1091
-  . /run/efax-lab/env   # LAB_HOSTS, LAB_AGENT, LAB_NICS, LAB_LINE_GBPS, LAB_MGMT
+  . /run/efax-lab/env   # LAB_HOSTS, LAB_AGENT, LAB_NICS, LAB_LINE_GBPS, LAB_MGMT, LAB_SLURM_CONF
   [ "$NP" = 2 ] && NP=$LAB_H
   per=$(( (NP + LAB_H - 1) / LAB_H ))   # ranks per host: hosts get per slots each, filled in order
+  if [ -n "$SLURM" ]; then
+    # the lab's slurmds run in the hosts; srun runs here, like on a login node
+    LAUNCH=(env SLURM_CONF="$LAB_SLURM_CONF" EFAX_PROVIDER=tcp EFAX_NICS="$LAB_NICS" ${LAB_LINE_GBPS:+EFAX_LINE_GBPS=$LAB_LINE_GBPS}
+            srun --mpi=pmix -N "$LAB_H" -n "$NP" --ntasks-per-node="$per")
+  else
   LAUNCH=(mpirun -H "$(echo "$LAB_HOSTS" | sed "s/\([^,]*\)/\1:$per/g")" -np "$NP" --mca plm_rsh_agent "$LAB_AGENT" --mca oob_tcp_if_include "$LAB_MGMT"
           --mca btl self,tcp --mca btl_tcp_if_include "$LAB_MGMT" --bind-to none
           -x EFAX_PROVIDER=tcp -x EFAX_NICS="$LAB_NICS" ${LAB_LINE_GBPS:+-x EFAX_LINE_GBPS=$LAB_LINE_GBPS}
           -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM)
+  fi
+elif [ -n "$SLURM" ]; then
+  nodes=2; [ "$NP" -lt 2 ] && nodes=1
+  LAUNCH=(srun --mpi=pmix -N "$nodes" -n "$NP")
 elif [ -n "$HOSTS" ]; then
   LAUNCH=(mpirun -H "$HOSTS" -np "$NP" --map-by node)
 elif [ -n "${SLURM_JOB_ID:-}" ] && command -v srun >/dev/null; then
@@ -77,17 +102,120 @@ else
   LAUNCH=(mpirun -np "$NP" "${extra[@]}")
 fi
 
-# run NAME DRIVER ARGS...: one driver run, its table on the terminal, everything in $OUT
+# show NAME: copies the driver's output (stdin) to the terminal and $OUT/NAME.log. On a terminal,
+# while the driver is quiet, one line says how long it has run, how many results it has written
+# and the last one (from NAME.jsonl), redrawn every second and cleared before the next line of
+# output; piped, nothing is added.
+show() {
+  local name=$1 log=$OUT/$1.log line='' pending='' t0=$SECONDS n last rc
+  if [ ! -t 1 ]; then tee "$log"; return; fi
+  : >"$log"
+  while :; do
+    IFS= read -r -t 1 line; rc=$?
+    if [ "$rc" = 0 ]; then
+      line=$pending$line pending=''
+      printf '\r\033[K%s\n' "$line"
+      printf '%s\n' "$line" >>"$log"
+      continue
+    fi
+    if [ "$rc" -le 128 ]; then   # end of output (a last line without a newline stays)
+      line=$pending$line
+      [ -z "$line" ] || { printf '\r\033[K%s\n' "$line"; printf '%s\n' "$line" >>"$log"; }
+      break
+    fi
+    pending+=$line
+    n=0 last=''
+    if [ -s "$OUT/$name.jsonl" ]; then
+      n=$(wc -l <"$OUT/$name.jsonl")
+      last=$(tail -n 1 "$OUT/$name.jsonl" | sed -n 's/.*"variant":"\([^"]*\)".*"size":\([0-9]*\).*/\1 \2/p' |
+             awk '{ b = $2; i = 1; split("B K M G", u); while (b >= 1024 && b % 1024 == 0 && i < 4) { b /= 1024; i++ }
+                    printf "%s %d%s", $1, b, u[i] }')
+    fi
+    printf '\r\033[K[%s %ds] %d result(s)%s' "$name" $((SECONDS - t0)) "$n" "${last:+, last: $last}"
+  done
+  printf '\r\033[K'
+}
+
+# run NAME DRIVER ARGS...: one driver run, its table on the terminal, everything in $OUT;
+# its status goes to runs.tsv (name, exit code, the line that says why it failed)
 run() {
-  local name=$1 drv=$2; shift 2
+  local name=$1 drv=$2 why; shift 2
   local cmd=("${LAUNCH[@]}" "$PWD/build/$drv" "$@" --json "$OUT/$name.jsonl" --csv "$OUT/$name.csv")
   echo "${cmd[*]}" >>"$OUT/commands.txt"
   echo; echo "== $name"
-  "${cmd[@]}" 2>&1 | tee "$OUT/$name.log"
+  "${cmd[@]}" 2>&1 | show "$name"
   local rc=${PIPESTATUS[0]}
-  [ "$rc" = 0 ] || echo "bench.sh: $name failed (exit $rc, log $OUT/$name.log)" >&2
+  if [ "$rc" != 0 ]; then
+    echo "bench.sh: $name failed (exit $rc, log $OUT/$name.log)" >&2
+    why=$(grep -m 1 -E ': wrong bytes in ' "$OUT/$name.log" | sed 's/^/WRONG BYTES: /')
+    [ -n "$why" ] || why=$(grep -m 1 -E '(^efax: error: |^[a-z0-9_]+: )' "$OUT/$name.log")
+  fi
+  printf '%s\t%s\t%s\n' "$name" "$rc" "${why:-}" >>"$OUT/runs.tsv"
   plot "$name"
   return "$rc"
+}
+
+# runs_report: one line per run (ok, or FAILED with its exit code and why), then the count
+runs_report() {
+  local name rc why n=0 bad=0
+  echo "-- runs"
+  while IFS=$'\t' read -r name rc why; do
+    n=$((n + 1))
+    if [ "$rc" = 0 ]; then printf '  %-24s ok\n' "$name"
+    else bad=$((bad + 1)); printf '  %-24s FAILED (exit %s)%s\n' "$name" "$rc" "${why:+: $why}"; fi
+  done <"$OUT/runs.tsv"
+  if [ $bad = 0 ]; then echo "all $n run(s) passed"; else echo "FAILED: $bad of $n run(s)"; fi
+}
+
+# html FILE: FILE's text with &, < and > escaped
+html() { sed 's/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g' "$1"; }
+
+# page: index.html in $OUT, one page to open: the verdict, every PNG plot, the summary, the
+# commands and the files. A line under the title counts the plots that loaded (a script,
+# so a broken image is named rather than missed).
+page() {
+  local f verdict cls=ok
+  verdict=$(runs_report | tail -n 1)
+  [[ $verdict == FAILED* ]] && cls=fail
+  {
+    echo '<!doctype html>'
+    echo '<html><head><meta charset="utf-8"><title>efax results '"$(basename "$OUT")"'</title>'
+    echo '<style>body{font-family:sans-serif;margin:1em 2em;max-width:1200px}'
+    echo 'img{display:block;width:1100px;max-width:100%;border:1px solid #ccc;margin:.3em 0 1.2em}'
+    echo 'pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:12px}'
+    echo '.ok{color:#070;font-weight:bold}.fail{color:#b00;font-weight:bold}</style></head><body>'
+    echo "<h1>efax results: $(basename "$OUT")</h1>"
+    echo "<p class=\"$cls\">$verdict</p>"
+    echo '<p id="plots"></p>'
+    for f in "$OUT"/*.png; do
+      [ -e "$f" ] || continue
+      f=$(basename "$f")
+      echo "<h2>${f%.png}</h2><img class=\"plot\" src=\"$f\" alt=\"plot ${f%.png}\">"
+    done
+    echo '<h2>summary</h2><pre>'; html "$OUT/summary.txt"; echo '</pre>'
+    echo '<h2>commands</h2><pre>'; html "$OUT/commands.txt"; echo '</pre>'
+    echo '<h2>files</h2><ul>'
+    for f in "$OUT"/*; do f=$(basename "$f"); echo "<li><a href=\"$f\">$f</a></li>"; done
+    echo '</ul>'
+    cat <<'JS'
+<script>
+window.addEventListener('load', function () {
+  var imgs = document.querySelectorAll('img.plot'), bad = [], p = document.getElementById('plots');
+  imgs.forEach(function (i) {
+    var r = i.getBoundingClientRect();
+    i.dataset.rect = [Math.round(r.left + scrollX), Math.round(r.top + scrollY), Math.round(r.width), Math.round(r.height)].join(',');
+    if (!(i.complete && i.naturalWidth > 0)) bad.push(i.getAttribute('src'));
+  });
+  p.textContent = imgs.length + ' plot(s)' + (bad.length ? '; did not load: ' + bad.join(', ') : ', all shown');
+  p.className = bad.length ? 'fail' : 'ok';
+  p.dataset.loaded = imgs.length - bad.length;
+  p.dataset.total = imgs.length;
+  document.body.dataset.height = document.documentElement.scrollHeight;
+});
+</script>
+JS
+    echo '</body></html>'
+  } >"$OUT/index.html"
 }
 
 # plot NAME: bandwidth against size, one line per variant, from NAME.csv
@@ -116,7 +244,17 @@ GP
 if [ -n "$DRIVER" ]; then
   bin=$DRIVER; [ -f "drivers/$DRIVER.cu" ] || [[ $DRIVER == *_cuda ]] || bin=$DRIVER
   run "$DRIVER" "$bin" "$@"; rc=$?
-  echo; echo "results: $OUT"
+  {
+    echo "==================== summary ($(date -u +%FT%TZ)) ===================="
+    echo "$(head -n 1 "$OUT/commands.txt")"
+    echo
+    cat "$OUT/$DRIVER.log"
+    echo
+    runs_report
+  } >"$OUT/summary.txt"
+  page
+  echo; runs_report | tail -n 1
+  echo "results: $OUT (open $OUT/index.html)"
   exit $rc
 fi
 
@@ -204,6 +342,9 @@ if printf '%s\n' "${PROVS[@]}" | grep -qx shm; then
   done
 fi
 echo
-echo "results: $OUT (logs, .jsonl, .csv, commands.txt, plots: $(ls "$OUT"/*.png 2>/dev/null | wc -l) PNG)"
+runs_report
+echo
+echo "results: $OUT (logs, .jsonl, .csv, commands.txt, plots: $(ls "$OUT"/*.png 2>/dev/null | wc -l) PNG, index.html)"
 } | tee "$OUT/summary.txt"
+page
 exit $status

@@ -4951,8 +4951,8 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
     if (res->wrong > 0) {
         size_t w = strlen(r->wrong_rows);
         char sz[32];
-        efax__cat(r->wrong_rows, sizeof r->wrong_rows, &w, "%s%s %s (%lld bytes)", r->nwrong++ ? ", " : "",
-                  efax_fmt_size(res->size, sz, sizeof sz), res->variant, (long long)res->wrong);
+        efax__cat(r->wrong_rows, sizeof r->wrong_rows, &w, "%s%s %s (%lld byte%s)", r->nwrong++ ? ", " : "",
+                  efax_fmt_size(res->size, sz, sizeof sz), res->variant, (long long)res->wrong, res->wrong == 1 ? "" : "s");
     }
     if (r->json) {
         efax__cat(buf, sizeof buf, &u, "{\"schema\":1,\"driver\":");

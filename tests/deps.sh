@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # deps.sh — makes sure the system packages efax needs are installed.
 #   tests/deps.sh build   compiler, pkg-config, libfabric and PMIx headers
-#   tests/deps.sh test    + Open MPI (mpirun), fi_info/fi_pingpong, jq, iproute2, clang, valgrind
+#   tests/deps.sh test    + Open MPI (mpirun), fi_info/fi_pingpong, jq, iproute2, clang, valgrind,
+#                         gnuplot, python3, chromium (renders bench.sh's results page), and Slurm
 #   tests/deps.sh bench   + Open MPI, fi_pingpong, gnuplot
+#   tests/deps.sh slurm   Slurm for the lab's cluster: munge, slurmctld, slurmd, srun, Slurm's
+#                         PMIx plugin (slurm-wlm-basic-plugins; on a machine with systemd the
+#                         packages enable their own services, which efax does not use)
 # As root it installs what is missing with apt-get; otherwise it prints the one command that
 # would, and exits 1. Debian/Ubuntu package names.
 set -u
@@ -31,8 +35,18 @@ if [ "$what" = test ]; then
   [ -e "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] 2>/dev/null || \
     { have_cmd clang && want_pkg "libclang-rt-$(clang --version | sed -n 's/.*version \([0-9]*\).*/\1/p' | head -1)-dev"; }
 fi
-if [ "$what" = bench ]; then
+if [ "$what" = bench ] || [ "$what" = test ]; then
   have_cmd gnuplot || want_pkg gnuplot-nox
+fi
+if [ "$what" = test ]; then
+  have_cmd python3 || want_pkg python3
+  have_cmd chromium || have_cmd chromium-browser || want_pkg chromium
+fi
+if [ "$what" = slurm ] || [ "$what" = test ]; then
+  have_cmd munged || want_pkg munge
+  have_cmd slurmctld || want_pkg slurmctld
+  have_cmd slurmd || want_pkg slurmd
+  have_cmd srun || want_pkg slurm-client
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 # unique, in order

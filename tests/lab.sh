@@ -2,8 +2,10 @@
 # lab.sh — a small multi-host, multi-rail cluster on one machine, made of network namespaces, so
 # efax's tcp runs go over real (if virtual) links between separate "hosts".
 #
-#   tests/lab.sh up [HOSTS] [RAILS] [RATE]   HOSTS 2..4 (default 2), RAILS 1..4 (default 2),
-#                                            RATE a tc rate like 1gbit, 500mbit (default: unshaped)
+#   tests/lab.sh up [HOSTS] [RAILS] [RATE] [--slurm]
+#                                            HOSTS 2..4 (default 2), RAILS 1..4 (default 2),
+#                                            RATE a tc rate like 1gbit, 500mbit (default: unshaped);
+#                                            --slurm: also a Slurm cluster over the hosts (below)
 #   tests/lab.sh down                        remove everything up made (safe to run any time)
 #   tests/lab.sh status                      namespaces, interfaces, addresses, qdiscs
 #   tests/lab.sh exec HOST CMD...            run CMD in host HOST (h0, 0, efax-h0 or 10.77.0.10)
@@ -31,6 +33,15 @@
 #   agent  Open MPI rsh agent (--mca plm_rsh_agent): `agent [-opts...] HOST CMD...` runs CMD in HOST
 #   env    sourceable: LAB_HOSTS LAB_NHOSTS LAB_RAILS LAB_NICS LAB_RATE LAB_LINE_GBPS LAB_AGENT LAB_MGMT
 # and adds "10.77.0.1I hI  # efax-lab" lines to /etc/hosts (down removes exactly those).
+# --slurm: a real Slurm cluster (Debian's slurmctld, slurmd, munge; `srun --mpi=pmix` through
+#   Slurm's PMIx plugin), all of it inside the lab's hosts and its state under /run/efax-lab/slurm:
+#   munged (its own key and socket) and slurmctld in h0 on the management network
+#   (10.77.0.10:6817), one slurmd per host (NodeName hI, NodeAddr 10.77.0.1I, port 6818 in its
+#   own namespace, hostname hI, a private /tmp), partition `lab` with every host. `env` then
+#   also has LAB_SLURM_CONF: clients need SLURM_CONF=$LAB_SLURM_CONF, e.g.
+#     SLURM_CONF=$LAB_SLURM_CONF srun --mpi=pmix -N 2 --ntasks-per-node=1 hostname
+#   `down` stops every daemon (and anything else still running in the hosts) before the
+#   namespaces go.
 # Example:
 #   tests/lab.sh up 2 2 1gbit && . /run/efax-lab/env
 #   mpirun -H $LAB_HOSTS -np 2 --mca plm_rsh_agent $LAB_AGENT --mca oob_tcp_if_include $LAB_MGMT \
@@ -72,8 +83,28 @@ hosts_clean() {   # rewrite in place (not sed -i): /etc/hosts may be a bind moun
   fi
 }
 
+# stop_lab_processes: the Slurm daemons by their pid files, then whatever still runs in a lab
+# host (job steps, ranks): SIGTERM, up to 5 s, then SIGKILL
+stop_lab_processes() {
+  local f pids=() ns t
+  for f in "$RUN"/slurm/*.pid "$RUN"/slurm/munge/munged.pid; do
+    [ -s "$f" ] && pids+=("$(cat "$f")")
+  done
+  for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^efax-h/ { print $1 }'); do
+    pids+=($(ip netns pids "$ns" 2>/dev/null))
+  done
+  [ ${#pids[@]} -gt 0 ] || return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  for t in $(seq 50); do
+    kill -0 "${pids[@]}" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -9 "${pids[@]}" 2>/dev/null || true
+}
+
 down() {
   local l ns
+  stop_lab_processes
   # Deleting the root-side veth ends removes both ends at once; waiting for a deleted namespace to
   # release its veths is asynchronous, so a quick `up` after it could find the names still taken.
   for l in $(ip -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' |
@@ -143,6 +174,95 @@ write_env() {
   } >"$RUN/env"
 }
 
+# slurm_up: munged, slurmctld (both in h0) and one slurmd per host; waits until every node is idle
+slurm_check() {
+  local c
+  for c in munged mungekey slurmctld slurmd srun sinfo; do
+    command -v "$c" >/dev/null || die "--slurm needs $c: run tests/deps.sh slurm (as root it installs munge slurmctld slurmd slurm-client)"
+  done
+  [ -n "$(find /usr/lib /usr/lib64 -name 'mpi_pmix*.so' -path '*slurm*' 2>/dev/null | head -1)" ] ||
+    die "--slurm needs Slurm's PMIx plugin (mpi_pmix.so, in slurm-wlm-basic-plugins)"
+}
+
+slurm_up() {
+  local S=$RUN/slurm i t state cpus
+  mkdir -p "$S/munge" "$S/ctld"
+  chmod 755 "$S/munge"
+  mungekey --create --keyfile="$S/munge/munge.key" --force
+  chmod 400 "$S/munge/munge.key"
+  nsx 0 munged --force --socket="$S/munge/munge.socket" --key-file="$S/munge/munge.key" \
+    --pid-file="$S/munge/munged.pid" --log-file="$S/munge/munged.log" --seed-file="$S/munge/munged.seed"
+  cpus=$(nproc)
+  {
+    echo "# written by tests/lab.sh up --slurm: the lab's Slurm cluster"
+    echo "ClusterName=efaxlab"
+    echo "SlurmctldHost=h0(10.77.0.10)"
+    echo "AuthType=auth/munge"
+    echo "AuthInfo=socket=$S/munge/munge.socket"
+    echo "CredType=cred/munge"
+    echo "SlurmUser=root"
+    echo "SlurmdUser=root"
+    echo "SlurmctldPort=6817"
+    echo "SlurmdPort=6818"
+    echo "StateSaveLocation=$S/ctld"
+    echo "SlurmdSpoolDir=$S/%n"
+    echo "SlurmctldPidFile=$S/slurmctld.pid"
+    echo "SlurmdPidFile=$S/slurmd-%n.pid"
+    echo "SlurmctldLogFile=$S/slurmctld.log"
+    echo "SlurmdLogFile=$S/slurmd-%n.log"
+    echo "ProctrackType=proctrack/linuxproc"
+    echo "TaskPlugin=task/none"
+    echo "SwitchType=switch/none"
+    echo "MpiDefault=none"
+    echo "SchedulerType=sched/builtin"
+    echo "SelectType=select/cons_tres"
+    echo "SelectTypeParameters=CR_Core"
+    echo "SlurmdParameters=config_overrides"
+    echo "ReturnToService=2"
+    echo "AccountingStorageType=accounting_storage/none"
+    echo "JobAcctGatherType=jobacct_gather/none"
+    echo "JobCompType=jobcomp/none"
+    echo "PropagateResourceLimits=NONE"
+    echo "KillWait=5"
+    echo "InactiveLimit=0"
+    for ((i = 0; i < NHOSTS; i++)); do
+      echo "NodeName=h$i NodeAddr=10.77.0.$((10 + i)) CPUs=$cpus State=UNKNOWN"
+    done
+    echo "PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4"
+  } >"$S/slurm.conf"
+  # slurmd loads a cgroup plugin even when nothing is tracked by cgroups; inside a host the
+  # namespace's fresh /sys has no cgroup mounts, so each slurmd gets this machine's v1
+  # hierarchies mounted again in its own mount namespace (nothing creates cgroups in them:
+  # proctrack/linuxproc, task/none)
+  echo "CgroupPlugin=cgroup/v1" >"$S/cgroup.conf"
+  # shellcheck disable=SC2016 # $0 is for the inner sh
+  nsx 0 env SLURM_CONF="$S/slurm.conf" unshare --uts sh -c 'hostname "$0" && exec slurmctld -i' h0
+  for ((i = 0; i < NHOSTS; i++)); do
+    mkdir -p "$S/h$i"
+    # the host's own hostname and /tmp (Slurm's PMIx plugin keeps per-job files there)
+    # shellcheck disable=SC2016 # $0 is for the inner sh
+    nsx "$i" env SLURM_CONF="$S/slurm.conf" unshare --uts sh -c '
+      hostname "$0" && mount -t tmpfs -o size=256m,mode=1777 efax-lab-tmp /tmp &&
+      mount -t tmpfs -o mode=755 efax-lab-cgroup /sys/fs/cgroup || exit 1
+      for c in freezer cpuset memory devices cpu,cpuacct; do
+        mkdir -p /sys/fs/cgroup/$c && mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c || exit 1
+      done
+      exec slurmd -N "$0"' "h$i"
+  done
+  for t in $(seq 150); do
+    state=$(SLURM_CONF="$S/slurm.conf" sinfo -h -N -o '%T' 2>/dev/null | sort -u | tr '\n' ' ')
+    [ "$state" = "idle " ] && break
+    sleep 0.2
+  done
+  if [ "$state" != "idle " ]; then
+    tail -n 5 "$S"/*.log >&2
+    down
+    die "slurm: nodes not idle after 30 s (state: ${state:-no answer}); torn down"
+  fi
+  echo "LAB_SLURM_CONF=$S/slurm.conf" >>"$RUN/env"
+  echo "lab.sh: slurm: slurmctld on h0, slurmd on $(SLURM_CONF="$S/slurm.conf" sinfo -h -o '%N'), munge socket $S/munge/munge.socket"
+}
+
 up() {
   local i k
   NHOSTS=${1:-2} RAILS=${2:-2} RATE=${3:-} BPS='' BURST='' SNDBUF=''
@@ -154,6 +274,7 @@ up() {
     BURST=$(awk -v b="$BPS" 'BEGIN { k = int(b / 8 * 0.004 / 1024); print (k < 64 ? 64 : k) "kb" }')
     SNDBUF=$(awk -v b="$BPS" 'BEGIN { k = int(b / 8 * 0.002); print (k < 65536 ? 65536 : k) }')
   fi
+  [ -z "$SLURM" ] || slurm_check
   down                                     # idempotent: always build from nothing
   trap 'echo "lab.sh: up failed (line $LINENO); tearing down" >&2; down' ERR
   mkdir -p "$RUN"
@@ -187,8 +308,9 @@ up() {
   done
   write_agent
   write_env
+  [ -z "$SLURM" ] || slurm_up
   trap - ERR
-  echo "lab.sh: up: $NHOSTS hosts, $RAILS rails${RATE:+, shaped to $RATE (burst $BURST)}; env in $RUN/env"
+  echo "lab.sh: up: $NHOSTS hosts, $RAILS rails${RATE:+, shaped to $RATE (burst $BURST)}${SLURM:+, Slurm}; env in $RUN/env"
 }
 
 status() {
@@ -213,7 +335,10 @@ cmd=${1:-}
 case $cmd in -h | --help | help | "") usage 0 ;; esac
 [ "$(id -u)" = 0 ] || { echo "lab.sh: needs root (network namespaces); skipped"; exit 77; }
 case $cmd in
-  up) up "$@" ;;
+  up)
+    SLURM='' args=()
+    for a in "$@"; do if [ "$a" = --slurm ]; then SLURM=1; else args+=("$a"); fi; done
+    up "${args[@]}" ;;
   down) down ;;
   status) status ;;
   exec)
