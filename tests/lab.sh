@@ -37,7 +37,8 @@
 #   Slurm's PMIx plugin), all of it inside the lab's hosts and its state under /run/efax-lab/slurm:
 #   munged (its own key and socket) and slurmctld in h0 on the management network
 #   (10.77.0.10:6817), one slurmd per host (NodeName hI, NodeAddr 10.77.0.1I, port 6818 in its
-#   own namespace, hostname hI, a private /tmp), partition `lab` with every host. `env` then
+#   own namespace, hostname hI, its own spool and TmpFS folders: the hosts share one file
+#   system, as nodes share a home), partition `lab` with every host. `env` then
 #   also has LAB_SLURM_CONF: clients need SLURM_CONF=$LAB_SLURM_CONF, e.g.
 #     SLURM_CONF=$LAB_SLURM_CONF srun --mpi=pmix -N 2 --ntasks-per-node=1 hostname
 #   `down` stops every daemon (and anything else still running in the hosts) before the
@@ -206,6 +207,7 @@ slurm_up() {
     echo "SlurmdPort=6818"
     echo "StateSaveLocation=$S/ctld"
     echo "SlurmdSpoolDir=$S/%n"
+    echo "TmpFS=$S/%n/tmp"          # the PMIx plugin's per-job folders: one per host, not /tmp
     echo "SlurmctldPidFile=$S/slurmctld.pid"
     echo "SlurmdPidFile=$S/slurmd-%n.pid"
     echo "SlurmctldLogFile=$S/slurmctld.log"
@@ -238,14 +240,14 @@ slurm_up() {
   # shellcheck disable=SC2016 # $0 is for the inner sh
   nsx 0 env SLURM_CONF="$S/slurm.conf" unshare --uts sh -c 'hostname "$0" && exec slurmctld -i' h0
   for ((i = 0; i < NHOSTS; i++)); do
-    mkdir -p "$S/h$i"
-    # the host's own hostname and /tmp (Slurm's PMIx plugin keeps per-job files there)
+    mkdir -p "$S/h$i/tmp"
+    # the host's own hostname
     # shellcheck disable=SC2016 # $0 is for the inner sh
     nsx "$i" env SLURM_CONF="$S/slurm.conf" unshare --uts sh -c '
-      hostname "$0" && mount -t tmpfs -o size=256m,mode=1777 efax-lab-tmp /tmp &&
+      hostname "$0" &&
       mount -t tmpfs -o mode=755 efax-lab-cgroup /sys/fs/cgroup || exit 1
-      for c in freezer cpuset memory devices cpu,cpuacct; do
-        mkdir -p /sys/fs/cgroup/$c && mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c || exit 1
+      for c in freezer cpuset memory devices cpu cpuacct pids; do
+        mkdir -p /sys/fs/cgroup/$c && mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c 2>/dev/null || rmdir /sys/fs/cgroup/$c
       done
       exec slurmd -N "$0"' "h$i"
   done

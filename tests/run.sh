@@ -257,6 +257,82 @@ t fault/eagain-storm-shm  300 env FI_SHM_TX_SIZE=4 FI_SHM_RX_SIZE=4 "${MPIRUN[@]
 t fault/version-mismatch  60 version_mismatch
 t fault/wrong-token       60 wrong_token
 
+# --- wrong bytes fail a -c run: tests/corrupt_shim.c, preloaded into the ranks, inverts bytes
+# that the network delivers into the driver's own buffers. The table must still be finished,
+# then one line names the results with wrong bytes, and the run exits 1 (mpirun passes it on).
+shim() {
+  [ "$B" = build ] || { echo "skipped: a preloaded shim and the sanitizer runtime do not mix ($B)"; return 77; }
+  cc -shared -fPIC -O2 -Wall -Wextra -Werror tests/corrupt_shim.c -o "$B/corrupt_shim.so" -ldl
+}
+# wrong_bytes DRIVER NP RECORDS ARGS...
+wrong_bytes() {
+  local drv=$1 np=$2 want=$3 out=$LOGS/wrong-$1 rc n named; shift 3
+  shim || return $?
+  $MPIRUN_STR -np "$np" -x LD_PRELOAD="$PWD/$B/corrupt_shim.so" -x EFAX_SHIM_CORRUPT=2 "$B/$drv" --provider tcp -c "$@" \
+    --json "$out.jsonl" >"$out.log" 2>&1; rc=$?
+  cat "$out.log"
+  [ "$rc" = 1 ] || { echo "expected exit 1, got $rc"; return 1; }
+  grep -q '^corrupt_shim: inverted' "$out.log" || { echo "the shim changed no byte: the test proves nothing"; return 1; }
+  n=$(jq -s length "$out.jsonl")
+  [ "$n" = "$want" ] || { echo "$n results written, expected $want: the table was not finished"; return 1; }
+  named=$(sed -n "s/^$drv: wrong bytes in \([0-9]*\) result(s): .*/\1/p" "$out.log")
+  [ -n "$named" ] || { echo "no line '$drv: wrong bytes in N result(s): ...'"; return 1; }
+  [ "$named" = "$(jq -s '[.[] | select(.wrong > 0)] | length' "$out.jsonl")" ] ||
+    { echo "the line names $named result(s); the JSON has $(jq -s '[.[] | select(.wrong > 0)] | length' "$out.jsonl") with wrong > 0"; return 1; }
+}
+# bench.sh keeps the failure: exit 1, summary and page say which run and why
+bench_wrong() {
+  local out=$LOGS/bench-wrong rc
+  shim || return $?
+  rm -rf "$out"
+  OMPI_MCA_mca_base_env_list="LD_PRELOAD=$PWD/$B/corrupt_shim.so" ./bench.sh --out "$out" write --provider tcp --nics lo -c \
+    -b 64K -e 1M -f 4 -n 3 >"$LOGS/bench-wrong.log" 2>&1; rc=$?
+  cat "$LOGS/bench-wrong.log"
+  [ "$rc" = 1 ] || { echo "bench.sh exited $rc, expected 1"; return 1; }
+  grep -q 'write .*FAILED (exit 1): WRONG BYTES: write: wrong bytes in' "$out/summary.txt" || { echo "summary.txt does not mark the run"; return 1; }
+  grep -q 'FAILED: 1 of 1 run' "$out/index.html" || { echo "index.html does not say it failed"; return 1; }
+}
+export -f shim wrong_bytes bench_wrong
+t fault/wrong-bytes-write-exit-1    120 wrong_bytes write 2 8 -b 64K -e 4M -f 4 -n 3 --mode single,split
+t fault/wrong-bytes-all2all-exit-1  120 wrong_bytes all2all 3 4 -b 64K -e 4M -f 4 -n 3
+t bench/wrong-bytes-exit-1          300 bench_wrong
+
+# --- bench.sh: a progress line on a terminal only, and a results page that shows every plot
+bench_progress() {
+  local out=$LOGS/bench-progress
+  command -v script >/dev/null || { echo "skipped: no script(1) to give bench.sh a terminal (util-linux)"; return 77; }
+  ./bench.sh --out "$out.piped" write --provider tcp --nics lo -b 16M -e 16M -n 300 >"$out.piped.txt" 2>&1 || return 1
+  if grep -q $'[\r\033]' "$out.piped.txt"; then echo "piped output holds a carriage return or an escape sequence"; cat -v "$out.piped.txt"; return 1; fi
+  script -qfec "./bench.sh --out $out.tty write --provider tcp --nics lo -b 16M -e 16M -n 300" "$out.typescript" >/dev/null || return 1
+  grep -a -o $'\[write [0-9]*s\] [^\r\033]*' "$out.typescript" | tail -n 3
+  grep -a -q $'\033\[K\[write [0-9]*s\] [0-9]* result(s)' "$out.typescript" || { echo "no progress line on the terminal"; cat -v "$out.typescript" | tail; return 1; }
+  grep -q $'\033' "$out.tty/write.log" && { echo "the progress line leaked into write.log"; return 1; }
+  echo "piped: $(wc -l <"$out.piped.txt") lines, no escapes; terminal: progress shown, log clean"
+}
+bench_page() {
+  local out=$LOGS/bench-page ch h cmd
+  ch=$(command -v chromium || command -v chromium-browser) ||
+    { echo "skipped: no chromium to render the results page (tests/deps.sh test installs it as root: apt-get install chromium)"; return 77; }
+  command -v python3 >/dev/null || { echo "skipped: no python3 for the screenshot check"; return 77; }
+  rm -rf "$out"
+  ./bench.sh --out "$out" write --provider tcp --nics lo -b 64K -e 4M -f 4 -n 5 --mode all >"$LOGS/bench-page.log" 2>&1 || { cat "$LOGS/bench-page.log"; return 1; }
+  [ -s "$out/index.html" ] && [ -s "$out/write.png" ] || { echo "no index.html or plot in $out"; ls "$out"; return 1; }
+  cmd=("$ch" --headless --no-sandbox --disable-gpu --force-device-scale-factor=1 --hide-scrollbars --virtual-time-budget=5000)
+  # lay the page out once to learn its height, then render all of it: the DOM (where each plot
+  # is) and the screenshot at the same size
+  "${cmd[@]}" --window-size=1200,900 --dump-dom "file://$PWD/$out/index.html" 2>/dev/null >"$out/dom0.html"
+  h=$(sed -n 's/.*data-height="\([0-9]*\)".*/\1/p' "$out/dom0.html")
+  [ -n "$h" ] || { echo "the page's script did not run (no data-height)"; return 1; }
+  "${cmd[@]}" --window-size=1200,"$h" --dump-dom "file://$PWD/$out/index.html" 2>/dev/null >"$out/dom.html"
+  "${cmd[@]}" --window-size=1200,"$h" --screenshot="$PWD/$out/screenshot.png" "file://$PWD/$out/index.html" >/dev/null 2>&1
+  grep -o '<p id="plots"[^<]*' "$out/dom.html"
+  grep -q 'id="plots" class="ok"' "$out/dom.html" || { echo "the page says a plot did not load"; return 1; }
+  python3 tests/shot_check.py "$out/screenshot.png" "$out/dom.html"
+}
+export -f bench_progress bench_page
+t bench/progress-terminal-only      300 bench_progress
+t bench/results-page-screenshot     300 bench_page
+
 # --- bad input: every option of every driver and bench.sh; a one-line error naming it, exit 2
 bad_rows() {
   local d
@@ -380,6 +456,44 @@ export -f lab_mpirun lab_up lab_rails lab_rail_down
 t lab/2hosts-2rails-split-rr  300 lab_rails 9>&-
 t lab/rail-down-mid-run       300 lab_rail_down 9>&-
 } 9>/tmp/efax-lab.lock
+
+# a lab without shaping: its veths report a nominal 10 Gbit/s that no link enforces, so %line
+# must be unknown (-, null), not a share of that
+lab_unshaped() {
+  local out=$LOGS/lab-unshaped rc
+  [ "$(id -u)" = 0 ] || { echo "skipped: the lab needs root"; return 77; }
+  rm -rf "$out"
+  ./bench.sh --out "$out" --lab 2x2 write -b 1M -e 4M -f 4 -n 5 --mode single,split >"$out.log" 2>&1; rc=$?
+  cat "$out.log"
+  [ $rc = 0 ] || return 1
+  jq -e -s 'length == 4 and all(.[]; .line_gbps == null and .pct_line == null)' "$out/write.jsonl" >/dev/null ||
+    { echo "a record has a line rate on unshaped veths:"; jq -c '{variant,size,line_gbps,pct_line}' "$out/write.jsonl"; return 1; }
+  grep -qE '^ +4M \| +[0-9.]+ +- ' "$out/write.log" || { echo "the %line column does not print -"; return 1; }
+}
+# Slurm in the lab: munge, slurmctld and a slurmd per host; bench.sh runs the driver through
+# srun --mpi=pmix -N 2 and keeps the same results as with mpirun; nothing of Slurm stays running
+lab_slurm() {
+  local drv=$1 np=$2 want=$3 out=$LOGS/lab-slurm-$1 rc; shift 3
+  [ "$(id -u)" = 0 ] || { echo "skipped: the lab needs root"; return 77; }
+  for c in munged slurmctld slurmd srun; do
+    command -v $c >/dev/null || { echo "skipped: no $c (tests/deps.sh slurm installs Slurm as root)"; return 77; }
+  done
+  rm -rf "$out"
+  ./bench.sh --out "$out" --lab 2x2@1gbit --slurm --np "$np" "$drv" -c "$@" >"$out.log" 2>&1; rc=$?
+  cat "$out.log"
+  [ $rc = 0 ] || return 1
+  grep -q "srun --mpi=pmix -N 2 -n $np " "$out/commands.txt" || { echo "commands.txt has no srun line:"; cat "$out/commands.txt"; return 1; }
+  json_ok "$out/$drv.jsonl" "$want" || return 1
+  jq -e -s 'all(.[]; .run.hosts == ["h0","h1"] and .run.ranks == '"$np"')' "$out/$drv.jsonl" >/dev/null ||
+    { echo "the ranks did not run on h0 and h1:"; jq -c '.run | {hosts, ranks}' "$out/$drv.jsonl" | head -2; return 1; }
+  for f in summary.txt index.html "$drv.png" "$drv.csv" "$drv.log"; do [ -s "$out/$f" ] || { echo "no $f in $out"; return 1; }; done
+  if pgrep -a -x 'slurmd|slurmctld|slurmstepd|munged'; then echo "Slurm daemons left running"; return 1; fi
+  [ -z "$(ip netns list | grep efax-h)" ] || { echo "lab namespaces left"; return 1; }
+}
+export -f lab_unshaped lab_slurm
+t lab/unshaped-line-rate-unknown 300 flock -w 300 /tmp/efax-lab.lock bash -c lab_unshaped
+t lab/slurm-write-check          300 flock -w 300 /tmp/efax-lab.lock bash -c 'lab_slurm write 2 8 -b 64K -e 4M -f 4 -n 5 --mode split,rr'
+t lab/slurm-all2all-check        300 flock -w 300 /tmp/efax-lab.lock bash -c 'lab_slurm all2all 4 6 -b 64K -e 1M -f 4 -n 5 --mode single,split'
 
 [ $skip = 0 ] || echo "$skip skipped (reasons above)"
 [ $fail = 0 ] || echo "failed: ${failed[*]}"
