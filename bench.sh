@@ -255,6 +255,7 @@ if [ -n "$DRIVER" ]; then
   page
   echo; runs_report | tail -n 1
   echo "results: $OUT (open $OUT/index.html)"
+  [ "$rc" = 0 ] || [ "$rc" = 2 ] || rc=1   # a launcher's own codes (137: killed) count as failed runs
   exit $rc
 fi
 

@@ -329,6 +329,7 @@ status() {
     ip netns exec "$ns" tc qdisc show | awk '$0 !~ /dev lo /' | sed 's/^/  qdisc: /'
   done
   [ -f "$RUN/env" ] && { echo "== $RUN/env"; grep -v '^#' "$RUN/env"; }
+  [ -f "$RUN/slurm/slurm.conf" ] && { echo "== slurm"; SLURM_CONF=$RUN/slurm/slurm.conf sinfo -N -l 2>&1 || true; }
   grep "$MARK\$" /etc/hosts | sed 's/^/== \/etc\/hosts: /' || true
 }
 
