@@ -491,9 +491,9 @@ lab_slurm() {
   [ -z "$(ip netns list | grep efax-h)" ] || { echo "lab namespaces left"; return 1; }
 }
 export -f lab_unshaped lab_slurm
-t lab/unshaped-line-rate-unknown 300 flock -w 300 /tmp/efax-lab.lock bash -c lab_unshaped
-t lab/slurm-write-check          300 flock -w 300 /tmp/efax-lab.lock bash -c 'lab_slurm write 2 8 -b 64K -e 4M -f 4 -n 5 --mode split,rr'
-t lab/slurm-all2all-check        300 flock -w 300 /tmp/efax-lab.lock bash -c 'lab_slurm all2all 4 6 -b 64K -e 1M -f 4 -n 5 --mode single,split'
+t lab/unshaped-line-rate-unknown 600 flock /tmp/efax-lab.lock bash -c lab_unshaped
+t lab/slurm-write-check          600 flock /tmp/efax-lab.lock bash -c 'lab_slurm write 2 8 -b 64K -e 4M -f 4 -n 5 --mode split,rr'
+t lab/slurm-all2all-check        600 flock /tmp/efax-lab.lock bash -c 'lab_slurm all2all 4 6 -b 64K -e 1M -f 4 -n 5 --mode single,split'
 
 [ $skip = 0 ] || echo "$skip skipped (reasons above)"
 [ $fail = 0 ] || echo "failed: ${failed[*]}"
