@@ -269,13 +269,14 @@ echo "memcpy ceiling (one thread, 256 MiB buffers, beyond this host's caches): $
 
 # fi_pingpong NAME PROVIDER SIZEARGS...: the reference ping-pong from libfabric's own tests
 fi_pp() {
-  local name=$1 prov=$2 port=$((40000 + RANDOM % 20000)); shift 2
-  pkill -f "fi_pingpong -p $prov -e rdm -B" 2>/dev/null
+  local name=$1 prov=$2 port=$((40000 + RANDOM % 20000)) server; shift 2
   echo "fi_pingpong -p $prov -e rdm -B $port $* & fi_pingpong -p $prov -e rdm -P $port $* 127.0.0.1" >>"$OUT/commands.txt"
   timeout 120 fi_pingpong -p "$prov" -e rdm -B "$port" "$@" >"$OUT/$name.server.txt" 2>&1 &
+  server=$!
   sleep 0.5
   timeout 120 fi_pingpong -p "$prov" -e rdm -P "$port" "$@" 127.0.0.1 >>"$OUT/$name.txt" 2>&1
-  wait
+  kill "$server" 2>/dev/null   # its own server only: it is left waiting when the client failed
+  wait "$server" 2>/dev/null
 }
 
 PROVS=()
