@@ -301,9 +301,9 @@ t bench/wrong-bytes-exit-1          300 bench_wrong
 bench_progress() {
   local out=$LOGS/bench-progress
   command -v script >/dev/null || { echo "skipped: no script(1) to give bench.sh a terminal (util-linux)"; return 77; }
-  ./bench.sh --out "$out.piped" write --provider tcp --nics lo -b 16M -e 16M -n 300 >"$out.piped.txt" 2>&1 || return 1
+  ./bench.sh --out "$out.piped" write --provider tcp --nics lo -b 16M -e 16M -n 1000 >"$out.piped.txt" 2>&1 || return 1
   if grep -q $'[\r\033]' "$out.piped.txt"; then echo "piped output holds a carriage return or an escape sequence"; cat -v "$out.piped.txt"; return 1; fi
-  script -qfec "./bench.sh --out $out.tty write --provider tcp --nics lo -b 16M -e 16M -n 300" "$out.typescript" >/dev/null || return 1
+  script -qfec "./bench.sh --out $out.tty write --provider tcp --nics lo -b 16M -e 16M -n 1000" "$out.typescript" >/dev/null || return 1
   grep -a -o $'\[write [0-9]*s\] [^\r\033]*' "$out.typescript" | tail -n 3
   grep -a -q $'\033\[K\[write [0-9]*s\] [0-9]* result(s)' "$out.typescript" || { echo "no progress line on the terminal"; cat -v "$out.typescript" | tail; return 1; }
   grep -q $'\033' "$out.tty/write.log" && { echo "the progress line leaked into write.log"; return 1; }
@@ -487,7 +487,9 @@ lab_slurm() {
   jq -e -s 'all(.[]; .run.hosts == ["h0","h1"] and .run.ranks == '"$np"')' "$out/$drv.jsonl" >/dev/null ||
     { echo "the ranks did not run on h0 and h1:"; jq -c '.run | {hosts, ranks}' "$out/$drv.jsonl" | head -2; return 1; }
   for f in summary.txt index.html "$drv.png" "$drv.csv" "$drv.log"; do [ -s "$out/$f" ] || { echo "no $f in $out"; return 1; }; done
-  if pgrep -a -x 'slurmd|slurmctld|slurmstepd|munged'; then echo "Slurm daemons left running"; return 1; fi
+  for p in slurmd slurmctld slurmstepd munged; do
+    if pgrep -a -x "$p"; then echo "$p left running"; return 1; fi
+  done
   [ -z "$(ip netns list | grep efax-h)" ] || { echo "lab namespaces left"; return 1; }
 }
 export -f lab_unshaped lab_slurm
