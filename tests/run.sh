@@ -450,12 +450,6 @@ lab_rail_down() {
   [ $rc != 0 ] && [ $((SECONDS - start)) -lt 60 ] && grep -q "NIC r1" "$LOGS/raildown.log"
 }
 export -f lab_mpirun lab_up lab_rails lab_rail_down
-# the lab is one per machine: a second suite (another libfabric, another checkout) waits for its
-# turn before the test's time limit starts
-{ flock 9
-t lab/2hosts-2rails-split-rr  300 lab_rails 9>&-
-t lab/rail-down-mid-run       300 lab_rail_down 9>&-
-} 9>/tmp/efax-lab.lock
 
 # a lab without shaping: its veths report a nominal 10 Gbit/s that no link enforces, so %line
 # must be unknown (-, null), not a share of that
@@ -493,9 +487,15 @@ lab_slurm() {
   [ -z "$(ip netns list | grep efax-h)" ] || { echo "lab namespaces left"; return 1; }
 }
 export -f lab_unshaped lab_slurm
-t lab/unshaped-line-rate-unknown 600 flock /tmp/efax-lab.lock bash -c lab_unshaped
-t lab/slurm-write-check          600 flock /tmp/efax-lab.lock bash -c 'lab_slurm write 2 8 -b 64K -e 4M -f 4 -n 5 --mode split,rr'
-t lab/slurm-all2all-check        600 flock /tmp/efax-lab.lock bash -c 'lab_slurm all2all 4 6 -b 64K -e 1M -f 4 -n 5 --mode single,split'
+# the lab is one per machine: a second suite (another libfabric, another checkout) waits for its
+# turn before the test's time limit starts
+{ flock 9
+t lab/2hosts-2rails-split-rr     300 lab_rails 9>&-
+t lab/rail-down-mid-run          300 lab_rail_down 9>&-
+t lab/unshaped-line-rate-unknown 300 lab_unshaped 9>&-
+t lab/slurm-write-check          300 lab_slurm write 2 8 -b 64K -e 4M -f 4 -n 5 --mode split,rr 9>&-
+t lab/slurm-all2all-check        300 lab_slurm all2all 4 6 -b 64K -e 1M -f 4 -n 5 --mode single,split 9>&-
+} 9>/tmp/efax-lab.lock
 
 [ $skip = 0 ] || echo "$skip skipped (reasons above)"
 [ $fail = 0 ] || echo "failed: ${failed[*]}"
