@@ -82,7 +82,7 @@ test:
 asan:
 	@tests/deps.sh test
 	@$(MAKE) --no-print-directory host B=build/asan CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
-	@EFAX_BUILD=build/asan tests/run.sh
+	@EFAX_SANITIZE=1 EFAX_BUILD=build/asan tests/run.sh
 
 clean:
 	rm -rf build

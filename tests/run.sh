@@ -15,9 +15,11 @@ mkdir -p "$LOGS"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 export EFAX_TIMEOUT_MS=${EFAX_TIMEOUT_MS:-60000}
-if [[ "$B" == *asan* ]]; then
-  # AddressSanitizer and libfabric's memory-registration cache hooks do not mix
-  export FI_MR_CACHE_MONITOR=disabled ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+if [ -n "${EFAX_SANITIZE:-}" ] || [[ $B == *asan* ]]; then
+  # the sanitizer build (make asan). AddressSanitizer and libfabric's memory-registration cache
+  # hooks do not mix; tests/lsan.supp holds the leaks that are not efax's, each with its owner
+  export FI_MR_CACHE_MONITOR=disabled ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
 fi
 MPIRUN=(mpirun --oversubscribe --bind-to none)
 pass=0 fail=0 skip=0
@@ -285,8 +287,21 @@ fuzz() {
   FI_MR_CACHE_MONITOR=disabled "$B/fuzz" -max_total_time=${EFAX_FUZZ_SECONDS:-30} -close_fd_mask=1 -print_final_stats=1 2>&1 | tail -12
   return "${PIPESTATUS[0]}"
 }
-export -f fuzz
+# what efax_cuda.h decodes from GPUs and peers (the proxy's commands, IPC records), as host code;
+# seeds in tests/corpus/T (read only: new inputs go to the log folder)
+fuzz_gpu() {
+  command -v clang >/dev/null || { echo "skipped: no clang"; return 77; }
+  local def=; [ "$1" = ipc ] && def=-DFUZZ_IPC
+  clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $def -I. tests/fuzz_gpu.c -o "$B/fuzz_$1" \
+    $(pkg-config --cflags --libs libfabric pmix) 2>&1 || { echo "skipped: clang has no libFuzzer (libclang-rt-dev)"; return 77; }
+  rm -rf "$LOGS/corpus-$1"; mkdir -p "$LOGS/corpus-$1"
+  "$B/fuzz_$1" -max_total_time=${EFAX_FUZZ_SECONDS:-15} -print_final_stats=1 "$LOGS/corpus-$1" "tests/corpus/$1" 2>&1 | tail -8
+  return "${PIPESTATUS[0]}"
+}
+export -f fuzz fuzz_gpu
 t fuzz/decoders-and-options 180 fuzz
+t fuzz/gpu-proxy-commands   120 fuzz_gpu cmd
+t fuzz/gpu-ipc-records      120 fuzz_gpu ipc
 
 # --- memory errors: the engine and drivers under AddressSanitizer + UBSan, and under valgrind
 asan() {
