@@ -66,7 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     return 0;
 }
 #else
-/* Input: the record, then this rank's view: which rank sent it, and this host's name. */
+/* Input: the record (its wire field relative to EFAX_WIRE_VERSION), then this rank's view:
+   which rank sent it, and whether this host has the record's name. */
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     efax_ipc_record r;
     char host[64], why[200];
@@ -75,6 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     int rank, rc;
     memset(&r, 0, sizeof r);
     memcpy(&r, d, n < sizeof r ? n : sizeof r);
+    r.wire += EFAX_WIRE_VERSION; /* inputs hold the wire version relative to this build's: the corpus outlives a wire change */
     if (n > sizeof r) memcpy(prm, d + sizeof r, n - sizeof r < 2 ? n - sizeof r : 2);
     rank = prm[0] % 8;
     /* this host: "h0", or the name the record carries (so both branches are reached) */
