@@ -35,6 +35,7 @@ t() {
     [ $m = 1 ] || return 0
   fi
   local log="$LOGS/${name//\//_}.log" rc start=$SECONDS
+  [ -z "$SAN" ] || limit=$((limit * 3)) # ASan+UBSan binaries run 2-3x slower
   timeout --kill-after=5 "$limit" bash -c '"$@"' "$name" "$@" >"$log" 2>&1
   rc=$?
   if [ $rc = 0 ]; then
