@@ -713,6 +713,52 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_mr *dst
    what is missing, -EFAX_E_STALE, or a copy error. */
 EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms);
 
+// >>gpu wire (what efax_cuda.h decodes from GPUs and peers) ------------------------------------
+
+/* efax_cuda.h's GPU producers push proxy commands of EFAX_CMD_WORDS 64-bit words, and ranks on
+   one host exchange IPC records. Both are decoded and checked here, as pure host code (no
+   CUDA), so that host tools and fuzzers (tests/fuzz.c) run the same checks the proxy and
+   efax_ipc_open run.
+   Command words: w[0] = op (8 bits) | flags << 8 (8) | producer << 16 (16) | destination rank
+   << 32; w[1] source offset; w[2] destination offset; w[3] size; w[4] = tag (low 16 bits used)
+   | seq << 32; w[5] the producer's command number (1, 2, ...; fences count); w[6] producer. */
+#define EFAX_CMD_WORDS 7
+enum { EFAX_CMD_PUT = 1, EFAX_CMD_FENCE = 2 };
+enum { EFAX_PUT_SPLIT = 1 }; /* post this write over every NIC (split mode) */
+
+typedef struct efax_cmd {
+    uint32_t op, flags, producer;
+    int dst, tag;
+    uint32_t seq;
+    uint64_t soff, doff, size, number;
+} efax_cmd;
+
+/* Decodes command words w into c and checks them: the producer below `producers`, the
+   number `expected` (the producer's next), a known op, and for a put: flags known, the
+   destination a rank of the job other than `rank`, [soff, soff+size) inside the source window
+   of src_len bytes and [doff, doff+size) inside dst->remote[destination] (an exchanged
+   efax_mr). Returns 0, or -EFAX_E_PEER with the reason in why (c is filled as far as
+   decoded). Pure; thread safe. */
+EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected, int rank, int size,
+                             uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why, size_t wl);
+
+/* What a rank tells the ranks of its host about a device buffer (efax_ipc_open); handle is
+   the CUDA IPC handle's 64 bytes. */
+#define EFAX_IPC_MAGIC 0x45465849u /* "EFXI" */
+typedef struct efax_ipc_record {
+    uint32_t magic, wire;
+    int32_t rank, device;
+    char host[64];
+    uint64_t len;
+    uint8_t handle[64];
+} efax_ipc_record;
+
+/* Checks rank `rank`'s record as this rank (on host `host`) received it: magic, wire version,
+   rank, a non-empty terminated host name, and for a record from this host a device ordinal
+   in 0..1023. *local (may be NULL) is set when the record is from this host (its handle can be
+   opened). Returns 0, -EFAX_E_VERSION or -EFAX_E_PEER (why says). Pure; thread safe. */
+EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local, char *why, size_t wl);
+
 // >>private types (declared here so callers can embed them; do not touch their fields) ---------
 
 #define EFAX__ADDR_MAX 96
@@ -4124,6 +4170,77 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     return e->status ? e->status : rc;
 }
 
+
+// >>gpu wire (implementation) -------------------------------------------------------------------
+
+EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected, int rank, int size,
+                             uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why, size_t wl) {
+    memset(c, 0, sizeof *c);
+    c->op = (uint32_t)w[0] & 0xff;
+    c->flags = (uint32_t)(w[0] >> 8) & 0xff;
+    c->producer = (uint32_t)(w[0] >> 16) & 0xffff;
+    c->dst = (int)(uint32_t)(w[0] >> 32);
+    c->soff = w[1], c->doff = w[2], c->size = w[3];
+    c->tag = (int)(w[4] & 0xffff);
+    c->seq = (uint32_t)(w[4] >> 32);
+    c->number = w[5];
+    if (c->producer >= producers || w[6] != c->producer) {
+        snprintf(why, wl, "producer id %u (word 6: %llu) outside 0..%u", c->producer, (unsigned long long)w[6],
+                 producers ? producers - 1 : 0);
+        return -EFAX_E_PEER;
+    }
+    if (c->number != expected) {
+        snprintf(why, wl, "out of order: command number %llu, expected %llu", (unsigned long long)c->number,
+                 (unsigned long long)expected);
+        return -EFAX_E_PEER;
+    }
+    if (c->op == EFAX_CMD_FENCE) return 0;
+    if (c->op != EFAX_CMD_PUT) {
+        snprintf(why, wl, "unknown operation %u", c->op);
+        return -EFAX_E_PEER;
+    }
+    if (c->flags & ~(uint32_t)EFAX_PUT_SPLIT) {
+        snprintf(why, wl, "unknown flags %#x", c->flags);
+        return -EFAX_E_PEER;
+    }
+    if (c->dst < 0 || c->dst >= size || c->dst == rank) {
+        snprintf(why, wl, "destination rank %d outside the job (%d ranks) or this rank", c->dst, size);
+        return -EFAX_E_PEER;
+    }
+    if (c->size > src_len || c->soff > src_len - c->size) {
+        snprintf(why, wl, "source bytes outside the registered window of %llu bytes", (unsigned long long)src_len);
+        return -EFAX_E_PEER;
+    }
+    if (!dst || !dst->remote || c->dst >= dst->nremote || c->size > dst->remote[c->dst].len ||
+        c->doff > dst->remote[c->dst].len - c->size) {
+        snprintf(why, wl, "destination bytes outside rank %d's window of %llu bytes", c->dst,
+                 dst && dst->remote && c->dst < dst->nremote ? (unsigned long long)dst->remote[c->dst].len : 0ull);
+        return -EFAX_E_PEER;
+    }
+    return 0;
+}
+
+EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local, char *why, size_t wl) {
+    bool here;
+    if (local) *local = false;
+    if (r->magic != EFAX_IPC_MAGIC || r->wire != EFAX_WIRE_VERSION) {
+        snprintf(why, wl, "rank %d sent a malformed IPC handle (magic %08x, wire %u; this rank's wire %u)%s", rank, r->magic,
+                 r->wire, EFAX_WIRE_VERSION, r->wire != EFAX_WIRE_VERSION ? ": build every rank from the same efax.h" : "");
+        return r->magic == EFAX_IPC_MAGIC && r->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+    }
+    if (r->rank != rank || !memchr(r->host, 0, sizeof r->host) || !r->host[0]) {
+        snprintf(why, wl, "rank %d sent a malformed IPC record (rank %d, host name %s)", rank, r->rank,
+                 memchr(r->host, 0, sizeof r->host) ? "empty" : "unterminated");
+        return -EFAX_E_PEER;
+    }
+    here = strcmp(r->host, host) == 0;
+    if (here && (r->device < 0 || r->device > 1023)) {
+        snprintf(why, wl, "rank %d sent an IPC record for device %d", rank, r->device);
+        return -EFAX_E_PEER;
+    }
+    if (local) *local = here;
+    return 0;
+}
 
 // >>bench (implementation) ---------------------------------------------------------------------
 

@@ -224,9 +224,9 @@ static __device__ __forceinline__ unsigned long long efax_queue_push(const efax_
    immediate data (split over every NIC when asked), keeps many in flight, and publishes per
    producer how many of its commands completed. quiet waits on that count, so it waits only for
    the caller's own earlier commands. A fence is a command: the proxy posts nothing of that
-   producer after it until everything before it completed. */
-enum { EFAX_CMD_PUT = 1, EFAX_CMD_FENCE = 2 };
-enum { EFAX_PUT_SPLIT = 1 }; /* post this write over every NIC (split mode) */
+   producer after it until everything before it completed. The command words, their decoder
+   and its checks (efax_cmd_decode) are in efax.h's "gpu wire" section. */
+static_assert(EFAX_QUEUE_WORDS == EFAX_CMD_WORDS, "a proxy command fills one queue cell");
 
 typedef struct efax_proxy_dev {
     efax_queue_dev q;
@@ -1144,7 +1144,7 @@ struct efax__pslot {
 };
 
 struct efax__pprod {
-    uint64_t taken;            /* commands taken from the queue (fences included) */
+    uint64_t taken;            /* commands run or refused, in the producer's order (fences included) */
     uint64_t completed;        /* of those, completed (what quiet waits on) */
     uint64_t fence_at;         /* number of a fence waiting for everything before it, or 0 */
     int32_t dq_head, dq_tail;  /* commands held back behind that fence */
@@ -1185,51 +1185,48 @@ EFAX_PRIVATE void efax__proxy_bad(efax_proxy *p, const uint64_t *w, const char *
     }
 }
 
-/* Runs one command now (its producer has no fence waiting). */
+/* Runs one command now (its producer has no fence waiting): decoded and checked here, in the
+   producer's order, so a refused command counts as done in its place and a fence after it
+   still completes. */
 EFAX_PRIVATE void efax__proxy_exec(efax_proxy *p, const uint64_t *w) {
-    uint32_t op = (uint32_t)w[0] & 0xff, flags = (uint32_t)(w[0] >> 8) & 0xff, prod = (uint32_t)(w[0] >> 16) & 0xffff;
-    int dst = (int)(uint32_t)(w[0] >> 32), rc;
-    efax__pprod *pp = &p->prod[prod];
+    efax__pprod *pp = &p->prod[(w[0] >> 16) & 0xffff]; /* the id was checked by efax__proxy_take */
     efax_ctx *ctx = p->d.ctx;
-    uint64_t number = w[5], soff = w[1], doff = w[2], size = w[3];
+    efax_cmd c;
+    char why[200];
     efax__pslot *sl;
-    if (op == EFAX_CMD_FENCE) {
+    int rc = efax_cmd_decode(w, p->d.producers, pp->taken + 1, efax_ctx_rank(ctx), efax_ctx_size(ctx), p->d.src->len, p->d.dst,
+                             &c, why, sizeof why);
+    uint64_t number = ++pp->taken;
+    if (rc) return efax__proxy_bad(p, w, "%s", why);
+    if (c.op == EFAX_CMD_FENCE) {
         if (pp->completed + 1 == number) { /* nothing before it is outstanding */
             pp->completed++;
             p->fences++;
-            efax__proxy_publish(p, prod);
+            efax__proxy_publish(p, c.producer);
         } else {
             pp->fence_at = number;
             p->nfenced++;
         }
         return;
     }
-    if (op != EFAX_CMD_PUT) return efax__proxy_bad(p, w, "unknown operation %u", op);
-    if (dst < 0 || dst >= efax_ctx_size(ctx) || dst == efax_ctx_rank(ctx))
-        return efax__proxy_bad(p, w, "destination rank outside the job (%d ranks) or this rank", efax_ctx_size(ctx));
-    if (size > p->d.src->len || soff > p->d.src->len - size)
-        return efax__proxy_bad(p, w, "source bytes outside the registered window of %zu bytes", p->d.src->len);
-    if (size > p->d.dst->remote[dst].len || doff > p->d.dst->remote[dst].len - size)
-        return efax__proxy_bad(p, w, "destination bytes outside rank %d's window of %llu bytes", dst,
-                               (unsigned long long)p->d.dst->remote[dst].len);
     if (pp->fence_at) p->fence_violations++; /* cannot happen: fenced commands are held back */
     sl = p->free_slots;
     p->free_slots = sl->next;
     p->nfree--;
-    sl->prod = prod;
-    rc = efax_write(ctx, &sl->x, dst, (flags & EFAX_PUT_SPLIT) ? EFAX_MODE_SPLIT : EFAX_MODE_SINGLE, number + prod,
-                    &p->d.src->mr, soff, p->d.dst, doff, size, p->d.chunk, (int)(w[4] & 0xffff), (uint32_t)(w[4] >> 32), NULL);
+    sl->prod = c.producer;
+    rc = efax_write(ctx, &sl->x, c.dst, (c.flags & EFAX_PUT_SPLIT) ? EFAX_MODE_SPLIT : EFAX_MODE_SINGLE, number + c.producer,
+                    &p->d.src->mr, c.soff, p->d.dst, c.doff, c.size, p->d.chunk, c.tag, c.seq, NULL);
     if (rc) { /* efax_write said why; the slot goes back and the command counts as done */
         sl->next = p->free_slots;
         p->free_slots = sl;
         p->nfree++;
         if (!p->status) p->status = rc;
         pp->completed++;
-        efax__proxy_publish(p, prod);
+        efax__proxy_publish(p, c.producer);
         return;
     }
     p->puts++;
-    p->bytes += size;
+    p->bytes += c.size;
 }
 
 /* A command from the queue: run it, or hold it back behind its producer's fence. */
@@ -1239,8 +1236,6 @@ EFAX_PRIVATE void efax__proxy_take(efax_proxy *p, const uint64_t *w) {
     int32_t i;
     if (prod >= p->d.producers) return efax__proxy_bad(p, w, "producer id >= %u", p->d.producers);
     pp = &p->prod[prod];
-    pp->taken++;
-    if (w[5] != pp->taken) return efax__proxy_bad(p, w, "out of order: expected command %llu", (unsigned long long)pp->taken);
     if (!pp->fence_at && pp->dq_head < 0) return efax__proxy_exec(p, w);
     i = p->free_deferred; /* room is guaranteed: the main loop pops only while some is free */
     p->free_deferred = p->deferred_next[i];
@@ -1411,52 +1406,49 @@ EFAX_API int efax_proxy_watch_wait(efax_proxy *p, int timeout_ms, uint64_t *t_ns
 
 // >>ipc (implementation) -----------------------------------------------------------------------
 
-#define EFAX__IPC_MAGIC 0x45465849u /* "EFXI" */
-typedef struct efax__ipc_blob {
-    uint32_t magic, wire;
-    int32_t rank, device;
-    char host[64];
-    uint64_t len;
-    cudaIpcMemHandle_t handle;
-} efax__ipc_blob;
+/* The record (efax_ipc_record) and its check (efax_ipc_record_check) are in efax.h. */
+static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(((efax_ipc_record *)0)->handle), "an IPC handle is 64 bytes");
 
 EFAX_API int efax_ipc_open(efax_ipc *ipc, efax_boot *boot, void *dptr, size_t len) {
-    efax__ipc_blob me, *all;
+    efax_ipc_record me, *all;
+    cudaIpcMemHandle_t h;
     int r, rc;
     memset(ipc, 0, sizeof *ipc);
     memset(&me, 0, sizeof me);
     ipc->size = boot->size;
     ipc->rank = boot->rank;
     ipc->own = dptr;
-    me.magic = EFAX__IPC_MAGIC;
+    me.magic = EFAX_IPC_MAGIC;
     me.wire = EFAX_WIRE_VERSION;
     me.rank = boot->rank;
     me.len = len;
     efax__copy(me.host, sizeof me.host, boot->host);
-    if ((rc = EFAX_CUDA(cudaGetDevice(&me.device))) || (rc = EFAX_CUDA(cudaIpcGetMemHandle(&me.handle, dptr)))) return rc;
-    all = (efax__ipc_blob *)calloc((size_t)boot->size, sizeof *all);
+    if ((rc = EFAX_CUDA(cudaGetDevice(&me.device))) || (rc = EFAX_CUDA(cudaIpcGetMemHandle(&h, dptr)))) return rc;
+    memcpy(me.handle, &h, sizeof me.handle);
+    all = (efax_ipc_record *)calloc((size_t)boot->size, sizeof *all);
     ipc->peer = (void **)calloc((size_t)boot->size, sizeof(void *));
     ipc->len = (size_t *)calloc((size_t)boot->size, sizeof(size_t));
     ipc->device = (int *)calloc((size_t)boot->size, sizeof(int));
     if (!all || !ipc->peer || !ipc->len || !ipc->device) { free(all); return -FI_ENOMEM; }
     if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) { free(all); return rc; }
     for (r = 0; r < boot->size; r++) {
-        const efax__ipc_blob *b = &all[r];
+        const efax_ipc_record *b = &all[r];
+        char why[200];
+        bool local;
         ipc->device[r] = -1;
-        if (b->magic != EFAX__IPC_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != r || !memchr(b->host, 0, sizeof b->host)) {
-            efax_log(NULL, 0, "ipc: rank %d sent a malformed IPC handle (magic %08x, wire %u; this rank's wire %u)", r, b->magic,
-                     b->wire, EFAX_WIRE_VERSION);
-            rc = b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+        if ((rc = efax_ipc_record_check(b, r, me.host, &local, why, sizeof why))) {
+            efax_log(NULL, 0, "ipc: %s", why);
             break;
         }
-        if (strcmp(b->host, me.host)) continue; /* another host: not reachable over NVLink */
+        if (!local) continue; /* another host: not reachable over NVLink */
         ipc->len[r] = b->len;
         ipc->device[r] = b->device;
         if (r == boot->rank) {
             ipc->peer[r] = dptr;
             continue;
         }
-        if ((rc = EFAX_CUDA(cudaIpcOpenMemHandle(&ipc->peer[r], b->handle, cudaIpcMemLazyEnablePeerAccess)))) {
+        memcpy(&h, b->handle, sizeof h);
+        if ((rc = EFAX_CUDA(cudaIpcOpenMemHandle(&ipc->peer[r], h, cudaIpcMemLazyEnablePeerAccess)))) {
             efax_log(NULL, 0, "ipc: cannot open rank %d's buffer (device %d on %s): are both GPUs visible to both processes?", r,
                      b->device, b->host);
             break;
