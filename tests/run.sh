@@ -513,7 +513,16 @@ lab_slurm() {
 export -f lab_unshaped lab_slurm
 # the lab is one per machine: a second suite (another libfabric, another checkout) waits for its
 # turn before the test's time limit starts
-{ flock 9
+# (only when a lab test is selected at all)
+lab_selected() {
+  local p n
+  [ ${#ONLY[@]} -eq 0 ] && return 0
+  for n in lab/2hosts-2rails-split-rr lab/rail-down-mid-run lab/unshaped-line-rate-unknown lab/slurm-write-check lab/slurm-all2all-check; do
+    for p in "${ONLY[@]}"; do [[ "$n" == *"$p"* ]] && return 0; done
+  done
+  return 1
+}
+lab_selected && { flock 9
 t lab/2hosts-2rails-split-rr     300 lab_rails 9>&-
 t lab/rail-down-mid-run          300 lab_rail_down 9>&-
 t lab/unshaped-line-rate-unknown 300 lab_unshaped 9>&-
