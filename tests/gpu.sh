@@ -169,7 +169,7 @@ if [ -s "$RES" ] && command -v jq >/dev/null; then
       (map(select(.ceiling_gbps != null)) | first | .ceiling_gbps) as $ceil
       | (b26 | map(select(.driver == "write" and .variant == "SingleDMA")) | map({key: (.size | tostring), value: .gbps}) | from_entries) as $w
       | ([.[] | select(.driver == "fi_rma_bw")] | map({key: (.size | tostring), value: .gbps}) | from_entries) as $f
-      | "ceiling: cudaMemcpyPeerAsync GPU 0 -> GPU 1 = \($ceil // 0 | r0) Gbps",
+      | "ceiling: cudaMemcpyPeerAsync between the ranks\u0027 GPUs = \($ceil // 0 | r0) Gbps",
         (.[] | select(.driver == "write" and .variant == "SingleDMA" and .memory == "device") |
           "write \(.run.libfabric) \(.run.env.EFAX_MEM_PATH // "default") (\(.mem_path)) \(.size / 1048576)M: \(.gbps | r0) Gbps = \(.gbps / $ceil * 100 | r0)% of the ceiling" +
           (if $f[.size | tostring] then ", \(.gbps / $f[.size | tostring] | . * 100 | round / 100)x fi_rma_bw (\($f[.size | tostring] | r0))" else "" end)),
