@@ -707,17 +707,16 @@ EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
     return rc;
 }
 
-/* The order in which device-memory paths are tried on a provider, fastest correct first, and
-   why: EFAX_MEM_PATH=dmabuf|hmem|staged forces one. */
-EFAX_PRIVATE const char *efax__dev_paths(const char *provider, const char **why) {
+/* The order in which device-memory paths are tried, and why; EFAX_MEM_PATH=dmabuf|hmem|staged
+   forces one (*forced). On shm (libfabric 2.6.0, two H200s) dmabuf and hmem measured the same to
+   1.5% at every size from 1 MiB to 256 MiB (README), so one order serves every provider. */
+EFAX_PRIVATE const char *efax__dev_paths(const char **why, bool *forced) {
     const char *force = getenv("EFAX_MEM_PATH");
-    if (force && *force) {
+    *forced = force && *force;
+    if (*forced) {
         *why = "forced by EFAX_MEM_PATH";
         return force;
     }
-    /* On shm (libfabric 2.6.0, two H200s) dmabuf and hmem measured the same to 0.3% at every
-       size from 1 MiB to 256 MiB (README): one order serves every provider. */
-    (void)provider;
     *why = "dmabuf first, as aws-ofi-nccl does on EFA (no nvidia-peermem needed)";
     return "dmabuf,hmem,staged";
 }
@@ -798,7 +797,7 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
     efax__dev *s = (efax__dev *)calloc(1, sizeof *s);
     char order[64], *tok, *save = NULL, why[192], note[192] = "";
     const char *reason;
-    bool hmem = false;
+    bool hmem = false, forced, first;
     int rc = -FI_ENOSYS, i;
     if (!s) return -FI_ENOMEM;
     b->impl = s;
@@ -815,7 +814,8 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
         return 0;
     }
     for (i = 0; i < efax_ctx_nnics(ctx); i++) hmem = hmem || efax_ctx_nic(ctx, i)->hmem;
-    efax__copy(order, sizeof order, efax__dev_paths(efax_ctx_nic(ctx, 0)->provider, &reason));
+    efax__copy(order, sizeof order, efax__dev_paths(&reason, &forced));
+    first = !efax_ctx_mem_note(ctx)[0]; /* the context's first device buffer speaks for all of them */
     for (tok = strtok_r(order, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (strcmp(tok, "dmabuf") && strcmp(tok, "hmem") && strcmp(tok, "staged")) {
             efax_log(ctx, 0, "EFAX_MEM_PATH='%s': expected dmabuf, hmem or staged", tok);
@@ -825,17 +825,16 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
             rc = -FI_ENOSYS;
             snprintf(why, sizeof why, "provider %s offers no FI_HMEM", efax_ctx_nic(ctx, 0)->provider);
         } else if (!(rc = efax__dev_reg(ctx, b, s, len, access, tok, why, sizeof why))) break;
-        if (strcmp(reason, "forced by EFAX_MEM_PATH") == 0) {
+        if (forced) {
             efax_log(ctx, 0, "device memory: EFAX_MEM_PATH=%s cannot be used: %s", tok, why);
             return rc ? rc : -FI_ENOSYS;
         }
-        /* once per context: every buffer would say the same */
-        if (!strstr(efax_ctx_mem_note(ctx), "instead of")) efax_log(ctx, 1, "device memory: %s not usable (%s); trying the next path", tok, why);
+        if (first) efax_log(ctx, 1, "device memory: %s not usable (%s); trying the next path", tok, why);
         snprintf(note, sizeof note, "%s", why);
     }
     if (!tok) return rc ? rc : -FI_ENOSYS;
     efax__copy(b->path, sizeof b->path, tok);
-    if (!efax_ctx_mem_note(ctx)[0] || !strstr(efax_ctx_mem_note(ctx), tok)) {
+    if (first) {
         char line[448];
         if (tok == order) snprintf(line, sizeof line, "%s (%s)", tok, reason);
         else snprintf(line, sizeof line, "%s instead of %s (%s)", tok, order, note);
