@@ -357,9 +357,13 @@ typedef struct efax_mr_desc {
     void *stage_user;
     /* Optional: makes bytes that landed visible to whoever reads the region next. Providers may
        complete a remote write or receive into device memory before the device copy that moves it
-       has finished (shm's CUDA IPC copy runs asynchronously to the host); efax_expect_wait and
-       efax_wait call settle once the transfer completed, so a completion efax reports means
-       the bytes are in place. Returns 0 or a negative code. */
+       has finished (shm's CUDA IPC copy runs asynchronously to the host); efax_expect_wait (for
+       writes into the region) and efax_wait / efax_wait_all (for receives into it) call settle
+       once the transfer completed, so a completion they report means the bytes are in place.
+       efax_wait_imm only counts arrivals: after it, call efax_buf_settle or the hook yourself.
+       A writer's own completion says nothing about the target's copy: reuse a source once the
+       target has confirmed. efax_cuda.h's hook synchronizes the buffer's whole device (no
+       timeout: CUDA has none). Returns 0 or a negative code. */
     int (*settle)(void *user, int timeout_ms);
     void *settle_user;
 } efax_mr_desc;
@@ -609,7 +613,8 @@ EFAX_API int efax_ctx_imm_hook(efax_ctx *ctx, int tag, efax_imm_fn fn, void *use
    Arrivals of another sequence under the same tag are reported as -EFAX_E_STALE (data from
    another iteration: use different tags for transfers that may overlap). Returns 0,
    -FI_ETIMEDOUT (names the peer, tag and how many of count arrived), -EFAX_E_STALE, or the
-   error of a failed arrival. Not thread safe. */
+   error of a failed arrival. It does not settle the region written (efax_mr_desc.settle):
+   for device memory use efax_expect_wait, or efax_buf_settle after it. Not thread safe. */
 EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count,
                            int timeout_ms);
 
@@ -1122,9 +1127,9 @@ EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, u
 EFAX_API int efax_buf_settle(efax_buf *b);
 
 /* The chunk for transfers into or out of buffer b: --chunk when given; else 1 MiB (posts small
-   enough to stripe and pipeline over NICs), except for device memory that shm moves itself
-   (paths dmabuf and hmem): there every post is one CUDA IPC copy whose fixed cost 1 MiB posts
-   cannot hide (two H200s, libfabric 2.6.0: 1 MiB posts moved 1,360 Gbps at 256 MiB, 64 MiB posts
+   enough to stripe and pipeline over NICs), except for device memory on an shm that registers it
+   (FI_HMEM; not with EFAX_MEM_PATH=staged): there every post is one CUDA IPC copy whose fixed
+   cost 1 MiB posts cannot hide (two H200s, libfabric 2.6.0: 1 MiB posts moved 1,360 Gbps at 256 MiB, 64 MiB posts
    3,083 of the 3,157 cudaMemcpyPeerAsync moves), so messages go whole, up to 1 GiB. */
 EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b);
 
@@ -4245,9 +4250,13 @@ EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const cha
 // >>bench (implementation) ---------------------------------------------------------------------
 
 EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b) {
+    const char *forced = getenv("EFAX_MEM_PATH");
     if (o->chunk) return o->chunk;
-    if (ctx && ctx->nnic > 0 && !strncmp(ctx->nic[0].info.provider, "shm", 3) && b &&
-        (!strcmp(b->path, "dmabuf") || !strcmp(b->path, "hmem")))
+    /* Writer and target must count the same chunks, so this looks only at what they share (the
+       provider and its FI_HMEM, the memory kind, the job's EFAX_MEM_PATH), never at how this
+       rank's own registration turned out. */
+    if (ctx && ctx->nnic > 0 && !strncmp(ctx->nic[0].info.provider, "shm", 3) && ctx->nic[0].info.hmem && b && b->ops &&
+        !strcmp(b->ops->name, "device") && !(forced && !strcmp(forced, "staged")))
         return 1ull << 30;
     return 1ull << 20;
 }
@@ -4493,7 +4502,7 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         EFAX__OPT("line-rate", 0, EFAX_OPT_DOUBLE, &o->line_gbps, 0.001, 100000, NULL, "GBPS", "line rate of one NIC in Gbit/s for the % column");
         EFAX__OPT("timeout", 0, EFAX_OPT_INT, &o->timeout_ms, 1, 86400000, NULL, "MS", "fail any wait longer than this (default 30000)");
         EFAX__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 250, NULL, "N", "messages in flight per iteration (default 1)");
-        EFAX__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE", "most bytes one post carries (default 1M)");
+        EFAX__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE", "most bytes one post carries (default 1M; whole messages for device memory on shm)");
         EFAX__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S", "repeat the sweep until S seconds have passed (soak)");
         EFAX__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
         EFAX__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL, "efa: let its own shared memory carry same-host peers (default: the NIC does)");
@@ -5049,7 +5058,7 @@ EFAX_API int efax_report_status(const efax_report *r) {
 }
 
 EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
-    char buf[8192];
+    char buf[sizeof ((efax_report *)0)->meta + 8192]; /* the record, then the run's metadata */
     size_t u = 0;
     int i;
     if (r->rank != 0) return;

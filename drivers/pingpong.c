@@ -32,6 +32,12 @@ typedef struct echo {
    refilled), always the first without (the same cache footprint as fi_pingpong's). */
 static uint64_t half_of(const echo *e, uint64_t seq) { return e->check ? (seq & 1) * e->size : 0; }
 
+/* How many chunks a WriteImm message lands in (each carries the immediate data): one, unless
+   it is larger than the most one write may carry (1 GiB on efa). */
+static uint32_t arrivals(const echo *e) {
+    return efax_write_chunks(e->size, efax_ctx_peer_nnics(e->ctx, e->peer), EFAX_MODE_SINGLE, efax_ctx_max_chunk(e->ctx));
+}
+
 /* Rank 0: one round trip of iteration seq. */
 static int ping(echo *e, uint64_t seq) {
     uint64_t half = half_of(e, seq);
@@ -45,7 +51,7 @@ static int ping(echo *e, uint64_t seq) {
     }
     if ((rc = efax_write(e->ctx, &e->s, e->peer, EFAX_MODE_SINGLE, 0, e->tx, half, e->rx, half, e->size, 0, TAG_PING,
                          (uint32_t)seq, NULL)) ||
-        (rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, 1, -1)))
+        (rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, arrivals(e), -1)))
         return rc;
     return efax_wait(e->ctx, &e->s, -1);
 }
@@ -61,7 +67,7 @@ static int pong(echo *e, uint64_t seq, bool last) {
         if ((rc = efax_send(e->ctx, &e->s, e->peer, 0, e->tx, half, e->size, false, 0))) return rc;
         return efax_wait(e->ctx, &e->s, -1);
     }
-    if ((rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, 1, -1)) ||
+    if ((rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, arrivals(e), -1)) ||
         (rc = efax_write(e->ctx, &e->s, e->peer, EFAX_MODE_SINGLE, 0, e->tx, half, e->rx, half, e->size, 0, TAG_PING,
                          (uint32_t)seq, NULL)))
         return rc;
