@@ -1478,16 +1478,26 @@ EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nni
     return n;
 }
 
-/* NUMA node of the CPU the caller runs on (<root>/sys/devices/system/cpu/cpuN/nodeK), or -1. */
+/* NUMA node of the CPUs the caller may run on (<root>/sys/devices/system/cpu/cpuN/nodeK), or -1
+   when they span several nodes or none is known: an unbound rank (mpirun --bind-to none, srun
+   without binding) has no node of its own, and the CPU it happens to run on at start-up would
+   pick NICs at random. */
 EFAX_PRIVATE int efax__cpu_numa(const char *root) {
     char path[PATH_MAX];
-    int cpu = sched_getcpu(), k;
-    if (cpu < 0) return -1;
-    for (k = 0; k < 64; k++) {
-        snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/node%d", root, cpu, k);
-        if (access(path, F_OK) == 0) return k;
+    cpu_set_t set;
+    int cpu, k, node = -1;
+    if (sched_getaffinity(0, sizeof set, &set)) return -1;
+    for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        int mine = -1;
+        if (!CPU_ISSET(cpu, &set)) continue;
+        for (k = 0; k < 64 && mine < 0; k++) {
+            snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/node%d", root, cpu, k);
+            if (access(path, F_OK) == 0) mine = k;
+        }
+        if (mine < 0 || (node >= 0 && mine != node)) return -1;
+        node = mine;
     }
-    return -1;
+    return node;
 }
 
 /* One fi_info per domain: the first entry of each, preferring IPv4 addresses on tcp. */
@@ -2007,7 +2017,7 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
                     for (i = 0; i < k; i++) chosen[i] = nearer[i];
                     nsel = k;
                     if (gpu[0]) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
-                    else snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (this rank's CPU)", numa);
+                    else snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (where this rank is bound)", numa);
                 }
                 free(infos);
             }
