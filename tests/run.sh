@@ -216,7 +216,8 @@ kill_rank_mpirun() {
   local rc pid
   mpirun --oversubscribe --bind-to none -np 2 "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/killm.log" 2>&1 & pid=$!
   wait_for "$LOGS/killm.log" '^# sweep' 40 || { kill $pid; cat "$LOGS/killm.log"; return 1; }
-  pkill -9 -n -f "$B/write --provider $1 -b 1M -e 1M --duration 120"
+  # one of this mpirun's own ranks (a pattern over every process could hit another suite's run)
+  kill -9 "$(pgrep -n -P $pid)"
   wait $pid; rc=$?
   cat "$LOGS/killm.log"
   [ $rc != 0 ] && grep -qi "rank" "$LOGS/killm.log"
