@@ -56,8 +56,10 @@ fi
 
 # --- what it needs: packages, then the drivers
 tests/deps.sh bench || exit 1
-make -s host >/dev/null || { echo "bench.sh: build failed (run make to see why)" >&2; exit 1; }
-if [[ $DRIVER == *_cuda ]] || [ -f "drivers/$DRIVER.cu" ]; then make -s cuda >/dev/null || exit 1; fi
+# the build folder: EFAX_BUILD when the test suite runs us (its libfabric's build), else build/
+BUILD=${EFAX_BUILD:-build}
+make -s host B="$BUILD" >/dev/null || { echo "bench.sh: build failed (run make to see why)" >&2; exit 1; }
+if [[ $DRIVER == *_cuda ]] || [ -f "drivers/$DRIVER.cu" ]; then make -s cuda B="$BUILD" >/dev/null || exit 1; fi
 
 OUT=${OUT:-results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT" || die "cannot create $OUT"
@@ -140,7 +142,7 @@ show() {
 # its status goes to runs.tsv (name, exit code, the line that says why it failed)
 run() {
   local name=$1 drv=$2 why; shift 2
-  local cmd=("${LAUNCH[@]}" "$PWD/build/$drv" "$@" --json "$OUT/$name.jsonl" --csv "$OUT/$name.csv")
+  local cmd=("${LAUNCH[@]}" "$PWD/$BUILD/$drv" "$@" --json "$OUT/$name.jsonl" --csv "$OUT/$name.csv")
   echo "${cmd[*]}" >>"$OUT/commands.txt"
   echo; echo "== $name"
   "${cmd[@]}" 2>&1 | show "$name"
@@ -262,9 +264,9 @@ fi
 # ---------------- the default sweep ----------------
 T0=$SECONDS
 echo "# efax bench on $(hostname): $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')"
-build/info | tee "$OUT/info.txt"
-MEMCPY_BIG=$(build/info --memcpy 256M | awk '{print $(NF-1)}')
-MEMCPY_16M=$(build/info --memcpy 16M | awk '{print $(NF-1)}')
+"$BUILD/info" | tee "$OUT/info.txt"
+MEMCPY_BIG=$("$BUILD/info" --memcpy 256M | awk '{print $(NF-1)}')
+MEMCPY_16M=$("$BUILD/info" --memcpy 16M | awk '{print $(NF-1)}')
 echo "memcpy ceiling (one thread, 256 MiB buffers, beyond this host's caches): $MEMCPY_BIG GB/s; in cache (16 MiB): $MEMCPY_16M GB/s" | tee "$OUT/memcpy.txt"
 
 # fi_pingpong NAME PROVIDER SIZEARGS...: the reference ping-pong from libfabric's own tests
@@ -280,7 +282,7 @@ fi_pp() {
 }
 
 PROVS=()
-for p in shm tcp; do build/info --provider $p >/dev/null 2>&1 && PROVS+=($p); done
+for p in shm tcp; do "$BUILD/info" --provider $p >/dev/null 2>&1 && PROVS+=($p); done
 [ ${#PROVS[@]} -gt 0 ] || { echo "bench.sh: neither shm nor tcp is available from libfabric here" >&2; exit 1; }
 status=0
 ROUNDS=3
