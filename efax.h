@@ -299,6 +299,12 @@ EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx);
    efax_cuda.h when it registers device memory; "" when none was. The report prints it. */
 EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx);
 EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note);
+/* The provider the context opened ("tcp;ofi_rxm", "shm", "efa"). */
+EFAX_API const char *efax_ctx_provider(const efax_ctx *ctx);
+/* How this rank's NICs were chosen ("--nics", "nearest GPU 0000:53:00.0", ...), for run headers. */
+EFAX_API const char *efax_ctx_nic_choice(const efax_ctx *ctx);
+/* Every wait's limit in milliseconds (efax_ctx_desc.timeout_ms, resolved). */
+EFAX_API int efax_ctx_timeout_ms(const efax_ctx *ctx);
 /* Logs a message through the context's hook (printf-style). */
 EFAX_API void efax_log(const efax_ctx *ctx, int level, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -404,6 +410,90 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc);
 
 /* Closes the registrations and frees the remote table; safe on a zeroed efax_mr. */
 EFAX_API void efax_mr_dereg(efax_mr *mr);
+
+#if defined(__CUDACC__)
+#define EFAX_HD __host__ __device__
+#else
+#define EFAX_HD
+#endif
+
+/* Verification pattern: byte `off` of the message that `rank` sends in iteration `iter` is
+   byte off%8 of efax_pattern_word(efax_pattern_seed(rank, iter), off/8) (little-endian).
+   Every (rank, iteration, offset) gives other bytes, so a stale or misplaced byte shows.
+   Inline and __host__ __device__ under nvcc, so GPU kernels check device memory the same way. */
+static inline EFAX_HD uint64_t efax_pattern_word(uint64_t seed, uint64_t word) {
+    uint64_t z = seed + word + 0x9e3779b97f4a7c15ull; /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static inline EFAX_HD uint64_t efax_pattern_seed(int rank, uint64_t iter) {
+    return efax_pattern_word(((uint64_t)(uint32_t)rank << 32) ^ efax_pattern_word(iter ^ 0x5eedull, 0), 0);
+}
+EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter);
+/* Counts bytes of buf that differ from the pattern; *first_bad (may be NULL) gets the
+   offset of the first (or UINT64_MAX). */
+EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
+                                     uint64_t iter, uint64_t *first_bad);
+/* Clears a receive buffer with a poison byte before a checked iteration. */
+#define EFAX_POISON 0xA5
+EFAX_API void efax_poison(void *buf, uint64_t len);
+
+/* Memory the benchmarks move: host memory here; efax_cuda.h adds pinned host memory and
+   device memory (registered by dmabuf, by address, or staged through pinned buffers). */
+typedef struct efax_buf efax_buf;
+typedef struct efax_mem_ops {
+    const char *name;        /* "host", "pinned", "device" */
+    const char *label;       /* variant suffix: "" for host, "Pin", "DMA" */
+    int (*alloc)(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access);
+    void (*release)(efax_buf *b);
+    /* the message at [off, off+len) gets pattern bytes 0..len of (rank, iter); check counts
+       the bytes that differ; poison clears */
+    void (*fill)(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
+    void (*poison)(efax_buf *b, uint64_t off, uint64_t len);
+    uint64_t (*check)(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
+    /* copies len bytes from src+soff to dst+doff (both of this kind); may return before the
+       copy finished (device memory: it overlaps transfers), settle waits for it */
+    void (*copy)(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
+    /* waits until everything written into the buffer (copies, and what the provider moves in
+       for device memory) is in place; NULL: always in place (host memory) */
+    int (*settle)(efax_buf *b);
+} efax_mem_ops;
+
+struct efax_buf {
+    const efax_mem_ops *ops;
+    void *ptr;               /* where the data lives (host or device address) */
+    size_t len;
+    efax_mr mr;              /* what the NICs use: ptr itself, or a staging buffer */
+    char path[16];           /* host, pinned, dmabuf, hmem, staged */
+    void *impl;              /* the kind's own state */
+};
+
+
+/* Page-aligned host memory for buffers the NICs touch; from 2 MiB up it is 2 MiB aligned and
+   asks for transparent huge pages (fewer pages to pin and translate: the shm provider's
+   copies and NIC registrations run faster). Zeroed. Free with free(). NULL on failure. */
+EFAX_API void *efax_host_alloc(size_t len);
+
+/* Host memory (page-aligned, registered as host memory). */
+EFAX_API const efax_mem_ops *efax_mem_host(void);
+/* Parses a --mem list for a host-only build: "host" or "all"; pin and dma need the CUDA build
+   (efax_cuda_mem_select). Returns 0, or -EFAX_E_USAGE with the reason in msg. */
+EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg, size_t len);
+/* "host,pinned,device": the names of n kinds, for headers. */
+EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len);
+/* Allocates len bytes of a memory kind and registers them with `access` (EFAX_MR_*) on
+   every NIC of ctx (a kind may accept ctx NULL: memory no NIC uses). b must not move
+   afterwards. Returns 0 or a negative code (logged). */
+EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access);
+/* Deregisters and frees; safe on a zeroed efax_buf. */
+EFAX_API void efax_buf_free(efax_buf *b);
+/* Starts a local copy between two buffers of the same kind (all2all's own chunk); it is in place
+   once efax_buf_settle(dst) returns (host memory: at once). */
+EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
+/* Waits until everything written into b is in place: local copies, and bytes the provider still
+   moves after reporting completion (device memory). Returns 0 or a negative code. */
+EFAX_API int efax_buf_settle(efax_buf *b);
 
 // >>bootstrap -------------------------------------------------------------------------------
 
@@ -677,12 +767,30 @@ EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx);
    EFAX_MAX_CHUNK) a plan makes: what the target counts. */
 EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t chunk);
 
-/* Plans and starts a write of `size` bytes: lmr+loff -> peer's rmr at roff, in `mode`.
-   Each chunk carries immediate data (this rank, tag, seq) so the target can count them;
-   *chunks receives how many it must count (may be NULL). Returns 0 or a negative code. */
-EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, uint64_t index,
-                        const efax_mr *lmr, uint64_t loff, const efax_mr *rmr, uint64_t roff,
-                        uint64_t size, uint64_t chunk, int tag, uint32_t seq, uint32_t *chunks);
+/* One write as both of its sides see it: the writer fills it to start the write (efax_write),
+   the target fills the same to know what lands (efax_expect_write), so the two cannot disagree
+   (build it in one function both sides call). Zeroed fields mean defaults. */
+typedef struct efax_write_desc {
+    int from, to;              /* the writer's rank and the target's */
+    const efax_mr *src;        /* the writer's region (only the writer reads it) */
+    uint64_t src_off;
+    const efax_mr *dst;        /* the target's region: exchanged (efax_mr_exchange) on the writer,
+                                  the target's own on the target */
+    uint64_t dst_off;
+    uint64_t size;             /* bytes */
+    efax_mode mode;            /* how the writer plans it over its NICs (0: Single, on NIC 0) */
+    uint64_t index;            /* the message's number: the NIC a rotating mode starts on */
+    uint64_t chunk;            /* most bytes one post carries (0: as many as allowed,
+                                  efax_ctx_max_chunk; always clamped to it) */
+    int tag;                   /* every chunk carries immediate data (from, tag, seq): the target
+                                  counts them under (from, tag) */
+    uint32_t seq;
+} efax_write_desc;
+
+/* Plans and starts the write w describes (w->from must be this rank): w->src+src_off ->
+   w->to's w->dst at dst_off. *chunks receives how many chunks the target counts (may be NULL).
+   Returns 0, -FI_EINVAL (naming the field) or another negative code. Not thread safe. */
+EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *w, uint32_t *chunks);
 
 /* The number of chunks the target of such a write counts, computed on the target from the
    writer's NIC count (efax_ctx_peer_nnics) and the same mode and chunk size (clamped to
@@ -708,11 +816,9 @@ typedef struct efax_expect {
    peers may write. No-op for ordinary regions. */
 EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag);
 
-/* Announces a write from `peer` of `size` bytes into dst+doff, planned by the writer over its
-   writer_nnic NICs with (mode, index, chunk) under (tag, seq), as efax_write does. */
-EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_mr *dst, uint64_t doff,
-                               uint64_t size, int peer, int writer_nnic, efax_mode mode, uint64_t index,
-                               uint64_t chunk, int tag, uint32_t seq);
+/* Announces the write w describes (w->to must be this rank; w->dst is this rank's region; the
+   writer's NIC count comes from efax_ctx_peer_nnics(w->from)). Returns 0 or a negative code. */
+EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w);
 
 /* Waits until that write landed (and, staged, was copied in). Returns 0, -FI_ETIMEDOUT naming
    what is missing, -EFAX_E_STALE, or a copy error. */
@@ -866,272 +972,6 @@ struct efax_ctx {
     unsigned eq_tick;          /* progress calls, to read the EQs every 64th */
 };
 
-// >>bench (the harness every driver shares) ----------------------------------------------------
-
-/* Options every benchmark driver takes. efax_opts_init sets the defaults. */
-typedef struct efax_opts {
-    uint64_t min_size, max_size;   /* -b, -e (K/M/G suffixes, binary) */
-    double factor;                 /* -f: next size = size * factor */
-    int iters;                     /* -n (0: by size, see efax_opts_iters) */
-    int warmup;                    /* -w (-1: by size) */
-    bool check;                    /* -c: verify every byte of every iteration */
-    const char *provider;          /* --provider */
-    const char *nics;              /* --nics */
-    unsigned modes;                /* --mode: bit (1u << efax_mode) per mode */
-    const char *json, *csv;        /* --json FILE, --csv FILE */
-    bool quiet;                    /* --quiet: no table, no progress line */
-    double line_gbps;              /* --line-rate GBPS (0: provider's, or $EFAX_LINE_GBPS) */
-    int timeout_ms;                /* --timeout MS */
-    int window;                    /* --window N: messages in flight per iteration */
-    uint64_t chunk;                /* --chunk BYTES: most bytes one post carries (0: efax_opts_chunk decides) */
-    double duration_s;             /* --duration S: repeat the sweep until S seconds passed */
-    const char *mem;               /* --mem host,pin,dma (efax_cuda.h builds) */
-    bool efa_shm;                  /* --efa-shm: efax_ctx_desc.efa_shm */
-    bool no_cuda_api;              /* --no-cuda-api: efax_ctx_desc.no_cuda_api */
-    int argc;
-    char **argv;
-} efax_opts;
-
-/* Kinds of option a driver can add to the common ones. */
-typedef enum efax_opt_type {
-    EFAX_OPT_FLAG = 1,     /* bool, no argument */
-    EFAX_OPT_INT,          /* int in [min, max] */
-    EFAX_OPT_SIZE,         /* uint64_t bytes with K/M/G suffix, in [min, max] */
-    EFAX_OPT_DOUBLE,       /* double in [min, max] */
-    EFAX_OPT_STR,          /* const char* */
-    EFAX_OPT_CHOICE        /* const char* that must be one of `choices` ("a|b|c") */
-} efax_opt_type;
-
-typedef struct efax_optdef {
-    const char *name;      /* long name without dashes */
-    char short_name;       /* 0 for none */
-    efax_opt_type type;
-    void *dst;
-    double min, max;
-    const char *choices;
-    const char *arg;       /* argument name shown in help */
-    const char *help;
-} efax_optdef;
-
-/* Parses argv against `defs` alone (terminated by an entry with name NULL): for drivers with
-   their own options only. Returns 0, 1 after printing help, or -EFAX_E_USAGE with a one-line
-   message in err. Pure apart from the help text. */
-EFAX_API int efax_args_parse(int argc, char **argv, const efax_optdef *defs, const char *driver,
-                             const char *about, char *err, size_t errlen);
-
-/* Defaults: -b 1K -e 64M -f 2, iterations by size, window 1, chunk 1M, mode single. */
-EFAX_API void efax_opts_init(efax_opts *o);
-
-/* Parses argv into o: the common options and the driver's `extra` (terminated by an entry
-   with name NULL; may be NULL). Returns 0; 1 after printing help for -h/--help (exit 0);
-   -EFAX_E_USAGE with a one-line message in err naming the option and what it accepts
-   (drivers exit 2). Pure apart from the help text. */
-EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_optdef *extra,
-                             const char *driver, const char *about, char *err, size_t errlen);
-
-/* Parses "64", "4K", "1M", "2G" (binary multiples). Returns 0 or -EFAX_E_USAGE (empty,
-   negative, not a number, trailing junk, overflow). Pure. */
-EFAX_API int efax_parse_size(const char *s, uint64_t *out);
-
-/* Formats bytes as "4K", "1M", "1.5G", "300". Returns buf. */
-EFAX_API const char *efax_fmt_size(uint64_t bytes, char *buf, size_t len);
-
-/* Iterations and warm-ups for a size: -n/-w when given, else many for small sizes and few
-   for large so a default sweep takes about a minute. */
-EFAX_API int efax_opts_iters(const efax_opts *o, uint64_t size);
-EFAX_API int efax_opts_warmup(const efax_opts *o, uint64_t size);
-/* The size after `size` in the sweep (0 when the sweep is over). */
-EFAX_API uint64_t efax_opts_next_size(const efax_opts *o, uint64_t size);
-
-
-/* min/p50/avg/p99/max of n samples; sorts v. */
-typedef struct efax_stats { double min, p50, avg, p99, max; } efax_stats;
-EFAX_API efax_stats efax_stats_of(double *v, int n);
-
-#if defined(__CUDACC__)
-#define EFAX_HD __host__ __device__
-#else
-#define EFAX_HD
-#endif
-
-/* Verification pattern: byte `off` of the message that `rank` sends in iteration `iter` is
-   byte off%8 of efax_pattern_word(efax_pattern_seed(rank, iter), off/8) (little-endian).
-   Every (rank, iteration, offset) gives other bytes, so a stale or misplaced byte shows.
-   Inline and __host__ __device__ under nvcc, so GPU kernels check device memory the same way. */
-static inline EFAX_HD uint64_t efax_pattern_word(uint64_t seed, uint64_t word) {
-    uint64_t z = seed + word + 0x9e3779b97f4a7c15ull; /* splitmix64 */
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static inline EFAX_HD uint64_t efax_pattern_seed(int rank, uint64_t iter) {
-    return efax_pattern_word(((uint64_t)(uint32_t)rank << 32) ^ efax_pattern_word(iter ^ 0x5eedull, 0), 0);
-}
-EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter);
-/* Counts bytes of buf that differ from the pattern; *first_bad (may be NULL) gets the
-   offset of the first (or UINT64_MAX). */
-EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
-                                     uint64_t iter, uint64_t *first_bad);
-/* Clears a receive buffer with a poison byte before a checked iteration. */
-#define EFAX_POISON 0xA5
-EFAX_API void efax_poison(void *buf, uint64_t len);
-
-/* One measured row cell: a (size, variant) pair. */
-typedef struct efax_result {
-    char variant[40];          /* e.g. "Single", "Split", "Stream", "RoundTrip" */
-    char memory[16];           /* host, pinned, device */
-    char mem_path[16];         /* how device memory reached the NIC: host, dmabuf, hmem, staged */
-    char kind[16];             /* oneway | roundtrip | alltoall */
-    uint64_t size;             /* bytes per message (all2all: per-rank send buffer) */
-    int iters, window, peers;
-    double seconds;            /* sum of timed iterations */
-    uint64_t bytes;            /* bytes moved in the timed iterations (one direction) */
-    double gbps;               /* bytes*8/seconds/1e9 */
-    double algbw_gbs, busbw_gbs; /* all2all (GB/s, nccl-tests definitions); 0 elsewhere */
-    double line_gbps;          /* line rate the % column uses (sum over the NICs used) */
-    efax_stats lat_us;         /* per-iteration time in microseconds */
-    int64_t wrong;             /* bytes that failed the check; -1 when not checked */
-    int nnic;
-    struct { char name[64]; uint64_t bytes, ops; } nic[EFAX_MAX_NICS];
-    char extra[2048];          /* more JSON members, written as they are (e.g. "ranks":[...]) */
-} efax_result;
-
-/* Output of one driver run: the header block, the human table (one row per size, a column
-   group per variant), CSV and JSON Lines. Only rank 0 writes. */
-typedef struct efax_report {
-    const efax_opts *o;
-    const char *driver;
-    const char *memory;
-    efax_ctx *ctx;
-    efax_boot *boot;
-    FILE *json, *csv;
-    int rank;
-    efax_result row[16];
-    int nrow;
-    bool header_printed;
-    bool tty;
-    uint64_t t0_ns;
-    char meta[12288];          /* the run's metadata as JSON members */
-    /* The fastest the bytes can physically move between the ranks (device memory on one host:
-       cudaMemcpyPeerAsync between the two GPUs, measured in the same run by efax_cuda_ceiling).
-       A device-memory result above it (plus EFAX_CEILING_TOLERANCE) cannot have had its bytes
-       in place: it is refused as an error naming the ceiling, and efax_report_status fails. */
-    double ceiling_gbps;       /* per pair of ranks; 0: none known */
-    char ceiling_what[160];
-    int refused;
-    char (*nic_choice)[256];   /* rank 0: every rank's NICs and how they were chosen */
-    int nwrong;                /* results with wrong bytes, and their "size variant (N bytes)" */
-    char wrong_rows[512];
-} efax_report;
-#define EFAX__CHOICE_LEN 256
-
-/* How far above the measured ceiling a result may land before it is refused (timer and
-   clock noise; 5%). */
-#define EFAX_CEILING_TOLERANCE 0.05
-
-/* Opens the outputs and prints the header block (provider, libfabric version, hosts, NICs,
-   memory, command line, FI_* and EFAX_* variables). Collective: gathers host names.
-   Returns 0 or a negative code (a file that cannot be opened is named). */
-EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
-                              const char *memory, efax_ctx *ctx, efax_boot *boot);
-/* Adds a result: written to JSON and CSV at once, kept for the table row. */
-EFAX_API void efax_report_add(efax_report *r, const efax_result *res);
-/* Prints the table row of the results added since the last row. */
-EFAX_API void efax_report_row(efax_report *r);
-/* A live progress line on stderr (only on a terminal, never with --quiet). */
-EFAX_API void efax_report_progress(efax_report *r, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-/* Closes the outputs. Safe on a zeroed report. */
-EFAX_API void efax_report_deinit(efax_report *r);
-/* 0, or -EFAX_E_VERIFY when a result was refused (above the physical ceiling) or, with -c,
-   had wrong bytes: then it prints one line on stderr naming those results. Drivers end with
-   it, after the last row, so such a run exits 1. Rank 0 decides (it holds the results). */
-EFAX_API int efax_report_status(const efax_report *r);
-
-/* Fills res->nic[] from the context's counters: bytes and operations each NIC sent since the
-   last efax_ctx_stats_reset. */
-EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx);
-
-/* Starts a result: names and shape. memory/path: e.g. "host"/"host", "device"/"staged". */
-EFAX_API void efax_result_init(efax_result *res, const char *variant, const char *memory, const char *path,
-                               const char *kind, uint64_t size, int window, int peers);
-
-/* Finishes a result from n per-iteration times (microseconds; sorted in place) and the
-   bytes one iteration moves: seconds, bytes, gbps, lat_us, line_gbps. */
-EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
-                               double line_gbps);
-
-/* Line rate in Gbit/s of the first `nics` NICs together: --line-rate (per NIC), else
-   $EFAX_LINE_GBPS, else what the provider or sysfs reports; 0 when unknown. */
-EFAX_API double efax_line_rate(const efax_ctx *ctx, const efax_opts *o, int nics);
-
-/* Memory the benchmarks move: host memory here; efax_cuda.h adds pinned host memory and
-   device memory (registered by dmabuf, by address, or staged through pinned buffers). */
-typedef struct efax_buf efax_buf;
-typedef struct efax_mem_ops {
-    const char *name;        /* "host", "pinned", "device" */
-    const char *label;       /* variant suffix: "" for host, "Pin", "DMA" */
-    int (*alloc)(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access);
-    void (*release)(efax_buf *b);
-    /* the message at [off, off+len) gets pattern bytes 0..len of (rank, iter); check counts
-       the bytes that differ; poison clears */
-    void (*fill)(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
-    void (*poison)(efax_buf *b, uint64_t off, uint64_t len);
-    uint64_t (*check)(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
-    /* copies len bytes from src+soff to dst+doff (both of this kind); may return before the
-       copy finished (device memory: it overlaps transfers), settle waits for it */
-    void (*copy)(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
-    /* waits until everything written into the buffer (copies, and what the provider moves in
-       for device memory) is in place; NULL: always in place (host memory) */
-    int (*settle)(efax_buf *b);
-} efax_mem_ops;
-
-struct efax_buf {
-    const efax_mem_ops *ops;
-    void *ptr;               /* where the data lives (host or device address) */
-    size_t len;
-    efax_mr mr;              /* what the NICs use: ptr itself, or a staging buffer */
-    char path[16];           /* host, pinned, dmabuf, hmem, staged */
-    void *impl;              /* the kind's own state */
-};
-
-/* This process's resident memory in KiB (for soak runs), or -1. */
-EFAX_API long efax_rss_kib(void);
-
-/* Page-aligned host memory for buffers the NICs touch; from 2 MiB up it is 2 MiB aligned and
-   asks for transparent huge pages (fewer pages to pin and translate: the shm provider's
-   copies and NIC registrations run faster). Zeroed. Free with free(). NULL on failure. */
-EFAX_API void *efax_host_alloc(size_t len);
-
-/* Host memory (page-aligned, registered as host memory). */
-EFAX_API const efax_mem_ops *efax_mem_host(void);
-/* Parses a --mem list for a host-only build: "host" or "all"; pin and dma need the CUDA build
-   (efax_cuda_mem_select). Returns 0, or -EFAX_E_USAGE with the reason in msg. */
-EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg, size_t len);
-/* "host,pinned,device": the names of n kinds, for headers. */
-EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len);
-/* Allocates len bytes of a memory kind and registers them with `access` (EFAX_MR_*) on
-   every NIC of ctx (a kind may accept ctx NULL: memory no NIC uses). b must not move
-   afterwards. Returns 0 or a negative code (logged). */
-EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access);
-/* Deregisters and frees; safe on a zeroed efax_buf. */
-EFAX_API void efax_buf_free(efax_buf *b);
-/* Starts a local copy between two buffers of the same kind (all2all's own chunk); it is in place
-   once efax_buf_settle(dst) returns (host memory: at once). */
-EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
-/* Waits until everything written into b is in place: local copies, and bytes the provider still
-   moves after reporting completion (device memory). Returns 0 or a negative code. */
-EFAX_API int efax_buf_settle(efax_buf *b);
-
-/* The chunk for transfers into or out of buffer b: --chunk when given; else 1 MiB (posts small
-   enough to stripe and pipeline over NICs), except for device memory on an shm that registers it
-   (FI_HMEM; not with EFAX_MEM_PATH=staged): there every post is one CUDA IPC copy whose fixed
-   cost 1 MiB posts cannot hide (two H200s, libfabric 2.6.0: 1 MiB posts moved 1,360 Gbps at 256 MiB, 64 MiB posts
-   3,083 of the 3,157 cudaMemcpyPeerAsync moves), so messages go whole, up to 1 GiB. */
-EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b);
 
 #ifdef __cplusplus
 }
@@ -2096,6 +1936,9 @@ EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx) {
     for (i = 0; i < ctx->nnic; i++) memset(&ctx->nic[i].stats, 0, sizeof ctx->nic[i].stats);
 }
 EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx) { return ctx ? ctx->mem_note : ""; }
+EFAX_API const char *efax_ctx_provider(const efax_ctx *ctx) { return ctx->provider; }
+EFAX_API const char *efax_ctx_nic_choice(const efax_ctx *ctx) { return ctx->nic_choice; }
+EFAX_API int efax_ctx_timeout_ms(const efax_ctx *ctx) { return ctx->timeout_ms; }
 EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note) {
     if (ctx) efax__copy(ctx->mem_note, sizeof ctx->mem_note, note ? note : "");
 }
@@ -2185,6 +2028,141 @@ EFAX_API void efax_mr_dereg(efax_mr *mr) {
     free(mr->remote);
     memset(mr, 0, sizeof *mr);
 }
+EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter) {
+    uint8_t *p = (uint8_t *)buf;
+    uint64_t seed = efax_pattern_seed(rank, iter), i = 0;
+    while (i < len && ((off + i) & 7)) {
+        p[i] = (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)));
+        i++;
+    }
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w = efax_pattern_word(seed, (off + i) >> 3);
+        memcpy(p + i, &w, 8);
+    }
+    for (; i < len; i++) p[i] = (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)));
+}
+
+EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
+                                     uint64_t iter, uint64_t *first_bad) {
+    const uint8_t *p = (const uint8_t *)buf;
+    uint64_t seed = efax_pattern_seed(rank, iter), i = 0, bad = 0, first = UINT64_MAX;
+    for (; i < len; i++) {
+        if (((off + i) & 7) == 0 && i + 8 <= len) {
+            uint64_t w = efax_pattern_word(seed, (off + i) >> 3), g;
+            memcpy(&g, p + i, 8);
+            if (g == w) {
+                i += 7;
+                continue;
+            }
+        }
+        if (p[i] != (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)))) {
+            if (first == UINT64_MAX) first = i;
+            bad++;
+        }
+    }
+    if (first_bad) *first_bad = first;
+    return bad;
+}
+
+EFAX_API void efax_poison(void *buf, uint64_t len) { memset(buf, EFAX_POISON, len); }
+
+EFAX_API void *efax_host_alloc(size_t len) {
+    size_t align = len >= (2u << 20) ? (2u << 20) : 4096, cap = (len + align - 1) & ~(align - 1);
+    void *p = NULL;
+    if (!cap) cap = align;
+    if (posix_memalign(&p, align, cap)) return NULL;
+#ifdef MADV_HUGEPAGE
+    if (align > 4096) madvise(p, cap, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, cap);
+    return p;
+}
+
+/* Registers b->ptr (len bytes the CPU addresses: host or pinned) and names its path. */
+EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path) {
+    efax_mr_desc md;
+    memset(&md, 0, sizeof md);
+    md.ptr = b->ptr;
+    md.len = len;
+    md.access = access;
+    efax__copy(b->path, sizeof b->path, path);
+    return efax_mr_reg(ctx, &b->mr, &md);
+}
+
+EFAX_PRIVATE int efax__host_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
+    b->ptr = efax_host_alloc(len);
+    if (!b->ptr) {
+        efax_log(ctx, 0, "cannot allocate %zu bytes of host memory", len);
+        return -FI_ENOMEM;
+    }
+    return efax__buf_reg_cpu(ctx, b, len, access, "host");
+}
+EFAX_PRIVATE void efax__host_release(efax_buf *b) { free(b->ptr); }
+EFAX_PRIVATE void efax__host_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
+    efax_pattern_fill((uint8_t *)b->ptr + off, len, 0, rank, iter);
+}
+EFAX_PRIVATE void efax__host_poison(efax_buf *b, uint64_t off, uint64_t len) { efax_poison((uint8_t *)b->ptr + off, len); }
+EFAX_PRIVATE uint64_t efax__host_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
+    return efax_pattern_check((uint8_t *)b->ptr + off, len, 0, rank, iter, NULL);
+}
+
+EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
+    memcpy((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len);
+}
+
+EFAX_API const efax_mem_ops *efax_mem_host(void) {
+    static const efax_mem_ops ops = {"host", "", efax__host_alloc, efax__host_release, efax__host_fill,
+                                     efax__host_poison, efax__host_check, efax__host_copy, NULL};
+    return &ops;
+}
+
+EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg, size_t len) {
+    char buf[128], *tok, *save = NULL;
+    *n = 0;
+    msg[0] = 0;
+    efax__copy(buf, sizeof buf, list && *list ? list : "host");
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, "host") && strcmp(tok, "all")) {
+            bool cuda = !strcmp(tok, "pin") || !strcmp(tok, "pinned") || !strcmp(tok, "dma") || !strcmp(tok, "device");
+            snprintf(msg, len, "--mem: '%s' %s", tok, cuda ? "needs the CUDA build of this driver (build/*_cuda, made by nvcc)"
+                                                            : "is not valid: expected host, pin, dma or all");
+            return -EFAX_E_USAGE;
+        }
+        if (*n == 0 && max > 0) kinds[(*n)++] = efax_mem_host();
+    }
+    return 0;
+}
+
+EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len) {
+    size_t u = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && u < len; i++) u += (size_t)snprintf(buf + u, len - u, "%s%s", i ? "," : "", kinds[i]->name);
+    return buf;
+}
+
+EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
+    if (len) dst->ops->copy(dst, doff, src, soff, len);
+}
+
+EFAX_API int efax_buf_settle(efax_buf *b) { return b->ops && b->ops->settle ? b->ops->settle(b) : 0; }
+
+EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access) {
+    int rc;
+    memset(b, 0, sizeof *b);
+    b->ops = ops;
+    b->len = len;
+    rc = ops->alloc(ctx, b, len, access);
+    if (rc) efax_buf_free(b);
+    return rc;
+}
+
+EFAX_API void efax_buf_free(efax_buf *b) {
+    if (!b || !b->ops) return;
+    efax_mr_dereg(&b->mr);
+    b->ops->release(b);
+    memset(b, 0, sizeof *b);
+}
+
 
 // >>bootstrap (implementation) -----------------------------------------------------------------
 
@@ -4021,19 +3999,42 @@ EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mo
     return n < 0 ? 0 : efax_plan_chunks(segs, n, chunk);
 }
 
-EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, uint64_t index,
-                        const efax_mr *lmr, uint64_t loff, const efax_mr *rmr, uint64_t roff,
-                        uint64_t size, uint64_t chunk, int tag, uint32_t seq, uint32_t *chunks) {
-    efax_plan_seg segs[EFAX_MAX_NICS];
-    uint32_t imm;
-    int n, i, rc;
-    if (tag < 0 || tag >= ctx->ntags || efax_imm_encode(ctx->rank, tag, seq, &imm)) {
-        efax_log(ctx, 0, "write: tag %d outside 0..%d", tag, ctx->ntags - 1);
+/* A write's desc as this side uses it, checked: this rank is its writer (writer) or its target,
+   the peer is a rank, the tag is one of the context's. The one place its defaults resolve. */
+EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w, bool writer, efax_write_desc *out) {
+    const char *side = writer ? "write" : "expect_write";
+    int me = writer ? w->from : w->to, peer = writer ? w->to : w->from, rc;
+    if ((rc = efax__check_peer((efax_ctx *)ctx, peer, 0))) return rc;
+    if (me != ctx->rank) {
+        efax_log(ctx, 0, "%s: desc.%s is rank %d, but this is rank %d", side, writer ? "from" : "to", me, ctx->rank);
         return -FI_EINVAL;
     }
-    n = efax_plan(size, ctx->nnic, mode, index, 0, 0, segs);
+    if (peer < 0 || peer >= ctx->size || peer == ctx->rank) {
+        efax_log(ctx, 0, "%s: desc.%s is rank %d: expected another rank of 0..%d", side, writer ? "to" : "from", peer, ctx->size - 1);
+        return -FI_EINVAL;
+    }
+    if (w->tag <= EFAX_TAG_INTERNAL || w->tag >= ctx->ntags) {
+        efax_log(ctx, 0, "%s: desc.tag %d outside 1..%d (efax_ctx_desc.imm_tags)", side, w->tag, ctx->ntags - 1);
+        return -FI_EINVAL;
+    }
+    if (!w->dst || (writer && !w->src)) {
+        efax_log(ctx, 0, "%s: desc.%s is NULL", side, w->dst ? "src" : "dst");
+        return -FI_EINVAL;
+    }
+    *out = *w;
+    return 0;
+}
+
+EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *desc, uint32_t *chunks) {
+    efax_plan_seg segs[EFAX_MAX_NICS];
+    efax_write_desc w;
+    uint32_t imm;
+    int n, i, rc;
+    if ((rc = efax__write_desc(ctx, desc, true, &w))) return rc;
+    if (efax_imm_encode(ctx->rank, w.tag, w.seq, &imm)) return -FI_EINVAL;
+    n = efax_plan(w.size, ctx->nnic, w.mode, w.index, 0, 0, segs);
     if (n < 0) {
-        efax_log(ctx, 0, "write: cannot plan %llu bytes in mode %d", (unsigned long long)size, (int)mode);
+        efax_log(ctx, 0, "write: cannot plan %llu bytes in mode %d", (unsigned long long)w.size, (int)w.mode);
         return n;
     }
     { /* a fresh transfer, keeping the caller's hooks */
@@ -4052,7 +4053,7 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, int peer, efax_mode mode, u
         x->seg[i].off = segs[i].off;
         x->seg[i].len = segs[i].len;
     }
-    rc = efax_write_segs(ctx, x, peer, lmr, loff, rmr, roff, chunk, true, imm);
+    rc = efax_write_segs(ctx, x, w.to, w.src, w.src_off, w.dst, w.dst_off, w.chunk, true, imm);
     if (chunks) *chunks = rc ? 0 : x->chunks;
     return rc;
 }
@@ -4098,20 +4099,23 @@ EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag) {
     return efax_ctx_imm_hook(ctx, tag, efax__stage_hook, ctx);
 }
 
-EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_mr *dst, uint64_t doff,
-                               uint64_t size, int peer, int writer_nnic, efax_mode mode, uint64_t index,
-                               uint64_t chunk, int tag, uint32_t seq) {
+EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *desc) {
     efax_plan_seg segs[EFAX_MAX_NICS];
+    efax_write_desc w;
     efax__stage_rx *r;
-    int n, i, rc;
+    const efax_mr *dst = desc->dst;
+    uint64_t doff = desc->dst_off, size = desc->size, chunk = desc->chunk;
+    int n, i, rc, peer = desc->from, tag = desc->tag, writer_nnic;
+    efax_mode mode = desc->mode;
     memset(e, 0, sizeof *e);
     e->mr = dst;
     e->peer = peer;
     e->tag = tag;
-    e->seq = seq;
+    e->seq = desc->seq;
     e->off = doff;
     e->size = size;
-    if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
+    if ((rc = efax__write_desc(ctx, desc, false, &w))) return rc;
+    writer_nnic = efax_ctx_peer_nnics(ctx, peer);
     if (doff > dst->len || size > dst->len - doff) {
         efax_log(ctx, 0, "expect_write: bytes [%llu, %llu) fall outside the registered region of %zu bytes",
                  (unsigned long long)doff, (unsigned long long)(doff + size), dst->len);
@@ -4120,7 +4124,7 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_mr *dst
     e->active = true;
     if (!dst->stage) {
         e->count = efax_write_chunks(size, writer_nnic, mode, efax_chunk_clamp(chunk, ctx->max_chunk));
-        n = efax_plan(size, writer_nnic, mode, index, 0, 0, segs);
+        n = efax_plan(size, writer_nnic, mode, w.index, 0, 0, segs);
         for (i = 0; i < n; i++) /* the writer's NIC of each piece, as it arrives here */
             e->nics |= 1u << (ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] & 31);
         return e->count ? 0 : -FI_EINVAL;
@@ -4136,7 +4140,7 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_mr *dst
     }
     e->unit = efax_stage_unit(size, chunk);
     e->ncells = size ? (int)((size + e->unit - 1) / e->unit) : 1;
-    n = efax_plan(size, writer_nnic, mode, index, 0, 0, segs);
+    n = efax_plan(size, writer_nnic, mode, w.index, 0, 0, segs);
     if (n < 0) return n;
     for (i = 0; i < n; i++) { /* how many pieces (one per segment it meets) each cell comes in */
         if (!segs[i].len) e->want[0]++;
@@ -4255,974 +4259,6 @@ EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const cha
     }
     if (local) *local = here;
     return 0;
-}
-
-// >>bench (implementation) ---------------------------------------------------------------------
-
-EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b) {
-    const char *forced = getenv("EFAX_MEM_PATH");
-    if (o->chunk) return o->chunk;
-    /* Writer and target must count the same chunks, so this looks only at what they share (the
-       provider and its FI_HMEM, the memory kind, the job's EFAX_MEM_PATH), never at how this
-       rank's own registration turned out. */
-    if (ctx && ctx->nnic > 0 && !strncmp(ctx->nic[0].info.provider, "shm", 3) && ctx->nic[0].info.hmem && b && b->ops &&
-        !strcmp(b->ops->name, "device") && !(forced && !strcmp(forced, "staged")))
-        return 1ull << 30;
-    return 1ull << 20;
-}
-
-EFAX_API void efax_opts_init(efax_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->min_size = 1024;
-    o->max_size = 64ull << 20;
-    o->factor = 2.0;
-    o->warmup = -1;
-    o->modes = 1u << EFAX_MODE_SINGLE;
-    o->window = 1;
-    o->chunk = 0; /* auto: efax_opts_chunk */
-    o->mem = "host";
-}
-
-EFAX_API int efax_parse_size(const char *s, uint64_t *out) {
-    uint64_t v = 0, mul = 1;
-    const char *p = s;
-    if (!s || !isdigit((unsigned char)*s)) return -EFAX_E_USAGE;
-    while (isdigit((unsigned char)*p)) {
-        uint64_t d = (uint64_t)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10) return -EFAX_E_USAGE;
-        v = v * 10 + d;
-        p++;
-    }
-    switch (toupper((unsigned char)*p)) {
-    case 0: break;
-    case 'K': mul = 1ull << 10; p++; break;
-    case 'M': mul = 1ull << 20; p++; break;
-    case 'G': mul = 1ull << 30; p++; break;
-    case 'T': mul = 1ull << 40; p++; break;
-    default: return -EFAX_E_USAGE;
-    }
-    if (*p == 'i' && mul > 1) p++;
-    if ((*p == 'B' || *p == 'b') && mul > 1) p++;
-    if (*p) return -EFAX_E_USAGE;
-    if (mul > 1 && v > UINT64_MAX / mul) return -EFAX_E_USAGE;
-    *out = v * mul;
-    return 0;
-}
-
-EFAX_API const char *efax_fmt_size(uint64_t b, char *buf, size_t len) {
-    static const char sfx[] = "KMGT";
-    int i = -1;
-    double v = (double)b;
-    while (v >= 1024.0 && i < 3 && (b % 1024 == 0 || v >= 1024.0 * 1024.0)) {
-        v /= 1024.0;
-        i++;
-        if (b % 1024) break;
-        b /= 1024;
-    }
-    if (i < 0) snprintf(buf, len, "%llu", (unsigned long long)b);
-    else if (v == (double)(uint64_t)v) snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[i]);
-    else snprintf(buf, len, "%.1f%c", v, sfx[i]);
-    return buf;
-}
-
-EFAX_PRIVATE const efax_optdef *efax__find_opt(const efax_optdef *defs, const char *lname, char sname) {
-    for (; defs && defs->name; defs++)
-        if ((lname && !strcmp(defs->name, lname)) || (!lname && sname && defs->short_name == sname)) return defs;
-    return NULL;
-}
-
-EFAX_PRIVATE void efax__opt_label(const efax_optdef *d, char *buf, size_t len) {
-    if (d->short_name) snprintf(buf, len, "-%c/--%s", d->short_name, d->name);
-    else snprintf(buf, len, "--%s", d->name);
-}
-
-EFAX_PRIVATE void efax__print_help(const efax_optdef *common, const efax_optdef *extra, const char *driver,
-                                   const char *about) {
-    const efax_optdef *sets[2];
-    int k;
-    sets[0] = extra;
-    sets[1] = common;
-    printf("usage: %s [options]   (launch under mpirun/srun --mpi=pmix, or see efax.h for EFAX_ROOT)\n", driver);
-    if (about) printf("%s\n", about);
-    printf("\noptions:\n");
-    for (k = 0; k < 2; k++) {
-        const efax_optdef *d;
-        for (d = sets[k]; d && d->name; d++) {
-            char lhs[64], rng[96] = "";
-            if (d->short_name) snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", d->short_name, d->name, d->arg ? " " : "", d->arg ? d->arg : "");
-            else snprintf(lhs, sizeof lhs, "    --%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
-            if (d->type == EFAX_OPT_CHOICE) snprintf(rng, sizeof rng, " [%s]", d->choices);
-            printf("  %-28s %s%s\n", lhs, d->help ? d->help : "", rng);
-        }
-    }
-    printf("  %-28s %s\n", "-h, --help", "this text");
-    printf("\nsizes take K, M, G suffixes (binary: 1K = 1024). Exit codes: 0 ok, 1 run failed, 2 bad usage.\n");
-}
-
-EFAX_PRIVATE int efax__set_opt(const efax_optdef *d, const char *val, char *err, size_t el) {
-    char lbl[64];
-    efax__opt_label(d, lbl, sizeof lbl);
-    switch (d->type) {
-    case EFAX_OPT_FLAG:
-        *(bool *)d->dst = true;
-        return 0;
-    case EFAX_OPT_INT: {
-        char *end;
-        long long v;
-        errno = 0;
-        v = strtoll(val, &end, 10);
-        if (!*val || *end || errno || (double)v < d->min || (double)v > d->max) {
-            snprintf(err, el, "%s: '%s' is not valid: expected an integer in [%.0f, %.0f]", lbl, val, d->min, d->max);
-            return -EFAX_E_USAGE;
-        }
-        *(int *)d->dst = (int)v;
-        return 0;
-    }
-    case EFAX_OPT_SIZE: {
-        uint64_t v;
-        char lo[32], hi[32];
-        if (efax_parse_size(val, &v) || (double)v < d->min || (double)v > d->max) {
-            snprintf(err, el, "%s: '%s' is not valid: expected a size in [%s, %s] (bytes, or with K/M/G)", lbl, val,
-                     efax_fmt_size((uint64_t)d->min, lo, sizeof lo), efax_fmt_size((uint64_t)d->max, hi, sizeof hi));
-            return -EFAX_E_USAGE;
-        }
-        *(uint64_t *)d->dst = v;
-        return 0;
-    }
-    case EFAX_OPT_DOUBLE: {
-        char *end;
-        double v;
-        errno = 0;
-        v = strtod(val, &end);
-        if (!*val || *end || errno || !(v >= d->min && v <= d->max)) {
-            snprintf(err, el, "%s: '%s' is not valid: expected a number in [%g, %g]", lbl, val, d->min, d->max);
-            return -EFAX_E_USAGE;
-        }
-        *(double *)d->dst = v;
-        return 0;
-    }
-    case EFAX_OPT_STR:
-        if (!*val) {
-            snprintf(err, el, "%s: an empty value is not valid", lbl);
-            return -EFAX_E_USAGE;
-        }
-        *(const char **)d->dst = val;
-        return 0;
-    case EFAX_OPT_CHOICE: {
-        const char *c = d->choices;
-        size_t vl = strlen(val);
-        while (c && *c) {
-            const char *bar = strchr(c, '|');
-            size_t cl = bar ? (size_t)(bar - c) : strlen(c);
-            if (cl == vl && !strncmp(c, val, vl)) {
-                *(const char **)d->dst = val;
-                return 0;
-            }
-            c = bar ? bar + 1 : NULL;
-        }
-        snprintf(err, el, "%s: '%s' is not valid: expected one of %s", lbl, val, d->choices);
-        return -EFAX_E_USAGE;
-    }
-    }
-    return -EFAX_E_USAGE;
-}
-
-EFAX_PRIVATE int efax__parse(int argc, char **argv, const efax_optdef *extra, const efax_optdef *common,
-                             const char *driver, const char *about, char *err, size_t errlen) {
-    int i, rc;
-    err[0] = 0;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        const efax_optdef *d;
-        char name[64];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            efax__print_help(common, extra, driver, about);
-            return 1;
-        }
-        if (a[0] == '-' && a[1] == '-' && a[2]) {
-            const char *eq = strchr(a + 2, '=');
-            size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-            if (nl >= sizeof name) nl = sizeof name - 1;
-            memcpy(name, a + 2, nl);
-            name[nl] = 0;
-            if (eq) val = eq + 1;
-            d = efax__find_opt(extra, name, 0);
-            if (!d) d = efax__find_opt(common, name, 0);
-        } else if (a[0] == '-' && a[1] && !a[2]) {
-            d = efax__find_opt(extra, NULL, a[1]);
-            if (!d) d = efax__find_opt(common, NULL, a[1]);
-        } else {
-            snprintf(err, errlen, "unexpected argument '%s' (options start with - or --; see -h)", a);
-            return -EFAX_E_USAGE;
-        }
-        if (!d) {
-            snprintf(err, errlen, "unknown option '%s' (see -h)", a);
-            return -EFAX_E_USAGE;
-        }
-        if (d->type == EFAX_OPT_FLAG) {
-            if (val) {
-                snprintf(err, errlen, "option '%s' takes no value", a);
-                return -EFAX_E_USAGE;
-            }
-        } else if (!val) {
-            if (i + 1 >= argc) {
-                char lbl[64];
-                efax__opt_label(d, lbl, sizeof lbl);
-                snprintf(err, errlen, "%s needs a value (%s)", lbl, d->arg ? d->arg : "value");
-                return -EFAX_E_USAGE;
-            }
-            val = argv[++i];
-        }
-        if ((rc = efax__set_opt(d, val ? val : "", err, errlen))) return rc;
-    }
-    return 0;
-}
-
-EFAX_API int efax_args_parse(int argc, char **argv, const efax_optdef *defs, const char *driver,
-                             const char *about, char *err, size_t errlen) {
-    return efax__parse(argc, argv, defs, NULL, driver, about, err, errlen);
-}
-
-EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_optdef *extra,
-                             const char *driver, const char *about, char *err, size_t errlen) {
-    const char *modes = NULL;
-    int rc;
-    efax_optdef common[24];
-    memset(common, 0, sizeof common);
-    {
-        int k = 0;
-#define EFAX__OPT(l, s, t, d, lo, hi, ch, a, h)                                                    \
-    do {                                                                                           \
-        common[k].name = l; common[k].short_name = s; common[k].type = t; common[k].dst = d;       \
-        common[k].min = lo; common[k].max = hi; common[k].choices = ch; common[k].arg = a;         \
-        common[k].help = h; k++;                                                                   \
-    } while (0)
-        EFAX__OPT("min-size", 'b', EFAX_OPT_SIZE, &o->min_size, 1, 68719476736.0, NULL, "SIZE", "smallest message (default 1K)");
-        EFAX__OPT("max-size", 'e', EFAX_OPT_SIZE, &o->max_size, 1, 68719476736.0, NULL, "SIZE", "largest message (default 64M)");
-        EFAX__OPT("factor", 'f', EFAX_OPT_DOUBLE, &o->factor, 1.0, 1024, NULL, "F", "size multiplier between rows, > 1 (default 2)");
-        EFAX__OPT("iters", 'n', EFAX_OPT_INT, &o->iters, 1, 10000000, NULL, "N", "timed iterations per size (default: by size)");
-        EFAX__OPT("warmup", 'w', EFAX_OPT_INT, &o->warmup, 0, 1000000, NULL, "N", "untimed iterations first (default: by size)");
-        EFAX__OPT("check", 'c', EFAX_OPT_FLAG, &o->check, 0, 0, NULL, NULL, "verify every byte of every iteration (outside the timing)");
-        EFAX__OPT("provider", 0, EFAX_OPT_STR, &o->provider, 0, 0, NULL, "NAME", "libfabric provider: efa, tcp, shm, ... (default: efa > tcp > shm)");
-        EFAX__OPT("nics", 0, EFAX_OPT_STR, &o->nics, 0, 0, NULL, "LIST", "comma-separated NIC names (default: all but loopback)");
-        EFAX__OPT("mode", 0, EFAX_OPT_STR, &modes, 0, 0, NULL, "LIST", "single,split,roundrobin,stripe or all (default single)");
-        EFAX__OPT("json", 0, EFAX_OPT_STR, &o->json, 0, 0, NULL, "FILE", "write JSON Lines records");
-        EFAX__OPT("csv", 0, EFAX_OPT_STR, &o->csv, 0, 0, NULL, "FILE", "write CSV rows");
-        EFAX__OPT("quiet", 'q', EFAX_OPT_FLAG, &o->quiet, 0, 0, NULL, NULL, "no table and no progress line");
-        EFAX__OPT("line-rate", 0, EFAX_OPT_DOUBLE, &o->line_gbps, 0.001, 100000, NULL, "GBPS", "line rate of one NIC in Gbit/s for the % column");
-        EFAX__OPT("timeout", 0, EFAX_OPT_INT, &o->timeout_ms, 1, 86400000, NULL, "MS", "fail any wait longer than this (default 30000)");
-        EFAX__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 250, NULL, "N", "messages in flight per iteration (default 1)");
-        EFAX__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE", "most bytes one post carries (default 1M; whole messages for device memory on shm)");
-        EFAX__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S", "repeat the sweep until S seconds have passed (soak)");
-        EFAX__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
-        EFAX__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL, "efa: let its own shared memory carry same-host peers (default: the NIC does)");
-        EFAX__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL, "the provider may not call CUDA: device memory by GPUDirect RDMA only");
-#undef EFAX__OPT
-    }
-    o->argc = argc;
-    o->argv = argv;
-    if ((rc = efax__parse(argc, argv, extra, common, driver, about, err, errlen))) return rc;
-    if (modes) {
-        char buf[128], *tok, *save = NULL;
-        o->modes = 0;
-        efax__copy(buf, sizeof buf, modes);
-        for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            efax_mode m;
-            if (!strcmp(tok, "all")) { o->modes = (1u << EFAX_MODE_COUNT) - 1; continue; }
-            if (efax_mode_parse(tok, &m)) {
-                snprintf(err, errlen, "--mode: '%s' is not valid: expected single, split, roundrobin, stripe or all", tok);
-                return -EFAX_E_USAGE;
-            }
-            o->modes |= 1u << m;
-        }
-        if (!o->modes) {
-            snprintf(err, errlen, "--mode: no mode given: expected single, split, roundrobin, stripe or all");
-            return -EFAX_E_USAGE;
-        }
-    }
-    { /* environment values are options too */
-        const char *e = getenv("EFAX_LINE_GBPS");
-        char *end;
-        double v;
-        int t;
-        if (e && *e && (v = strtod(e, &end), *end || !(v > 0 && v <= 100000))) {
-            snprintf(err, errlen, "EFAX_LINE_GBPS='%s' is not valid: expected a line rate in Gbit/s in (0, 100000]", e);
-            return -EFAX_E_USAGE;
-        }
-        if (efax__env_int_quiet("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &t)) {
-            snprintf(err, errlen, "EFAX_TIMEOUT_MS='%s' is not valid: expected milliseconds in [1, %d]", getenv("EFAX_TIMEOUT_MS"), INT_MAX);
-            return -EFAX_E_USAGE;
-        }
-    }
-    if (!(o->factor > 1.0)) {
-        snprintf(err, errlen, "-f/--factor: %g is not valid: the size factor must be greater than 1", o->factor);
-        return -EFAX_E_USAGE;
-    }
-    if (o->min_size > o->max_size) {
-        char lo[32], hi[32];
-        snprintf(err, errlen, "-b/--min-size %s is larger than -e/--max-size %s: the smallest size must not exceed the largest",
-                 efax_fmt_size(o->min_size, lo, sizeof lo), efax_fmt_size(o->max_size, hi, sizeof hi));
-        return -EFAX_E_USAGE;
-    }
-    return 0;
-}
-
-EFAX_API int efax_opts_iters(const efax_opts *o, uint64_t size) {
-    uint64_t n;
-    if (o->iters > 0) return o->iters;
-    n = size ? (1ull << 30) / size : 1000;
-    return n < 10 ? 10 : n > 1000 ? 1000 : (int)n;
-}
-
-EFAX_API int efax_opts_warmup(const efax_opts *o, uint64_t size) {
-    int n;
-    if (o->warmup >= 0) return o->warmup;
-    n = efax_opts_iters(o, size) / 10;
-    return n < 1 ? 1 : n > 10 ? 10 : n;
-}
-
-EFAX_API uint64_t efax_opts_next_size(const efax_opts *o, uint64_t size) {
-    double next;
-    uint64_t n;
-    if (size >= o->max_size) return 0;
-    next = (double)size * o->factor;
-    n = next >= (double)o->max_size ? o->max_size : (uint64_t)next;
-    return n <= size ? size + 1 : n;
-}
-
-EFAX_PRIVATE int efax__cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-EFAX_API efax_stats efax_stats_of(double *v, int n) {
-    efax_stats s;
-    double sum = 0;
-    int i, k;
-    memset(&s, 0, sizeof s);
-    if (n <= 0) return s;
-    qsort(v, (size_t)n, sizeof *v, efax__cmp_double);
-    for (i = 0; i < n; i++) sum += v[i];
-    s.min = v[0];
-    s.max = v[n - 1];
-    s.avg = sum / n;
-    s.p50 = v[(n - 1) / 2];
-    k = (int)((99.0 * n + 99) / 100) - 1; /* nearest rank */
-    s.p99 = v[k < 0 ? 0 : k >= n ? n - 1 : k];
-    return s;
-}
-
-
-EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter) {
-    uint8_t *p = (uint8_t *)buf;
-    uint64_t seed = efax_pattern_seed(rank, iter), i = 0;
-    while (i < len && ((off + i) & 7)) {
-        p[i] = (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)));
-        i++;
-    }
-    for (; i + 8 <= len; i += 8) {
-        uint64_t w = efax_pattern_word(seed, (off + i) >> 3);
-        memcpy(p + i, &w, 8);
-    }
-    for (; i < len; i++) p[i] = (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)));
-}
-
-EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
-                                     uint64_t iter, uint64_t *first_bad) {
-    const uint8_t *p = (const uint8_t *)buf;
-    uint64_t seed = efax_pattern_seed(rank, iter), i = 0, bad = 0, first = UINT64_MAX;
-    for (; i < len; i++) {
-        if (((off + i) & 7) == 0 && i + 8 <= len) {
-            uint64_t w = efax_pattern_word(seed, (off + i) >> 3), g;
-            memcpy(&g, p + i, 8);
-            if (g == w) {
-                i += 7;
-                continue;
-            }
-        }
-        if (p[i] != (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)))) {
-            if (first == UINT64_MAX) first = i;
-            bad++;
-        }
-    }
-    if (first_bad) *first_bad = first;
-    return bad;
-}
-
-EFAX_API void efax_poison(void *buf, uint64_t len) { memset(buf, EFAX_POISON, len); }
-
-EFAX_API void efax_result_init(efax_result *res, const char *variant, const char *memory, const char *path,
-                               const char *kind, uint64_t size, int window, int peers) {
-    memset(res, 0, sizeof *res);
-    efax__copy(res->variant, sizeof res->variant, variant);
-    efax__copy(res->memory, sizeof res->memory, memory);
-    efax__copy(res->mem_path, sizeof res->mem_path, path);
-    efax__copy(res->kind, sizeof res->kind, kind);
-    res->size = size;
-    res->window = window;
-    res->peers = peers;
-    res->wrong = -1;
-}
-
-EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
-                               double line_gbps) {
-    int i;
-    double sum = 0;
-    for (i = 0; i < n; i++) sum += lat_us[i];
-    res->iters = n;
-    res->seconds = sum * 1e-6;
-    res->bytes = bytes_per_iter * (uint64_t)n;
-    res->gbps = res->seconds > 0 ? (double)res->bytes * 8 / res->seconds / 1e9 : 0;
-    res->line_gbps = line_gbps;
-    res->lat_us = efax_stats_of(lat_us, n);
-}
-
-EFAX_API double efax_line_rate(const efax_ctx *ctx, const efax_opts *o, int nics) {
-    double sum = 0, env = 0;
-    const char *e = getenv("EFAX_LINE_GBPS");
-    int i;
-    if (e && *e) env = strtod(e, NULL); /* checked by efax_opts_parse */
-    if (nics > ctx->nnic) nics = ctx->nnic;
-    for (i = 0; i < nics; i++) {
-        double r = o && o->line_gbps > 0 ? o->line_gbps : env > 0 ? env : ctx->nic[i].info.link_gbps;
-        if (r <= 0) return 0;
-        sum += r;
-    }
-    return sum;
-}
-
-EFAX_API long efax_rss_kib(void) {
-    long pages = -1, rss = -1;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f) return -1;
-    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = -1;
-    fclose(f);
-    return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-EFAX_API void *efax_host_alloc(size_t len) {
-    size_t align = len >= (2u << 20) ? (2u << 20) : 4096, cap = (len + align - 1) & ~(align - 1);
-    void *p = NULL;
-    if (!cap) cap = align;
-    if (posix_memalign(&p, align, cap)) return NULL;
-#ifdef MADV_HUGEPAGE
-    if (align > 4096) madvise(p, cap, MADV_HUGEPAGE);
-#endif
-    memset(p, 0, cap);
-    return p;
-}
-
-/* Registers b->ptr (len bytes the CPU addresses: host or pinned) and names its path. */
-EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path) {
-    efax_mr_desc md;
-    memset(&md, 0, sizeof md);
-    md.ptr = b->ptr;
-    md.len = len;
-    md.access = access;
-    efax__copy(b->path, sizeof b->path, path);
-    return efax_mr_reg(ctx, &b->mr, &md);
-}
-
-EFAX_PRIVATE int efax__host_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
-    b->ptr = efax_host_alloc(len);
-    if (!b->ptr) {
-        efax_log(ctx, 0, "cannot allocate %zu bytes of host memory", len);
-        return -FI_ENOMEM;
-    }
-    return efax__buf_reg_cpu(ctx, b, len, access, "host");
-}
-EFAX_PRIVATE void efax__host_release(efax_buf *b) { free(b->ptr); }
-EFAX_PRIVATE void efax__host_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
-    efax_pattern_fill((uint8_t *)b->ptr + off, len, 0, rank, iter);
-}
-EFAX_PRIVATE void efax__host_poison(efax_buf *b, uint64_t off, uint64_t len) { efax_poison((uint8_t *)b->ptr + off, len); }
-EFAX_PRIVATE uint64_t efax__host_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
-    return efax_pattern_check((uint8_t *)b->ptr + off, len, 0, rank, iter, NULL);
-}
-
-EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
-    memcpy((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len);
-}
-
-EFAX_API const efax_mem_ops *efax_mem_host(void) {
-    static const efax_mem_ops ops = {"host", "", efax__host_alloc, efax__host_release, efax__host_fill,
-                                     efax__host_poison, efax__host_check, efax__host_copy, NULL};
-    return &ops;
-}
-
-EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg, size_t len) {
-    char buf[128], *tok, *save = NULL;
-    *n = 0;
-    msg[0] = 0;
-    efax__copy(buf, sizeof buf, list && *list ? list : "host");
-    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (strcmp(tok, "host") && strcmp(tok, "all")) {
-            bool cuda = !strcmp(tok, "pin") || !strcmp(tok, "pinned") || !strcmp(tok, "dma") || !strcmp(tok, "device");
-            snprintf(msg, len, "--mem: '%s' %s", tok, cuda ? "needs the CUDA build of this driver (build/*_cuda, made by nvcc)"
-                                                            : "is not valid: expected host, pin, dma or all");
-            return -EFAX_E_USAGE;
-        }
-        if (*n == 0 && max > 0) kinds[(*n)++] = efax_mem_host();
-    }
-    return 0;
-}
-
-EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len) {
-    size_t u = 0;
-    buf[0] = 0;
-    for (int i = 0; i < n && u < len; i++) u += (size_t)snprintf(buf + u, len - u, "%s%s", i ? "," : "", kinds[i]->name);
-    return buf;
-}
-
-EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
-    if (len) dst->ops->copy(dst, doff, src, soff, len);
-}
-
-EFAX_API int efax_buf_settle(efax_buf *b) { return b->ops && b->ops->settle ? b->ops->settle(b) : 0; }
-
-EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access) {
-    int rc;
-    memset(b, 0, sizeof *b);
-    b->ops = ops;
-    b->len = len;
-    rc = ops->alloc(ctx, b, len, access);
-    if (rc) efax_buf_free(b);
-    return rc;
-}
-
-EFAX_API void efax_buf_free(efax_buf *b) {
-    if (!b || !b->ops) return;
-    efax_mr_dereg(&b->mr);
-    b->ops->release(b);
-    memset(b, 0, sizeof *b);
-}
-
-EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx) {
-    int i;
-    res->nnic = ctx->nnic;
-    for (i = 0; i < ctx->nnic; i++) {
-        efax__copy(res->nic[i].name, sizeof res->nic[i].name, ctx->nic[i].info.name);
-        res->nic[i].bytes = ctx->nic[i].stats.tx_bytes;
-        res->nic[i].ops = ctx->nic[i].stats.tx_ops;
-    }
-}
-
-/* JSON string with escapes, appended at buf+*used. */
-EFAX_PRIVATE void efax__json_str(char *buf, size_t cap, size_t *used, const char *s) {
-    size_t u = *used;
-    if (u + 2 >= cap) return;
-    buf[u++] = '"';
-    for (; s && *s && u + 8 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { buf[u++] = '\\'; buf[u++] = (char)c; }
-        else if (c == '\n') { buf[u++] = '\\'; buf[u++] = 'n'; }
-        else if (c == '\t') { buf[u++] = '\\'; buf[u++] = 't'; }
-        else if (c < 0x20 || c == 0x7f) u += (size_t)snprintf(buf + u, cap - u, "\\u%04x", c);
-        else buf[u++] = (char)c;
-    }
-    buf[u++] = '"';
-    buf[u] = 0;
-    *used = u;
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
-#endif
-EFAX_PRIVATE void efax__cat(char *buf, size_t cap, size_t *used, const char *fmt, ...) {
-    va_list ap;
-    int n;
-    if (*used >= cap) return;
-    va_start(ap, fmt);
-    n = vsnprintf(buf + *used, cap - *used, fmt, ap);
-    va_end(ap);
-    if (n > 0) *used = *used + (size_t)n < cap ? *used + (size_t)n : cap - 1;
-}
-
-/* A finite number, or null: JSON has no NaN or infinity. */
-EFAX_PRIVATE void efax__json_num(char *buf, size_t cap, size_t *used, double v) {
-    if (v != v || v > 1e300 || v < -1e300) efax__cat(buf, cap, used, "null");
-    else efax__cat(buf, cap, used, "%.6g", v);
-}
-
-/* Every rank's NICs and how they were chosen (efax_ctx_init: given, nearest the GPU, on the
-   NUMA node): rank 0 keeps them for the header, one line per distinct choice. Collective. */
-EFAX_PRIVATE int efax__gather_nic_choice(efax_report *r, const efax_ctx *ctx, efax_boot *boot) {
-    char mine[EFAX__CHOICE_LEN];
-    size_t u = 0;
-    int i, rc;
-    memset(mine, 0, sizeof mine);
-    for (i = 0; i < ctx->nnic; i++) efax__cat(mine, sizeof mine, &u, "%s%s", i ? "," : "", ctx->nic[i].info.name);
-    efax__cat(mine, sizeof mine, &u, " (%s)", ctx->nic_choice[0] ? ctx->nic_choice : "-");
-    r->nic_choice = r->rank == 0 ? (char (*)[EFAX__CHOICE_LEN])calloc((size_t)boot->size, EFAX__CHOICE_LEN) : NULL;
-    if (r->rank == 0 && !r->nic_choice) return -FI_ENOMEM;
-    {
-        char (*all)[EFAX__CHOICE_LEN] = r->nic_choice ? r->nic_choice : (char (*)[EFAX__CHOICE_LEN])calloc((size_t)boot->size, EFAX__CHOICE_LEN);
-        if (!all) return -FI_ENOMEM;
-        rc = efax_boot_allgather(boot, mine, sizeof mine, all, -1);
-        if (all != r->nic_choice) free(all);
-    }
-    return rc;
-}
-
-/* Prints the NIC lines of the header from what efax__gather_nic_choice kept. */
-EFAX_PRIVATE void efax__print_nic_choice(const efax_report *r) {
-    int i, j, n = r->boot ? r->boot->size : 0;
-    for (i = 0; r->nic_choice && i < n; i++) {
-        for (j = 0; j < i; j++)
-            if (!strcmp(r->nic_choice[j], r->nic_choice[i])) break;
-        if (j < i) continue;
-        printf("# NICs of rank(s)");
-        for (j = i; j < n; j++)
-            if (!strcmp(r->nic_choice[j], r->nic_choice[i])) printf(" %d", j);
-        printf(": %.*s\n", EFAX__CHOICE_LEN, r->nic_choice[i]);
-    }
-}
-
-/* JSON for a NIC's -1/0/1 attribute: null (not efa, or unknown), false, true. */
-EFAX_PRIVATE const char *efax__tri(int v) { return v < 0 ? "null" : v ? "true" : "false"; }
-
-/* The header lines that say what the NICs' results mean: message order, and on efa whether
-   same-host peers use the NIC, whether writes are RDMA writes, whether CUDA calls are allowed. */
-EFAX_PRIVATE void efax__print_nic_semantics(const efax_ctx *ctx) {
-    int i, sas = 0, shm_on = 0, shm_off = 0, emu = 0, real = 0, cuda_off = 0;
-    char emu_names[256];
-    size_t eu = 0;
-    emu_names[0] = 0;
-    for (i = 0; i < ctx->nnic; i++) {
-        const efax_nic_info *n = &ctx->nic[i].info;
-        sas += (n->msg_order & FI_ORDER_SAS) != 0;
-        shm_on += n->efa_shm == 1, shm_off += n->efa_shm == 0;
-        real += n->emulated_write == 0;
-        cuda_off += n->cuda_api == 0;
-        if (n->emulated_write == 1 && eu < sizeof emu_names) {
-            emu++;
-            eu += (size_t)snprintf(emu_names + eu, sizeof emu_names - eu, "%s%s", eu ? "," : "", n->name);
-        }
-    }
-    printf("# message order: %s\n", sas == ctx->nnic ? "send-after-send (FI_ORDER_SAS granted)"
-                                    : "not ordered on every NIC (efax matches receives by immediate data)");
-    if (strcmp(ctx->provider, "efa")) {
-        if (cuda_off) printf("# CUDA API in the provider: forbidden (FI_OPT_CUDA_API_PERMITTED=false)\n");
-        return;
-    }
-    printf("# efa: same-host peers through %s; writes: %s; CUDA API in the provider: %s\n",
-           shm_on ? "efa's shared memory (--efa-shm: memcpy, not the NIC)" : shm_off ? "the NIC (shared memory off)"
-                                                                          : "whatever efa decides (this libfabric cannot say)",
-           emu ? "EMULATED with messages (not RDMA writes)" : real == ctx->nnic ? "RDMA writes (device)" : "unknown (libfabric < 1.18)",
-           cuda_off ? "forbidden (GPUDirect RDMA only)" : "permitted");
-    if (emu) printf("# WARNING: efa emulates RDMA writes on NIC(s) %s: WRITE results there are not RDMA writes\n", emu_names);
-}
-
-EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
-                              const char *memory, efax_ctx *ctx, efax_boot *boot) {
-    size_t u = 0;
-    int i;
-    char tbuf[64];
-    time_t now = time(NULL);
-    struct tm tmv;
-    extern char **environ;
-    memset(r, 0, sizeof *r);
-    r->o = o;
-    r->driver = driver;
-    r->memory = memory;
-    r->ctx = ctx;
-    r->boot = boot;
-    r->rank = boot ? boot->rank : 0;
-    r->t0_ns = efax_now_ns();
-    r->tty = isatty(2) && !o->quiet;
-    if (ctx && boot && boot->size > 1 && (i = efax__gather_nic_choice(r, ctx, boot))) return i;
-    if (r->rank != 0) return 0;
-    if (o->json && !(r->json = fopen(o->json, "w"))) {
-        fprintf(stderr, "efax: error: --json %s: cannot open: %s\n", o->json, strerror(errno));
-        free(r->nic_choice), r->nic_choice = NULL;
-        return -EFAX_E_USAGE;
-    }
-    if (o->csv && !(r->csv = fopen(o->csv, "w"))) {
-        fprintf(stderr, "efax: error: --csv %s: cannot open: %s\n", o->csv, strerror(errno));
-        free(r->nic_choice), r->nic_choice = NULL;
-        return -EFAX_E_USAGE;
-    }
-    gmtime_r(&now, &tmv);
-    strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-    /* the run's metadata, repeated in every JSON record so each stands alone */
-    efax__cat(r->meta, sizeof r->meta, &u, "\"run\":{\"efax\":\"%s\",\"libfabric\":\"%u.%u\",\"time\":\"%s\",\"ranks\":%d,",
-              EFAX_VERSION_STRING, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), tbuf, boot ? boot->size : 1);
-    efax__cat(r->meta, sizeof r->meta, &u, "\"provider\":");
-    efax__json_str(r->meta, sizeof r->meta, &u, ctx ? ctx->provider : "-");
-    if (ctx && ctx->mem_note[0]) {
-        efax__cat(r->meta, sizeof r->meta, &u, ",\"device_memory\":");
-        efax__json_str(r->meta, sizeof r->meta, &u, ctx->mem_note);
-    }
-    efax__cat(r->meta, sizeof r->meta, &u, ",\"hosts\":[");
-    for (i = 0; boot && i < boot->size; i++) {
-        int j;
-        for (j = 0; j < i; j++)
-            if (!strcmp(boot->hosts[j], boot->hosts[i])) break;
-        if (j < i) continue;
-        if (i) efax__cat(r->meta, sizeof r->meta, &u, ",");
-        efax__json_str(r->meta, sizeof r->meta, &u, boot->hosts[i]);
-    }
-    efax__cat(r->meta, sizeof r->meta, &u, "],\"nics\":[");
-    for (i = 0; ctx && i < ctx->nnic; i++) {
-        const efax_nic_info *n = &ctx->nic[i].info;
-        efax__cat(r->meta, sizeof r->meta, &u, "%s{\"name\":", i ? "," : "");
-        efax__json_str(r->meta, sizeof r->meta, &u, n->name);
-        efax__cat(r->meta, sizeof r->meta, &u, ",\"pci\":");
-        efax__json_str(r->meta, sizeof r->meta, &u, n->pci);
-        efax__cat(r->meta, sizeof r->meta, &u, ",\"link_gbps\":");
-        efax__json_num(r->meta, sizeof r->meta, &u, n->link_gbps);
-        efax__cat(r->meta, sizeof r->meta, &u, ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s}",
-                  n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efax__tri(n->efa_shm), efax__tri(n->emulated_write),
-                  efax__tri(n->cuda_api));
-    }
-    efax__cat(r->meta, sizeof r->meta, &u, "],\"nic_choice\":");
-    efax__json_str(r->meta, sizeof r->meta, &u, ctx && ctx->nic_choice[0] ? ctx->nic_choice : "-");
-    efax__cat(r->meta, sizeof r->meta, &u, ",\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
-              o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
-    {
-        char cmd[1024];
-        size_t cu = 0;
-        cmd[0] = 0;
-        for (i = 0; i < o->argc; i++) efax__cat(cmd, sizeof cmd, &cu, "%s%s", i ? " " : "", o->argv[i]);
-        efax__json_str(r->meta, sizeof r->meta, &u, cmd);
-    }
-    efax__cat(r->meta, sizeof r->meta, &u, ",\"env\":{");
-    {
-        int k = 0;
-        char **e;
-        for (e = environ; e && *e; e++) {
-            const char *eq = strchr(*e, '=');
-            char key[128];
-            if (!eq || (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5)) || (size_t)(eq - *e) >= sizeof key) continue;
-            if (!strncmp(*e, "EFAX_TOKEN=", 11)) continue; /* a secret */
-            memcpy(key, *e, (size_t)(eq - *e));
-            key[eq - *e] = 0;
-            if (k++) efax__cat(r->meta, sizeof r->meta, &u, ",");
-            efax__json_str(r->meta, sizeof r->meta, &u, key);
-            efax__cat(r->meta, sizeof r->meta, &u, ":");
-            efax__json_str(r->meta, sizeof r->meta, &u, eq + 1);
-        }
-    }
-    efax__cat(r->meta, sizeof r->meta, &u, "}}");
-    if (r->csv)
-        fprintf(r->csv, "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_gbps,"
-                        "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes\n");
-    if (!o->quiet) {
-        char sz[32], cs[32];
-        printf("# efax %s %s\n", driver, EFAX_VERSION_STRING);
-        printf("# provider %s, libfabric %u.%u, %d rank(s) on", ctx ? ctx->provider : "-", FI_MAJOR(fi_version()),
-               FI_MINOR(fi_version()), boot ? boot->size : 1);
-        for (i = 0; boot && i < boot->size; i++) {
-            int j;
-            for (j = 0; j < i; j++)
-                if (!strcmp(boot->hosts[j], boot->hosts[i])) break;
-            if (j == i) printf(" %s", boot->hosts[i]);
-        }
-        printf("\n# NICs (rank 0):");
-        for (i = 0; ctx && i < ctx->nnic; i++) {
-            const efax_nic_info *n = &ctx->nic[i].info;
-            printf(" %s", n->name);
-            if (n->pci[0]) printf(" [%s]", n->pci);
-            if (o->line_gbps > 0) printf(" (line %.3g Gbps, given)", o->line_gbps);
-            else if (n->link_gbps > 0) printf(" (link %.3g Gbps)", n->link_gbps);
-        }
-        printf("\n# memory %s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory, o->window,
-               o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (1M; device memory on shm: whole messages)", o->check ? "every byte" : "off",
-               efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
-        if (ctx && ctx->mem_note[0]) printf("# device memory: %s\n", ctx->mem_note);
-        if (ctx) efax__print_nic_semantics(ctx);
-        efax__print_nic_choice(r);
-        free(r->nic_choice), r->nic_choice = NULL;
-        printf("# command:");
-        for (i = 0; i < o->argc; i++) printf(" %s", o->argv[i]);
-        printf("\n");
-        {
-            char **e;
-            int k = 0;
-            for (e = environ; e && *e; e++)
-                if ((!strncmp(*e, "FI_", 3) || !strncmp(*e, "EFAX_", 5)) && strncmp(*e, "EFAX_TOKEN=", 11))
-                    printf("%s %s", k++ ? "" : "# env:", *e);
-            if (k) printf("\n");
-        }
-        fflush(stdout);
-    }
-    free(r->nic_choice), r->nic_choice = NULL;
-    return 0;
-}
-
-/* % of line rate: of the bandwidth on the wire (busbw for all-to-all, whose algbw counts the
-   chunk each rank keeps). */
-EFAX_PRIVATE double efax__pct(const efax_result *res) {
-    double g = !strcmp(res->kind, "alltoall") ? res->busbw_gbs * 8 : res->gbps;
-    return res->line_gbps > 0 ? 100.0 * g / res->line_gbps : -1;
-}
-
-EFAX_API int efax_report_status(const efax_report *r) {
-    if (!r || r->rank != 0) return 0;
-    if (r->nwrong) {
-        if (r->tty) fprintf(stderr, "\r\033[K");
-        fflush(stdout);
-        fprintf(stderr, "%s: wrong bytes in %d result(s): %s\n", r->driver, r->nwrong, r->wrong_rows);
-    }
-    return r->refused || r->nwrong ? -EFAX_E_VERIFY : 0;
-}
-
-EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
-    char buf[sizeof ((efax_report *)0)->meta + 8192]; /* the record, then the run's metadata */
-    size_t u = 0;
-    int i;
-    if (r->rank != 0) return;
-    if (r->ceiling_gbps > 0 && !strcmp(res->memory, "device")) {
-        double g = !strcmp(res->kind, "alltoall") ? res->busbw_gbs * 8 : res->gbps;
-        double lim = r->ceiling_gbps * (res->peers > 1 ? res->peers : 1);
-        if (g > lim * (1 + EFAX_CEILING_TOLERANCE)) {
-            fprintf(stderr, "efax: error: %s %llu bytes: %.1f Gbps is above the ceiling of %.1f Gbps (%s): the bytes "
-                            "cannot have been in place, so this is no result\n", res->variant, (unsigned long long)res->size,
-                    g, lim, r->ceiling_what);
-            r->refused++;
-            return;
-        }
-    }
-    if (r->nrow < (int)(sizeof r->row / sizeof r->row[0])) r->row[r->nrow++] = *res;
-    if (res->wrong > 0) {
-        size_t w = strlen(r->wrong_rows);
-        char sz[32];
-        efax__cat(r->wrong_rows, sizeof r->wrong_rows, &w, "%s%s %s (%lld byte%s)", r->nwrong++ ? ", " : "",
-                  efax_fmt_size(res->size, sz, sizeof sz), res->variant, (long long)res->wrong, res->wrong == 1 ? "" : "s");
-    }
-    if (r->json) {
-        efax__cat(buf, sizeof buf, &u, "{\"schema\":1,\"driver\":");
-        efax__json_str(buf, sizeof buf, &u, r->driver);
-        efax__cat(buf, sizeof buf, &u, ",\"variant\":");
-        efax__json_str(buf, sizeof buf, &u, res->variant);
-        efax__cat(buf, sizeof buf, &u, ",\"kind\":");
-        efax__json_str(buf, sizeof buf, &u, res->kind);
-        efax__cat(buf, sizeof buf, &u, ",\"provider\":");
-        efax__json_str(buf, sizeof buf, &u, r->ctx ? r->ctx->provider : "-");
-        efax__cat(buf, sizeof buf, &u, ",\"memory\":");
-        efax__json_str(buf, sizeof buf, &u, res->memory);
-        efax__cat(buf, sizeof buf, &u, ",\"mem_path\":");
-        efax__json_str(buf, sizeof buf, &u, res->mem_path);
-        if (r->ceiling_gbps > 0) {
-            efax__cat(buf, sizeof buf, &u, ",\"ceiling_gbps\":");
-            efax__json_num(buf, sizeof buf, &u, r->ceiling_gbps);
-        }
-        efax__cat(buf, sizeof buf, &u, ",\"size\":%llu,\"iters\":%d,\"window\":%d,\"peers\":%d,\"seconds\":",
-                  (unsigned long long)res->size, res->iters, res->window, res->peers);
-        efax__json_num(buf, sizeof buf, &u, res->seconds);
-        efax__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"gbps\":", (unsigned long long)res->bytes);
-        efax__json_num(buf, sizeof buf, &u, res->gbps);
-        efax__cat(buf, sizeof buf, &u, ",\"gbs\":");
-        efax__json_num(buf, sizeof buf, &u, res->gbps / 8);
-        efax__cat(buf, sizeof buf, &u, ",\"line_gbps\":");
-        if (res->line_gbps > 0) efax__json_num(buf, sizeof buf, &u, res->line_gbps);
-        else efax__cat(buf, sizeof buf, &u, "null");
-        efax__cat(buf, sizeof buf, &u, ",\"pct_line\":");
-        if (res->line_gbps > 0) efax__json_num(buf, sizeof buf, &u, efax__pct(res));
-        else efax__cat(buf, sizeof buf, &u, "null");
-        efax__cat(buf, sizeof buf, &u, ",\"lat_us\":{\"min\":");
-        efax__json_num(buf, sizeof buf, &u, res->lat_us.min);
-        efax__cat(buf, sizeof buf, &u, ",\"p50\":");
-        efax__json_num(buf, sizeof buf, &u, res->lat_us.p50);
-        efax__cat(buf, sizeof buf, &u, ",\"avg\":");
-        efax__json_num(buf, sizeof buf, &u, res->lat_us.avg);
-        efax__cat(buf, sizeof buf, &u, ",\"p99\":");
-        efax__json_num(buf, sizeof buf, &u, res->lat_us.p99);
-        efax__cat(buf, sizeof buf, &u, ",\"max\":");
-        efax__json_num(buf, sizeof buf, &u, res->lat_us.max);
-        efax__cat(buf, sizeof buf, &u, "},\"wrong\":");
-        if (res->wrong < 0) efax__cat(buf, sizeof buf, &u, "null");
-        else efax__cat(buf, sizeof buf, &u, "%lld", (long long)res->wrong);
-        if (!strcmp(res->kind, "alltoall")) {
-            efax__cat(buf, sizeof buf, &u, ",\"algbw_gbs\":");
-            efax__json_num(buf, sizeof buf, &u, res->algbw_gbs);
-            efax__cat(buf, sizeof buf, &u, ",\"busbw_gbs\":");
-            efax__json_num(buf, sizeof buf, &u, res->busbw_gbs);
-        }
-        efax__cat(buf, sizeof buf, &u, ",\"nics\":[");
-        for (i = 0; i < res->nnic; i++) {
-            efax__cat(buf, sizeof buf, &u, "%s{\"name\":", i ? "," : "");
-            efax__json_str(buf, sizeof buf, &u, res->nic[i].name);
-            efax__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"ops\":%llu}", (unsigned long long)res->nic[i].bytes,
-                      (unsigned long long)res->nic[i].ops);
-        }
-        efax__cat(buf, sizeof buf, &u, "]%s%s,%s}\n", res->extra[0] ? "," : "", res->extra, r->meta);
-        fputs(buf, r->json);
-        fflush(r->json);
-    }
-    if (r->csv) {
-        fprintf(r->csv, "%s,%s,%s,%s,%s,%s,%llu,%d,%d,%d,%.6g,%.6g,", r->driver, res->variant, res->kind,
-                r->ctx ? r->ctx->provider : "-", res->memory, res->mem_path, (unsigned long long)res->size, res->iters,
-                res->window, res->peers, res->gbps, res->gbps / 8);
-        if (res->line_gbps > 0) fprintf(r->csv, "%.6g,%.6g,", efax__pct(res), res->line_gbps);
-        else fprintf(r->csv, ",,");
-        fprintf(r->csv, "%.6g,%.6g,%.6g,%.6g,%.6g,", res->lat_us.min, res->lat_us.p50, res->lat_us.avg,
-                res->lat_us.p99, res->lat_us.max);
-        if (res->wrong >= 0) fprintf(r->csv, "%lld", (long long)res->wrong);
-        fprintf(r->csv, ",%.6g,%.6g,", res->algbw_gbs, res->busbw_gbs);
-        for (i = 0; i < res->nnic; i++)
-            fprintf(r->csv, "%s%s=%llu", i ? ";" : "", res->nic[i].name, (unsigned long long)res->nic[i].bytes);
-        fprintf(r->csv, "\n");
-        fflush(r->csv);
-    }
-}
-
-EFAX_API void efax_report_row(efax_report *r) {
-    int i;
-    bool a2a;
-    char sz[32];
-    int64_t wrong = -1;
-    if (r->rank != 0 || r->nrow == 0) { r->nrow = 0; return; }
-    a2a = !strcmp(r->row[0].kind, "alltoall");
-    if (r->tty) fprintf(stderr, "\r\033[K");
-    if (!r->o->quiet) {
-        if (!r->header_printed) {
-            printf("\n%8s", "size");
-            for (i = 0; i < r->nrow; i++) printf(" | %-*s", a2a ? 39 : 30, r->row[i].variant);
-            printf("%s\n%8s", r->o->check ? " | " : "", "(bytes)");
-            for (i = 0; i < r->nrow; i++) {
-                if (a2a) printf(" | %9s %9s %6s %11s", "algbw GB/s", "busbw GB/s", "%line", "p50 us");
-                else printf(" | %9s %6s %12s", !strcmp(r->row[i].kind, "roundtrip") ? "Gbps(rt)" : "Gbps", "%line",
-                            !strcmp(r->row[i].kind, "roundtrip") ? "rtt p50 us" : "p50 us");
-            }
-            printf("%s\n", r->o->check ? " | #wrong" : "");
-            r->header_printed = true;
-        }
-        printf("%8s", efax_fmt_size(r->row[0].size, sz, sizeof sz));
-        for (i = 0; i < r->nrow; i++) {
-            const efax_result *x = &r->row[i];
-            char pct[16];
-            if (x->line_gbps > 0) snprintf(pct, sizeof pct, "%6.1f", efax__pct(x));
-            else snprintf(pct, sizeof pct, "%6s", "-");
-            if (a2a) printf(" | %10.3f %10.3f %6s %11.2f", x->algbw_gbs, x->busbw_gbs, pct, x->lat_us.p50);
-            else printf(" | %9.3f %6s %12.2f", x->gbps, pct, x->lat_us.p50);
-            if (x->wrong >= 0) wrong = (wrong < 0 ? 0 : wrong) + x->wrong;
-        }
-        if (r->o->check) printf(" | %lld", (long long)wrong);
-        printf("\n");
-        fflush(stdout);
-    }
-    r->nrow = 0;
-}
-
-EFAX_API void efax_report_progress(efax_report *r, const char *fmt, ...) {
-    va_list ap;
-    char msg[256];
-    if (r->rank != 0 || !r->tty) return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\r\033[K[%s %.0fs] %s", r->driver, (double)(efax_now_ns() - r->t0_ns) / 1e9, msg);
-    fflush(stderr);
-}
-
-EFAX_API void efax_report_deinit(efax_report *r) {
-    if (!r) return;
-    if (r->tty && r->rank == 0) fprintf(stderr, "\r\033[K");
-    if (r->json) fclose(r->json);
-    if (r->csv) fclose(r->csv);
-    free(r->nic_choice);
-    memset(r, 0, sizeof *r);
 }
 
 #ifdef __cplusplus

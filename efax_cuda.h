@@ -114,13 +114,13 @@ EFAX_API const efax_mem_ops *efax_mem_device(void);
 EFAX_API int efax_cuda_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg,
                                   size_t len);
 
-/* Measures what no device-memory result between this job's ranks can pass, so the report can
-   refuse one that does (efax_report.ceiling_gbps): rank 0 copies `bytes` with
-   cudaMemcpyPeerAsync from its GPU to the GPU of every other rank on its host (best of 5 after a
-   warm-up; the slowest pair counts). Ranks on other hosts add no ceiling here (their NICs' line
-   rate bounds them). Collective over boot; call after efax_report_init. Prints the ceiling in
-   the header. Returns 0 or a negative code. */
-EFAX_API int efax_cuda_ceiling(efax_report *r, efax_boot *boot, size_t bytes);
+/* Measures what no device-memory transfer between this job's ranks can pass: rank 0 copies
+   `bytes` with cudaMemcpyPeerAsync from its GPU to the GPU of every other rank on its host (best
+   of 5 after a warm-up; the slowest pair counts). Ranks on other hosts add no ceiling here (their
+   NICs' line rate bounds them). On rank 0 *gbs gets the ceiling in GB/s and `what` says what was
+   measured, or *gbs 0 and `what` why nothing was (every peer on another host, a GPU not visible).
+   efax_bench.h holds results against it. Collective over boot. Returns 0 or a negative code. */
+EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, double *gbs, char *what, size_t wl);
 
 /* Whether any of the kinds is device memory (the context should ask for FI_HMEM). */
 EFAX_API bool efax_cuda_wants_hmem(const efax_mem_ops *const *kinds, int n);
@@ -308,7 +308,7 @@ typedef struct efax_proxy_desc {
     uint32_t producers;        /* GPU producers that will push (ids 0..producers-1) */
     uint32_t queue_cells;      /* 0: 4096 */
     int inflight;              /* writes in flight at most (0: 512) */
-    uint64_t chunk;            /* write chunk (0: 1 MiB) */
+    uint64_t chunk;            /* write chunk (0: as large as allowed, as in efax_write_desc) */
     int device;                /* GPU served: the thread pins itself near it (-1: no pinning) */
 } efax_proxy_desc;
 
@@ -1009,11 +1009,11 @@ out:
     return rc;
 }
 
-EFAX_API int efax_cuda_ceiling(efax_report *r, efax_boot *boot, size_t bytes) {
+EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, double *gbs, char *what, size_t wl) {
     struct who { char host[64]; char pci[32]; } me, *all;
     int dev = 0, rc = 0, p;
-    double worst = 0;
-    char what[160] = "", why[160] = "every other rank runs on another host (its NICs' line rate bounds it)";
+    *gbs = 0;
+    snprintf(what, wl, "every other rank runs on another host (its NICs' line rate bounds it)");
     memset(&me, 0, sizeof me);
     efax__copy(me.host, sizeof me.host, boot->host);
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(me.pci, sizeof me.pci, dev) != cudaSuccess) {
@@ -1028,32 +1028,24 @@ EFAX_API int efax_cuda_ceiling(efax_report *r, efax_boot *boot, size_t bytes) {
     }
     for (p = 1; p < boot->size && !rc; p++) {
         int to = -1;
-        double gbs = 0;
+        double pair = 0;
         if (strcmp(all[p].host, me.host)) continue;
         if (!all[p].pci[0] || cudaDeviceGetByPCIBusId(&to, all[p].pci) != cudaSuccess) {
             (void)cudaGetLastError();
-            snprintf(why, sizeof why, "rank %d's GPU (%s) is not visible to rank 0 (CUDA_VISIBLE_DEVICES per rank?)", p,
-                     all[p].pci[0] ? all[p].pci : "unknown");
+            if (*gbs <= 0)
+                snprintf(what, wl, "rank %d's GPU (%s) is not visible to rank 0 (CUDA_VISIBLE_DEVICES per rank?)", p,
+                         all[p].pci[0] ? all[p].pci : "unknown");
             continue;
         }
-        if ((rc = efax__peer_copy_gbs(dev, to, bytes, &gbs))) break;
-        if (gbs > 0 && (worst == 0 || gbs < worst)) {
-            worst = gbs;
-            snprintf(what, sizeof what, "cudaMemcpyPeerAsync GPU %d -> GPU %d, %zu MiB: %.1f GB/s, measured in this run", dev, to,
-                     bytes >> 20, gbs);
+        if ((rc = efax__peer_copy_gbs(dev, to, bytes, &pair))) break;
+        if (pair > 0 && (*gbs == 0 || pair < *gbs)) {
+            *gbs = pair;
+            snprintf(what, wl, "cudaMemcpyPeerAsync GPU %d -> GPU %d, %zu MiB: %.1f GB/s, measured in this run", dev, to,
+                     bytes >> 20, pair);
         }
     }
     free(all);
-    if (rc) return rc;
-    if (worst <= 0) { /* said, so that a missing ceiling is not mistaken for a checked one */
-        if (!r->o || !r->o->quiet) printf("# ceiling: not measured: %s; results are not checked against one\n", why);
-        return 0;
-    }
-    r->ceiling_gbps = worst * 8;
-    efax__copy(r->ceiling_what, sizeof r->ceiling_what, what);
-    if (!r->o || !r->o->quiet) printf("# ceiling: %s = %.1f Gbps; a device-memory result above it +%.0f%% is refused\n", what,
-                                      r->ceiling_gbps, EFAX_CEILING_TOLERANCE * 100);
-    return 0;
+    return rc;
 }
 
 EFAX_API bool efax_cuda_wants_hmem(const efax_mem_ops *const *kinds, int n) {
@@ -1198,6 +1190,7 @@ EFAX_PRIVATE void efax__proxy_exec(efax_proxy *p, const uint64_t *w) {
     efax__pprod *pp = &p->prod[(w[0] >> 16) & 0xffff]; /* the id was checked by efax__proxy_take */
     efax_ctx *ctx = p->d.ctx;
     efax_cmd c;
+    efax_write_desc wd;
     char why[200];
     efax__pslot *sl;
     int rc = efax_cmd_decode(w, p->d.producers, pp->taken + 1, efax_ctx_rank(ctx), efax_ctx_size(ctx), p->d.src->len, p->d.dst,
@@ -1220,8 +1213,12 @@ EFAX_PRIVATE void efax__proxy_exec(efax_proxy *p, const uint64_t *w) {
     p->free_slots = sl->next;
     p->nfree--;
     sl->prod = c.producer;
-    rc = efax_write(ctx, &sl->x, c.dst, (c.flags & EFAX_PUT_SPLIT) ? EFAX_MODE_SPLIT : EFAX_MODE_SINGLE, number + c.producer,
-                    &p->d.src->mr, c.soff, p->d.dst, c.doff, c.size, p->d.chunk, c.tag, c.seq, NULL);
+    memset(&wd, 0, sizeof wd);
+    wd.from = efax_ctx_rank(ctx), wd.to = c.dst;
+    wd.src = &p->d.src->mr, wd.src_off = c.soff, wd.dst = p->d.dst, wd.dst_off = c.doff, wd.size = c.size;
+    wd.mode = (c.flags & EFAX_PUT_SPLIT) ? EFAX_MODE_SPLIT : EFAX_MODE_SINGLE; /* index 0: these modes do not rotate */
+    wd.chunk = p->d.chunk, wd.tag = c.tag, wd.seq = c.seq;
+    rc = efax_write(ctx, &sl->x, &wd, NULL);
     if (rc) { /* efax_write said why; the slot goes back and the command counts as done */
         sl->next = p->free_slots;
         p->free_slots = sl;
@@ -1321,7 +1318,6 @@ EFAX_API int efax_proxy_init(efax_proxy *p, const efax_proxy_desc *d) {
     p->d = *d;
     if (!p->d.queue_cells) p->d.queue_cells = 4096;
     if (p->d.inflight <= 0) p->d.inflight = 512;
-    if (!p->d.chunk) p->d.chunk = 1u << 20;
     if (!d->ctx || !d->src || !d->dst || !d->dst->remote || !d->producers || d->producers > 65535) {
         efax_log(d->ctx, 0, "proxy: needs a context, a source buffer, an exchanged destination and 1..65535 producers");
         return -FI_EINVAL;

@@ -1,0 +1,1499 @@
+/* efax_bench.h — the benchmark harness of efax's drivers: options, the sweep, results and the
+   report (a table, JSON Lines, CSV), in steps that leave a driver's main() the experiment alone.
+
+   What it is
+   ----------
+   efax.h is the fabric library (boot, context, memory, operations, schedules); efax_cuda.h adds
+   the GPU. This header is what the drivers share on top of them, kept apart so that a transfer
+   engine that vendors efax.h gets no benchmark report with it (as stb keeps one concern per
+   header). It uses only their public functions. Included after efax_cuda.h, it also measures the
+   GPU ceiling device-memory results are held against (the "cuda glue" section, as sokol_glue.h
+   joins two sokol headers).
+
+   Which header a change belongs in: a transfer, a registration, a schedule, a wire format:
+   efax.h. Anything that needs CUDA: efax_cuda.h. How a benchmark is driven, timed, checked or
+   reported: here. Memory kinds, buffers and the verification pattern live in efax.h's memory
+   section, because efax_cuda.h builds its kinds on them.
+
+   Use
+   ---
+       #define EFAX_IMPLEMENTATION
+       #include "efax.h"
+       #include "efax_cuda.h"    (CUDA builds only: nvcc -x cu)
+       #include "efax_bench.h"
+
+       cc -O2 -I. drivers/write.c -o write $(pkg-config --cflags --libs libfabric pmix)
+
+   A driver, in steps (drivers/write.c reads as an example):
+       efax_bench_open      options, memory kinds, the launcher (rank, size)
+       efax_bench_connect   the context: NICs near this rank's GPU or CPU, connections, warm-up
+       efax_bench_buf       a buffer of a memory kind, registered; exchanged when peers write it
+       efax_bench_begin     the report's header, and with device memory the measured ceiling
+       efax_bench_next      the sweep: every size x mode x memory kind (rows, soak repeats)
+       efax_bench_record    one result: wrong bytes summed over the ranks, rank 0 reports it
+       efax_bench_close     everything freed, in order; the exit status
+
+   License: MIT (see efax.h).
+*/
+#ifndef EFAX_BENCH_H
+#define EFAX_BENCH_H
+#ifndef EFAX_H
+#error "efax_bench.h: include efax.h first (and efax_cuda.h before this header in CUDA builds)"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// >>options ---------------------------------------------------------------------------------
+
+/* Options every benchmark driver takes. efax_opts_init sets the defaults. */
+typedef struct efax_opts {
+    uint64_t min_size, max_size;   /* -b, -e (K/M/G suffixes, binary) */
+    double factor;                 /* -f: next size = size * factor */
+    int iters;                     /* -n (0: by size, see efax_opts_iters) */
+    int warmup;                    /* -w (-1: by size) */
+    bool check;                    /* -c: verify every byte of every iteration */
+    const char *provider;          /* --provider */
+    const char *nics;              /* --nics */
+    unsigned modes;                /* --mode: bit (1u << efax_mode) per mode */
+    const char *json, *csv;        /* --json FILE, --csv FILE */
+    bool quiet;                    /* --quiet: no table, no progress line */
+    double line_gbps;              /* --line-rate GBPS (0: provider's, or $EFAX_LINE_GBPS) */
+    int timeout_ms;                /* --timeout MS */
+    int window;                    /* --window N: messages in flight per iteration */
+    uint64_t chunk;                /* --chunk BYTES: most bytes one post carries (0: efax_opts_chunk decides) */
+    double duration_s;             /* --duration S: repeat the sweep until S seconds passed */
+    const char *mem;               /* --mem host,pin,dma (efax_cuda.h builds) */
+    bool efa_shm;                  /* --efa-shm: efax_ctx_desc.efa_shm */
+    bool no_cuda_api;              /* --no-cuda-api: efax_ctx_desc.no_cuda_api */
+    int argc;
+    char **argv;
+} efax_opts;
+
+/* Kinds of option a driver can add to the common ones. */
+typedef enum efax_opt_type {
+    EFAX_OPT_FLAG = 1,     /* bool, no argument */
+    EFAX_OPT_INT,          /* int in [min, max] */
+    EFAX_OPT_SIZE,         /* uint64_t bytes with K/M/G suffix, in [min, max] */
+    EFAX_OPT_DOUBLE,       /* double in [min, max] */
+    EFAX_OPT_STR,          /* const char* */
+    EFAX_OPT_CHOICE        /* const char* that must be one of `choices` ("a|b|c") */
+} efax_opt_type;
+
+/* The entry that ends a list of options. */
+#define EFAX_OPT_END {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}
+
+typedef struct efax_optdef {
+    const char *name;      /* long name without dashes */
+    char short_name;       /* 0 for none */
+    efax_opt_type type;
+    void *dst;
+    double min, max;
+    const char *choices;
+    const char *arg;       /* argument name shown in help */
+    const char *help;
+} efax_optdef;
+
+/* Parses argv against `defs` alone (terminated by an entry with name NULL): for drivers with
+   their own options only. Returns 0, 1 after printing help, or -EFAX_E_USAGE with a one-line
+   message in err. Pure apart from the help text. */
+EFAX_API int efax_args_parse(int argc, char **argv, const efax_optdef *defs, const char *driver,
+                             const char *about, char *err, size_t errlen);
+
+/* Defaults: -b 1K -e 64M -f 2, iterations by size, window 1, chunk 1M, mode single. */
+EFAX_API void efax_opts_init(efax_opts *o);
+
+/* Parses argv into o: the common options and the driver's `extra` (terminated by an entry
+   with name NULL; may be NULL). Returns 0; 1 after printing help for -h/--help (exit 0);
+   -EFAX_E_USAGE with a one-line message in err naming the option and what it accepts
+   (drivers exit 2). Pure apart from the help text. */
+EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_optdef *extra,
+                             const char *driver, const char *about, char *err, size_t errlen);
+
+/* Parses "64", "4K", "1M", "2G" (binary multiples). Returns 0 or -EFAX_E_USAGE (empty,
+   negative, not a number, trailing junk, overflow). Pure. */
+EFAX_API int efax_parse_size(const char *s, uint64_t *out);
+
+/* Formats bytes as "4K", "1M", "1.5G", "300". Returns buf. */
+EFAX_API const char *efax_fmt_size(uint64_t bytes, char *buf, size_t len);
+
+/* Iterations and warm-ups for a size: -n/-w when given, else many for small sizes and few
+   for large so a default sweep takes about a minute. */
+EFAX_API int efax_opts_iters(const efax_opts *o, uint64_t size);
+EFAX_API int efax_opts_warmup(const efax_opts *o, uint64_t size);
+/* The size after `size` in the sweep (0 when the sweep is over). */
+EFAX_API uint64_t efax_opts_next_size(const efax_opts *o, uint64_t size);
+
+
+/* min/p50/avg/p99/max of n samples; sorts v. */
+typedef struct efax_stats { double min, p50, avg, p99, max; } efax_stats;
+EFAX_API efax_stats efax_stats_of(double *v, int n);
+
+// >>results and the report --------------------------------------------------------------------
+
+/* What a result measures; its name is the "kind" of JSON and CSV records. */
+typedef enum efax_result_kind {
+    EFAX_RESULT_ONEWAY = 0,    /* "oneway": bytes one way, timed until the target confirmed */
+    EFAX_RESULT_ROUNDTRIP,     /* "roundtrip": a message and its answer (Gbps(rt) = size / round trip) */
+    EFAX_RESULT_HALFRTT,       /* "halfrtt": ping-pong, latency is half the round trip */
+    EFAX_RESULT_ALLTOALL,      /* "alltoall": nccl-tests' algbw and busbw */
+    EFAX_RESULT_IPC,           /* "ipc": NVLink copies between the GPUs of one host */
+    EFAX_RESULT_KIND_COUNT
+} efax_result_kind;
+
+/* "oneway", "roundtrip", "halfrtt", "alltoall", "ipc". Pure. */
+EFAX_API const char *efax_result_kind_name(efax_result_kind k);
+
+/* One measured row cell: a (size, variant) pair. */
+typedef struct efax_result {
+    char variant[40];          /* e.g. "Single", "Split", "Stream", "RoundTrip" */
+    char memory[16];           /* host, pinned, device */
+    char mem_path[16];         /* how device memory reached the NIC: host, dmabuf, hmem, staged */
+    efax_result_kind kind;
+    uint64_t size;             /* bytes per message (all2all: per-rank send buffer) */
+    int iters, window, peers;
+    double seconds;            /* sum of timed iterations */
+    uint64_t bytes;            /* bytes moved in the timed iterations (one direction) */
+    double gbps;               /* bytes*8/seconds/1e9 */
+    double algbw_gbs, busbw_gbs; /* all2all (GB/s, nccl-tests definitions); 0 elsewhere */
+    double line_gbps;          /* line rate the % column uses (sum over the NICs used) */
+    efax_stats lat_us;         /* per-iteration time in microseconds */
+    int64_t wrong;             /* bytes that failed the check; -1 when not checked */
+    int nnic;
+    struct { char name[64]; uint64_t bytes, ops; } nic[EFAX_MAX_NICS];
+    char extra[2048];          /* more JSON members, written as they are (e.g. "ranks":[...]) */
+} efax_result;
+
+/* Output of one driver run: the header block, the human table (one row per size, a column
+   group per variant), CSV and JSON Lines. Only rank 0 writes. */
+typedef struct efax_report {
+    const efax_opts *o;
+    const char *driver;
+    const char *memory;
+    efax_ctx *ctx;
+    efax_boot *boot;
+    FILE *json, *csv;
+    int rank;
+    efax_result row[16];
+    int nrow;
+    bool header_printed;
+    bool tty;
+    uint64_t t0_ns;
+    char meta[12288];          /* the run's metadata as JSON members */
+    /* The fastest the bytes can physically move between the ranks (device memory on one host:
+       cudaMemcpyPeerAsync between the two GPUs, measured in the same run by efax_cuda_ceiling).
+       A device-memory result above it (plus EFAX_CEILING_TOLERANCE) cannot have had its bytes
+       in place: it is refused as an error naming the ceiling, and efax_report_status fails. */
+    double ceiling_gbps;       /* per pair of ranks; 0: none known */
+    char ceiling_what[160];
+    int refused;
+    char (*nic_choice)[256];   /* rank 0: every rank's NICs and how they were chosen */
+    int nwrong;                /* results with wrong bytes, and their "size variant (N bytes)" */
+    char wrong_rows[512];
+} efax_report;
+#define EFAXB__CHOICE_LEN 256
+
+/* How far above the measured ceiling a result may land before it is refused (timer and
+   clock noise; 5%). */
+#define EFAX_CEILING_TOLERANCE 0.05
+
+/* Opens the outputs and prints the header block (provider, libfabric version, hosts, NICs,
+   memory, command line, FI_* and EFAX_* variables). Collective: gathers host names.
+   Returns 0 or a negative code (a file that cannot be opened is named). */
+EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
+                              const char *memory, efax_ctx *ctx, efax_boot *boot);
+/* Adds a result: written to JSON and CSV at once, kept for the table row. */
+EFAX_API void efax_report_add(efax_report *r, const efax_result *res);
+/* Prints the table row of the results added since the last row. */
+EFAX_API void efax_report_row(efax_report *r);
+/* A live progress line on stderr (only on a terminal, never with --quiet). */
+EFAX_API void efax_report_progress(efax_report *r, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Closes the outputs. Safe on a zeroed report. */
+EFAX_API void efax_report_deinit(efax_report *r);
+/* 0, or -EFAX_E_VERIFY when a result was refused (above the physical ceiling) or, with -c,
+   had wrong bytes: then it prints one line on stderr naming those results. Drivers end with
+   it, after the last row, so such a run exits 1. Rank 0 decides (it holds the results). */
+EFAX_API int efax_report_status(const efax_report *r);
+
+/* Fills res->nic[] from the context's counters: bytes and operations each NIC sent since the
+   last efax_ctx_stats_reset. */
+EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx);
+
+/* Starts a result: names and shape. memory/path: e.g. "host"/"host", "device"/"staged". */
+EFAX_API void efax_result_init(efax_result *res, const char *variant, const char *memory, const char *path,
+                               efax_result_kind kind, uint64_t size, int window, int peers);
+
+/* Finishes a result from n per-iteration times (microseconds; sorted in place) and the
+   bytes one iteration moves: seconds, bytes, gbps, lat_us, line_gbps. */
+EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
+                               double line_gbps);
+
+/* Line rate in Gbit/s of the first `nics` NICs together: --line-rate (per NIC), else
+   $EFAX_LINE_GBPS, else what the provider or sysfs reports; 0 when unknown. */
+EFAX_API double efax_line_rate(const efax_ctx *ctx, const efax_opts *o, int nics);
+
+
+/* This process's resident memory in KiB (for soak runs), or -1. */
+EFAX_API long efax_rss_kib(void);
+
+
+/* The chunk for transfers into or out of buffer b: --chunk when given; else 1 MiB (posts small
+   enough to stripe and pipeline over NICs), except for device memory on an shm that registers it
+   (FI_HMEM; not with EFAX_MEM_PATH=staged): there every post is one CUDA IPC copy whose fixed
+   cost 1 MiB posts cannot hide (two H200s, libfabric 2.6.0: 1 MiB posts moved 1,360 Gbps at 256 MiB, 64 MiB posts
+   3,083 of the 3,157 cudaMemcpyPeerAsync moves), so messages go whole, up to 1 GiB. */
+EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b);
+
+// >>steps -----------------------------------------------------------------------------------
+
+/* What a driver is: its name, its own options and its defaults. Zeroed fields mean defaults. */
+typedef struct efax_bench_desc {
+    const char *driver;          /* name in messages, --help and the report ("write") */
+    const char *about;           /* --help's description */
+    const efax_optdef *extra;    /* the driver's own options (a list ending with name NULL; may be NULL) */
+    uint64_t min_size, max_size; /* -b / -e defaults (0: efax_opts_init's) */
+    double factor;               /* -f default (0: efax_opts_init's) */
+    int window;                  /* --window default (0: efax_opts_init's) */
+    const char *mem;             /* --mem default in CUDA builds (NULL: "all"); host builds: host */
+    int min_ranks, max_ranks;    /* ranks the experiment needs (0: at least 2; max 0: no limit) */
+    bool one_kind;               /* --mem must name one memory kind */
+    bool gpu;                    /* needs a CUDA device: without one it says "skipped" and ends, status 0 */
+} efax_bench_desc;
+
+/* efax_bench_open's answer when there is nothing to run (help printed, or no memory kind this
+   machine can run): not an error; efax_bench_close turns it into exit status 0. */
+#define EFAX_BENCH_DONE 1
+#define EFAX_BENCH_BUFS 8
+#define EFAX_BENCH_ALLOCS 8
+
+/* A running benchmark. Must not move between efax_bench_open and efax_bench_close. */
+typedef struct efax_bench {
+    efax_bench_desc d;
+    efax_opts o;
+    efax_boot boot;
+    efax_ctx ctx;
+    efax_report rep;
+    const efax_mem_ops *kinds[3]; /* the memory kinds --mem chose (and this machine can run) */
+    int nk;
+    int rank, size;            /* after efax_bench_open */
+    bool connected, begun;
+    efax_buf bufs[EFAX_BENCH_BUFS];
+    int nbuf;
+    void *allocs[EFAX_BENCH_ALLOCS];
+    int nalloc;
+    uint64_t t_start, sweeps;  /* the soak: when the sweep started, whole sweeps done */
+} efax_bench;
+
+/* One point of the sweep. Zero it before the first efax_bench_next. */
+typedef struct efax_bench_step {
+    uint64_t size;             /* bytes per message (the driver's size column) */
+    efax_mode mode;
+    int k;                     /* memory kind: b->kinds[k] */
+    const efax_mem_ops *kind;
+    int iters, warmup;         /* efax_opts_iters / efax_opts_warmup at size */
+    bool started;
+} efax_bench_step;
+
+/* Step 1: parses the options against the common ones and d->extra (printing "driver: reason" for a
+   bad one), picks the memory kinds (efax_cuda_mem_select in CUDA builds), joins the job and checks
+   the rank count. Returns 0; EFAX_BENCH_DONE when there is nothing to run; -EFAX_E_USAGE for bad
+   options or ranks; or the bootstrap's error. Whatever it returns, end with efax_bench_close. */
+EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, char **argv);
+
+/* Step 2: opens the context from the options (--provider, --nics, --efa-shm, --no-cuda-api,
+   --timeout; in CUDA builds this rank's GPU and the NICs nearest it when a kind is device memory),
+   connects every rank and warms every connection. imm_tags: the tags the driver counts (0: 64).
+   Collective. Returns 0 or a negative code (logged). */
+EFAX_API int efax_bench_connect(efax_bench *b, int imm_tags);
+
+/* A buffer of len bytes of memory kind `kind`, registered with `access` (EFAX_MR_*) on every NIC
+   (on none before efax_bench_connect: memory no NIC uses). A region peers write into
+   (EFAX_MR_WRITE_DST) is exchanged with every rank, so it is collective then. *out gets it; it is
+   freed by efax_bench_close. Returns 0 or a negative code. */
+EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access, efax_buf **out);
+
+/* Zeroed memory for n items of `size` bytes, freed by efax_bench_close; NULL when out of memory. */
+EFAX_API void *efax_bench_calloc(efax_bench *b, size_t n, size_t size);
+
+/* A driver's own check of its options or ranks failed: prints "driver: <message>" on stderr and
+   returns -EFAX_E_USAGE (exit status 2 through efax_bench_close). */
+EFAX_API int efax_bench_usage(const efax_bench *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Step 3: opens the report (--json, --csv) and prints its header; `memory` names the memory in it
+   (NULL: the kinds'). In CUDA builds, when a kind is device memory, measures the ceiling results
+   are held against (efax_bench_ceiling). Collective. Returns 0 or a negative code. */
+EFAX_API int efax_bench_begin(efax_bench *b, const char *memory);
+
+/* Step 4, the sweep: moves st to the next (size, mode, memory kind) of --mode and --mem, sizes
+   from -b to -e by -f; prints the table row when a size is done; resets the NIC counters and
+   shows the progress line. With --duration it repeats the sweep until that time has passed (rank
+   0 decides; every rank follows, printing nothing but rank 0's "# sweep N done" lines). Every rank
+   calls it in the same order. Returns 1 (run st), 0 (the sweep is over) or a negative code. */
+EFAX_API int efax_bench_next(efax_bench *b, efax_bench_step *st);
+
+/* Line rate in Gbit/s of the NICs `mode` uses (one for Single, all otherwise); 0 when unknown. */
+EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode);
+
+/* "Split" + "DMA" + " " + suffix: the variant label of a result in `mode` for memory kind
+   `kind` (suffix may be NULL). Returns buf. */
+EFAX_API const char *efax_bench_label(char *buf, size_t len, efax_mode mode, const efax_mem_ops *kind, const char *suffix);
+
+/* For experiments whose writers 0..writers-1 each time their own iterations at once (write
+   --targets pairs): gathers every rank's `iters` times (lat, microseconds; collective), leaves in
+   lat on rank 0 the slowest writer's time of each iteration (an iteration lasts as long as its
+   slowest writer), and on rank 0 prints and adds to res->extra ("ranks":[...]) every writer's
+   bandwidth, with each host's sum (against the rails its writers use: line Gbit/s each, 0:
+   unknown) and the aggregate. bytes: what one writer moves per iteration. Returns 0 or the
+   bootstrap's error. */
+EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers, uint64_t bytes,
+                                double line);
+
+/* Starts a result of step st (efax_result_init): its label (efax_bench_label with suffix), memory
+   kind, the path buf's memory took (buf->path), and its shape. */
+EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf, const char *suffix,
+                                efax_result_kind kind, int window, int peers);
+
+/* Step 5: records a result. Collective: every rank passes the wrong bytes it counted (the sum is
+   the result's, or -1 without -c); rank 0 adds the NIC counters and reports it (table row cell,
+   JSON, CSV); the other ranks' res is not read. Returns 0 or the bootstrap's error. */
+EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong);
+
+/* Step 6: with rc 0, the report's verdict (efax_report_status: a refused or, with -c, a wrong
+   result fails); then closes the report and frees the buffers, allocations, context and boot in
+   that order. Returns the exit status for rc (efax_exit_code; EFAX_BENCH_DONE gives 0). */
+EFAX_API int efax_bench_close(efax_bench *b, int rc);
+
+#ifdef EFAX_CUDA_H
+// >>cuda glue (with efax_cuda.h) -------------------------------------------------------------
+
+/* Measures what no device-memory result between this job's ranks can pass (efax_cuda_ceiling:
+   cudaMemcpyPeerAsync between the GPUs of one host, `bytes` per copy), sets it as the report's
+   ceiling and prints it in the header, or says why there is none. Collective. Returns 0 or a
+   negative code. */
+EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFAX_BENCH_H */
+
+/* ============================================================================================
+   Implementation (with EFAX_IMPLEMENTATION, in the same file as efax.h's)
+   ============================================================================================ */
+#if defined(EFAX_IMPLEMENTATION) && !defined(EFAX_BENCH_IMPLEMENTATION_DONE)
+#define EFAX_BENCH_IMPLEMENTATION_DONE
+
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <unistd.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// >>options (implementation) -----------------------------------------------------------------
+
+EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b) {
+    const char *forced = getenv("EFAX_MEM_PATH");
+    if (o->chunk) return o->chunk;
+    /* Writer and target must count the same chunks, so this looks only at what they share (the
+       provider and its FI_HMEM, the memory kind, the job's EFAX_MEM_PATH), never at how this
+       rank's own registration turned out. */
+    if (ctx && efax_ctx_nnics(ctx) > 0 && !strncmp(efax_ctx_nic(ctx, 0)->provider, "shm", 3) && efax_ctx_nic(ctx, 0)->hmem && b && b->ops &&
+        !strcmp(b->ops->name, "device") && !(forced && !strcmp(forced, "staged")))
+        return 1ull << 30;
+    return 1ull << 20;
+}
+
+EFAX_API void efax_opts_init(efax_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->min_size = 1024;
+    o->max_size = 64ull << 20;
+    o->factor = 2.0;
+    o->warmup = -1;
+    o->modes = 1u << EFAX_MODE_SINGLE;
+    o->window = 1;
+    o->chunk = 0; /* auto: efax_opts_chunk */
+    o->mem = "host";
+}
+
+EFAX_API int efax_parse_size(const char *s, uint64_t *out) {
+    uint64_t v = 0, mul = 1;
+    const char *p = s;
+    if (!s || !isdigit((unsigned char)*s)) return -EFAX_E_USAGE;
+    while (isdigit((unsigned char)*p)) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) return -EFAX_E_USAGE;
+        v = v * 10 + d;
+        p++;
+    }
+    switch (toupper((unsigned char)*p)) {
+    case 0: break;
+    case 'K': mul = 1ull << 10; p++; break;
+    case 'M': mul = 1ull << 20; p++; break;
+    case 'G': mul = 1ull << 30; p++; break;
+    case 'T': mul = 1ull << 40; p++; break;
+    default: return -EFAX_E_USAGE;
+    }
+    if (*p == 'i' && mul > 1) p++;
+    if ((*p == 'B' || *p == 'b') && mul > 1) p++;
+    if (*p) return -EFAX_E_USAGE;
+    if (mul > 1 && v > UINT64_MAX / mul) return -EFAX_E_USAGE;
+    *out = v * mul;
+    return 0;
+}
+
+EFAX_API const char *efax_fmt_size(uint64_t b, char *buf, size_t len) {
+    static const char sfx[] = "KMGT";
+    int i = -1;
+    double v = (double)b;
+    while (v >= 1024.0 && i < 3 && (b % 1024 == 0 || v >= 1024.0 * 1024.0)) {
+        v /= 1024.0;
+        i++;
+        if (b % 1024) break;
+        b /= 1024;
+    }
+    if (i < 0) snprintf(buf, len, "%llu", (unsigned long long)b);
+    else if (v == (double)(uint64_t)v) snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[i]);
+    else snprintf(buf, len, "%.1f%c", v, sfx[i]);
+    return buf;
+}
+
+EFAX_PRIVATE const efax_optdef *efaxb__find_opt(const efax_optdef *defs, const char *lname, char sname) {
+    for (; defs && defs->name; defs++)
+        if ((lname && !strcmp(defs->name, lname)) || (!lname && sname && defs->short_name == sname)) return defs;
+    return NULL;
+}
+
+EFAX_PRIVATE void efaxb__opt_label(const efax_optdef *d, char *buf, size_t len) {
+    if (d->short_name) snprintf(buf, len, "-%c/--%s", d->short_name, d->name);
+    else snprintf(buf, len, "--%s", d->name);
+}
+
+EFAX_PRIVATE void efaxb__print_help(const efax_optdef *common, const efax_optdef *extra, const char *driver,
+                                   const char *about) {
+    const efax_optdef *sets[2];
+    int k;
+    sets[0] = extra;
+    sets[1] = common;
+    printf("usage: %s [options]   (launch under mpirun/srun --mpi=pmix, or see efax.h for EFAX_ROOT)\n", driver);
+    if (about) printf("%s\n", about);
+    printf("\noptions:\n");
+    for (k = 0; k < 2; k++) {
+        const efax_optdef *d;
+        for (d = sets[k]; d && d->name; d++) {
+            char lhs[64], rng[96] = "";
+            if (d->short_name) snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", d->short_name, d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+            else snprintf(lhs, sizeof lhs, "    --%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+            if (d->type == EFAX_OPT_CHOICE) snprintf(rng, sizeof rng, " [%s]", d->choices);
+            printf("  %-28s %s%s\n", lhs, d->help ? d->help : "", rng);
+        }
+    }
+    printf("  %-28s %s\n", "-h, --help", "this text");
+    printf("\nsizes take K, M, G suffixes (binary: 1K = 1024). Exit codes: 0 ok, 1 run failed, 2 bad usage.\n");
+}
+
+EFAX_PRIVATE int efaxb__set_opt(const efax_optdef *d, const char *val, char *err, size_t el) {
+    char lbl[64];
+    efaxb__opt_label(d, lbl, sizeof lbl);
+    switch (d->type) {
+    case EFAX_OPT_FLAG:
+        *(bool *)d->dst = true;
+        return 0;
+    case EFAX_OPT_INT: {
+        char *end;
+        long long v;
+        errno = 0;
+        v = strtoll(val, &end, 10);
+        if (!*val || *end || errno || (double)v < d->min || (double)v > d->max) {
+            snprintf(err, el, "%s: '%s' is not valid: expected an integer in [%.0f, %.0f]", lbl, val, d->min, d->max);
+            return -EFAX_E_USAGE;
+        }
+        *(int *)d->dst = (int)v;
+        return 0;
+    }
+    case EFAX_OPT_SIZE: {
+        uint64_t v;
+        char lo[32], hi[32];
+        if (efax_parse_size(val, &v) || (double)v < d->min || (double)v > d->max) {
+            snprintf(err, el, "%s: '%s' is not valid: expected a size in [%s, %s] (bytes, or with K/M/G)", lbl, val,
+                     efax_fmt_size((uint64_t)d->min, lo, sizeof lo), efax_fmt_size((uint64_t)d->max, hi, sizeof hi));
+            return -EFAX_E_USAGE;
+        }
+        *(uint64_t *)d->dst = v;
+        return 0;
+    }
+    case EFAX_OPT_DOUBLE: {
+        char *end;
+        double v;
+        errno = 0;
+        v = strtod(val, &end);
+        if (!*val || *end || errno || !(v >= d->min && v <= d->max)) {
+            snprintf(err, el, "%s: '%s' is not valid: expected a number in [%g, %g]", lbl, val, d->min, d->max);
+            return -EFAX_E_USAGE;
+        }
+        *(double *)d->dst = v;
+        return 0;
+    }
+    case EFAX_OPT_STR:
+        if (!*val) {
+            snprintf(err, el, "%s: an empty value is not valid", lbl);
+            return -EFAX_E_USAGE;
+        }
+        *(const char **)d->dst = val;
+        return 0;
+    case EFAX_OPT_CHOICE: {
+        const char *c = d->choices;
+        size_t vl = strlen(val);
+        while (c && *c) {
+            const char *bar = strchr(c, '|');
+            size_t cl = bar ? (size_t)(bar - c) : strlen(c);
+            if (cl == vl && !strncmp(c, val, vl)) {
+                *(const char **)d->dst = val;
+                return 0;
+            }
+            c = bar ? bar + 1 : NULL;
+        }
+        snprintf(err, el, "%s: '%s' is not valid: expected one of %s", lbl, val, d->choices);
+        return -EFAX_E_USAGE;
+    }
+    }
+    return -EFAX_E_USAGE;
+}
+
+EFAX_PRIVATE int efaxb__parse(int argc, char **argv, const efax_optdef *extra, const efax_optdef *common,
+                             const char *driver, const char *about, char *err, size_t errlen) {
+    int i, rc;
+    err[0] = 0;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        const efax_optdef *d;
+        char name[64];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            efaxb__print_help(common, extra, driver, about);
+            return 1;
+        }
+        if (a[0] == '-' && a[1] == '-' && a[2]) {
+            const char *eq = strchr(a + 2, '=');
+            size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            if (nl >= sizeof name) nl = sizeof name - 1;
+            memcpy(name, a + 2, nl);
+            name[nl] = 0;
+            if (eq) val = eq + 1;
+            d = efaxb__find_opt(extra, name, 0);
+            if (!d) d = efaxb__find_opt(common, name, 0);
+        } else if (a[0] == '-' && a[1] && !a[2]) {
+            d = efaxb__find_opt(extra, NULL, a[1]);
+            if (!d) d = efaxb__find_opt(common, NULL, a[1]);
+        } else {
+            snprintf(err, errlen, "unexpected argument '%s' (options start with - or --; see -h)", a);
+            return -EFAX_E_USAGE;
+        }
+        if (!d) {
+            snprintf(err, errlen, "unknown option '%s' (see -h)", a);
+            return -EFAX_E_USAGE;
+        }
+        if (d->type == EFAX_OPT_FLAG) {
+            if (val) {
+                snprintf(err, errlen, "option '%s' takes no value", a);
+                return -EFAX_E_USAGE;
+            }
+        } else if (!val) {
+            if (i + 1 >= argc) {
+                char lbl[64];
+                efaxb__opt_label(d, lbl, sizeof lbl);
+                snprintf(err, errlen, "%s needs a value (%s)", lbl, d->arg ? d->arg : "value");
+                return -EFAX_E_USAGE;
+            }
+            val = argv[++i];
+        }
+        if ((rc = efaxb__set_opt(d, val ? val : "", err, errlen))) return rc;
+    }
+    return 0;
+}
+
+EFAX_API int efax_args_parse(int argc, char **argv, const efax_optdef *defs, const char *driver,
+                             const char *about, char *err, size_t errlen) {
+    return efaxb__parse(argc, argv, defs, NULL, driver, about, err, errlen);
+}
+
+EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_optdef *extra,
+                             const char *driver, const char *about, char *err, size_t errlen) {
+    const char *modes = NULL;
+    int rc;
+    efax_optdef common[24];
+    memset(common, 0, sizeof common);
+    {
+        int k = 0;
+#define EFAXB__OPT(l, s, t, d, lo, hi, ch, a, h)                                                    \
+    do {                                                                                           \
+        common[k].name = l; common[k].short_name = s; common[k].type = t; common[k].dst = d;       \
+        common[k].min = lo; common[k].max = hi; common[k].choices = ch; common[k].arg = a;         \
+        common[k].help = h; k++;                                                                   \
+    } while (0)
+        EFAXB__OPT("min-size", 'b', EFAX_OPT_SIZE, &o->min_size, 1, 68719476736.0, NULL, "SIZE", "smallest message (default 1K)");
+        EFAXB__OPT("max-size", 'e', EFAX_OPT_SIZE, &o->max_size, 1, 68719476736.0, NULL, "SIZE", "largest message (default 64M)");
+        EFAXB__OPT("factor", 'f', EFAX_OPT_DOUBLE, &o->factor, 1.0, 1024, NULL, "F", "size multiplier between rows, > 1 (default 2)");
+        EFAXB__OPT("iters", 'n', EFAX_OPT_INT, &o->iters, 1, 10000000, NULL, "N", "timed iterations per size (default: by size)");
+        EFAXB__OPT("warmup", 'w', EFAX_OPT_INT, &o->warmup, 0, 1000000, NULL, "N", "untimed iterations first (default: by size)");
+        EFAXB__OPT("check", 'c', EFAX_OPT_FLAG, &o->check, 0, 0, NULL, NULL, "verify every byte of every iteration (outside the timing)");
+        EFAXB__OPT("provider", 0, EFAX_OPT_STR, &o->provider, 0, 0, NULL, "NAME", "libfabric provider: efa, tcp, shm, ... (default: efa > tcp > shm)");
+        EFAXB__OPT("nics", 0, EFAX_OPT_STR, &o->nics, 0, 0, NULL, "LIST", "comma-separated NIC names (default: all but loopback)");
+        EFAXB__OPT("mode", 0, EFAX_OPT_STR, &modes, 0, 0, NULL, "LIST", "single,split,roundrobin,stripe or all (default single)");
+        EFAXB__OPT("json", 0, EFAX_OPT_STR, &o->json, 0, 0, NULL, "FILE", "write JSON Lines records");
+        EFAXB__OPT("csv", 0, EFAX_OPT_STR, &o->csv, 0, 0, NULL, "FILE", "write CSV rows");
+        EFAXB__OPT("quiet", 'q', EFAX_OPT_FLAG, &o->quiet, 0, 0, NULL, NULL, "no table and no progress line");
+        EFAXB__OPT("line-rate", 0, EFAX_OPT_DOUBLE, &o->line_gbps, 0.001, 100000, NULL, "GBPS", "line rate of one NIC in Gbit/s for the % column");
+        EFAXB__OPT("timeout", 0, EFAX_OPT_INT, &o->timeout_ms, 1, 86400000, NULL, "MS", "fail any wait longer than this (default 30000)");
+        EFAXB__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 250, NULL, "N", "messages in flight per iteration (default 1)");
+        EFAXB__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE", "most bytes one post carries (default 1M; whole messages for device memory on shm)");
+        EFAXB__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S", "repeat the sweep until S seconds have passed (soak)");
+        EFAXB__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
+        EFAXB__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL, "efa: let its own shared memory carry same-host peers (default: the NIC does)");
+        EFAXB__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL, "the provider may not call CUDA: device memory by GPUDirect RDMA only");
+#undef EFAXB__OPT
+    }
+    o->argc = argc;
+    o->argv = argv;
+    if ((rc = efaxb__parse(argc, argv, extra, common, driver, about, err, errlen))) return rc;
+    if (modes) {
+        char buf[128], *tok, *save = NULL;
+        o->modes = 0;
+        snprintf(buf, sizeof buf, "%s", modes);
+        for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            efax_mode m;
+            if (!strcmp(tok, "all")) { o->modes = (1u << EFAX_MODE_COUNT) - 1; continue; }
+            if (efax_mode_parse(tok, &m)) {
+                snprintf(err, errlen, "--mode: '%s' is not valid: expected single, split, roundrobin, stripe or all", tok);
+                return -EFAX_E_USAGE;
+            }
+            o->modes |= 1u << m;
+        }
+        if (!o->modes) {
+            snprintf(err, errlen, "--mode: no mode given: expected single, split, roundrobin, stripe or all");
+            return -EFAX_E_USAGE;
+        }
+    }
+    { /* environment values are options too */
+        const char *e = getenv("EFAX_LINE_GBPS");
+        char *end;
+        double v;
+        long t;
+        if (e && *e && (v = strtod(e, &end), *end || !(v > 0 && v <= 100000))) {
+            snprintf(err, errlen, "EFAX_LINE_GBPS='%s' is not valid: expected a line rate in Gbit/s in (0, 100000]", e);
+            return -EFAX_E_USAGE;
+        }
+        e = getenv("EFAX_TIMEOUT_MS");
+        if (e && *e && (t = strtol(e, &end, 10), *end || t < 1 || t > INT_MAX)) {
+            snprintf(err, errlen, "EFAX_TIMEOUT_MS='%s' is not valid: expected milliseconds in [1, %d]", getenv("EFAX_TIMEOUT_MS"), INT_MAX);
+            return -EFAX_E_USAGE;
+        }
+    }
+    if (!(o->factor > 1.0)) {
+        snprintf(err, errlen, "-f/--factor: %g is not valid: the size factor must be greater than 1", o->factor);
+        return -EFAX_E_USAGE;
+    }
+    if (o->min_size > o->max_size) {
+        char lo[32], hi[32];
+        snprintf(err, errlen, "-b/--min-size %s is larger than -e/--max-size %s: the smallest size must not exceed the largest",
+                 efax_fmt_size(o->min_size, lo, sizeof lo), efax_fmt_size(o->max_size, hi, sizeof hi));
+        return -EFAX_E_USAGE;
+    }
+    return 0;
+}
+
+EFAX_API int efax_opts_iters(const efax_opts *o, uint64_t size) {
+    uint64_t n;
+    if (o->iters > 0) return o->iters;
+    n = size ? (1ull << 30) / size : 1000;
+    return n < 10 ? 10 : n > 1000 ? 1000 : (int)n;
+}
+
+EFAX_API int efax_opts_warmup(const efax_opts *o, uint64_t size) {
+    int n;
+    if (o->warmup >= 0) return o->warmup;
+    n = efax_opts_iters(o, size) / 10;
+    return n < 1 ? 1 : n > 10 ? 10 : n;
+}
+
+EFAX_API uint64_t efax_opts_next_size(const efax_opts *o, uint64_t size) {
+    double next;
+    uint64_t n;
+    if (size >= o->max_size) return 0;
+    next = (double)size * o->factor;
+    n = next >= (double)o->max_size ? o->max_size : (uint64_t)next;
+    return n <= size ? size + 1 : n;
+}
+
+EFAX_PRIVATE int efaxb__cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+EFAX_API efax_stats efax_stats_of(double *v, int n) {
+    efax_stats s;
+    double sum = 0;
+    int i, k;
+    memset(&s, 0, sizeof s);
+    if (n <= 0) return s;
+    qsort(v, (size_t)n, sizeof *v, efaxb__cmp_double);
+    for (i = 0; i < n; i++) sum += v[i];
+    s.min = v[0];
+    s.max = v[n - 1];
+    s.avg = sum / n;
+    s.p50 = v[(n - 1) / 2];
+    k = (int)((99.0 * n + 99) / 100) - 1; /* nearest rank */
+    s.p99 = v[k < 0 ? 0 : k >= n ? n - 1 : k];
+    return s;
+}
+
+
+// >>results and the report (implementation) ---------------------------------------------------
+
+EFAX_API const char *efax_result_kind_name(efax_result_kind k) {
+    static const char *const names[EFAX_RESULT_KIND_COUNT] = {"oneway", "roundtrip", "halfrtt", "alltoall", "ipc"};
+    return (unsigned)k < EFAX_RESULT_KIND_COUNT ? names[k] : "unknown";
+}
+
+EFAX_API void efax_result_init(efax_result *res, const char *variant, const char *memory, const char *path,
+                               efax_result_kind kind, uint64_t size, int window, int peers) {
+    memset(res, 0, sizeof *res);
+    snprintf(res->variant, sizeof res->variant, "%s", variant);
+    snprintf(res->memory, sizeof res->memory, "%s", memory);
+    snprintf(res->mem_path, sizeof res->mem_path, "%s", path);
+    res->kind = kind;
+    res->size = size;
+    res->window = window;
+    res->peers = peers;
+    res->wrong = -1;
+}
+
+EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
+                               double line_gbps) {
+    int i;
+    double sum = 0;
+    for (i = 0; i < n; i++) sum += lat_us[i];
+    res->iters = n;
+    res->seconds = sum * 1e-6;
+    res->bytes = bytes_per_iter * (uint64_t)n;
+    res->gbps = res->seconds > 0 ? (double)res->bytes * 8 / res->seconds / 1e9 : 0;
+    res->line_gbps = line_gbps;
+    res->lat_us = efax_stats_of(lat_us, n);
+}
+
+EFAX_API double efax_line_rate(const efax_ctx *ctx, const efax_opts *o, int nics) {
+    double sum = 0, env = 0;
+    const char *e = getenv("EFAX_LINE_GBPS");
+    int i;
+    if (e && *e) env = strtod(e, NULL); /* checked by efax_opts_parse */
+    if (nics > efax_ctx_nnics(ctx)) nics = efax_ctx_nnics(ctx);
+    for (i = 0; i < nics; i++) {
+        double r = o && o->line_gbps > 0 ? o->line_gbps : env > 0 ? env : efax_ctx_nic(ctx, i)->link_gbps;
+        if (r <= 0) return 0;
+        sum += r;
+    }
+    return sum;
+}
+
+EFAX_API long efax_rss_kib(void) {
+    long pages = -1, rss = -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = -1;
+    fclose(f);
+    return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx) {
+    int i;
+    res->nnic = efax_ctx_nnics(ctx);
+    for (i = 0; i < efax_ctx_nnics(ctx); i++) {
+        snprintf(res->nic[i].name, sizeof res->nic[i].name, "%s", efax_ctx_nic(ctx, i)->name);
+        res->nic[i].bytes = efax_ctx_stats(ctx, i).tx_bytes;
+        res->nic[i].ops = efax_ctx_stats(ctx, i).tx_ops;
+    }
+}
+
+/* JSON string with escapes, appended at buf+*used. */
+EFAX_PRIVATE void efaxb__json_str(char *buf, size_t cap, size_t *used, const char *s) {
+    size_t u = *used;
+    if (u + 2 >= cap) return;
+    buf[u++] = '"';
+    for (; s && *s && u + 8 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { buf[u++] = '\\'; buf[u++] = (char)c; }
+        else if (c == '\n') { buf[u++] = '\\'; buf[u++] = 'n'; }
+        else if (c == '\t') { buf[u++] = '\\'; buf[u++] = 't'; }
+        else if (c < 0x20 || c == 0x7f) u += (size_t)snprintf(buf + u, cap - u, "\\u%04x", c);
+        else buf[u++] = (char)c;
+    }
+    buf[u++] = '"';
+    buf[u] = 0;
+    *used = u;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+EFAX_PRIVATE void efaxb__cat(char *buf, size_t cap, size_t *used, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    if (*used >= cap) return;
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *used, cap - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0) *used = *used + (size_t)n < cap ? *used + (size_t)n : cap - 1;
+}
+
+/* A finite number, or null: JSON has no NaN or infinity. */
+EFAX_PRIVATE void efaxb__json_num(char *buf, size_t cap, size_t *used, double v) {
+    if (v != v || v > 1e300 || v < -1e300) efaxb__cat(buf, cap, used, "null");
+    else efaxb__cat(buf, cap, used, "%.6g", v);
+}
+
+/* Every rank's NICs and how they were chosen (efax_ctx_init: given, nearest the GPU, on the
+   NUMA node): rank 0 keeps them for the header, one line per distinct choice. Collective. */
+EFAX_PRIVATE int efaxb__gather_nic_choice(efax_report *r, const efax_ctx *ctx, efax_boot *boot) {
+    char mine[EFAXB__CHOICE_LEN];
+    size_t u = 0;
+    int i, rc;
+    memset(mine, 0, sizeof mine);
+    for (i = 0; i < efax_ctx_nnics(ctx); i++) efaxb__cat(mine, sizeof mine, &u, "%s%s", i ? "," : "", efax_ctx_nic(ctx, i)->name);
+    efaxb__cat(mine, sizeof mine, &u, " (%s)", efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
+    r->nic_choice = r->rank == 0 ? (char (*)[EFAXB__CHOICE_LEN])calloc((size_t)boot->size, EFAXB__CHOICE_LEN) : NULL;
+    if (r->rank == 0 && !r->nic_choice) return -FI_ENOMEM;
+    {
+        char (*all)[EFAXB__CHOICE_LEN] = r->nic_choice ? r->nic_choice : (char (*)[EFAXB__CHOICE_LEN])calloc((size_t)boot->size, EFAXB__CHOICE_LEN);
+        if (!all) return -FI_ENOMEM;
+        rc = efax_boot_allgather(boot, mine, sizeof mine, all, -1);
+        if (all != r->nic_choice) free(all);
+    }
+    return rc;
+}
+
+/* Prints the NIC lines of the header from what efaxb__gather_nic_choice kept. */
+EFAX_PRIVATE void efaxb__print_nic_choice(const efax_report *r) {
+    int i, j, n = r->boot ? r->boot->size : 0;
+    for (i = 0; r->nic_choice && i < n; i++) {
+        for (j = 0; j < i; j++)
+            if (!strcmp(r->nic_choice[j], r->nic_choice[i])) break;
+        if (j < i) continue;
+        printf("# NICs of rank(s)");
+        for (j = i; j < n; j++)
+            if (!strcmp(r->nic_choice[j], r->nic_choice[i])) printf(" %d", j);
+        printf(": %.*s\n", EFAXB__CHOICE_LEN, r->nic_choice[i]);
+    }
+}
+
+/* JSON for a NIC's -1/0/1 attribute: null (not efa, or unknown), false, true. */
+EFAX_PRIVATE const char *efaxb__tri(int v) { return v < 0 ? "null" : v ? "true" : "false"; }
+
+/* The header lines that say what the NICs' results mean: message order, and on efa whether
+   same-host peers use the NIC, whether writes are RDMA writes, whether CUDA calls are allowed. */
+EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
+    int i, sas = 0, shm_on = 0, shm_off = 0, emu = 0, real = 0, cuda_off = 0;
+    char emu_names[256];
+    size_t eu = 0;
+    emu_names[0] = 0;
+    for (i = 0; i < efax_ctx_nnics(ctx); i++) {
+        const efax_nic_info *n = efax_ctx_nic(ctx, i);
+        sas += (n->msg_order & FI_ORDER_SAS) != 0;
+        shm_on += n->efa_shm == 1, shm_off += n->efa_shm == 0;
+        real += n->emulated_write == 0;
+        cuda_off += n->cuda_api == 0;
+        if (n->emulated_write == 1 && eu < sizeof emu_names) {
+            emu++;
+            eu += (size_t)snprintf(emu_names + eu, sizeof emu_names - eu, "%s%s", eu ? "," : "", n->name);
+        }
+    }
+    printf("# message order: %s\n", sas == efax_ctx_nnics(ctx) ? "send-after-send (FI_ORDER_SAS granted)"
+                                    : "not ordered on every NIC (efax matches receives by immediate data)");
+    if (strcmp(efax_ctx_provider(ctx), "efa")) {
+        if (cuda_off) printf("# CUDA API in the provider: forbidden (FI_OPT_CUDA_API_PERMITTED=false)\n");
+        return;
+    }
+    printf("# efa: same-host peers through %s; writes: %s; CUDA API in the provider: %s\n",
+           shm_on ? "efa's shared memory (--efa-shm: memcpy, not the NIC)" : shm_off ? "the NIC (shared memory off)"
+                                                                          : "whatever efa decides (this libfabric cannot say)",
+           emu ? "EMULATED with messages (not RDMA writes)" : real == efax_ctx_nnics(ctx) ? "RDMA writes (device)" : "unknown (libfabric < 1.18)",
+           cuda_off ? "forbidden (GPUDirect RDMA only)" : "permitted");
+    if (emu) printf("# WARNING: efa emulates RDMA writes on NIC(s) %s: WRITE results there are not RDMA writes\n", emu_names);
+}
+
+EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
+                              const char *memory, efax_ctx *ctx, efax_boot *boot) {
+    size_t u = 0;
+    int i;
+    char tbuf[64];
+    time_t now = time(NULL);
+    struct tm tmv;
+    extern char **environ;
+    memset(r, 0, sizeof *r);
+    r->o = o;
+    r->driver = driver;
+    r->memory = memory;
+    r->ctx = ctx;
+    r->boot = boot;
+    r->rank = boot ? boot->rank : 0;
+    r->t0_ns = efax_now_ns();
+    r->tty = isatty(2) && !o->quiet;
+    if (ctx && boot && boot->size > 1 && (i = efaxb__gather_nic_choice(r, ctx, boot))) return i;
+    if (r->rank != 0) return 0;
+    if (o->json && !(r->json = fopen(o->json, "w"))) {
+        fprintf(stderr, "efax: error: --json %s: cannot open: %s\n", o->json, strerror(errno));
+        free(r->nic_choice), r->nic_choice = NULL;
+        return -EFAX_E_USAGE;
+    }
+    if (o->csv && !(r->csv = fopen(o->csv, "w"))) {
+        fprintf(stderr, "efax: error: --csv %s: cannot open: %s\n", o->csv, strerror(errno));
+        free(r->nic_choice), r->nic_choice = NULL;
+        return -EFAX_E_USAGE;
+    }
+    gmtime_r(&now, &tmv);
+    strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    /* the run's metadata, repeated in every JSON record so each stands alone */
+    efaxb__cat(r->meta, sizeof r->meta, &u, "\"run\":{\"efax\":\"%s\",\"libfabric\":\"%u.%u\",\"time\":\"%s\",\"ranks\":%d,",
+              EFAX_VERSION_STRING, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), tbuf, boot ? boot->size : 1);
+    efaxb__cat(r->meta, sizeof r->meta, &u, "\"provider\":");
+    efaxb__json_str(r->meta, sizeof r->meta, &u, ctx ? efax_ctx_provider(ctx) : "-");
+    if (ctx && efax_ctx_mem_note(ctx)[0]) {
+        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"device_memory\":");
+        efaxb__json_str(r->meta, sizeof r->meta, &u, efax_ctx_mem_note(ctx));
+    }
+    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"hosts\":[");
+    for (i = 0; boot && i < boot->size; i++) {
+        int j;
+        for (j = 0; j < i; j++)
+            if (!strcmp(boot->hosts[j], boot->hosts[i])) break;
+        if (j < i) continue;
+        if (i) efaxb__cat(r->meta, sizeof r->meta, &u, ",");
+        efaxb__json_str(r->meta, sizeof r->meta, &u, boot->hosts[i]);
+    }
+    efaxb__cat(r->meta, sizeof r->meta, &u, "],\"nics\":[");
+    for (i = 0; ctx && i < efax_ctx_nnics(ctx); i++) {
+        const efax_nic_info *n = efax_ctx_nic(ctx, i);
+        efaxb__cat(r->meta, sizeof r->meta, &u, "%s{\"name\":", i ? "," : "");
+        efaxb__json_str(r->meta, sizeof r->meta, &u, n->name);
+        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"pci\":");
+        efaxb__json_str(r->meta, sizeof r->meta, &u, n->pci);
+        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"link_gbps\":");
+        efaxb__json_num(r->meta, sizeof r->meta, &u, n->link_gbps);
+        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s}",
+                  n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efaxb__tri(n->efa_shm), efaxb__tri(n->emulated_write),
+                  efaxb__tri(n->cuda_api));
+    }
+    efaxb__cat(r->meta, sizeof r->meta, &u, "],\"nic_choice\":");
+    efaxb__json_str(r->meta, sizeof r->meta, &u, ctx && efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
+    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
+              o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
+    {
+        char cmd[1024];
+        size_t cu = 0;
+        cmd[0] = 0;
+        for (i = 0; i < o->argc; i++) efaxb__cat(cmd, sizeof cmd, &cu, "%s%s", i ? " " : "", o->argv[i]);
+        efaxb__json_str(r->meta, sizeof r->meta, &u, cmd);
+    }
+    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"env\":{");
+    {
+        int k = 0;
+        char **e;
+        for (e = environ; e && *e; e++) {
+            const char *eq = strchr(*e, '=');
+            char key[128];
+            if (!eq || (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5)) || (size_t)(eq - *e) >= sizeof key) continue;
+            if (!strncmp(*e, "EFAX_TOKEN=", 11)) continue; /* a secret */
+            memcpy(key, *e, (size_t)(eq - *e));
+            key[eq - *e] = 0;
+            if (k++) efaxb__cat(r->meta, sizeof r->meta, &u, ",");
+            efaxb__json_str(r->meta, sizeof r->meta, &u, key);
+            efaxb__cat(r->meta, sizeof r->meta, &u, ":");
+            efaxb__json_str(r->meta, sizeof r->meta, &u, eq + 1);
+        }
+    }
+    efaxb__cat(r->meta, sizeof r->meta, &u, "}}");
+    if (r->csv)
+        fprintf(r->csv, "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_gbps,"
+                        "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes\n");
+    if (!o->quiet) {
+        char sz[32], cs[32];
+        printf("# efax %s %s\n", driver, EFAX_VERSION_STRING);
+        printf("# provider %s, libfabric %u.%u, %d rank(s) on", ctx ? efax_ctx_provider(ctx) : "-", FI_MAJOR(fi_version()),
+               FI_MINOR(fi_version()), boot ? boot->size : 1);
+        for (i = 0; boot && i < boot->size; i++) {
+            int j;
+            for (j = 0; j < i; j++)
+                if (!strcmp(boot->hosts[j], boot->hosts[i])) break;
+            if (j == i) printf(" %s", boot->hosts[i]);
+        }
+        printf("\n# NICs (rank 0):");
+        for (i = 0; ctx && i < efax_ctx_nnics(ctx); i++) {
+            const efax_nic_info *n = efax_ctx_nic(ctx, i);
+            printf(" %s", n->name);
+            if (n->pci[0]) printf(" [%s]", n->pci);
+            if (o->line_gbps > 0) printf(" (line %.3g Gbps, given)", o->line_gbps);
+            else if (n->link_gbps > 0) printf(" (link %.3g Gbps)", n->link_gbps);
+        }
+        printf("\n# memory %s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory, o->window,
+               o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (1M; device memory on shm: whole messages)", o->check ? "every byte" : "off",
+               efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
+        if (ctx && efax_ctx_mem_note(ctx)[0]) printf("# device memory: %s\n", efax_ctx_mem_note(ctx));
+        if (ctx) efaxb__print_nic_semantics(ctx);
+        efaxb__print_nic_choice(r);
+        free(r->nic_choice), r->nic_choice = NULL;
+        printf("# command:");
+        for (i = 0; i < o->argc; i++) printf(" %s", o->argv[i]);
+        printf("\n");
+        {
+            char **e;
+            int k = 0;
+            for (e = environ; e && *e; e++)
+                if ((!strncmp(*e, "FI_", 3) || !strncmp(*e, "EFAX_", 5)) && strncmp(*e, "EFAX_TOKEN=", 11))
+                    printf("%s %s", k++ ? "" : "# env:", *e);
+            if (k) printf("\n");
+        }
+        fflush(stdout);
+    }
+    free(r->nic_choice), r->nic_choice = NULL;
+    return 0;
+}
+
+/* % of line rate: of the bandwidth on the wire (busbw for all-to-all, whose algbw counts the
+   chunk each rank keeps). */
+EFAX_PRIVATE double efaxb__pct(const efax_result *res) {
+    double g = res->kind == EFAX_RESULT_ALLTOALL ? res->busbw_gbs * 8 : res->gbps;
+    return res->line_gbps > 0 ? 100.0 * g / res->line_gbps : -1;
+}
+
+EFAX_API int efax_report_status(const efax_report *r) {
+    if (!r || r->rank != 0) return 0;
+    if (r->nwrong) {
+        if (r->tty) fprintf(stderr, "\r\033[K");
+        fflush(stdout);
+        fprintf(stderr, "%s: wrong bytes in %d result(s): %s\n", r->driver, r->nwrong, r->wrong_rows);
+    }
+    return r->refused || r->nwrong ? -EFAX_E_VERIFY : 0;
+}
+
+EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
+    char buf[sizeof ((efax_report *)0)->meta + 8192]; /* the record, then the run's metadata */
+    size_t u = 0;
+    int i;
+    if (r->rank != 0) return;
+    if (r->ceiling_gbps > 0 && !strcmp(res->memory, "device")) {
+        double g = res->kind == EFAX_RESULT_ALLTOALL ? res->busbw_gbs * 8 : res->gbps;
+        double lim = r->ceiling_gbps * (res->peers > 1 ? res->peers : 1);
+        if (g > lim * (1 + EFAX_CEILING_TOLERANCE)) {
+            fprintf(stderr, "efax: error: %s %llu bytes: %.1f Gbps is above the ceiling of %.1f Gbps (%s): the bytes "
+                            "cannot have been in place, so this is no result\n", res->variant, (unsigned long long)res->size,
+                    g, lim, r->ceiling_what);
+            r->refused++;
+            return;
+        }
+    }
+    if (r->nrow < (int)(sizeof r->row / sizeof r->row[0])) r->row[r->nrow++] = *res;
+    if (res->wrong > 0) {
+        size_t w = strlen(r->wrong_rows);
+        char sz[32];
+        efaxb__cat(r->wrong_rows, sizeof r->wrong_rows, &w, "%s%s %s (%lld byte%s)", r->nwrong++ ? ", " : "",
+                  efax_fmt_size(res->size, sz, sizeof sz), res->variant, (long long)res->wrong, res->wrong == 1 ? "" : "s");
+    }
+    if (r->json) {
+        efaxb__cat(buf, sizeof buf, &u, "{\"schema\":1,\"driver\":");
+        efaxb__json_str(buf, sizeof buf, &u, r->driver);
+        efaxb__cat(buf, sizeof buf, &u, ",\"variant\":");
+        efaxb__json_str(buf, sizeof buf, &u, res->variant);
+        efaxb__cat(buf, sizeof buf, &u, ",\"kind\":");
+        efaxb__json_str(buf, sizeof buf, &u, efax_result_kind_name(res->kind));
+        efaxb__cat(buf, sizeof buf, &u, ",\"provider\":");
+        efaxb__json_str(buf, sizeof buf, &u, r->ctx ? efax_ctx_provider(r->ctx) : "-");
+        efaxb__cat(buf, sizeof buf, &u, ",\"memory\":");
+        efaxb__json_str(buf, sizeof buf, &u, res->memory);
+        efaxb__cat(buf, sizeof buf, &u, ",\"mem_path\":");
+        efaxb__json_str(buf, sizeof buf, &u, res->mem_path);
+        if (r->ceiling_gbps > 0) {
+            efaxb__cat(buf, sizeof buf, &u, ",\"ceiling_gbps\":");
+            efaxb__json_num(buf, sizeof buf, &u, r->ceiling_gbps);
+        }
+        efaxb__cat(buf, sizeof buf, &u, ",\"size\":%llu,\"iters\":%d,\"window\":%d,\"peers\":%d,\"seconds\":",
+                  (unsigned long long)res->size, res->iters, res->window, res->peers);
+        efaxb__json_num(buf, sizeof buf, &u, res->seconds);
+        efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"gbps\":", (unsigned long long)res->bytes);
+        efaxb__json_num(buf, sizeof buf, &u, res->gbps);
+        efaxb__cat(buf, sizeof buf, &u, ",\"gbs\":");
+        efaxb__json_num(buf, sizeof buf, &u, res->gbps / 8);
+        efaxb__cat(buf, sizeof buf, &u, ",\"line_gbps\":");
+        if (res->line_gbps > 0) efaxb__json_num(buf, sizeof buf, &u, res->line_gbps);
+        else efaxb__cat(buf, sizeof buf, &u, "null");
+        efaxb__cat(buf, sizeof buf, &u, ",\"pct_line\":");
+        if (res->line_gbps > 0) efaxb__json_num(buf, sizeof buf, &u, efaxb__pct(res));
+        else efaxb__cat(buf, sizeof buf, &u, "null");
+        efaxb__cat(buf, sizeof buf, &u, ",\"lat_us\":{\"min\":");
+        efaxb__json_num(buf, sizeof buf, &u, res->lat_us.min);
+        efaxb__cat(buf, sizeof buf, &u, ",\"p50\":");
+        efaxb__json_num(buf, sizeof buf, &u, res->lat_us.p50);
+        efaxb__cat(buf, sizeof buf, &u, ",\"avg\":");
+        efaxb__json_num(buf, sizeof buf, &u, res->lat_us.avg);
+        efaxb__cat(buf, sizeof buf, &u, ",\"p99\":");
+        efaxb__json_num(buf, sizeof buf, &u, res->lat_us.p99);
+        efaxb__cat(buf, sizeof buf, &u, ",\"max\":");
+        efaxb__json_num(buf, sizeof buf, &u, res->lat_us.max);
+        efaxb__cat(buf, sizeof buf, &u, "},\"wrong\":");
+        if (res->wrong < 0) efaxb__cat(buf, sizeof buf, &u, "null");
+        else efaxb__cat(buf, sizeof buf, &u, "%lld", (long long)res->wrong);
+        if (res->kind == EFAX_RESULT_ALLTOALL) {
+            efaxb__cat(buf, sizeof buf, &u, ",\"algbw_gbs\":");
+            efaxb__json_num(buf, sizeof buf, &u, res->algbw_gbs);
+            efaxb__cat(buf, sizeof buf, &u, ",\"busbw_gbs\":");
+            efaxb__json_num(buf, sizeof buf, &u, res->busbw_gbs);
+        }
+        efaxb__cat(buf, sizeof buf, &u, ",\"nics\":[");
+        for (i = 0; i < res->nnic; i++) {
+            efaxb__cat(buf, sizeof buf, &u, "%s{\"name\":", i ? "," : "");
+            efaxb__json_str(buf, sizeof buf, &u, res->nic[i].name);
+            efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"ops\":%llu}", (unsigned long long)res->nic[i].bytes,
+                      (unsigned long long)res->nic[i].ops);
+        }
+        efaxb__cat(buf, sizeof buf, &u, "]%s%s,%s}\n", res->extra[0] ? "," : "", res->extra, r->meta);
+        fputs(buf, r->json);
+        fflush(r->json);
+    }
+    if (r->csv) {
+        fprintf(r->csv, "%s,%s,%s,%s,%s,%s,%llu,%d,%d,%d,%.6g,%.6g,", r->driver, res->variant, efax_result_kind_name(res->kind),
+                r->ctx ? efax_ctx_provider(r->ctx) : "-", res->memory, res->mem_path, (unsigned long long)res->size, res->iters,
+                res->window, res->peers, res->gbps, res->gbps / 8);
+        if (res->line_gbps > 0) fprintf(r->csv, "%.6g,%.6g,", efaxb__pct(res), res->line_gbps);
+        else fprintf(r->csv, ",,");
+        fprintf(r->csv, "%.6g,%.6g,%.6g,%.6g,%.6g,", res->lat_us.min, res->lat_us.p50, res->lat_us.avg,
+                res->lat_us.p99, res->lat_us.max);
+        if (res->wrong >= 0) fprintf(r->csv, "%lld", (long long)res->wrong);
+        fprintf(r->csv, ",%.6g,%.6g,", res->algbw_gbs, res->busbw_gbs);
+        for (i = 0; i < res->nnic; i++)
+            fprintf(r->csv, "%s%s=%llu", i ? ";" : "", res->nic[i].name, (unsigned long long)res->nic[i].bytes);
+        fprintf(r->csv, "\n");
+        fflush(r->csv);
+    }
+}
+
+EFAX_API void efax_report_row(efax_report *r) {
+    int i;
+    bool a2a;
+    char sz[32];
+    int64_t wrong = -1;
+    if (r->rank != 0 || r->nrow == 0) { r->nrow = 0; return; }
+    a2a = r->row[0].kind == EFAX_RESULT_ALLTOALL;
+    if (r->tty) fprintf(stderr, "\r\033[K");
+    if (!r->o->quiet) {
+        if (!r->header_printed) {
+            printf("\n%8s", "size");
+            for (i = 0; i < r->nrow; i++) printf(" | %-*s", a2a ? 39 : 30, r->row[i].variant);
+            printf("%s\n%8s", r->o->check ? " | " : "", "(bytes)");
+            for (i = 0; i < r->nrow; i++) {
+                if (a2a) printf(" | %9s %9s %6s %11s", "algbw GB/s", "busbw GB/s", "%line", "p50 us");
+                else printf(" | %9s %6s %12s", r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "Gbps(rt)" : "Gbps", "%line",
+                            r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "rtt p50 us" : "p50 us");
+            }
+            printf("%s\n", r->o->check ? " | #wrong" : "");
+            r->header_printed = true;
+        }
+        printf("%8s", efax_fmt_size(r->row[0].size, sz, sizeof sz));
+        for (i = 0; i < r->nrow; i++) {
+            const efax_result *x = &r->row[i];
+            char pct[16];
+            if (x->line_gbps > 0) snprintf(pct, sizeof pct, "%6.1f", efaxb__pct(x));
+            else snprintf(pct, sizeof pct, "%6s", "-");
+            if (a2a) printf(" | %10.3f %10.3f %6s %11.2f", x->algbw_gbs, x->busbw_gbs, pct, x->lat_us.p50);
+            else printf(" | %9.3f %6s %12.2f", x->gbps, pct, x->lat_us.p50);
+            if (x->wrong >= 0) wrong = (wrong < 0 ? 0 : wrong) + x->wrong;
+        }
+        if (r->o->check) printf(" | %lld", (long long)wrong);
+        printf("\n");
+        fflush(stdout);
+    }
+    r->nrow = 0;
+}
+
+EFAX_API void efax_report_progress(efax_report *r, const char *fmt, ...) {
+    va_list ap;
+    char msg[256];
+    if (r->rank != 0 || !r->tty) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\r\033[K[%s %.0fs] %s", r->driver, (double)(efax_now_ns() - r->t0_ns) / 1e9, msg);
+    fflush(stderr);
+}
+
+EFAX_API void efax_report_deinit(efax_report *r) {
+    if (!r) return;
+    if (r->tty && r->rank == 0) fprintf(stderr, "\r\033[K");
+    if (r->json) fclose(r->json);
+    if (r->csv) fclose(r->csv);
+    free(r->nic_choice);
+    memset(r, 0, sizeof *r);
+}
+
+// >>steps (implementation) ------------------------------------------------------------------
+
+EFAX_API int efax_bench_usage(const efax_bench *b, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s\n", b->d.driver, msg); /* one write: ranks' lines do not interleave */
+    return -EFAX_E_USAGE;
+}
+
+EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, char **argv) {
+    efax_boot_desc bd;
+    char err[256] = "";
+    int rc, min;
+    memset(b, 0, sizeof *b);
+    b->d = *d;
+    efax_opts_init(&b->o);
+    if (d->min_size) b->o.min_size = d->min_size;
+    if (d->max_size) b->o.max_size = d->max_size;
+    if (d->factor > 1) b->o.factor = d->factor;
+    if (d->window) b->o.window = d->window;
+#ifdef EFAX_CUDA_H
+    b->o.mem = d->mem ? d->mem : "all";
+#endif
+    rc = efax_opts_parse(&b->o, argc, argv, d->extra, d->driver, d->about, err, sizeof err);
+    if (rc == 1) return EFAX_BENCH_DONE;
+    if (rc) return efax_bench_usage(b, "%s", err);
+#ifdef EFAX_CUDA_H
+    rc = efax_cuda_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
+#else
+    rc = efax_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
+#endif
+    if (rc < 0) return efax_bench_usage(b, "%s", err);
+    if (d->one_kind && b->nk > 1) return efax_bench_usage(b, "--mem: name one memory kind (host, pin or dma)");
+#ifdef EFAX_CUDA_H
+    if (d->gpu) {
+        char why[160];
+        if (!efax_cuda_devices(why, sizeof why)) { printf("%s: skipped: no CUDA device (%s)\n", d->driver, why); return EFAX_BENCH_DONE; }
+    }
+#endif
+    if (!b->nk) { printf("# %s\n", err); return EFAX_BENCH_DONE; }
+    memset(&bd, 0, sizeof bd);
+    bd.timeout_ms = b->o.timeout_ms;
+    if ((rc = efax_boot_init(&b->boot, &bd))) return rc;
+    b->rank = b->boot.rank, b->size = b->boot.size;
+    min = d->min_ranks > 0 ? d->min_ranks : 2;
+    if (b->size < min || (d->max_ranks > 0 && b->size > d->max_ranks)) {
+        const char *how = d->max_ranks == min ? "exactly" : "at least";
+        return efax_bench_usage(b, "needs %s %d ranks, not %d (e.g. mpirun -np %d %s)", how, min, b->size, min, argv[0]);
+    }
+    if (err[0] && b->rank == 0) printf("# %s\n", err); /* kinds this machine cannot run */
+    return 0;
+}
+
+EFAX_API int efax_bench_connect(efax_bench *b, int imm_tags) {
+    efax_ctx_desc cd;
+    int rc;
+    memset(&cd, 0, sizeof cd);
+    cd.provider = b->o.provider;
+    cd.nics = b->o.nics;
+    cd.local_rank = b->boot.local_rank;
+    cd.timeout_ms = b->o.timeout_ms;
+    cd.efa_shm = b->o.efa_shm;
+    cd.no_cuda_api = b->o.no_cuda_api;
+    cd.imm_tags = imm_tags > 64 ? imm_tags : 0;
+#ifdef EFAX_CUDA_H
+    if ((rc = efax_cuda_use(b->kinds, b->nk, b->boot.local_rank, &cd.hmem))) return rc; /* this rank's GPU */
+    efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
+#endif
+    b->connected = true; /* efax_ctx_deinit is safe on a half-opened context */
+    if ((rc = efax_ctx_init(&b->ctx, &cd)) || (rc = efax_ctx_connect(&b->ctx, &b->boot))) return rc;
+    return efax_ctx_warmup(&b->ctx);
+}
+
+EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access, efax_buf **out) {
+    efax_buf *buf;
+    int rc;
+    if (b->nbuf == EFAX_BENCH_BUFS) return -FI_ENOMEM;
+    buf = &b->bufs[b->nbuf++];
+    if ((rc = efax_buf_alloc(b->connected ? &b->ctx : NULL, buf, kind, len, access))) return rc;
+    if (b->connected && (access & EFAX_MR_WRITE_DST) && (rc = efax_mr_exchange(&buf->mr, &b->boot))) return rc;
+    *out = buf;
+    return 0;
+}
+
+EFAX_API void *efax_bench_calloc(efax_bench *b, size_t n, size_t size) {
+    void *p;
+    if (b->nalloc == EFAX_BENCH_ALLOCS || !(p = calloc(n ? n : 1, size ? size : 1))) return NULL;
+    return b->allocs[b->nalloc++] = p;
+}
+
+EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
+    char names[64];
+    int rc;
+    if (!memory) memory = efax_mem_names(b->kinds, b->nk, names, sizeof names);
+    b->begun = true;
+    if ((rc = efax_report_init(&b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot))) return rc;
+#ifdef EFAX_CUDA_H
+    if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efax_bench_ceiling(b, 256u << 20);
+#endif
+    return 0;
+}
+
+/* The first mode of --mode at or after m; EFAX_MODE_COUNT when none. */
+EFAX_PRIVATE int efaxb__mode_from(const efax_bench *b, int m) {
+    while (m < EFAX_MODE_COUNT && !(b->o.modes & (1u << m))) m++;
+    return m;
+}
+
+/* The soak's decision at the end of a sweep: rank 0 says whether the time is up, every rank
+   follows. Returns 1 (sweep again), 0 or a negative code. */
+EFAX_PRIVATE int efaxb__again(efax_bench *b) {
+    int64_t go, any = 0;
+    int rc;
+    if (!(b->o.duration_s > 0)) return 0;
+    b->sweeps++;
+    go = b->rank == 0 && (double)(efax_now_ns() - b->t_start) / 1e9 < b->o.duration_s;
+    if (b->rank == 0)
+        fprintf(stderr, "# sweep %llu done after %.0f s, rss %ld KiB\n", (unsigned long long)b->sweeps,
+                (double)(efax_now_ns() - b->t_start) / 1e9, efax_rss_kib());
+    if ((rc = efax_boot_sum(&b->boot, go, &any, EFAX_TURN_MS))) return rc;
+    return any > 0;
+}
+
+EFAX_API int efax_bench_next(efax_bench *b, efax_bench_step *st) {
+    int rc;
+    if (!st->started) {
+        st->started = true;
+        b->t_start = efax_now_ns();
+        st->size = b->o.min_size, st->mode = (efax_mode)efaxb__mode_from(b, 0), st->k = 0;
+    } else if (++st->k == b->nk) { /* the next mode, or the next size */
+        st->k = 0;
+        st->mode = (efax_mode)efaxb__mode_from(b, st->mode + 1);
+        if (st->mode == EFAX_MODE_COUNT) {
+            if (b->begun) efax_report_row(&b->rep);
+            st->mode = (efax_mode)efaxb__mode_from(b, 0);
+            if (!(st->size = efax_opts_next_size(&b->o, st->size))) {
+                if ((rc = efaxb__again(b)) <= 0) return rc;
+                st->size = b->o.min_size;
+            }
+        }
+    }
+    if (st->mode == EFAX_MODE_COUNT || !b->nk) return 0;
+    st->kind = b->kinds[st->k];
+    st->iters = efax_opts_iters(&b->o, st->size);
+    st->warmup = efax_opts_warmup(&b->o, st->size);
+    if (b->connected) efax_ctx_stats_reset(&b->ctx);
+    if (b->begun) efax_report_progress(&b->rep, "%s %llu bytes", efax_mode_label(st->mode), (unsigned long long)st->size);
+    return 1;
+}
+
+EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode) {
+    return efax_line_rate(&b->ctx, &b->o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b->ctx));
+}
+
+EFAX_API const char *efax_bench_label(char *buf, size_t len, efax_mode mode, const efax_mem_ops *kind, const char *suffix) {
+    snprintf(buf, len, "%s%s%s%s", efax_mode_label(mode), kind ? kind->label : "", suffix ? " " : "", suffix ? suffix : "");
+    return buf;
+}
+
+EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers, uint64_t bytes,
+                                double line) {
+    double line_per_host = line * (b->boot.local_size > 0 ? b->boot.local_size : 1);
+    double *all = (double *)calloc((size_t)iters * (size_t)b->size + 1, sizeof(double)), sum = 0, host_sum = 0;
+    size_t u = strlen(res->extra);
+    int rc = all ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, all, EFAX_TURN_MS) : -FI_ENOMEM;
+    if (rc || b->rank != 0) {
+        free(all);
+        return rc;
+    }
+    printf("#   %s %llu bytes:", res->variant, (unsigned long long)res->size);
+    u += (size_t)snprintf(res->extra + u, sizeof res->extra - u, "\"ranks\":[");
+    for (int w = 0; w < writers; w++) {
+        const char *host = b->boot.hosts[w];
+        double t = 0, g;
+        for (int it = 0; it < iters; it++) {
+            double us = all[(size_t)w * (size_t)iters + (size_t)it];
+            t += us;
+            if (us > lat[it]) lat[it] = us;
+        }
+        g = t > 0 ? (double)bytes * iters * 8 / (t * 1e3) : 0;
+        sum += g, host_sum += g;
+        printf(" rank %d (%s) %.3f Gbps", w, host, g);
+        u += (size_t)snprintf(res->extra + u, sizeof res->extra - u, "%s{\"rank\":%d,\"host\":\"%s\",\"gbps\":%.6g}", w ? "," : "", w,
+                              host, g);
+        if (w + 1 < writers && !strcmp(b->boot.hosts[w + 1], host)) continue; /* not its host's last writer */
+        printf("; host %s %.3f Gbps", host, host_sum);
+        if (line_per_host > 0) printf(" = %.1f%% of the rails it used", 100 * host_sum / line_per_host);
+        host_sum = 0;
+    }
+    snprintf(res->extra + u, sizeof res->extra - u, "]");
+    printf("; all %.3f Gbps\n", sum);
+    free(all);
+    return 0;
+}
+
+EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf, const char *suffix,
+                                efax_result_kind kind, int window, int peers) {
+    char label[sizeof res->variant];
+    efax_bench_label(label, sizeof label, st->mode, st->kind, suffix);
+    efax_result_init(res, label, st->kind->name, buf->path, kind, st->size, window, peers);
+}
+
+EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong) {
+    int64_t total = 0;
+    int rc = efax_boot_sum(&b->boot, wrong, &total, EFAX_TURN_MS);
+    if (rc || b->rank != 0) return rc;
+    res->wrong = b->o.check ? total : -1;
+    if (b->connected) efax_result_nics(res, &b->ctx);
+    efax_report_add(&b->rep, res);
+    return 0;
+}
+
+EFAX_API int efax_bench_close(efax_bench *b, int rc) {
+    int i;
+    if (rc == EFAX_BENCH_DONE) rc = 0;
+    else if (!rc && b->begun) rc = efax_report_status(&b->rep);
+    efax_report_deinit(&b->rep);
+    for (i = b->nbuf - 1; i >= 0; i--) efax_buf_free(&b->bufs[i]);
+    for (i = 0; i < b->nalloc; i++) free(b->allocs[i]);
+    if (b->connected) efax_ctx_deinit(&b->ctx);
+    efax_boot_deinit(&b->boot);
+    return efax_exit_code(rc);
+}
+
+#ifdef EFAX_CUDA_H
+// >>cuda glue (implementation) ---------------------------------------------------------------
+
+EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes) {
+    efax_report *r = &b->rep;
+    double gbs = 0;
+    char what[160] = "";
+    int rc = efax_cuda_ceiling(&b->boot, bytes, &gbs, what, sizeof what);
+    if (rc || b->rank != 0) return rc;
+    if (gbs <= 0) { /* said, so that a missing ceiling is not mistaken for a checked one */
+        if (!b->o.quiet) printf("# ceiling: not measured: %s; results are not checked against one\n", what);
+        return 0;
+    }
+    r->ceiling_gbps = gbs * 8;
+    snprintf(r->ceiling_what, sizeof r->ceiling_what, "%s", what);
+    if (!b->o.quiet)
+        printf("# ceiling: %s = %.1f Gbps; a device-memory result above it +%.0f%% is refused\n", what, r->ceiling_gbps,
+               EFAX_CEILING_TOLERANCE * 100);
+    return 0;
+}
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFAX_BENCH_IMPLEMENTATION_DONE */
