@@ -59,7 +59,7 @@ $(B):
 $(B)/%: drivers/%.c efax.h efax_bench.h | deps $(B)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(EFAX_DEFS) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
 
-$(B)/%: tests/%.c efax.h | deps $(B)
+$(B)/%: tests/%.c efax.h efax_bench.h | deps $(B)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(EFAX_DEFS) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
 
 $(B)/%_cuda: drivers/%.c efax.h efax_cuda.h efax_bench.h | deps $(B)
@@ -68,7 +68,7 @@ $(B)/%_cuda: drivers/%.c efax.h efax_cuda.h efax_bench.h | deps $(B)
 $(B)/%: drivers/%.cu efax.h efax_cuda.h efax_bench.h | deps $(B)
 	$(NVCC) $(NVFLAGS) $(EFAX_DEFS) -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
 
-$(B)/%: tests/%.cu efax.h efax_cuda.h | deps $(B)
+$(B)/%: tests/%.cu efax.h efax_cuda.h efax_bench.h | deps $(B)
 	$(NVCC) $(NVFLAGS) $(EFAX_DEFS) -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)
 
 # The test suite: installs what it needs (as root) or says what to install, builds, runs,

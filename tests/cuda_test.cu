@@ -8,6 +8,7 @@
 #define EFAX_IMPLEMENTATION
 #include "efax.h"
 #include "efax_cuda.h"
+#include "efax_bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>

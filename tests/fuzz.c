@@ -7,6 +7,7 @@
 */
 #define EFAX_IMPLEMENTATION
 #include "efax.h"
+#include "efax_bench.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,7 @@ static void fuzz_imm(const uint8_t *d, size_t n) {
     efax_ctx ctx;
     efax_mr dst;
     efax_expect e;
+    efax_write_desc w;
     memset(&ctx, 0, sizeof ctx);
     memset(&dst, 0, sizeof dst);
     ctx.size = 4, ctx.ntags = 8, ctx.rank = 0, ctx.connected = true, ctx.log = quiet_log, ctx.nnic = 1;
@@ -88,7 +90,10 @@ static void fuzz_imm(const uint8_t *d, size_t n) {
     for (int i = 0; i < 4; i++) ctx.peer_nnic[i] = 2;
     dst.len = 1 << 20, dst.stage = &ops, dst.ctx = &ctx;
     (void)efax_expect_prepare(&ctx, &dst, 5);
-    if (n >= 1 && efax_expect_write(&ctx, &e, &dst, 0, (uint64_t)d[0] << 12, 1, 2, (efax_mode)(d[0] % EFAX_MODE_COUNT), 0, 4096, 5, 0) == 0) {
+    memset(&w, 0, sizeof w);
+    w.from = 1, w.to = 0, w.dst = &dst, w.size = n >= 1 ? (uint64_t)d[0] << 12 : 0, w.mode = (efax_mode)(n >= 1 ? d[0] % EFAX_MODE_COUNT : 0);
+    w.chunk = 4096, w.tag = 5;
+    if (n >= 1 && efax_expect_write(&ctx, &e, &w) == 0) {
         for (size_t i = 1; i + 4 <= n; i += 4) {
             uint32_t imm;
             memcpy(&imm, d + i, 4);

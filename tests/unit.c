@@ -8,6 +8,7 @@
 */
 #define EFAX_IMPLEMENTATION
 #include "efax.h"
+#include "efax_bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,14 +279,14 @@ static void test_json(const char *path) {
     o.quiet = true;
     o.argc = 2, o.argv = argv;
     CHECK(efax_report_init(&r, &o, "unit\"test", "host", NULL, NULL) == 0);
-    efax_result_init(&res, "Va\"ri\\ant\n", "host", "host", "oneway", 4096, 1, 1);
+    efax_result_init(&res, "Va\"ri\\ant\n", "host", "host", EFAX_RESULT_ONEWAY, 4096, 1, 1);
     {
         double lat[3] = {1, 2, 3};
         efax_result_time(&res, lat, 3, 4096, 0);
     }
     res.wrong = 0;
     efax_report_add(&r, &res);
-    efax_result_init(&res, "Zero", "host", "host", "alltoall", 1, 1, 1);
+    efax_result_init(&res, "Zero", "host", "host", EFAX_RESULT_ALLTOALL, 1, 1, 1);
     res.gbps = 0.0 / 0.0; /* NaN must come out as null */
     efax_report_add(&r, &res);
     efax_report_row(&r);

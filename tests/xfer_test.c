@@ -9,6 +9,7 @@
 */
 #define EFAX_IMPLEMENTATION
 #include "efax.h"
+#include "efax_bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,16 @@ static int hs_out(void *u, uint64_t off, uint64_t len) {
 }
 static int hs_in_wait(void *u, int timeout_ms) { (void)u, (void)timeout_ms; return 0; }
 static const efax_stage_ops hs_ops = {hs_out_begin, hs_out_ready, hs_in, hs_in_wait, hs_out, hs_in};
+
+/* The ring's write from rank `from` to rank `to` (whole buffers, under TAG_W, sequence = index), as
+   both sides describe it. */
+static const efax_write_desc *ring_write(efax_write_desc *w, int from, int to, const efax_mr *src, const efax_mr *dst,
+                                         efax_mode mode, uint64_t index, uint64_t size, uint64_t chunk) {
+    memset(w, 0, sizeof *w);
+    w->from = from, w->to = to, w->src = src, w->dst = dst, w->size = size, w->mode = mode, w->index = index;
+    w->chunk = chunk, w->tag = TAG_W, w->seq = (uint32_t)index;
+    return w;
+}
 
 static int hs_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
     hstage *h = (hstage *)calloc(1, sizeof *h);
@@ -85,6 +96,7 @@ int main(int argc, char **argv) {
     efax_ctx_desc cd;
     efax_buf src, dst;
     efax_xfer xs[2 * EFAX_MAX_NICS];
+    efax_write_desc w;
     char err[256];
     uint64_t iter = 0;
 
@@ -149,14 +161,14 @@ int main(int argc, char **argv) {
         if (me == 0) {
             for (int k = 0; k < EFAX_MAX_NICS; k++) dst.mr.remote[right].key[k] ^= 0x5a5a5a5a5aull;
             dst.mr.remote[right].base += 1ull << 40;
-            rc = efax_write(&ctx, &xs[0], right, EFAX_MODE_SINGLE, 0, &src.mr, 0, &dst.mr, 0, 65536, 0, TAG_W, 1, NULL);
+            rc = efax_write(&ctx, &xs[0], ring_write(&w, me, right, &src.mr, &dst.mr, EFAX_MODE_SINGLE, 1, 65536, 0), NULL);
             if (!rc) rc = efax_wait(&ctx, &xs[0], 5000);
             printf("xfer_test: rank 0's corrupted write ended with: %s (%d)\n", efax_strerror(rc), rc);
             reported = rc != 0;
         } else if (me == 1) {
             efax_expect ex;
             efax_poison(dst.ptr, 65536);
-            rc = efax_expect_write(&ctx, &ex, &dst.mr, 0, 65536, 0, efax_ctx_peer_nnics(&ctx, 0), EFAX_MODE_SINGLE, 0, 0, TAG_W, 1);
+            rc = efax_expect_write(&ctx, &ex, ring_write(&w, 0, me, &src.mr, &dst.mr, EFAX_MODE_SINGLE, 1, 65536, 0));
             if (!rc) rc = efax_expect_wait(&ctx, &ex, 5000);
             printf("xfer_test: rank 1's wait for it ended with: %s (%d)\n", efax_strerror(rc), rc);
             reported = rc != 0;
@@ -210,11 +222,10 @@ int main(int argc, char **argv) {
             efax_pattern_fill(src.ptr, size, 0, me, iter);
             efax_poison(dst.ptr, size);
             if ((rc = efax_boot_barrier(&boot, -1))) break;
-            rc = efax_write(&ctx, &xs[0], right, (efax_mode)mode, iter, &src.mr, 0, &dst.mr, 0, size, chunk, TAG_W, (uint32_t)iter, NULL);
+            rc = efax_write(&ctx, &xs[0], ring_write(&w, me, right, &src.mr, &dst.mr, (efax_mode)mode, iter, size, chunk), NULL);
             {
                 efax_expect ex;
-                if (!rc) rc = efax_expect_write(&ctx, &ex, &dst.mr, 0, size, left, efax_ctx_peer_nnics(&ctx, left), (efax_mode)mode,
-                                                iter, chunk, TAG_W, (uint32_t)iter);
+                if (!rc) rc = efax_expect_write(&ctx, &ex, ring_write(&w, left, me, &src.mr, &dst.mr, (efax_mode)mode, iter, size, chunk));
                 if (!rc) rc = efax_expect_wait(&ctx, &ex, -1);
             }
             if (!rc) rc = efax_wait(&ctx, &xs[0], -1);
