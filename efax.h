@@ -1650,7 +1650,7 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
                      n->info.name, fi_strerror(-rc));
         }
     }
-    n->window = window > 0 ? window : 256;
+    n->window = window; /* efax__ctx_defaults: 256 unless asked; at most the transmit queue */
     if (n->info.tx_size && (size_t)n->window > n->info.tx_size) n->window = (int)n->info.tx_size;
     memset(&cqa, 0, sizeof cqa);
     cqa.format = FI_CQ_FORMAT_DATA;
@@ -1720,38 +1720,35 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
     memset(n, 0, sizeof *n);
 }
 
-EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
-    efax_ctx_desc d;
-    struct fi_info *list = NULL, *pick[256], *chosen[EFAX_MAX_NICS];
-    int ndom, nsel = 0, i, rc;
-    char names[1024];
-    const char *want;
-    if (desc) d = *desc;
-    else memset(&d, 0, sizeof d);
-    memset(ctx, 0, sizeof *ctx);
-    ctx->log = d.log;
-    ctx->log_user = d.log_user;
-    ctx->log_level = d.log_level;
-    ctx->rank = 0;
-    ctx->size = 1;
-    ctx->fi_more = d.fi_more;
-    {
-        int v;
-        if ((rc = efax__env_int("EFAX_EFA_SHM", 0, 0, 1, &v))) return rc;
-        ctx->efa_shm = d.efa_shm || v;
-        if ((rc = efax__env_int("EFAX_CUDA_API", 1, 0, 1, &v))) return rc;
-        ctx->no_cuda_api = d.no_cuda_api || !v;
-    }
-    ctx->ntags = d.imm_tags > 0 ? d.imm_tags : 64;
-    if (ctx->ntags > EFAX_IMM_MAX_TAGS) {
-        efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d.imm_tags,
-                 EFAX_IMM_MAX_TAGS);
+/* The one place an efax_ctx_desc's defaults are resolved (zeroed fields, then the environment):
+   imm_tags 64, window 256 (each NIC clamps it to its transmit queue), timeout_ms $EFAX_TIMEOUT_MS or
+   30000, nics $EFAX_NICS, efa_shm and no_cuda_api from $EFAX_EFA_SHM / $EFAX_CUDA_API. */
+EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, efax_ctx_desc *d) {
+    int rc, v;
+    if (desc) *d = *desc;
+    else memset(d, 0, sizeof *d);
+    ctx->log = d->log, ctx->log_user = d->log_user, ctx->log_level = d->log_level; /* errors below are logged */
+    if (d->imm_tags <= 0) d->imm_tags = 64;
+    if (d->imm_tags > EFAX_IMM_MAX_TAGS) {
+        efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d->imm_tags, EFAX_IMM_MAX_TAGS);
         return -EFAX_E_USAGE;
     }
-    if (d.timeout_ms > 0) ctx->timeout_ms = d.timeout_ms;
-    else if ((rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &ctx->timeout_ms))) return rc;
+    if (d->window <= 0) d->window = 256;
+    if (d->timeout_ms <= 0 && (rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &d->timeout_ms))) return rc;
+    if (!d->nics || !*d->nics) d->nics = getenv("EFAX_NICS");
+    if ((rc = efax__env_int("EFAX_EFA_SHM", 0, 0, 1, &v))) return rc;
+    d->efa_shm = d->efa_shm || v;
+    if ((rc = efax__env_int("EFAX_CUDA_API", 1, 0, 1, &v))) return rc;
+    d->no_cuda_api = d->no_cuda_api || !v;
+    return 0;
+}
 
-    rc = efax_topo_pick_provider(d.provider, ctx->provider, sizeof ctx->provider);
+/* Step 1: the provider (efax_topo_pick_provider) and its RDM fabric descriptions, with FI_HMEM when
+   asked and offered. *list: free with fi_freeinfo. Returns 0, -EFAX_E_NOPROV or -EFAX_E_USAGE. */
+EFAX_PRIVATE int efax__ctx_provider(efax_ctx *ctx, const efax_ctx_desc *d, struct fi_info **list) {
+    char names[1024];
+    const char *want;
+    int rc = efax_topo_pick_provider(d->provider, ctx->provider, sizeof ctx->provider);
     if (rc == -EFAX_E_UNSUPPORTED) {
         efax_log(ctx, 0, "provider efa-direct is not supported: efax's control messages are tagged "
                          "(efa-direct has no FI_TAGGED) and its writes with immediate data consume no "
@@ -1760,7 +1757,7 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     }
     if (rc) {
         efax_topo_providers(names, sizeof names);
-        want = d.provider && *d.provider ? d.provider : getenv("EFAX_PROVIDER");
+        want = d->provider && *d->provider ? d->provider : getenv("EFAX_PROVIDER");
         if (want && *want)
             efax_log(ctx, 0, "provider '%s' is not available here; providers on this host: %s", want,
                      names[0] ? names : "none");
@@ -1769,135 +1766,142 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
                              "libfabric (Debian: apt-get install libfabric1)", names[0] ? names : "none");
         return -EFAX_E_NOPROV;
     }
-    rc = efax__getinfo(ctx->provider, d.hmem, &list);
-    if ((rc || !list) && d.hmem) {
-        efax_log(ctx, 2, "provider %s offers no FI_HMEM: device memory cannot be registered",
-                 ctx->provider);
-        rc = efax__getinfo(ctx->provider, false, &list);
+    rc = efax__getinfo(ctx->provider, d->hmem, list);
+    if ((rc || !*list) && d->hmem) {
+        efax_log(ctx, 2, "provider %s offers no FI_HMEM: device memory cannot be registered", ctx->provider);
+        rc = efax__getinfo(ctx->provider, false, list);
     }
-    if (rc || !list) {
+    if (rc || !*list) {
         efax_log(ctx, 0, "provider %s offers no RDM endpoint with messages, tagged messages and "
                          "RMA writes (fi_getinfo: %s)", ctx->provider, fi_strerror(-rc));
         return -EFAX_E_NOPROV;
     }
-    ndom = efax__domains(list, pick, 256);
-    if (ndom > 256) ndom = 256;
-    names[0] = 0;
+    return 0;
+}
+
+/* Step 2a, NICs given by name (desc.nics / $EFAX_NICS): with groups ("r0,r1;r2,r3") this rank's
+   is group (local rank mod groups). Fills chosen; returns how many, or -EFAX_E_NONIC /
+   -EFAX_E_USAGE naming the NIC. */
+EFAX_PRIVATE int efax__ctx_named_nics(efax_ctx *ctx, const efax_ctx_desc *d, struct fi_info **dom, int ndom,
+                                      const char *names, struct fi_info **chosen) {
+    char buf[1024], *tok, *save = NULL;
+    int nsel = 0, i;
+    snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "given (%s)", d->nics == getenv("EFAX_NICS") ? "EFAX_NICS" : "--nics");
+    efax__copy(buf, sizeof buf, d->nics);
+    if (strchr(buf, ';')) { /* NIC groups: this rank's is the (local rank mod count)-th */
+        int ngroups = 1, g = 0, pickg;
+        char *p, *start = buf;
+        for (p = buf; *p; p++) ngroups += *p == ';';
+        pickg = (d->local_rank > 0 ? d->local_rank : 0) % ngroups;
+        for (p = buf; *p; p++)
+            if (*p == ';') {
+                *p = 0;
+                if (g++ == pickg) break;
+                start = p + 1;
+            }
+        memmove(buf, start, strlen(start) + 1);
+        efax_log(ctx, 2, "local rank %d uses NIC group %d of %d: %s", d->local_rank, pickg, ngroups, buf);
+    }
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ') tok++;
+        for (i = 0; i < ndom; i++)
+            if (!strcmp(dom[i]->domain_attr->name, tok)) break;
+        if (i == ndom) {
+            efax_log(ctx, 0, "NIC '%s' is not offered by provider %s; its NICs here: %s", tok, ctx->provider, names);
+            return -EFAX_E_NONIC;
+        }
+        if (nsel == EFAX_MAX_NICS) {
+            efax_log(ctx, 0, "more than %d NICs listed; raise EFAX_MAX_NICS", EFAX_MAX_NICS);
+            return -EFAX_E_USAGE;
+        }
+        chosen[nsel++] = dom[i];
+    }
+    return nsel;
+}
+
+/* Step 2b, no NICs given: those a device backs (a PCI function: EFA devices, physical interfaces),
+   not bridges, veths or docker0, whose addresses may mean the local host on every node; without
+   any, every NIC but loopback; without those, loopback. Of those, the NICs nearest this rank's
+   GPU (device memory) or on its CPU's NUMA node (host memory): a p5 has 32 NICs, 4 behind each
+   GPU's PCIe switch. Fills chosen; returns how many. */
+EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, struct fi_info **dom, int ndom,
+                                        struct fi_info **chosen) {
+    efax_nic_info tmp, *infos;
+    int level = 0, nsel = 0, i, k, numa, idx[EFAX_MAX_NICS];
+    struct fi_info *nearer[EFAX_MAX_NICS];
+    const char *root = efax_topo_sysfs_root();
+    char gpu[16];
     for (i = 0; i < ndom; i++) {
-        size_t l = strlen(names);
-        snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", pick[i]->domain_attr->name);
+        efax__fill_info(dom[i], &tmp);
+        if (!tmp.loopback) level = level > 1 ? level : tmp.pci[0] ? 2 : 1;
     }
-    want = d.nics && *d.nics ? d.nics : getenv("EFAX_NICS");
-    if (want && *want) {
-        char buf[1024], *tok, *save = NULL;
-        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "given (%s)", d.nics && *d.nics ? "--nics" : "EFAX_NICS");
-        efax__copy(buf, sizeof buf, want);
-        if (strchr(buf, ';')) { /* NIC groups: this rank's is the (local rank mod count)-th */
-            int ngroups = 1, g = 0, pickg;
-            char *p, *start = buf;
-            for (p = buf; *p; p++) ngroups += *p == ';';
-            pickg = (d.local_rank > 0 ? d.local_rank : 0) % ngroups;
-            for (p = buf; *p; p++)
-                if (*p == ';') {
-                    *p = 0;
-                    if (g++ == pickg) break;
-                    start = p + 1;
-                }
-            memmove(buf, start, strlen(start) + 1);
-            efax_log(ctx, 2, "local rank %d uses NIC group %d of %d: %s", d.local_rank, pickg, ngroups, buf);
-        }
-        for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            while (*tok == ' ') tok++;
-            for (i = 0; i < ndom; i++)
-                if (!strcmp(pick[i]->domain_attr->name, tok)) break;
-            if (i == ndom) {
-                efax_log(ctx, 0, "NIC '%s' is not offered by provider %s; its NICs here: %s", tok,
-                         ctx->provider, names);
-                fi_freeinfo(list);
-                return -EFAX_E_NONIC;
-            }
-            if (nsel == EFAX_MAX_NICS) {
-                efax_log(ctx, 0, "more than %d NICs listed; raise EFAX_MAX_NICS", EFAX_MAX_NICS);
-                fi_freeinfo(list);
-                return -EFAX_E_USAGE;
-            }
-            chosen[nsel++] = pick[i];
-        }
-    } else {
-        /* by default the NICs a device backs (a PCI function: EFA devices, physical interfaces),
-           not bridges, veths or docker0, whose addresses may mean the local host on every node;
-           without any, every NIC but loopback; without those, loopback */
-        int level = 0;
-        efax_nic_info tmp;
-        for (i = 0; i < ndom; i++) {
-            efax__fill_info(pick[i], &tmp);
-            if (!tmp.loopback) level = level > 1 ? level : tmp.pci[0] ? 2 : 1;
-        }
-        for (i = 0; i < ndom && nsel < EFAX_MAX_NICS; i++) {
-            efax__fill_info(pick[i], &tmp);
-            if ((level >= 1 && tmp.loopback) || (level == 2 && !tmp.pci[0])) continue;
-            chosen[nsel++] = pick[i];
-        }
-        /* of those, the NICs nearest this rank's GPU (device memory) or on its CPU's NUMA node
-           (host memory): a p5 has 32 NICs, 4 behind each GPU's PCIe switch */
-        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "every NIC a device backs; none known nearer");
-        if (nsel > 1) {
-            efax_nic_info *infos = (efax_nic_info *)calloc((size_t)nsel, sizeof *infos);
-            const char *root = efax_topo_sysfs_root();
-            char gpu[16];
-            int idx[EFAX_MAX_NICS], k, numa;
-            struct fi_info *nearer[EFAX_MAX_NICS];
-            efax__copy(gpu, sizeof gpu, d.near_pci);
-            numa = gpu[0] ? -1 : efax__cpu_numa(root);
-            if (infos) {
-                for (i = 0; i < nsel; i++) efax__fill_info(chosen[i], &infos[i]);
-                k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
-                if (k > 0) {
-                    for (i = 0; i < k; i++) nearer[i] = chosen[idx[i]];
-                    for (i = 0; i < k; i++) chosen[i] = nearer[i];
-                    nsel = k;
-                    if (gpu[0]) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
-                    else snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (where this rank is bound)", numa);
-                }
-                free(infos);
-            }
-        }
+    for (i = 0; i < ndom && nsel < EFAX_MAX_NICS; i++) {
+        efax__fill_info(dom[i], &tmp);
+        if ((level >= 1 && tmp.loopback) || (level == 2 && !tmp.pci[0])) continue;
+        chosen[nsel++] = dom[i];
     }
-    if (d.max_nics > 0 && nsel > d.max_nics) nsel = d.max_nics;
-    if (nsel == 0) {
-        efax_log(ctx, 0, "provider %s: no NIC selected (NICs here: %s)", ctx->provider, names);
-        fi_freeinfo(list);
-        return -EFAX_E_NONIC;
-    }
-    ctx->nic = (efax__nic *)calloc((size_t)nsel, sizeof(efax__nic));
-    if (!ctx->nic) {
-        fi_freeinfo(list);
-        return -FI_ENOMEM;
-    }
+    snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "every NIC a device backs; none known nearer");
+    if (nsel < 2 || !(infos = (efax_nic_info *)calloc((size_t)nsel, sizeof *infos))) return nsel;
+    efax__copy(gpu, sizeof gpu, d->near_pci);
+    numa = gpu[0] ? -1 : efax__cpu_numa(root);
+    for (i = 0; i < nsel; i++) efax__fill_info(chosen[i], &infos[i]);
+    k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
+    free(infos);
+    if (k <= 0) return nsel;
+    for (i = 0; i < k; i++) nearer[i] = chosen[idx[i]];
+    for (i = 0; i < k; i++) chosen[i] = nearer[i];
+    if (gpu[0]) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
+    else snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (where this rank is bound)", numa);
+    return k;
+}
+
+/* Step 3: opens the chosen NICs (efax__open_nic), checks each carries 4 bytes of immediate data,
+   and takes the largest chunk all of them write. Returns 0 or a negative code (logged). */
+EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi_info **chosen, int nsel) {
+    int i, rc;
+    if (!(ctx->nic = (efax__nic *)calloc((size_t)nsel, sizeof(efax__nic)))) return -FI_ENOMEM;
+    ctx->max_chunk = EFAX_MAX_CHUNK;
     for (i = 0; i < nsel; i++) {
+        const efax_nic_info *ni = &ctx->nic[i].info;
         ctx->nnic = i + 1;
-        rc = efax__open_nic(ctx, &ctx->nic[i], chosen[i], d.window);
-        if (rc) {
-            fi_freeinfo(list);
-            efax_ctx_deinit(ctx);
-            return rc;
-        }
-        if (ctx->nic[i].info.cq_data_size < 4) {
-            efax_log(ctx, 0, "NIC %s offers %zu bytes of immediate data; efax needs 4",
-                     ctx->nic[i].info.name, ctx->nic[i].info.cq_data_size);
-            fi_freeinfo(list);
-            efax_ctx_deinit(ctx);
+        if ((rc = efax__open_nic(ctx, &ctx->nic[i], chosen[i], d->window))) return rc;
+        if (ni->cq_data_size < 4) {
+            efax_log(ctx, 0, "NIC %s offers %zu bytes of immediate data; efax needs 4", ni->name, ni->cq_data_size);
             return -EFAX_E_UNSUPPORTED;
         }
-    }
-    ctx->max_chunk = EFAX_MAX_CHUNK;
-    for (i = 0; i < ctx->nnic; i++) {
-        const efax_nic_info *ni = &ctx->nic[i].info;
         if (ni->max_msg_size && ni->max_msg_size < ctx->max_chunk) ctx->max_chunk = ni->max_msg_size;
         if (ni->max_rma_size && ni->max_rma_size < ctx->max_chunk) ctx->max_chunk = ni->max_rma_size;
     }
-    fi_freeinfo(list);
     return 0;
+}
+
+EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
+    efax_ctx_desc d;
+    struct fi_info *list = NULL, *dom[256], *chosen[EFAX_MAX_NICS];
+    int ndom, nsel, i, rc;
+    char names[1024] = "";
+    memset(ctx, 0, sizeof *ctx);
+    ctx->rank = 0, ctx->size = 1;
+    if ((rc = efax__ctx_defaults(ctx, desc, &d))) return rc;
+    ctx->fi_more = d.fi_more, ctx->efa_shm = d.efa_shm, ctx->no_cuda_api = d.no_cuda_api;
+    ctx->ntags = d.imm_tags, ctx->timeout_ms = d.timeout_ms;
+    if ((rc = efax__ctx_provider(ctx, &d, &list))) return rc;
+    ndom = efax__domains(list, dom, 256);
+    if (ndom > 256) ndom = 256;
+    for (i = 0; i < ndom; i++) {
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", dom[i]->domain_attr->name);
+    }
+    nsel = d.nics && *d.nics ? efax__ctx_named_nics(ctx, &d, dom, ndom, names, chosen) : efax__ctx_default_nics(ctx, &d, dom, ndom, chosen);
+    if (nsel > 0 && d.max_nics > 0 && nsel > d.max_nics) nsel = d.max_nics;
+    if (nsel == 0) {
+        efax_log(ctx, 0, "provider %s: no NIC selected (NICs here: %s)", ctx->provider, names);
+        nsel = -EFAX_E_NONIC;
+    }
+    rc = nsel < 0 ? nsel : efax__ctx_open(ctx, &d, chosen, nsel);
+    fi_freeinfo(list);
+    if (rc) efax_ctx_deinit(ctx);
+    return rc;
 }
 
 EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
