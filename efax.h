@@ -237,6 +237,7 @@ EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nni
 // >>context ---------------------------------------------------------------------------------
 
 typedef struct efax_ctx efax_ctx;
+typedef struct efax_boot efax_boot; /* the bootstrap section says what it holds */
 typedef struct efax_xfer efax_xfer;
 typedef struct efax_op efax_op;
 
@@ -284,6 +285,13 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc);
 
 /* Closes everything in reverse order; safe on a zeroed or half-initialised context. */
 EFAX_API void efax_ctx_deinit(efax_ctx *ctx);
+
+/* Exchanges endpoint names and NIC lists with every rank and fills each NIC's address
+   vector. NICs are matched between hosts by name when both have the name (rails with the
+   same interface or device names), else by index modulo the peer's NIC count, so hosts
+   need not have the same number or order of NICs. Collective. Returns 0,
+   -EFAX_E_VERSION (a peer runs another wire version), -EFAX_E_PEER, or a libfabric error. */
+EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot);
 
 /* Number of NICs the context opened. */
 EFAX_API int efax_ctx_nnics(const efax_ctx *ctx);
@@ -411,6 +419,10 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc);
 /* Closes the registrations and frees the remote table; safe on a zeroed efax_mr. */
 EFAX_API void efax_mr_dereg(efax_mr *mr);
 
+/* Gives every rank every other rank's keys and address of `mr` (mr->remote[r]).
+   Collective over boot. Every blob is checked (version, NIC count, key count). */
+EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot);
+
 #if defined(__CUDACC__)
 #define EFAX_HD __host__ __device__
 #else
@@ -508,7 +520,7 @@ typedef struct efax_boot_desc {
 } efax_boot_desc;
 
 /* Who this process is and how to reach the others. Must not move after init. */
-typedef struct efax_boot {
+struct efax_boot {
     int kind;                /* EFAX_BOOT_* */
     int rank, size;
     int local_rank, local_size;
@@ -522,7 +534,7 @@ typedef struct efax_boot {
     int fd;
     uint64_t token;
     void *pmix_proc;         /* pmix_proc_t of this process */
-} efax_boot;
+};
 
 /* Finds the launcher and joins the job: PMIx (mpirun, srun --mpi=pmix, prterun), or the TCP
    rendezvous from EFAX_RANK/EFAX_SIZE/EFAX_ROOT/EFAX_TOKEN. Either way the collectives below
@@ -551,17 +563,6 @@ EFAX_API int efax_boot_barrier(efax_boot *b, int timeout_ms);
 
 /* Sums one value over all ranks (a barrier too). */
 EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeout_ms);
-
-/* Exchanges endpoint names and NIC lists with every rank and fills each NIC's address
-   vector. NICs are matched between hosts by name when both have the name (rails with the
-   same interface or device names), else by index modulo the peer's NIC count, so hosts
-   need not have the same number or order of NICs. Collective. Returns 0,
-   -EFAX_E_VERSION (a peer runs another wire version), -EFAX_E_PEER, or a libfabric error. */
-EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot);
-
-/* Gives every rank every other rank's keys and address of `mr` (mr->remote[r]).
-   Collective over boot. Every blob is checked (version, NIC count, key count). */
-EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot);
 
 /* This rank, the job size, and the NIC count of peer p (after efax_ctx_connect). */
 EFAX_API int efax_ctx_rank(const efax_ctx *ctx);
@@ -1961,6 +1962,158 @@ EFAX_API int efax_ctx_route_in(const efax_ctx *ctx, int peer, int peer_nic) {
     return ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)peer_nic];
 }
 
+// >>context: connect (implementation) ----------------------------------------------------------
+
+/* What each rank tells the others in efax_ctx_connect. */
+#define EFAX__HELLO_MAGIC 0x45464148u /* "EFAH" */
+typedef struct efax__hello_nic {
+    char name[64];
+    uint32_t addrlen;
+    uint8_t addr[EFAX__ADDR_MAX];
+} efax__hello_nic;
+typedef struct efax__hello {
+    uint32_t magic, wire;
+    int32_t rank, nnic;
+    char provider[32];
+    char host[64];
+    efax__hello_nic nic[EFAX_MAX_NICS];
+} efax__hello;
+
+/* Checks a peer's hello. Returns 0 or -EFAX_E_VERSION / -EFAX_E_PEER with the reason in why. */
+EFAX_PRIVATE int efax__hello_check(const efax__hello *h, int rank, const char *provider, char *why,
+                                   size_t wl) {
+    int i;
+    if (h->magic != EFAX__HELLO_MAGIC) {
+        snprintf(why, wl, "rank %d sent no efax endpoint data (magic %08x)", rank, h->magic);
+        return -EFAX_E_PEER;
+    }
+    if (h->wire != EFAX_WIRE_VERSION) {
+        snprintf(why, wl, "rank %d runs efax wire version %u, this rank %u: build every rank from the "
+                          "same efax.h", rank, h->wire, EFAX_WIRE_VERSION);
+        return -EFAX_E_VERSION;
+    }
+    if (h->rank != rank || h->nnic < 1 || h->nnic > EFAX_MAX_NICS) {
+        snprintf(why, wl, "rank %d sent a malformed endpoint list (rank %d, %d NICs)", rank, h->rank, h->nnic);
+        return -EFAX_E_PEER;
+    }
+    if (memchr(h->provider, 0, sizeof h->provider) == NULL || strcmp(h->provider, provider)) {
+        snprintf(why, wl, "rank %d uses provider %.32s, this rank %s: pass the same --provider to every rank",
+                 rank, memchr(h->provider, 0, sizeof h->provider) ? h->provider : "?", provider);
+        return -EFAX_E_PEER;
+    }
+    for (i = 0; i < h->nnic; i++)
+        if (h->nic[i].addrlen == 0 || h->nic[i].addrlen > EFAX__ADDR_MAX ||
+            !memchr(h->nic[i].name, 0, sizeof h->nic[i].name)) {
+            snprintf(why, wl, "rank %d NIC %d: malformed address (%u bytes)", rank, i, h->nic[i].addrlen);
+            return -EFAX_E_PEER;
+        }
+    return 0;
+}
+
+/* Which of `to`'s NICs NIC i of `from` talks to: the k-th NIC with the same name as i when `to`
+   has one (k = how many NICs of that name come before i), else i modulo to's NIC count. */
+EFAX_PRIVATE int efax__match(const efax__hello *from, int i, const efax__hello *to) {
+    int k = 0, j, seen = 0;
+    for (j = 0; j < i; j++)
+        if (!strcmp(from->nic[j].name, from->nic[i].name)) k++;
+    for (j = 0; j < to->nnic; j++)
+        if (!strcmp(to->nic[j].name, from->nic[i].name) && seen++ == k) return j;
+    return i % to->nnic;
+}
+
+EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
+    efax__hello *all = NULL, me;
+    int rc, p, i, j, size = boot->size;
+    char why[256];
+    memset(&me, 0, sizeof me);
+    me.magic = EFAX__HELLO_MAGIC;
+    me.wire = EFAX_WIRE_VERSION;
+    me.rank = boot->rank;
+    me.nnic = ctx->nnic;
+    efax__copy(me.provider, sizeof me.provider, ctx->provider);
+    efax__copy(me.host, sizeof me.host, boot->host);
+    for (i = 0; i < ctx->nnic; i++) {
+        efax__copy(me.nic[i].name, sizeof me.nic[i].name, ctx->nic[i].info.name);
+        me.nic[i].addrlen = (uint32_t)ctx->nic[i].addrlen;
+        memcpy(me.nic[i].addr, ctx->nic[i].addr, ctx->nic[i].addrlen);
+    }
+    if (size > EFAX_IMM_MAX_RANKS) {
+        efax_log(ctx, 0, "%d ranks: immediate data names at most %d", size, EFAX_IMM_MAX_RANKS);
+        return -EFAX_E_UNSUPPORTED;
+    }
+    all = (efax__hello *)calloc((size_t)size, sizeof *all);
+    if (!all) return -FI_ENOMEM;
+    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) {
+        efax_log(ctx, 0, "exchanging endpoint names failed: %s", efax_strerror(rc));
+        free(all);
+        return rc;
+    }
+    for (p = 0; p < size; p++)
+        if ((rc = efax__hello_check(&all[p], p, ctx->provider, why, sizeof why))) {
+            efax_log(ctx, 0, "%s", why);
+            free(all);
+            return rc;
+        }
+    { /* the largest write chunk, the same on every rank: a target counts the writer's chunks */
+        uint64_t mine = efax_ctx_max_chunk(ctx), *lim = (uint64_t *)calloc((size_t)size, sizeof(uint64_t));
+        if (!lim) {
+            free(all);
+            return -FI_ENOMEM;
+        }
+        if ((rc = efax_boot_allgather(boot, &mine, sizeof mine, lim, -1))) {
+            efax_log(ctx, 0, "exchanging write limits failed: %s", efax_strerror(rc));
+            free(lim);
+            free(all);
+            return rc;
+        }
+        for (p = 0; p < size; p++)
+            if (lim[p] && lim[p] < mine) mine = lim[p];
+        ctx->max_chunk = mine;
+        free(lim);
+    }
+    ctx->rank = boot->rank;
+    ctx->size = size;
+    ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
+    ctx->peer_host = (char (*)[64])calloc((size_t)size, 64);
+    ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
+    ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
+    ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
+    if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
+    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->route_in || !ctx->hooks) {
+        free(all);
+        return -FI_ENOMEM;
+    }
+    for (p = 0; p < size; p++) {
+        ctx->peer_nnic[p] = all[p].nnic;
+        memcpy(ctx->peer_host[p], all[p].host, 64);
+        ctx->peer_host[p][63] = 0;
+        for (j = 0; j < all[p].nnic; j++) ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(&all[p], j, &me);
+        for (i = 0; i < ctx->nnic; i++) {
+            efax__nic *n = &ctx->nic[i];
+            int out = efax__match(&me, i, &all[p]);
+            /* insert the NIC we send to, and every NIC of the peer that sends to us here */
+            for (j = 0; j < all[p].nnic; j++) {
+                fi_addr_t fa = FI_ADDR_NOTAVAIL;
+                if (j != out && efax__match(&all[p], j, &me) != i) continue;
+                rc = fi_av_insert(n->av, all[p].nic[j].addr, 1, &fa, 0, NULL);
+                if (rc != 1) {
+                    efax_log(ctx, 0, "fi_av_insert of rank %d (%s) NIC %s into NIC %s failed: %s", p,
+                             all[p].host, all[p].nic[j].name, n->info.name, fi_strerror(rc < 0 ? -rc : FI_EOTHER));
+                    free(all);
+                    return rc < 0 ? rc : -FI_EOTHER;
+                }
+                if (j == out) {
+                    ctx->route[(size_t)p * (size_t)ctx->nnic + (size_t)i].fa = fa;
+                    ctx->route[(size_t)p * (size_t)ctx->nnic + (size_t)i].rnic = j;
+                }
+            }
+        }
+    }
+    ctx->connected = true;
+    free(all);
+    return 0;
+}
+
 // >>memory (implementation) --------------------------------------------------------------------
 
 EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
@@ -2168,7 +2321,73 @@ EFAX_API void efax_buf_free(efax_buf *b) {
 }
 
 
-// >>bootstrap (implementation) -----------------------------------------------------------------
+#define EFAX__MR_MAGIC 0x4546414du /* "EFAM" */
+typedef struct efax__mr_blob {
+    uint32_t magic, wire;
+    int32_t rank, nnic;
+    uint32_t flags, pad;
+    uint64_t base, len;
+    uint64_t key[EFAX_MAX_NICS];
+} efax__mr_blob;
+
+/* Checks a peer's memory keys before use. Returns 0 or -EFAX_E_VERSION/-EFAX_E_PEER (why says). */
+EFAX_PRIVATE int efax__mr_blob_check(const efax__mr_blob *b, int rank, int nnic, char *why, size_t wl) {
+    if (b->magic != EFAX__MR_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != rank || b->nnic != nnic ||
+        (b->flags & ~(EFAX_RMR_STAGED | EFAX_RMR_WRITABLE))) {
+        snprintf(why, wl, "sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs, flags %x; expected wire %u, rank %d, "
+                          "%d NICs)", b->magic, b->wire, b->rank, b->nnic, b->flags, EFAX_WIRE_VERSION, rank, nnic);
+        return b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+    }
+    return 0;
+}
+
+EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
+    efax_ctx *ctx = mr->ctx;
+    efax__mr_blob me, *all;
+    int p, i, rc;
+    if (!ctx->connected) {
+        efax_log(ctx, 0, "efax_mr_exchange: call efax_ctx_connect first");
+        return -FI_EOPBADSTATE;
+    }
+    memset(&me, 0, sizeof me);
+    me.magic = EFAX__MR_MAGIC;
+    me.wire = EFAX_WIRE_VERSION;
+    me.rank = ctx->rank;
+    me.nnic = ctx->nnic;
+    me.base = (ctx->nic[0].info.mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->ptr : 0;
+    me.len = mr->len;
+    me.flags = (mr->stage ? EFAX_RMR_STAGED : 0) | ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0);
+    for (i = 0; i < ctx->nnic; i++) me.key[i] = mr->key[i];
+    all = (efax__mr_blob *)calloc((size_t)ctx->size, sizeof *all);
+    if (!all) return -FI_ENOMEM;
+    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) {
+        efax_log(ctx, 0, "exchanging memory keys failed: %s", efax_strerror(rc));
+        free(all);
+        return rc;
+    }
+    free(mr->remote);
+    mr->remote = (efax_rmr *)calloc((size_t)ctx->size, sizeof(efax_rmr));
+    if (!mr->remote) { free(all); return -FI_ENOMEM; }
+    mr->nremote = ctx->size;
+    for (p = 0; p < ctx->size; p++) {
+        const efax__mr_blob *b = &all[p];
+        char why[256];
+        if ((rc = efax__mr_blob_check(b, p, ctx->peer_nnic[p], why, sizeof why))) {
+            efax_log(ctx, 0, "rank %d (%s) %s", p, ctx->peer_host[p], why);
+            free(all);
+            return rc;
+        }
+        mr->remote[p].base = b->base;
+        mr->remote[p].len = b->len;
+        mr->remote[p].flags = b->flags;
+        mr->remote[p].nnic = b->nnic;
+        memcpy(mr->remote[p].key, b->key, sizeof b->key);
+    }
+    free(all);
+    return 0;
+}
+
+// >>bootstrap: TCP rendezvous (implementation) ---------------------------------------------------
 
 #define EFAX__BOOT_MAGIC 0x45465842u /* "EFXB" */
 
@@ -2500,6 +2719,8 @@ EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, v
     return 0;
 }
 
+// >>bootstrap: PMIx (implementation) -------------------------------------------------------------
+
 #ifndef EFAX_NO_PMIX
 /* A process id in our namespace (PMIX_LOAD_PROCID trips -Waddress in C++). */
 EFAX_PRIVATE void efax__pmix_proc(pmix_proc_t *p, const pmix_proc_t *me, pmix_rank_t rank) {
@@ -2708,49 +2929,79 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
 }
 #endif
 
-EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
-    efax_boot_desc d;
-    const char *force, *root;
-    char *all = NULL;
-    int rc = 0, i;
-    if (desc) d = *desc;
-    else memset(&d, 0, sizeof d);
-    memset(b, 0, sizeof *b);
-    b->fd = -1;
-    b->log = d.log;
-    b->log_user = d.log_user;
-    b->size = 1;
-    if (d.timeout_ms > 0) b->timeout_ms = d.timeout_ms;
-    else if ((rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &b->timeout_ms))) return rc;
-    force = d.force ? d.force : getenv("EFAX_BOOTSTRAP");
-    root = getenv("EFAX_ROOT");
-    if (force && *force && strcmp(force, "pmix") && strcmp(force, "tcp")) {
-        efax__blog(b, 0, "EFAX_BOOTSTRAP='%s': expected pmix or tcp", force);
+// >>bootstrap (implementation) -----------------------------------------------------------------
+
+/* The one place an efax_boot_desc's defaults are resolved: timeout_ms ($EFAX_TIMEOUT_MS, else
+   30000) and force ($EFAX_BOOTSTRAP: pmix or tcp). */
+EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, efax_boot_desc *d) {
+    int rc;
+    if (desc) *d = *desc;
+    else memset(d, 0, sizeof *d);
+    b->log = d->log, b->log_user = d->log_user; /* errors below are logged */
+    if (d->timeout_ms <= 0 && (rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &d->timeout_ms))) return rc;
+    if (!d->force) d->force = getenv("EFAX_BOOTSTRAP");
+    if (d->force && *d->force && strcmp(d->force, "pmix") && strcmp(d->force, "tcp")) {
+        efax__blog(b, 0, "EFAX_BOOTSTRAP='%s': expected pmix or tcp", d->force);
         return -EFAX_E_USAGE;
     }
-    if ((force && !strcmp(force, "tcp")) || (!(force && *force) && root && *root)) {
-        uint64_t deadline = efax_now_ns() + (uint64_t)b->timeout_ms * 1000000ull;
-        if (!root || !*root || !getenv("EFAX_RANK") || !getenv("EFAX_SIZE")) {
-            efax__blog(b, 0, "the TCP rendezvous needs EFAX_RANK, EFAX_SIZE and EFAX_ROOT=host:port on every rank");
-            return -EFAX_E_LAUNCH;
+    return 0;
+}
+
+/* The TCP rendezvous from EFAX_RANK, EFAX_SIZE, EFAX_ROOT and EFAX_TOKEN. */
+EFAX_PRIVATE int efax__boot_tcp(efax_boot *b, const char *root) {
+    uint64_t deadline = efax_now_ns() + (uint64_t)b->timeout_ms * 1000000ull;
+    char h[256], pt[16];
+    int rc;
+    if (!root || !*root || !getenv("EFAX_RANK") || !getenv("EFAX_SIZE")) {
+        efax__blog(b, 0, "the TCP rendezvous needs EFAX_RANK, EFAX_SIZE and EFAX_ROOT=host:port on every rank");
+        return -EFAX_E_LAUNCH;
+    }
+    if ((rc = efax__env_int("EFAX_SIZE", 1, 1, EFAX_IMM_MAX_RANKS, &b->size))) return rc;
+    if ((rc = efax__env_int("EFAX_RANK", 0, 0, b->size - 1, &b->rank))) return rc;
+    if (efax__split_hostport(root, h, sizeof h, pt, sizeof pt)) {
+        efax__blog(b, 0, "EFAX_ROOT='%s' is not host:port (e.g. 10.0.0.1:29500 or [fe80::1]:29500)", root);
+        return -EFAX_E_USAGE;
+    }
+    if (!getenv("EFAX_TOKEN")) efax__blog(b, 1, "EFAX_TOKEN is not set: the rendezvous accepts any peer that knows EFAX_ROOT");
+    b->token = efax__hash(getenv("EFAX_TOKEN"));
+    b->kind = EFAX_BOOT_TCP;
+    return b->size > 1 ? efax__tcp_join(b, root, deadline) : 0;
+}
+
+/* Every rank's host name: local rank and size, and names for messages. Collective. */
+EFAX_PRIVATE int efax__boot_hosts(efax_boot *b) {
+    const char *node = getenv("EFAX_NODE");
+    int rc, i;
+    if (!b->host[0] && node && *node) efax__copy(b->host, sizeof b->host, node); /* PMIx may have named it */
+    else if (!b->host[0] && gethostname(b->host, sizeof b->host)) efax__copy(b->host, sizeof b->host, "?");
+    b->host[sizeof b->host - 1] = 0;
+    if (!(b->hosts = (char (*)[64])calloc((size_t)b->size, 64))) return -FI_ENOMEM;
+    if ((rc = efax_boot_allgather(b, b->host, 64, b->hosts, -1))) return rc;
+    b->local_rank = 0, b->local_size = 0;
+    for (i = 0; i < b->size; i++) {
+        b->hosts[i][63] = 0;
+        if (!strcmp(b->hosts[i], b->host)) {
+            if (i < b->rank) b->local_rank++;
+            b->local_size++;
         }
-        if ((rc = efax__env_int("EFAX_SIZE", 1, 1, EFAX_IMM_MAX_RANKS, &b->size))) return rc;
-        if ((rc = efax__env_int("EFAX_RANK", 0, 0, b->size - 1, &b->rank))) return rc;
-        {
-            char h[256], pt[16];
-            if (efax__split_hostport(root, h, sizeof h, pt, sizeof pt)) {
-                efax__blog(b, 0, "EFAX_ROOT='%s' is not host:port (e.g. 10.0.0.1:29500 or [fe80::1]:29500)", root);
-                return -EFAX_E_USAGE;
-            }
-        }
-        if (!getenv("EFAX_TOKEN"))
-            efax__blog(b, 1, "EFAX_TOKEN is not set: the rendezvous accepts any peer that knows EFAX_ROOT");
-        b->token = efax__hash(getenv("EFAX_TOKEN"));
-        b->kind = EFAX_BOOT_TCP;
-        if (b->size > 1 && (rc = efax__tcp_join(b, root, deadline))) goto fail;
-    } else if ((force && !strcmp(force, "pmix")) || getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
+    }
+    return 0;
+}
+
+EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
+    efax_boot_desc d;
+    const char *root = getenv("EFAX_ROOT");
+    int rc;
+    memset(b, 0, sizeof *b);
+    b->fd = -1;
+    b->size = 1;
+    if ((rc = efax__boot_defaults(b, desc, &d))) return rc;
+    b->timeout_ms = d.timeout_ms;
+    if (!strcmp(d.force ? d.force : "", "tcp") || (!(d.force && *d.force) && root && *root)) {
+        rc = efax__boot_tcp(b, root);
+    } else if ((d.force && !strcmp(d.force, "pmix")) || getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
 #ifndef EFAX_NO_PMIX
-        if ((rc = efax__pmix_init(b)) || (rc = efax__pmix_star(b))) goto fail;
+        if (!(rc = efax__pmix_init(b))) rc = efax__pmix_star(b);
 #else
         efax__blog(b, 0, "launched under PMIx, but this program was built with EFAX_NO_PMIX: rebuild "
                          "without it (and with $(pkg-config --cflags --libs pmix)) or use EFAX_ROOT");
@@ -2764,33 +3015,8 @@ EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
                          "EFAX_ROOT=host:port and EFAX_TOKEN on every rank");
         return -EFAX_E_LAUNCH;
     }
-    if (!b->host[0]) {
-        const char *node = getenv("EFAX_NODE");
-        if (node && *node) efax__copy(b->host, sizeof b->host, node);
-        else if (gethostname(b->host, sizeof b->host)) efax__copy(b->host, sizeof b->host, "?");
-        b->host[sizeof b->host - 1] = 0;
-    }
-    /* every rank's host: local rank and size, and names for messages */
-    b->hosts = (char (*)[64])calloc((size_t)b->size, 64);
-    all = (char *)calloc((size_t)b->size, 64);
-    if (!b->hosts || !all) { rc = -FI_ENOMEM; goto fail; }
-    if ((rc = efax_boot_allgather(b, b->host, 64, all, -1))) goto fail;
-    memcpy(b->hosts, all, (size_t)b->size * 64);
-    free(all);
-    all = NULL;
-    b->local_rank = 0;
-    b->local_size = 0;
-    for (i = 0; i < b->size; i++) {
-        b->hosts[i][63] = 0;
-        if (!strcmp(b->hosts[i], b->host)) {
-            if (i < b->rank) b->local_rank++;
-            b->local_size++;
-        }
-    }
-    return 0;
-fail:
-    free(all);
-    efax_boot_deinit(b);
+    if (!rc) rc = efax__boot_hosts(b);
+    if (rc) efax_boot_deinit(b);
     return rc;
 }
 
@@ -2821,13 +3047,9 @@ EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void 
         memcpy(out, in, len);
         return 0;
     case EFAX_BOOT_TCP:
+    case EFAX_BOOT_PMIX: /* collectives run on the TCP star PMIx helped wire (efax__pmix_star) */
         if (b->size == 1) { memcpy(out, in, len); return 0; }
         return efax__tcp_allgather(b, in, len, out, timeout_ms);
-#ifndef EFAX_NO_PMIX
-    case EFAX_BOOT_PMIX: /* collectives run on the TCP star that PMIx helped wire (efax__pmix_star) */
-        if (b->size == 1) { memcpy(out, in, len); return 0; }
-        return efax__tcp_allgather(b, in, len, out, timeout_ms);
-#endif
     default:
         return -EFAX_E_BOOT;
     }
@@ -2854,222 +3076,6 @@ EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeou
     for (i = 0; !rc && i < b->size; i++) *sum += all[i];
     free(all);
     return rc;
-}
-
-/* What each rank tells the others in efax_ctx_connect. */
-#define EFAX__HELLO_MAGIC 0x45464148u /* "EFAH" */
-typedef struct efax__hello_nic {
-    char name[64];
-    uint32_t addrlen;
-    uint8_t addr[EFAX__ADDR_MAX];
-} efax__hello_nic;
-typedef struct efax__hello {
-    uint32_t magic, wire;
-    int32_t rank, nnic;
-    char provider[32];
-    char host[64];
-    efax__hello_nic nic[EFAX_MAX_NICS];
-} efax__hello;
-
-/* Checks a peer's hello. Returns 0 or -EFAX_E_VERSION / -EFAX_E_PEER with the reason in why. */
-EFAX_PRIVATE int efax__hello_check(const efax__hello *h, int rank, const char *provider, char *why,
-                                   size_t wl) {
-    int i;
-    if (h->magic != EFAX__HELLO_MAGIC) {
-        snprintf(why, wl, "rank %d sent no efax endpoint data (magic %08x)", rank, h->magic);
-        return -EFAX_E_PEER;
-    }
-    if (h->wire != EFAX_WIRE_VERSION) {
-        snprintf(why, wl, "rank %d runs efax wire version %u, this rank %u: build every rank from the "
-                          "same efax.h", rank, h->wire, EFAX_WIRE_VERSION);
-        return -EFAX_E_VERSION;
-    }
-    if (h->rank != rank || h->nnic < 1 || h->nnic > EFAX_MAX_NICS) {
-        snprintf(why, wl, "rank %d sent a malformed endpoint list (rank %d, %d NICs)", rank, h->rank, h->nnic);
-        return -EFAX_E_PEER;
-    }
-    if (memchr(h->provider, 0, sizeof h->provider) == NULL || strcmp(h->provider, provider)) {
-        snprintf(why, wl, "rank %d uses provider %.32s, this rank %s: pass the same --provider to every rank",
-                 rank, memchr(h->provider, 0, sizeof h->provider) ? h->provider : "?", provider);
-        return -EFAX_E_PEER;
-    }
-    for (i = 0; i < h->nnic; i++)
-        if (h->nic[i].addrlen == 0 || h->nic[i].addrlen > EFAX__ADDR_MAX ||
-            !memchr(h->nic[i].name, 0, sizeof h->nic[i].name)) {
-            snprintf(why, wl, "rank %d NIC %d: malformed address (%u bytes)", rank, i, h->nic[i].addrlen);
-            return -EFAX_E_PEER;
-        }
-    return 0;
-}
-
-/* Which of `to`'s NICs NIC i of `from` talks to: the k-th NIC with the same name as i when `to`
-   has one (k = how many NICs of that name come before i), else i modulo to's NIC count. */
-EFAX_PRIVATE int efax__match(const efax__hello *from, int i, const efax__hello *to) {
-    int k = 0, j, seen = 0;
-    for (j = 0; j < i; j++)
-        if (!strcmp(from->nic[j].name, from->nic[i].name)) k++;
-    for (j = 0; j < to->nnic; j++)
-        if (!strcmp(to->nic[j].name, from->nic[i].name) && seen++ == k) return j;
-    return i % to->nnic;
-}
-
-EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
-    efax__hello *all = NULL, me;
-    int rc, p, i, j, size = boot->size;
-    char why[256];
-    memset(&me, 0, sizeof me);
-    me.magic = EFAX__HELLO_MAGIC;
-    me.wire = EFAX_WIRE_VERSION;
-    me.rank = boot->rank;
-    me.nnic = ctx->nnic;
-    efax__copy(me.provider, sizeof me.provider, ctx->provider);
-    efax__copy(me.host, sizeof me.host, boot->host);
-    for (i = 0; i < ctx->nnic; i++) {
-        efax__copy(me.nic[i].name, sizeof me.nic[i].name, ctx->nic[i].info.name);
-        me.nic[i].addrlen = (uint32_t)ctx->nic[i].addrlen;
-        memcpy(me.nic[i].addr, ctx->nic[i].addr, ctx->nic[i].addrlen);
-    }
-    if (size > EFAX_IMM_MAX_RANKS) {
-        efax_log(ctx, 0, "%d ranks: immediate data names at most %d", size, EFAX_IMM_MAX_RANKS);
-        return -EFAX_E_UNSUPPORTED;
-    }
-    all = (efax__hello *)calloc((size_t)size, sizeof *all);
-    if (!all) return -FI_ENOMEM;
-    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) {
-        efax_log(ctx, 0, "exchanging endpoint names failed: %s", efax_strerror(rc));
-        free(all);
-        return rc;
-    }
-    for (p = 0; p < size; p++)
-        if ((rc = efax__hello_check(&all[p], p, ctx->provider, why, sizeof why))) {
-            efax_log(ctx, 0, "%s", why);
-            free(all);
-            return rc;
-        }
-    { /* the largest write chunk, the same on every rank: a target counts the writer's chunks */
-        uint64_t mine = efax_ctx_max_chunk(ctx), *lim = (uint64_t *)calloc((size_t)size, sizeof(uint64_t));
-        if (!lim) {
-            free(all);
-            return -FI_ENOMEM;
-        }
-        if ((rc = efax_boot_allgather(boot, &mine, sizeof mine, lim, -1))) {
-            efax_log(ctx, 0, "exchanging write limits failed: %s", efax_strerror(rc));
-            free(lim);
-            free(all);
-            return rc;
-        }
-        for (p = 0; p < size; p++)
-            if (lim[p] && lim[p] < mine) mine = lim[p];
-        ctx->max_chunk = mine;
-        free(lim);
-    }
-    ctx->rank = boot->rank;
-    ctx->size = size;
-    ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
-    ctx->peer_host = (char (*)[64])calloc((size_t)size, 64);
-    ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
-    ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
-    ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
-    if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
-    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->route_in || !ctx->hooks) {
-        free(all);
-        return -FI_ENOMEM;
-    }
-    for (p = 0; p < size; p++) {
-        ctx->peer_nnic[p] = all[p].nnic;
-        memcpy(ctx->peer_host[p], all[p].host, 64);
-        ctx->peer_host[p][63] = 0;
-        for (j = 0; j < all[p].nnic; j++) ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(&all[p], j, &me);
-        for (i = 0; i < ctx->nnic; i++) {
-            efax__nic *n = &ctx->nic[i];
-            int out = efax__match(&me, i, &all[p]);
-            /* insert the NIC we send to, and every NIC of the peer that sends to us here */
-            for (j = 0; j < all[p].nnic; j++) {
-                fi_addr_t fa = FI_ADDR_NOTAVAIL;
-                if (j != out && efax__match(&all[p], j, &me) != i) continue;
-                rc = fi_av_insert(n->av, all[p].nic[j].addr, 1, &fa, 0, NULL);
-                if (rc != 1) {
-                    efax_log(ctx, 0, "fi_av_insert of rank %d (%s) NIC %s into NIC %s failed: %s", p,
-                             all[p].host, all[p].nic[j].name, n->info.name, fi_strerror(rc < 0 ? -rc : FI_EOTHER));
-                    free(all);
-                    return rc < 0 ? rc : -FI_EOTHER;
-                }
-                if (j == out) {
-                    ctx->route[(size_t)p * (size_t)ctx->nnic + (size_t)i].fa = fa;
-                    ctx->route[(size_t)p * (size_t)ctx->nnic + (size_t)i].rnic = j;
-                }
-            }
-        }
-    }
-    ctx->connected = true;
-    free(all);
-    return 0;
-}
-
-#define EFAX__MR_MAGIC 0x4546414du /* "EFAM" */
-typedef struct efax__mr_blob {
-    uint32_t magic, wire;
-    int32_t rank, nnic;
-    uint32_t flags, pad;
-    uint64_t base, len;
-    uint64_t key[EFAX_MAX_NICS];
-} efax__mr_blob;
-
-/* Checks a peer's memory keys before use. Returns 0 or -EFAX_E_VERSION/-EFAX_E_PEER (why says). */
-EFAX_PRIVATE int efax__mr_blob_check(const efax__mr_blob *b, int rank, int nnic, char *why, size_t wl) {
-    if (b->magic != EFAX__MR_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != rank || b->nnic != nnic ||
-        (b->flags & ~(EFAX_RMR_STAGED | EFAX_RMR_WRITABLE))) {
-        snprintf(why, wl, "sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs, flags %x; expected wire %u, rank %d, "
-                          "%d NICs)", b->magic, b->wire, b->rank, b->nnic, b->flags, EFAX_WIRE_VERSION, rank, nnic);
-        return b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
-    }
-    return 0;
-}
-
-EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
-    efax_ctx *ctx = mr->ctx;
-    efax__mr_blob me, *all;
-    int p, i, rc;
-    if (!ctx->connected) {
-        efax_log(ctx, 0, "efax_mr_exchange: call efax_ctx_connect first");
-        return -FI_EOPBADSTATE;
-    }
-    memset(&me, 0, sizeof me);
-    me.magic = EFAX__MR_MAGIC;
-    me.wire = EFAX_WIRE_VERSION;
-    me.rank = ctx->rank;
-    me.nnic = ctx->nnic;
-    me.base = (ctx->nic[0].info.mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->ptr : 0;
-    me.len = mr->len;
-    me.flags = (mr->stage ? EFAX_RMR_STAGED : 0) | ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0);
-    for (i = 0; i < ctx->nnic; i++) me.key[i] = mr->key[i];
-    all = (efax__mr_blob *)calloc((size_t)ctx->size, sizeof *all);
-    if (!all) return -FI_ENOMEM;
-    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) {
-        efax_log(ctx, 0, "exchanging memory keys failed: %s", efax_strerror(rc));
-        free(all);
-        return rc;
-    }
-    free(mr->remote);
-    mr->remote = (efax_rmr *)calloc((size_t)ctx->size, sizeof(efax_rmr));
-    if (!mr->remote) { free(all); return -FI_ENOMEM; }
-    mr->nremote = ctx->size;
-    for (p = 0; p < ctx->size; p++) {
-        const efax__mr_blob *b = &all[p];
-        char why[256];
-        if ((rc = efax__mr_blob_check(b, p, ctx->peer_nnic[p], why, sizeof why))) {
-            efax_log(ctx, 0, "rank %d (%s) %s", p, ctx->peer_host[p], why);
-            free(all);
-            return rc;
-        }
-        mr->remote[p].base = b->base;
-        mr->remote[p].len = b->len;
-        mr->remote[p].flags = b->flags;
-        mr->remote[p].nnic = b->nnic;
-        memcpy(mr->remote[p].key, b->key, sizeof b->key);
-    }
-    free(all);
-    return 0;
 }
 
 // >>operations (implementation) ----------------------------------------------------------------
@@ -3679,11 +3685,7 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
         efax_seg *s = &x->seg[i];
         s->x = x;
         s->posted = 0;
-        s->completed = 0;
-        if (s->len == 0) {
-            /* an empty write still carries its immediate data: post it as one 0-byte chunk */
-            s->len = 0;
-        }
+        s->completed = 0; /* an empty segment still goes out: one 0-byte chunk carrying the immediate data */
         efax__seg_push(&ctx->nic[s->nic].pend_head, &ctx->nic[s->nic].pend_tail, s);
     }
     for (i = 0; i < nseg; i++) efax__post_nic(ctx, &ctx->nic[x->seg[i].nic]);
