@@ -244,8 +244,7 @@ GP
 }
 
 if [ -n "$DRIVER" ]; then
-  bin=$DRIVER; [ -f "drivers/$DRIVER.cu" ] || [[ $DRIVER == *_cuda ]] || bin=$DRIVER
-  run "$DRIVER" "$bin" "$@"; rc=$?
+  run "$DRIVER" "$DRIVER" "$@"; rc=$? # a driver's binary has its name (write, write_cuda, proxy)
   {
     echo "==================== summary ($(date -u +%FT%TZ)) ===================="
     echo "$(head -n 1 "$OUT/commands.txt")"

@@ -5,9 +5,18 @@
    A small C library for measuring and driving what the network itself does, without NCCL
    in the way: fabric set-up on one or many NICs, memory registration, completion polling,
    two-sided SEND/RECV, one-sided RDMA WRITE with 32-bit immediate data, multi-NIC
-   schedules (single, split, round-robin, stripe), a PMIx or TCP bootstrap, and the
-   benchmark harness its drivers share. efax_cuda.h adds GPU memory, the GPU->CPU queue,
-   the CPU proxy and NVLink IPC on top.
+   schedules (single, split, round-robin, stripe) and a PMIx or TCP bootstrap: the fabric
+   library alone, for a transfer engine to vendor.
+
+   Three headers, one concern each (stb keeps one per header; sokol_glue.h joins two):
+       efax.h        the fabric: boot, context, memory (with the memory kinds and the
+                     verification pattern every header checks bytes with), operations, schedules
+       efax_cuda.h   the GPU: device memory, GPU<->NIC affinity, the GPU->CPU queue, the CPU
+                     proxy, NVLink IPC (includes nothing of the harness)
+       efax_bench.h  the benchmark harness of drivers/: options, the sweep, results, the report
+   Which header a change belongs in: a transfer, a registration, a schedule or a wire format:
+   here; anything that needs CUDA: efax_cuda.h; how a benchmark is driven, timed or reported:
+   efax_bench.h. Dependencies point one way: efax_bench.h -> efax_cuda.h -> efax.h.
 
    Use
    ---
