@@ -119,7 +119,7 @@ static int measure(efax_bench *b, echo *e, const efax_bench_step *st) {
     if (rc) return rc;
     efax_result_init(&res, e->variant == SENDRECV ? "SendRecv" : "WriteImm", "host", "host", EFAX_RESULT_HALFRTT, size, 1, 1);
     efax_result_time(&res, lat, iters, 2 * size, efax_bench_line(b, EFAX_MODE_SINGLE));
-    res.seconds = secs, res.gbps = (double)res.bytes * 8 / secs / 1e9; /* a round trip moves 2 * size */
+    res.seconds = secs, res.gbps = secs > 0 ? (double)res.bytes * 8 / secs / 1e9 : 0; /* a round trip moves 2 * size */
     return efax_bench_record(b, &res, wrong);
 }
 
