@@ -263,6 +263,10 @@ typedef struct efax_bench_desc {
     int min_ranks, max_ranks;    /* ranks the experiment needs (0: at least 2; max 0: no limit) */
     bool one_kind;               /* --mem must name one memory kind */
     bool gpu;                    /* needs a CUDA device: without one it says "skipped" and ends, status 0 */
+    bool own_options;            /* no sweep: d->extra alone is parsed (efax_args_parse); its entries may point
+                                    into b->o (provider, nics, timeout_ms), which efax_bench_open fills */
+    bool cold;                   /* efax_bench_connect does not warm the connections: the experiment's own
+                                    first messages open them (a broken pair is its result, not an error) */
 } efax_bench_desc;
 
 /* efax_bench_open's answer when there is nothing to run (help printed, or no memory kind this
@@ -299,16 +303,17 @@ typedef struct efax_bench_step {
     bool started;
 } efax_bench_step;
 
-/* Step 1: parses the options against the common ones and d->extra (printing "driver: reason" for a
-   bad one), picks the memory kinds (efax_cuda_mem_select in CUDA builds), joins the job and checks
-   the rank count. Returns 0; EFAX_BENCH_DONE when there is nothing to run; -EFAX_E_USAGE for bad
-   options or ranks; or the bootstrap's error. Whatever it returns, end with efax_bench_close. */
+/* Step 1: parses the options against the common ones and d->extra (d->extra alone with
+   d->own_options; printing "driver: reason" for a bad one), picks the memory kinds
+   (efax_cuda_mem_select in CUDA builds), joins the job and checks the rank count. Returns 0;
+   EFAX_BENCH_DONE when there is nothing to run; -EFAX_E_USAGE for bad options or ranks; or the
+   bootstrap's error. Whatever it returns, end with efax_bench_close. */
 EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, char **argv);
 
 /* Step 2: opens the context from the options (--provider, --nics, --efa-shm, --no-cuda-api,
    --timeout; in CUDA builds this rank's GPU and the NICs nearest it when a kind is device memory),
-   connects every rank and warms every connection. imm_tags: the tags the driver counts (0: 64).
-   Collective. Returns 0 or a negative code (logged). */
+   connects every rank and warms every connection (not with d->cold). imm_tags: the tags the driver
+   counts (0: 64). Collective. Returns 0 or a negative code (logged). */
 EFAX_API int efax_bench_connect(efax_bench *b, int imm_tags);
 
 /* A buffer of len bytes of memory kind `kind`, registered with `access` (EFAX_MR_*) on every NIC
@@ -1270,7 +1275,8 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
 #ifdef EFAX_CUDA_H
     b->o.mem = d->mem ? d->mem : "all";
 #endif
-    rc = efax_opts_parse(&b->o, argc, argv, d->extra, d->driver, d->about, err, sizeof err);
+    rc = d->own_options ? efax_args_parse(argc, argv, d->extra, d->driver, d->about, err, sizeof err)
+                        : efax_opts_parse(&b->o, argc, argv, d->extra, d->driver, d->about, err, sizeof err);
     if (rc == 1) return EFAX_BENCH_DONE;
     if (rc) return efax_bench_usage(b, "%s", err);
 #ifdef EFAX_CUDA_H
@@ -1317,7 +1323,7 @@ EFAX_API int efax_bench_connect(efax_bench *b, int imm_tags) {
 #endif
     b->connected = true; /* efax_ctx_deinit is safe on a half-opened context */
     if ((rc = efax_ctx_init(&b->ctx, &cd)) || (rc = efax_ctx_connect(&b->ctx, &b->boot))) return rc;
-    return efax_ctx_warmup(&b->ctx);
+    return b->d.cold ? 0 : efax_ctx_warmup(&b->ctx);
 }
 
 EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access, efax_buf **out) {

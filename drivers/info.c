@@ -7,6 +7,7 @@
 */
 #define EFAX_IMPLEMENTATION
 #include "efax.h"
+#include "efax_bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,9 +11,8 @@
 */
 #define EFAX_IMPLEMENTATION
 #include "efax.h"
+#include "efax_bench.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 enum { TAG_PING = 1, SENDRECV = 0, WRITEIMM = 1 };
@@ -26,16 +25,26 @@ typedef struct echo {
     efax_mr *tx, *rx;      /* with -c each holds two halves: iteration parity picks one */
     uint8_t *txb, *rxb;
     efax_xfer r, s;
+    efax_write_desc w;     /* the WriteImm message in flight */
+    double *lat;           /* rank 0: the timed round trips' halves (microseconds) */
 } echo;
 
 /* Which half iteration seq uses: alternating with -c (the other one is being checked or
    refilled), always the first without (the same cache footprint as fi_pingpong's). */
 static uint64_t half_of(const echo *e, uint64_t seq) { return e->check ? (seq & 1) * e->size : 0; }
 
-/* How many chunks a WriteImm message lands in (each carries the immediate data): one, unless
-   it is larger than the most one write may carry (1 GiB on efa). */
+/* Chunks a WriteImm message lands in, each with the immediate data: one unless larger than one write carries (1 GiB on efa). */
 static uint32_t arrivals(const echo *e) {
     return efax_write_chunks(e->size, efax_ctx_peer_nnics(e->ctx, e->peer), EFAX_MODE_SINGLE, efax_ctx_max_chunk(e->ctx));
+}
+
+/* The WriteImm message of iteration seq to the peer (ping and answer alike): send half -> the same receive half there. */
+static const efax_write_desc *msg(echo *e, uint64_t seq) {
+    efax_write_desc *w = &e->w;
+    memset(w, 0, sizeof *w);
+    w->from = e->me, w->to = e->peer, w->size = e->size, w->mode = EFAX_MODE_SINGLE, w->tag = TAG_PING, w->seq = (uint32_t)seq;
+    w->src = e->tx, w->dst = e->rx, w->src_off = w->dst_off = half_of(e, seq);
+    return w;
 }
 
 /* Rank 0: one round trip of iteration seq. */
@@ -49,8 +58,7 @@ static int ping(echo *e, uint64_t seq) {
             return rc;
         return efax_wait_all(e->ctx, both, 2, -1);
     }
-    if ((rc = efax_write(e->ctx, &e->s, e->peer, EFAX_MODE_SINGLE, 0, e->tx, half, e->rx, half, e->size, 0, TAG_PING,
-                         (uint32_t)seq, NULL)) ||
+    if ((rc = efax_write(e->ctx, &e->s, msg(e, seq), NULL)) ||
         (rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, arrivals(e), -1)))
         return rc;
     return efax_wait(e->ctx, &e->s, -1);
@@ -68,153 +76,75 @@ static int pong(echo *e, uint64_t seq, bool last) {
         return efax_wait(e->ctx, &e->s, -1);
     }
     if ((rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, arrivals(e), -1)) ||
-        (rc = efax_write(e->ctx, &e->s, e->peer, EFAX_MODE_SINGLE, 0, e->tx, half, e->rx, half, e->size, 0, TAG_PING,
-                         (uint32_t)seq, NULL)))
+        (rc = efax_write(e->ctx, &e->s, msg(e, seq), NULL)))
         return rc;
     return efax_wait(e->ctx, &e->s, -1);
 }
 
-int main(int argc, char **argv) {
-    static const char *const names[] = {"SendRecv", "WriteImm"};
-    efax_opts o;
-    efax_boot boot;
-    efax_ctx ctx;
-    efax_ctx_desc cd;
-    efax_boot_desc bd;
-    efax_mr tx, rx;
-    efax_mr_desc md;
-    efax_report rep;
-    echo e;
-    char err[256];
-    int rc;
-    double *lat = NULL;
-
-    /* 1. options: sizes 1 B .. 1 MiB by default */
-    efax_opts_init(&o);
-    o.min_size = 1;
-    o.max_size = 1 << 20;
-    rc = efax_opts_parse(&o, argc, argv, NULL, "pingpong",
-                         "Ping-pong (echo) between rank 0 and rank 1 over SEND/RECV and WRITE with immediate\n"
-                         "data. Latency is one-way: half the measured round trip. Other ranks wait.",
-                         err, sizeof err);
-    if (rc == 1) return 0;
-    if (rc) { fprintf(stderr, "pingpong: %s\n", err); return 2; }
-    {
-        const efax_mem_ops *kind;
-        int nk;
-        if ((rc = efax_mem_select(o.mem, &kind, 1, &nk, err, sizeof err))) { fprintf(stderr, "pingpong: %s\n", err); return 2; }
-    }
-
-    /* 2. join the job, open the NICs, exchange endpoint names */
-    memset(&bd, 0, sizeof bd);
-    bd.timeout_ms = o.timeout_ms;
-    if ((rc = efax_boot_init(&boot, &bd))) return efax_exit_code(rc);
-    if (boot.size < 2) {
-        fprintf(stderr, "pingpong: needs 2 ranks (e.g. mpirun -np 2 %s)\n", argv[0]);
-        efax_boot_deinit(&boot);
-        return 2;
-    }
-    memset(&cd, 0, sizeof cd);
-    memset(&tx, 0, sizeof tx);
-    memset(&rx, 0, sizeof rx);
-    memset(&e, 0, sizeof e);
-    cd.provider = o.provider;
-    cd.nics = o.nics;
-    cd.local_rank = boot.local_rank;
-    cd.timeout_ms = o.timeout_ms;
-    cd.efa_shm = o.efa_shm, cd.no_cuda_api = o.no_cuda_api;
-    if ((rc = efax_ctx_init(&ctx, &cd)) || (rc = efax_ctx_connect(&ctx, &boot))) goto out;
-    e.ctx = &ctx;
-    e.check = o.check;
-    e.me = boot.rank;
-    e.peer = boot.rank == 0 ? 1 : 0;
-
-    /* 3. a send and a receive buffer (two halves each for -c), registered on every NIC */
-    e.txb = (uint8_t *)efax_host_alloc(2 * o.max_size);
-    e.rxb = (uint8_t *)efax_host_alloc(2 * o.max_size);
-    lat = (double *)malloc(sizeof(double) * (size_t)efax_opts_iters(&o, o.min_size));
-    if (!e.txb || !e.rxb || !lat) { fprintf(stderr, "pingpong: out of memory\n"); rc = -FI_ENOMEM; goto out; }
-    memset(e.txb, 0, 2 * o.max_size);
-    memset(e.rxb, 0, 2 * o.max_size);
-    memset(&md, 0, sizeof md);
-    md.ptr = e.txb; md.len = 2 * o.max_size; md.access = EFAX_MR_SEND | EFAX_MR_WRITE_SRC;
-    if ((rc = efax_mr_reg(&ctx, &tx, &md))) goto out;
-    md.ptr = e.rxb; md.len = 2 * o.max_size; md.access = EFAX_MR_RECV | EFAX_MR_WRITE_DST;
-    if ((rc = efax_mr_reg(&ctx, &rx, &md)) || (rc = efax_mr_exchange(&rx, &boot))) goto out;
-    e.tx = &tx;
-    e.rx = &rx;
-    if ((rc = efax_report_init(&rep, &o, "pingpong", "host", &ctx, &boot))) goto out;
-
-    /* 4. the sweep: each size, each variant: warm-up, then timed round trips */
-    for (uint64_t size = o.min_size; size && !rc; size = efax_opts_next_size(&o, size)) {
-        int iters = efax_opts_iters(&o, size), warm = efax_opts_warmup(&o, size);
-        for (e.variant = SENDRECV; e.variant <= WRITEIMM && !rc; e.variant++) {
-            int64_t wrong = 0, total_wrong = 0;
-            double secs = 0;
-            e.size = size;
-            efax_ctx_stats_reset(&ctx);
-            if (e.me == 1 && e.variant == SENDRECV)
-                rc = efax_recv(&ctx, &e.r, 0, &rx, 0, size);
-            if (o.check && e.me <= 1) efax_pattern_fill(e.txb, size, 0, e.me, 0), efax_poison(e.rxb, 2 * size);
-            /* without -c nothing happens between round trips, so one clock reading per round trip
-               times them back to back (the average is then total time / iterations, as in
-               fi_pingpong); with -c the checks between them are excluded */
-            uint64_t prev = efax_now_ns();
-            for (int it = -warm; it < iters && e.me <= 1 && !rc; it++) {
-                uint64_t seq = (uint64_t)(it + warm), t0, t1;
-                uint8_t *half = e.rxb + half_of(&e, seq);
-                if (e.me == 0) {
-                    t0 = o.check ? efax_now_ns() : prev;
-                    rc = ping(&e, seq);
-                    prev = t1 = efax_now_ns();
-                    if (it >= 0) {
-                        lat[it] = (double)(t1 - t0) / 2e3; /* one-way: half the round trip */
-                        secs += lat[it] * 2e-6;
-                    }
-                } else {
-                    rc = pong(&e, seq, it + 1 == iters);
-                }
-                /* each side checks what the other sent, clears it, and prepares its next message */
-                if (o.check && !rc) {
-                    wrong += (int64_t)efax_pattern_check(half, size, 0, e.peer, seq, NULL);
-                    efax_poison(half, size);
-                    efax_pattern_fill(e.txb + half_of(&e, seq + 1), size, 0, e.me, seq + 1);
-                }
+/* One size, one variant: warm-up, then timed round trips (ranks past 1 only join the record). */
+static int measure(efax_bench *b, echo *e, const efax_bench_step *st) {
+    int iters = st->iters, warm = st->warmup, rc = 0;
+    uint64_t size = e->size = st->size;
+    double *lat = e->lat, secs = 0;
+    int64_t wrong = 0;
+    efax_result res;
+    if (e->variant != SENDRECV) efax_ctx_stats_reset(e->ctx); /* efax_bench_next reset them for the first */
+    if (e->me == 1 && e->variant == SENDRECV) rc = efax_recv(e->ctx, &e->r, 0, e->rx, 0, size);
+    if (b->o.check && e->me <= 1) efax_pattern_fill(e->txb, size, 0, e->me, 0), efax_poison(e->rxb, 2 * size);
+    /* without -c nothing happens between round trips, so one clock reading per round trip
+       times them back to back (the average is then total time / iterations, as in
+       fi_pingpong); with -c the checks between them are excluded */
+    uint64_t prev = efax_now_ns();
+    for (int it = -warm; it < iters && e->me <= 1 && !rc; it++) {
+        uint64_t seq = (uint64_t)(it + warm), t0, t1;
+        uint8_t *half = e->rxb + half_of(e, seq);
+        if (e->me == 0) {
+            t0 = b->o.check ? efax_now_ns() : prev;
+            rc = ping(e, seq);
+            prev = t1 = efax_now_ns();
+            if (it >= 0) {
+                lat[it] = (double)(t1 - t0) / 2e3; /* one-way: half the round trip */
+                secs += lat[it] * 2e-6;
             }
-            /* 5. the step's end: gather the check, report */
-            if (!rc) rc = efax_boot_sum(&boot, wrong, &total_wrong, EFAX_TURN_MS);
-            if (!rc && e.me == 0) {
-                efax_result res;
-                memset(&res, 0, sizeof res);
-                snprintf(res.variant, sizeof res.variant, "%s", names[e.variant]);
-                snprintf(res.memory, sizeof res.memory, "host");
-                snprintf(res.mem_path, sizeof res.mem_path, "host");
-                snprintf(res.kind, sizeof res.kind, "halfrtt");
-                res.size = size;
-                res.iters = iters;
-                res.window = 1;
-                res.peers = 1;
-                res.seconds = secs;
-                res.bytes = 2 * size * (uint64_t)iters;
-                res.gbps = (double)res.bytes * 8 / secs / 1e9;
-                res.line_gbps = o.line_gbps > 0 ? o.line_gbps : efax_ctx_nic(&ctx, 0)->link_gbps;
-                res.lat_us = efax_stats_of(lat, iters);
-                res.wrong = o.check ? total_wrong : -1;
-                efax_result_nics(&res, &ctx);
-                efax_report_add(&rep, &res);
-            }
+        } else {
+            rc = pong(e, seq, it + 1 == iters);
         }
-        efax_report_row(&rep);
+        /* each side checks what the other sent, clears it, and prepares its next message */
+        if (b->o.check && !rc) {
+            wrong += (int64_t)efax_pattern_check(half, size, 0, e->peer, seq, NULL);
+            efax_poison(half, size);
+            efax_pattern_fill(e->txb + half_of(e, seq + 1), size, 0, e->me, seq + 1);
+        }
     }
-    if (!rc) rc = efax_report_status(&rep);
-    efax_report_deinit(&rep);
-out:
-    efax_mr_dereg(&tx);
-    efax_mr_dereg(&rx);
-    efax_ctx_deinit(&ctx);
-    efax_boot_deinit(&boot);
-    free(e.txb);
-    free(e.rxb);
-    free(lat);
-    return efax_exit_code(rc);
+    if (rc) return rc;
+    efax_result_init(&res, e->variant == SENDRECV ? "SendRecv" : "WriteImm", "host", "host", EFAX_RESULT_HALFRTT, size, 1, 1);
+    efax_result_time(&res, lat, iters, 2 * size, efax_bench_line(b, EFAX_MODE_SINGLE));
+    res.seconds = secs, res.gbps = secs > 0 ? (double)res.bytes * 8 / secs / 1e9 : 0; /* a round trip moves 2 * size */
+    return efax_bench_record(b, &res, wrong);
+}
+
+int main(int argc, char **argv) {
+    efax_bench b;
+    efax_bench_desc d;
+    efax_bench_step st;
+    efax_buf *tx, *rx;
+    echo e;
+    int rc;
+    memset(&d, 0, sizeof d), memset(&st, 0, sizeof st), memset(&e, 0, sizeof e);
+    d.driver = "pingpong", d.min_size = 1, d.max_size = 1 << 20;
+    d.about = "Ping-pong (echo) between rank 0 and rank 1 over SEND/RECV and WRITE with immediate\n"
+              "data. Latency is one-way: half the measured round trip. Other ranks wait.";
+    rc = efax_bench_open(&b, &d, argc, argv); /* options (sizes 1 B .. 1 MiB), the launcher */
+    b.o.modes = 1u << EFAX_MODE_SINGLE; /* the variants are the experiment's; --mode does not apply */
+    if (!rc) rc = efax_bench_connect(&b, 0);
+    /* a send and a receive buffer (two halves each for -c), registered on every NIC */
+    if (!rc && !(rc = efax_bench_buf(&b, b.kinds[0], 2 * b.o.max_size, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &tx)))
+        rc = efax_bench_buf(&b, b.kinds[0], 2 * b.o.max_size, EFAX_MR_RECV | EFAX_MR_WRITE_DST, &rx);
+    if (!rc && !(e.lat = (double *)efax_bench_calloc(&b, (size_t)efax_opts_iters(&b.o, b.o.min_size), sizeof *e.lat))) rc = -FI_ENOMEM;
+    if (!rc) rc = efax_bench_begin(&b, "host");
+    e.ctx = &b.ctx, e.check = b.o.check, e.me = b.rank, e.peer = b.rank == 0 ? 1 : 0;
+    if (!rc) e.tx = &tx->mr, e.rx = &rx->mr, e.txb = (uint8_t *)tx->ptr, e.rxb = (uint8_t *)rx->ptr;
+    while (!rc && (rc = efax_bench_next(&b, &st)) > 0) /* each size: both variants */
+        for (e.variant = SENDRECV, rc = 0; e.variant <= WRITEIMM && !rc; e.variant++) rc = measure(&b, &e, &st);
+    return efax_bench_close(&b, rc);
 }
