@@ -372,6 +372,14 @@ EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong);
    that order. Returns the exit status for rc (efax_exit_code; EFAX_BENCH_DONE gives 0). */
 EFAX_API int efax_bench_close(efax_bench *b, int rc);
 
+/* The target's side of one iteration of n writes from one writer, w[0..n) described as the writer
+   describes them: announces each (efax_expect_write, into ex[0..n)), waits until all landed and
+   confirms to the writer under tag `ack`; with -c then checks buf's bytes [0, bytes) against the
+   writer's pattern for the writes' seq (adding the wrong ones to *wrong), clears them and tells
+   the writer under tag `ready`. Returns 0 or a negative code. */
+EFAX_API int efax_bench_take(efax_bench *b, efax_expect *ex, const efax_write_desc *w, int n, efax_buf *buf, uint64_t bytes,
+                             int ack, int ready, int64_t *wrong);
+
 #ifdef EFAX_CUDA_H
 // >>cuda glue (with efax_cuda.h) -------------------------------------------------------------
 
@@ -1469,6 +1477,19 @@ EFAX_API int efax_bench_close(efax_bench *b, int rc) {
     if (b->connected) efax_ctx_deinit(&b->ctx);
     efax_boot_deinit(&b->boot);
     return efax_exit_code(rc);
+}
+
+EFAX_API int efax_bench_take(efax_bench *b, efax_expect *ex, const efax_write_desc *w, int n, efax_buf *buf, uint64_t bytes,
+                             int ack, int ready, int64_t *wrong) {
+    int i, rc = 0, from = n > 0 ? w[0].from : 0;
+    uint32_t seq = n > 0 ? w[0].seq : 0;
+    for (i = 0; i < n && !rc; i++) rc = efax_expect_write(&b->ctx, &ex[i], &w[i]);
+    for (i = 0; i < n && !rc; i++) rc = efax_expect_wait(&b->ctx, &ex[i], -1);
+    if (!rc) rc = efax_notify(&b->ctx, from, ack, seq);
+    if (rc || !b->o.check) return rc;
+    *wrong += (int64_t)buf->ops->check(buf, 0, bytes, from, seq);
+    buf->ops->poison(buf, 0, bytes);
+    return efax_notify(&b->ctx, from, ready, seq);
 }
 
 #ifdef EFAX_CUDA_H
