@@ -27,41 +27,28 @@ typedef struct run {
     cudaStream_t s[64];
     cudaEvent_t e0, e1;
     efax_gpu_info gi;          /* this rank's GPU */
-    int me, n, unroll, grids[16], ng; /* unroll: loads in flight per thread, 4 or 8; grids: the sweep's */
+    int me, n, unroll;         /* unroll: loads in flight per thread, 4 or 8 */
     const char *pairs, *dir, *layout; /* one | all; push | pull; stride | block | tma */
     bool all, pull;
-    uint64_t tag;              /* a fresh pattern per configuration */
-    int64_t wrong;             /* over every configuration */
+    int64_t tag, wrong;        /* a fresh pattern per configuration; wrong bytes over all of them */
     double best;               /* rank 0: the best launched copy of this size */
 } run;
-
-/* Rank 0: one record of the report, `gbs` for a copy of `size` bytes as if one iteration took size/gbs; a launched
-   copy's cell of the table. */
-static void record(run *r, int grid, int block, uint64_t size, double gbs, int iters, int64_t wrong) {
-    char label[40];
-    double lat = (double)size / (gbs * 1e3);
-    efax_result res;
-    if (grid > 0 && grid != FILL) printf(" %9.1f%s", gbs, wrong ? "!" : ""), r->best = gbs > r->best ? gbs : r->best;
-    if (grid > 0 && grid != FILL) snprintf(label, sizeof label, "g%dxb%d", grid, block);
-    else snprintf(label, sizeof label, "%s", grid == 0 ? "memcpyPeer" : grid == FILL ? "stores" : "persistent");
-    efax_result_init(&res, label, "device", "nvlink", EFAX_RESULT_IPC, size, 1, r->all ? r->n : 1);
-    efax_result_time(&res, &lat, 1, size, r->gi.nvlink_gbs * 8);
-    res.iters = iters, res.wrong = wrong;
-    efax_report_add(&r->b.rep, &res);
-}
 
 /* One timed configuration; every rank calls it. One target: rank 0's buffer into rank k's, iters times (two untimed
    first); all pairs: every rank's into every other rank's at once (its own region of each, a stream per peer). Push:
    the source's GPU writes into the peer's memory; pull: the target's GPU reads the peer's. grid x block threads per
    copy, timed by CUDA events; grid 0: cudaMemcpyAsync (the copy engine); < 0: the persistent kernel of -grid blocks
    (host-timed); FILL: the pattern stored straight into the target (what stores alone move). *gbs: the GB/s of one
-   pair (the slowest mover's); *wrong: the targets' wrong bytes. Rank 0 records it (and prints a launched copy's cell). */
+   pair (the slowest mover's); *wrong: the targets' wrong bytes. Rank 0 records it, as if one iteration took size/gbs
+   (and prints a launched copy's cell of the table). */
 static int config(run *r, int k, int grid, int block, uint64_t size, int iters, double *gbs, int64_t *wrong) {
     unsigned flags = !strcmp(r->layout, "block") ? EFAX_COPY_BLOCKED : !strcmp(r->layout, "tma") ? EFAX_COPY_TMA : 0;
     bool writer = r->all || r->me == 0, target = r->all || r->me == k, mover = r->pull ? target : writer;
     int rc, nt = r->all ? r->n - 1 : 1;
-    double mine = 0, got[64];
+    double mine = 0, got[64], lat;
     float ms = 0;
+    char label[40];
+    efax_result res;
     efax_copy_engine eng = {};
     int64_t bad = 0;
     r->tag++;
@@ -97,7 +84,15 @@ static int config(run *r, int k, int grid, int block, uint64_t size, int iters, 
     *gbs = 0, r->wrong += *wrong;
     for (int q = 0; q < r->n; q++) /* the slowest mover */
         if ((r->all || q == (r->pull ? k : 0)) && (*gbs == 0 || got[q] < *gbs)) *gbs = got[q];
-    if (r->me == 0) record(r, grid, block, size, *gbs, iters, *wrong);
+    if (r->me != 0) return 0;
+    if (grid > 0 && grid != FILL) printf(" %9.1f%s", *gbs, *wrong ? "!" : ""), r->best = *gbs > r->best ? *gbs : r->best;
+    if (grid > 0 && grid != FILL) snprintf(label, sizeof label, "g%dxb%d", grid, block);
+    else snprintf(label, sizeof label, "%s", grid == 0 ? "memcpyPeer" : grid == FILL ? "stores" : "persistent");
+    lat = (double)size / (*gbs * 1e3);
+    efax_result_init(&res, label, "device", "nvlink", EFAX_RESULT_IPC, size, 1, r->all ? r->n : 1);
+    efax_result_time(&res, &lat, 1, size, r->gi.nvlink_gbs * 8);
+    res.iters = iters, res.wrong = *wrong;
+    efax_report_add(&r->b.rep, &res);
     return 0;
 }
 
@@ -115,9 +110,9 @@ static int one_size(run *r, int k, uint64_t size) {
     if (r->me == 0)
         printf("\n%s, %s: cudaMemcpyPeerAsync %.1f GB/s per pair (%.1f%% of NVLink)%s%s\n%10s %9d %9d %9d   (GB/s; %% of memcpy at the best)\n", who,
                efax_fmt_size(size, sz, sizeof sz), ceiling, nvl > 0 ? 100 * ceiling / nvl : 0, wrong ? "  WRONG BYTES" : "", st, "grid\\block", blocks[0], blocks[1], blocks[2]);
-    for (int g = 0; g < r->ng && !rc; g++) { /* a row of the table (config prints its cells) */
-        if (r->me == 0) printf("%10d", r->grids[g]);
-        for (int bl = 0; bl < NBLOCKS && !rc; bl++) rc = config(r, k, r->grids[g], blocks[bl], size, iters, &gbs, &wrong);
+    for (int g = 1; g <= 2 * sms && !rc; g = g < sms ? (2 * g < sms ? 2 * g : sms) : 2 * g) { /* grids 1, 2, 4, .. < SMs, SMs, 2 x SMs */
+        if (r->me == 0) printf("%10d", g); /* a row of the table (config prints its cells) */
+        for (int bl = 0; bl < NBLOCKS && !rc; bl++) rc = config(r, k, g, blocks[bl], size, iters, &gbs, &wrong);
         if (r->me == 0) printf("\n");
     }
     if (rc || r->all || (rc = config(r, k, -sms, 1024, size, iters, &gbs, &wrong)) || r->me != 0) return rc;
@@ -130,7 +125,7 @@ static int one_size(run *r, int k, uint64_t size) {
 }
 
 /* This rank's GPU, the buffers (dst: a region per writer with --pairs all), every rank's IPC handles of them, events
-   and streams; the grids: 1, 2, 4, ... up to the SM count, it, twice it; the report (ipc prints its own table). */
+   and streams; the report (ipc prints its own table). */
 static int setup(run *r) {
     efax_bench *b = &r->b;
     int rc, dev;
@@ -142,8 +137,6 @@ static int setup(run *r) {
         (rc = EFAX_CUDA(cudaEventCreate(&r->e0))) || (rc = EFAX_CUDA(cudaEventCreate(&r->e1))))
         return rc;
     for (int t = 0; t < r->n && t < 64 && !rc; t++) rc = EFAX_CUDA(cudaStreamCreateWithFlags(&r->s[t], cudaStreamNonBlocking));
-    for (int g = 1; g < r->gi.sms && r->ng < 12; g *= 2) r->grids[r->ng++] = g;
-    r->grids[r->ng++] = r->gi.sms, r->grids[r->ng++] = 2 * r->gi.sms;
     b->o.quiet = true; /* the report writes --json and --csv only */
     if (rc || (rc = efax_bench_begin(b, "device")) || r->me != 0) return rc;
     printf("# %s: %d SMs, NVLink %d x v%d = %.0f GB/s one way (theoretical); pairs %s; %s; unroll %d, layout %s; GB/s of one copy, every copy verified\n",
