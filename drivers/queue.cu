@@ -1,13 +1,11 @@
-/* queue — the "queue" experiment: the GPU->CPU multi-producer queue of efax_cuda.h.
-     rate     push rate (million commands per second) against the number of producers (one GPU thread up to
-              many blocks) and the command's payload size; the CPU pops as the GPU pushes, time from launch to
-              the last pop
-     latency  one producer pushes, the CPU pops and answers through mapped memory, the producer pushes the next:
-              the CPU times pop to pop (a full round trip); push->pop is reported as half of it, and said so
+/* queue — the "queue" experiment: the GPU->CPU multi-producer queue of efax_cuda.h, for each placement of the cells
+   (mapped pinned host memory; device memory where the CPU can read it, else skipped with the reason):
+     rate     push rate (million commands per second) against the number of producers (one GPU thread up to many
+              blocks) and the command's payload size; the CPU pops as the GPU pushes, time from launch to the last pop
+     latency  one producer pushes, the CPU pops and answers through mapped memory, the producer pushes the next: the
+              CPU times pop to pop (a full round trip); push->pop is reported as half of it, and said so
      check    (-c) every producer pushes unique, self-checking commands; the consumer must see each exactly once
               and whole (untorn), or the run fails
-   for each placement of the cells: mapped pinned host memory, and device memory where the CPU can read it
-   (skipped with the reason elsewhere).
 
    nvcc -O2 -arch=sm_90 -I. drivers/queue.cu -o queue $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix -ldl
    ./queue -c --json queue.jsonl
@@ -59,8 +57,7 @@ typedef struct opts {
    the commands wrong (torn or unknown), duplicated or missing. */
 static int rate(efax_queue *q, const opts *o, const char *pname, int grid, int block, int nwords, uint64_t *bad) {
     int per = grid * block == 1 ? o->per * 1000 : o->per;
-    uint64_t total = (uint64_t)grid * (uint64_t)block * (uint64_t)per, got = 0, nbad = 0, t0;
-    uint64_t w[EFAX_QUEUE_WORDS], deadline;
+    uint64_t total = (uint64_t)grid * (uint64_t)block * (uint64_t)per, got = 0, nbad = 0, t0, deadline, w[EFAX_QUEUE_WORDS];
     uint8_t *seen = o->check ? (uint8_t *)calloc(total, 1) : NULL;
     char wrong[32] = "null";
     double sec, mops;
@@ -101,7 +98,6 @@ static int rate(efax_queue *q, const opts *o, const char *pname, int grid, int b
 static int latency(efax_queue *q, const opts *o, const char *pname, int nwords) {
     volatile uint64_t *answer = NULL;
     uint64_t *answer_d, w[EFAX_QUEUE_WORDS], prev = 0, deadline = efax_now_ns() + 60000000000ull;
-    double *lat = o->lat;
     efax_stats st;
     cudaStream_t s;
     int i = 0, n = NLAT;
@@ -113,7 +109,7 @@ static int latency(efax_queue *q, const opts *o, const char *pname, int nwords) 
     while (i < n && efax_now_ns() < deadline) {
         if (!efax_queue_pop(q, w)) continue;
         uint64_t now = efax_now_ns();
-        if (i > 0) lat[i - 1] = (double)(now - prev) / 1e3;
+        if (i > 0) o->lat[i - 1] = (double)(now - prev) / 1e3;
         prev = now;
         __atomic_store_n((uint64_t *)answer, (uint64_t)++i, __ATOMIC_RELEASE);
     }
@@ -121,8 +117,8 @@ static int latency(efax_queue *q, const opts *o, const char *pname, int nwords) 
     cudaStreamDestroy(s);
     cudaFreeHost((void *)answer);
     if (i != n) return -FI_ETIMEDOUT;
-    for (i = 0; i < n - 1; i++) lat[i] /= 2; /* one way: half the round trip */
-    st = efax_stats_of(lat, n - 1);
+    for (i = 0; i < n - 1; i++) o->lat[i] /= 2; /* one way: half the round trip */
+    st = efax_stats_of(o->lat, n - 1);
     printf("%-10d B %10.2f %10.2f %10.2f %10.2f\n", nwords * 8, st.min, st.p50, st.p99, st.max);
     efax_bench_jsonl(o->jf, "queue", "\"kind\":\"latency\",\"placement\":\"%s\",\"payload_bytes\":%d,\"half_rtt_us\":{\"min\":%.6g,\"p50\":%.6g,\"avg\":%.6g,\"p99\":%.6g,\"max\":%.6g}",
                      pname, nwords * 8, st.min, st.p50, st.avg, st.p99, st.max);
