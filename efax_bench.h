@@ -377,6 +377,27 @@ EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong);
    that order. Returns the exit status for rc (efax_exit_code; EFAX_BENCH_DONE gives 0). */
 EFAX_API int efax_bench_close(efax_bench *b, int rc);
 
+/* The target's side of one iteration of n writes from one writer, w[0..n) described as the writer
+   describes them: announces each (efax_expect_write, into ex[0..n)), waits until all landed and
+   confirms to the writer under tag `ack`; with -c then checks buf's bytes [0, bytes) against the
+   writer's pattern for the writes' seq (adding the wrong ones to *wrong), clears them and tells
+   the writer under tag `ready`. Returns 0 or a negative code. */
+EFAX_API int efax_bench_take(efax_bench *b, efax_expect *ex, const efax_write_desc *w, int n, efax_buf *buf, uint64_t bytes,
+                             int ack, int ready, int64_t *wrong);
+
+/* For a driver with only its own options (no launcher, no sweep): parses argv against defs (efax_args_parse;
+   driver and about name it in --help), printing "driver: reason" on stderr for a bad option. Returns 0,
+   EFAX_BENCH_DONE after --help (exit status 0), or -EFAX_E_USAGE (exit status 2). */
+EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver, const char *about);
+
+/* Writes one JSON Lines record to f (nothing when f is NULL): {"schema":1,"driver":"<driver>", the members fmt
+   formats (printf; the caller escapes strings), }. For drivers that write records of their own shape. */
+EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 #ifdef EFAX_CUDA_H
 // >>cuda glue (with efax_cuda.h) -------------------------------------------------------------
 
@@ -385,6 +406,10 @@ EFAX_API int efax_bench_close(efax_bench *b, int rc);
    ceiling and prints it in the header, or says why there is none. Collective. Returns 0 or a
    negative code. */
 EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes);
+
+/* Whether this machine has a CUDA device: 1; else 0, after printing "driver: skipped: no CUDA device (why)" on
+   stdout (a driver that needs one then ends with exit status 0). */
+EFAX_API int efax_bench_gpu(const char *driver);
 #endif
 
 #ifdef __cplusplus
@@ -1287,10 +1312,7 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
     if (rc < 0) return efax_bench_usage(b, "%s", err);
     if (d->one_kind && b->nk > 1) return efax_bench_usage(b, "--mem: name one memory kind (host, pin or dma)");
 #ifdef EFAX_CUDA_H
-    if (d->gpu) {
-        char why[160];
-        if (!efax_cuda_devices(why, sizeof why)) { printf("%s: skipped: no CUDA device (%s)\n", d->driver, why); return EFAX_BENCH_DONE; }
-    }
+    if (d->gpu && !efax_bench_gpu(d->driver)) return EFAX_BENCH_DONE;
 #endif
     if (!b->nk) { printf("# %s\n", err); return EFAX_BENCH_DONE; }
     memset(&bd, 0, sizeof bd);
@@ -1477,6 +1499,36 @@ EFAX_API int efax_bench_close(efax_bench *b, int rc) {
     return efax_exit_code(rc);
 }
 
+EFAX_API int efax_bench_take(efax_bench *b, efax_expect *ex, const efax_write_desc *w, int n, efax_buf *buf, uint64_t bytes,
+                             int ack, int ready, int64_t *wrong) {
+    int i, rc = 0, from = n > 0 ? w[0].from : 0;
+    uint32_t seq = n > 0 ? w[0].seq : 0;
+    for (i = 0; i < n && !rc; i++) rc = efax_expect_write(&b->ctx, &ex[i], &w[i]);
+    for (i = 0; i < n && !rc; i++) rc = efax_expect_wait(&b->ctx, &ex[i], -1);
+    if (!rc) rc = efax_notify(&b->ctx, from, ack, seq);
+    if (rc || !b->o.check) return rc;
+    *wrong += (int64_t)buf->ops->check(buf, 0, bytes, from, seq);
+    buf->ops->poison(buf, 0, bytes);
+    return efax_notify(&b->ctx, from, ready, seq);
+}
+
+EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver, const char *about) {
+    char err[256] = "";
+    int rc = efax_args_parse(argc, argv, defs, driver, about, err, sizeof err);
+    if (rc < 0) fprintf(stderr, "%s: %s\n", driver, err);
+    return rc == 1 ? EFAX_BENCH_DONE : rc;
+}
+
+EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...) {
+    va_list ap;
+    if (!f) return;
+    fprintf(f, "{\"schema\":1,\"driver\":\"%s\",", driver);
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputs("}\n", f);
+}
+
 #ifdef EFAX_CUDA_H
 // >>cuda glue (implementation) ---------------------------------------------------------------
 
@@ -1495,6 +1547,13 @@ EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes) {
     if (!b->o.quiet)
         printf("# ceiling: %s = %.1f Gbps; a device-memory result above it +%.0f%% is refused\n", what, r->ceiling_gbps,
                EFAX_CEILING_TOLERANCE * 100);
+    return 0;
+}
+
+EFAX_API int efax_bench_gpu(const char *driver) {
+    char why[160];
+    if (efax_cuda_devices(why, sizeof why)) return 1;
+    printf("%s: skipped: no CUDA device (%s)\n", driver, why);
     return 0;
 }
 #endif

@@ -330,6 +330,7 @@ typedef struct efax_proxy {
     int status;                /* first error the thread met */
     /* statistics (read after stop) */
     uint64_t puts, bytes, fences, bad, deferred_posts, fence_violations;
+    uint64_t bad_said;         /* bad + fence_violations efax_proxy_stop has logged */
     /* a watch: the thread consumes `count` arrivals (peer, tag, seq) and records when */
     int watch_peer, watch_tag;
     uint32_t watch_seq, watch_count;
@@ -343,7 +344,8 @@ EFAX_API int efax_proxy_init(efax_proxy *p, const efax_proxy_desc *d);
 /* Starts the thread; from now until efax_proxy_stop only it may use the context. */
 EFAX_API int efax_proxy_start(efax_proxy *p);
 /* Lets the thread finish what was pushed (call after the producing kernels ended), then joins
-   it. Returns the first error it met (a bad command counts: see p->bad) or 0. */
+   it. Returns the first error it met; else -EFAX_E_PEER when it ever refused a command (p->bad)
+   or saw a fence violated (p->fence_violations), logging their counts once; else 0. */
 EFAX_API int efax_proxy_stop(efax_proxy *p, int timeout_ms);
 EFAX_API void efax_proxy_deinit(efax_proxy *p);
 /* What kernels need: pass by value. */
@@ -1363,6 +1365,12 @@ EFAX_API int efax_proxy_stop(efax_proxy *p, int timeout_ms) {
     __atomic_store_n(&p->stop, timeout_ms > 0 ? timeout_ms : 30000, __ATOMIC_RELEASE);
     pthread_join(p->thread, NULL);
     p->running = false;
+    if (p->bad + p->fence_violations > p->bad_said) { /* refused commands wrote nothing: the run is wrong */
+        p->bad_said = p->bad + p->fence_violations;
+        efax_log(p->d.ctx, 0, "proxy: %llu bad command(s) refused, %llu fence violation(s)", (unsigned long long)p->bad,
+                 (unsigned long long)p->fence_violations);
+    }
+    if (p->bad_said && !p->status) p->status = -EFAX_E_PEER;
     return p->status;
 }
 

@@ -9,6 +9,7 @@
 #define EFAX_IMPLEMENTATION
 #include "efax.h"
 #include "efax_cuda.h"
+#include "efax_bench.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -18,7 +19,7 @@ int main(int argc, char **argv) {
     efax_optdef defs[] = {
         {"provider", 0, EFAX_OPT_STR, &provider, 0, 0, NULL, "NAME", "whose NICs to match (default efa > tcp > shm)"},
         {"json", 0, EFAX_OPT_STR, &json, 0, 0, NULL, "FILE", "also write one JSON record per GPU (- for stdout)"},
-        {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}};
+        EFAX_OPT_END};
     efax_nic_info nics[64];
     char err[256], why[128];
     int rc, nn = 0, ngpu;
