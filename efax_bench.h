@@ -372,6 +372,18 @@ EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong);
    that order. Returns the exit status for rc (efax_exit_code; EFAX_BENCH_DONE gives 0). */
 EFAX_API int efax_bench_close(efax_bench *b, int rc);
 
+/* For drivers that measure several variants at each point of the sweep (e.g. a stream and a round
+   trip): starts variant `name` of step st, resetting the NIC counters and showing the progress line
+   "mode name size bytes", as efax_bench_next does for the point. */
+EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const char *name);
+
+/* For every memory kind k (b->kinds), a source buffer srcs[k] with access src_access and a
+   destination dsts[k] with dst_access (EFAX_MR_*; exchanged when peers write it, as efax_bench_buf),
+   len bytes each; the destinations are poisoned, so a check finds what did not land. Collective when
+   the destinations are exchanged. Returns 0 or a negative code. */
+EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access, efax_buf **srcs,
+                             efax_buf **dsts);
+
 #ifdef EFAX_CUDA_H
 // >>cuda glue (with efax_cuda.h) -------------------------------------------------------------
 
@@ -1469,6 +1481,20 @@ EFAX_API int efax_bench_close(efax_bench *b, int rc) {
     if (b->connected) efax_ctx_deinit(&b->ctx);
     efax_boot_deinit(&b->boot);
     return efax_exit_code(rc);
+}
+
+EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const char *name) {
+    if (b->connected) efax_ctx_stats_reset(&b->ctx);
+    if (b->begun) efax_report_progress(&b->rep, "%s %s %llu bytes", efax_mode_label(st->mode), name, (unsigned long long)st->size);
+}
+
+EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access, efax_buf **srcs,
+                             efax_buf **dsts) {
+    int rc = 0;
+    for (int k = 0; k < b->nk && !rc; k++)
+        if (!(rc = efax_bench_buf(b, b->kinds[k], len, src_access, &srcs[k])) && !(rc = efax_bench_buf(b, b->kinds[k], len, dst_access, &dsts[k])))
+            dsts[k]->ops->poison(dsts[k], 0, len);
+    return rc;
 }
 
 #ifdef EFAX_CUDA_H
