@@ -110,6 +110,16 @@ static int turn(run *r, int k) {
     return rc;
 }
 
+/* Buffers of every memory kind (max(window, 2) slots each) and the operation lists. */
+static int setup(run *r) {
+    size_t slots = r->b.o.window > 2 ? (size_t)r->b.o.window : 2, bytes = (size_t)r->b.o.max_size * slots;
+    int rc = efax_bench_bufs(&r->b, bytes, EFAX_MR_SEND, EFAX_MR_RECV, r->srcs, r->dsts);
+    r->tx = (efax_xfer *)efax_bench_calloc(&r->b, slots * EFAX_MAX_NICS, sizeof(efax_xfer));
+    r->rx = (efax_xfer *)efax_bench_calloc(&r->b, slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
+    r->lat = (double *)efax_bench_calloc(&r->b, (size_t)efax_opts_iters(&r->b.o, r->b.o.min_size) * (size_t)r->b.size, sizeof(double));
+    return rc ? rc : !r->tx || !r->rx || !r->lat ? -FI_ENOMEM : 0;
+}
+
 /* Variant v at one point of the sweep: rank 0 with each rank in turn. */
 static int measure(run *r, int v) {
     static const char *const vname[] = {"Stream", "RoundTrip"};
@@ -121,16 +131,6 @@ static int measure(run *r, int v) {
     efax_bench_result(&res, &r->st, r->src, vname[v], v == STREAM ? EFAX_RESULT_ONEWAY : EFAX_RESULT_ROUNDTRIP, r->W, 1);
     efax_result_time(&res, r->lat, r->nlat, r->st.size * (uint64_t)r->W, efax_bench_line(&r->b, r->st.mode));
     return rc ? rc : efax_bench_record(&r->b, &res, r->wrong);
-}
-
-/* Buffers of every memory kind (max(window, 2) slots each) and the operation lists. */
-static int setup(run *r) {
-    size_t slots = r->b.o.window > 2 ? (size_t)r->b.o.window : 2, bytes = (size_t)r->b.o.max_size * slots;
-    int rc = efax_bench_bufs(&r->b, bytes, EFAX_MR_SEND, EFAX_MR_RECV, r->srcs, r->dsts);
-    r->tx = (efax_xfer *)efax_bench_calloc(&r->b, slots * EFAX_MAX_NICS, sizeof(efax_xfer));
-    r->rx = (efax_xfer *)efax_bench_calloc(&r->b, slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
-    r->lat = (double *)efax_bench_calloc(&r->b, (size_t)efax_opts_iters(&r->b.o, r->b.o.min_size) * (size_t)r->b.size, sizeof(double));
-    return rc ? rc : !r->tx || !r->rx || !r->lat ? -FI_ENOMEM : 0;
 }
 
 int main(int argc, char **argv) {
