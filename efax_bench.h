@@ -398,6 +398,24 @@ EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...
 #endif
     ;
 
+/* For drivers that measure several variants at each point of the sweep (e.g. a stream and a round
+   trip): starts variant `name` of step st, resetting the NIC counters and showing the progress line
+   "mode name size bytes", as efax_bench_next does for the point. */
+EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const char *name);
+
+/* For every memory kind k (b->kinds), a source buffer srcs[k] with access src_access and a
+   destination dsts[k] with dst_access (EFAX_MR_*; exchanged when peers write it, as efax_bench_buf),
+   len bytes each; the destinations are poisoned, so a check finds what did not land. Collective when
+   the destinations are exchanged. Returns 0 or a negative code. */
+EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access, efax_buf **srcs,
+                             efax_buf **dsts);
+
+/* For experiments whose ranks each time their own iterations at once, where an iteration lasts as long as its
+   slowest rank (all2all): gathers every rank's `iters` times (lat, microseconds; collective) and leaves in lat
+   on rank 0 the slowest rank's time of each iteration, and in *loop_us (rank 0; 0 elsewhere) the longest of
+   the ranks' whole loops (the sum of its times). Returns 0, -FI_ENOMEM or the bootstrap's error. */
+EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *loop_us);
+
 #ifdef EFAX_CUDA_H
 // >>cuda glue (with efax_cuda.h) -------------------------------------------------------------
 
@@ -1527,6 +1545,36 @@ EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...
     vfprintf(f, fmt, ap);
     va_end(ap);
     fputs("}\n", f);
+
+EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const char *name) {
+    if (b->connected) efax_ctx_stats_reset(&b->ctx);
+    if (b->begun) efax_report_progress(&b->rep, "%s %s %llu bytes", efax_mode_label(st->mode), name, (unsigned long long)st->size);
+}
+
+EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access, efax_buf **srcs,
+                             efax_buf **dsts) {
+    int rc = 0;
+    for (int k = 0; k < b->nk && !rc; k++)
+        if (!(rc = efax_bench_buf(b, b->kinds[k], len, src_access, &srcs[k])) && !(rc = efax_bench_buf(b, b->kinds[k], len, dst_access, &dsts[k])))
+            dsts[k]->ops->poison(dsts[k], 0, len);
+    return rc;
+}
+
+EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *loop_us) {
+    double *all = (double *)calloc((size_t)iters * (size_t)b->size + 1, sizeof(double));
+    int rc = all ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, all, EFAX_TURN_MS) : -FI_ENOMEM;
+    *loop_us = 0;
+    for (int q = 0; q < b->size && !rc && b->rank == 0; q++) {
+        const double *mine = all + (size_t)q * (size_t)iters;
+        double sum = 0;
+        for (int it = 0; it < iters; it++) {
+            sum += mine[it];
+            if (mine[it] > lat[it]) lat[it] = mine[it];
+        }
+        if (sum > *loop_us) *loop_us = sum;
+    }
+    free(all);
+    return rc;
 }
 
 #ifdef EFAX_CUDA_H

@@ -20,192 +20,128 @@
 #ifdef __CUDACC__
 #include "efax_cuda.h"
 #endif
+#include "efax_bench.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* iterations alternate between two data tags: a fast rank's next iteration never mixes with
-   the one a slower rank is still counting */
 enum { TAG_READY = 1, TAG_DATA = 2 };
-#define TAG_ITER(b, seq) (TAG_DATA + 2 * (b)->k + (int)((seq) & 1)) /* and each memory kind its own pair */
 
-typedef struct bench {
-    efax_opts o;
-    efax_boot boot;
-    efax_ctx ctx;
-    efax_report rep;
-    const efax_mem_ops *kinds[3];
-    int nk, k;                 /* memory kinds, and the one being measured */
-    efax_buf srcs[3], dsts[3];
-    efax_buf *src, *dst;       /* the current kind's */
+typedef struct run {
+    efax_bench b;
+    efax_bench_step st, pt;    /* the point of the sweep; pt: its size cut to whole chunks, and its iterations */
+    uint64_t chunk;            /* pt.size / ranks */
+    efax_buf *srcs[3], *dsts[3], *src, *dst; /* a send and a receive buffer of -e bytes per memory kind; the current one's */
     efax_xfer *xs;
     efax_expect *ex;
-    double *lat, *all;
-    int me, n;
-} bench;
+    double *lat;               /* this rank's time per iteration (rank 0, once gathered: the slowest rank's) */
+} run;
+
+/* Iterations alternate between two data tags (a fast rank's next iteration never mixes with the one a slower
+   rank is still counting), and each memory kind has its own pair. */
+static int tag_of(int k, uint64_t seq) { return TAG_DATA + 2 * k + (int)(seq & 1); }
+
+/* The chunk `from` writes to `to` in iteration seq, as both sides describe it. */
+static const efax_write_desc *msg(const run *r, efax_write_desc *w, int from, int to, uint64_t seq) {
+    memset(w, 0, sizeof *w);
+    w->from = from, w->to = to, w->size = r->chunk, w->mode = r->pt.mode;
+    w->src = &r->src->mr, w->dst = &r->dst->mr, w->src_off = (uint64_t)to * r->chunk, w->dst_off = (uint64_t)from * r->chunk;
+    w->index = (uint64_t)from + (uint64_t)to + seq;
+    w->chunk = efax_opts_chunk(&r->b.o, &r->b.ctx, r->dst);
+    w->tag = tag_of(r->pt.k, seq), w->seq = (uint32_t)seq;
+    return w;
+}
 
 /* One iteration on this rank: write every peer its chunk, copy our own, count every peer's. */
-static int iteration(bench *b, efax_mode mode, uint64_t chunk, uint64_t seq) {
-    int rc = 0, tag = TAG_ITER(b, seq);
-    for (int k = 1; k < b->n && !rc; k++) { /* start with the next rank: spreads the load */
-        int p = (b->me + k) % b->n;
-        rc = efax_write(&b->ctx, &b->xs[p], p, mode, (uint64_t)p + (uint64_t)b->me + seq, &b->src->mr, (uint64_t)p * chunk,
-                        &b->dst->mr, (uint64_t)b->me * chunk, chunk, efax_opts_chunk(&b->o, &b->ctx, b->dst), tag, (uint32_t)seq, NULL);
+static int iteration(run *r, uint64_t seq) {
+    int n = r->b.size, me = r->b.rank, rc = 0;
+    efax_write_desc w;
+    for (int k = 1; k < n && !rc; k++) /* start with the next rank: spreads the load */
+        rc = efax_write(&r->b.ctx, &r->xs[(me + k) % n], msg(r, &w, me, (me + k) % n, seq), NULL);
+    if (!rc) efax_buf_copy(r->dst, (uint64_t)me * r->chunk, r->src, (uint64_t)me * r->chunk, r->chunk);
+    for (int p = 0; p < n && !rc; p++) /* what each peer writes to us: counted, or staged cells copied in */
+        if (p != me) rc = efax_expect_write(&r->b.ctx, &r->ex[p], msg(r, &w, p, me, seq));
+    for (int k = 1; k < n && !rc; k++) rc = efax_expect_wait(&r->b.ctx, &r->ex[(me + n - k) % n], -1);
+    for (int p = 0; p < n && !rc; p++)
+        if (p != me) rc = efax_wait(&r->b.ctx, &r->xs[p], -1);
+    return rc ? rc : efax_buf_settle(r->dst); /* our own chunk's copy (it overlapped the transfers) */
+}
+
+/* The iterations of one point on every rank, each timed into r->lat. */
+static int loop(run *r, int64_t *wrong) {
+    int n = r->b.size, me = r->b.rank, iters = r->pt.iters, warm = r->pt.warmup, rc = efax_boot_barrier(&r->b.boot, EFAX_TURN_MS);
+    uint64_t chunk = r->chunk;
+    for (int it = -warm; it < iters && !rc; it++) {
+        uint64_t seq = (uint64_t)(it + warm), t0;
+        if (r->b.o.check) { /* fresh bytes per destination; wait until every peer cleared its buffer */
+            for (int p = 0; p < n; p++) r->src->ops->fill(r->src, (uint64_t)p * chunk, chunk, me, seq * 4096 + (uint64_t)p);
+            for (int p = 0; p < n && seq > 0 && !rc; p++)
+                if (p != me) rc = efax_wait_imm(&r->b.ctx, p, TAG_READY, (uint32_t)seq - 1, 1, -1);
+        }
+        t0 = efax_now_ns();
+        if (!rc) rc = iteration(r, seq);
+        if (it >= 0) r->lat[it] = (double)(efax_now_ns() - t0) / 1e3;
+        if (!rc && r->b.o.check) {
+            for (int q = 0; q < n; q++) *wrong += (int64_t)r->dst->ops->check(r->dst, (uint64_t)q * chunk, chunk, q, seq * 4096 + (uint64_t)me);
+            r->dst->ops->poison(r->dst, 0, chunk * (uint64_t)n);
+            for (int p = 0; p < n && !rc; p++)
+                if (p != me) rc = efax_notify(&r->b.ctx, p, TAG_READY, (uint32_t)seq);
+        }
     }
-    if (!rc) efax_buf_copy(b->dst, (uint64_t)b->me * chunk, b->src, (uint64_t)b->me * chunk, chunk);
-    for (int p = 0; p < b->n && !rc; p++) /* what each peer writes to us: counted, or staged cells copied in */
-        if (p != b->me)
-            rc = efax_expect_write(&b->ctx, &b->ex[p], &b->dst->mr, (uint64_t)p * chunk, chunk, p, efax_ctx_peer_nnics(&b->ctx, p),
-                                   mode, (uint64_t)p + (uint64_t)b->me + seq, efax_opts_chunk(&b->o, &b->ctx, b->dst), tag, (uint32_t)seq);
-    for (int k = 1; k < b->n && !rc; k++) rc = efax_expect_wait(&b->ctx, &b->ex[(b->me + b->n - k) % b->n], -1);
-    for (int p = 0; p < b->n && !rc; p++)
-        if (p != b->me) rc = efax_wait(&b->ctx, &b->xs[p], -1);
-    if (!rc) rc = efax_buf_settle(b->dst); /* our own chunk's copy (it overlapped the transfers) */
+    for (int p = 0; p < n && r->b.o.check && !rc; p++) /* the last "cleared" notices belong to this point */
+        if (p != me) rc = efax_wait_imm(&r->b.ctx, p, TAG_READY, (uint32_t)(iters + warm - 1), 1, -1);
     return rc;
 }
 
-/* One (size, mode) step on every rank; the per-iteration times of all ranks end in b->all. */
-static int step(bench *b, efax_mode mode, uint64_t size, int iters, int warm, int64_t *wrong) {
-    uint64_t chunk = size / (uint64_t)b->n;
-    int rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);
-    for (int it = -warm; it < iters && !rc; it++) {
-        uint64_t seq = (uint64_t)(it + warm), t0;
-        if (b->o.check) { /* fresh bytes per destination; wait until every peer cleared its buffer */
-            for (int p = 0; p < b->n; p++) b->src->ops->fill(b->src, (uint64_t)p * chunk, chunk, b->me, seq * 4096 + (uint64_t)p);
-            for (int p = 0; p < b->n && seq > 0 && !rc; p++)
-                if (p != b->me) rc = efax_wait_imm(&b->ctx, p, TAG_READY, (uint32_t)seq - 1, 1, -1);
-        }
-        t0 = efax_now_ns();
-        if (!rc) rc = iteration(b, mode, chunk, seq);
-        if (it >= 0) b->lat[it] = (double)(efax_now_ns() - t0) / 1e3;
-        if (!rc && b->o.check) {
-            for (int q = 0; q < b->n; q++) *wrong += (int64_t)b->dst->ops->check(b->dst, (uint64_t)q * chunk, chunk, q, seq * 4096 + (uint64_t)b->me);
-            b->dst->ops->poison(b->dst, 0, chunk * (uint64_t)b->n);
-            for (int p = 0; p < b->n && !rc; p++)
-                if (p != b->me) rc = efax_notify(&b->ctx, p, TAG_READY, (uint32_t)seq);
-        }
+/* One (size, mode, memory kind) of the sweep; an iteration takes as long as its slowest rank. */
+static int measure(run *r) {
+    efax_bench *b = &r->b;
+    int n = b->size, iters, rc;
+    int64_t wrong = 0;
+    double loop_us = 0; /* the slowest rank's whole loop; r->lat: the slowest rank's time per iteration */
+    efax_result res;
+    r->pt = r->st, r->pt.size = r->st.size / (uint64_t)n * (uint64_t)n, r->chunk = r->pt.size / (uint64_t)n; /* whole chunks */
+    r->pt.iters = iters = efax_opts_iters(&b->o, r->pt.size), r->pt.warmup = efax_opts_warmup(&b->o, r->pt.size);
+    r->src = r->srcs[r->pt.k], r->dst = r->dsts[r->pt.k];
+    efax_report_progress(&b->rep, "%s %llu bytes", efax_mode_label(r->pt.mode), (unsigned long long)r->pt.size);
+    if ((rc = loop(r, &wrong)) || (rc = efax_bench_slowest(b, r->lat, iters, &loop_us))) return rc;
+    efax_bench_result(&res, &r->pt, r->src, NULL, EFAX_RESULT_ALLTOALL, 1, n - 1);
+    efax_result_time(&res, r->lat, iters, r->pt.size, efax_bench_line(b, r->pt.mode));
+    if (!b->o.check) { /* bandwidth from the loop, as nccl-tests (which averages ranks; we take the slowest) */
+        res.seconds = loop_us * 1e-6;
+        res.gbps = res.seconds > 0 ? (double)res.bytes * 8 / res.seconds / 1e9 : 0;
     }
-    for (int p = 0; p < b->n && b->o.check && !rc; p++) /* the last "cleared" notices belong to this step */
-        if (p != b->me) rc = efax_wait_imm(&b->ctx, p, TAG_READY, (uint32_t)(iters + warm - 1), 1, -1);
-    if (!rc) rc = efax_boot_allgather(&b->boot, b->lat, sizeof(double) * (size_t)iters, b->all, EFAX_TURN_MS);
-    return rc;
+    res.algbw_gbs = res.gbps / 8;
+    res.busbw_gbs = res.algbw_gbs * (double)(n - 1) / (double)n;
+    return efax_bench_record(b, &res, wrong);
+}
+
+/* A send and a receive buffer of every memory kind (the receive buffers' keys to everyone), their tags, and the
+   per-peer state. */
+static int setup(run *r) {
+    efax_bench *b = &r->b;
+    size_t iters = (size_t)efax_opts_iters(&b->o, b->o.min_size / (uint64_t)b->size * (uint64_t)b->size);
+    int rc = efax_bench_bufs(b, b->o.max_size, EFAX_MR_WRITE_SRC, EFAX_MR_WRITE_DST, r->srcs, r->dsts);
+    for (int k = 0; k < b->nk && !rc; k++)
+        if (!(rc = efax_expect_prepare(&b->ctx, &r->dsts[k]->mr, tag_of(k, 0)))) rc = efax_expect_prepare(&b->ctx, &r->dsts[k]->mr, tag_of(k, 1));
+    r->xs = (efax_xfer *)efax_bench_calloc(b, (size_t)b->size, sizeof *r->xs);
+    r->ex = (efax_expect *)efax_bench_calloc(b, (size_t)b->size, sizeof *r->ex);
+    r->lat = (double *)efax_bench_calloc(b, iters, sizeof(double));
+    return rc ? rc : !r->xs || !r->ex || !r->lat ? -FI_ENOMEM : 0;
 }
 
 int main(int argc, char **argv) {
-    bench b;
-    efax_ctx_desc cd;
-    efax_boot_desc bd;
-    char err[256], names[64];
+    run r;
+    efax_bench_desc d;
     int rc;
-
-    /* 1. options */
-    memset(&b, 0, sizeof b);
-    efax_opts_init(&b.o);
-    b.o.min_size = 64 << 10;
-    b.o.max_size = 256 << 20;
-#ifdef __CUDACC__
-    b.o.mem = "all"; /* host, pinned and device memory */
-#endif
-    rc = efax_opts_parse(&b.o, argc, argv, NULL, "all2all",
-                         "All-to-all: every rank writes a chunk to every other rank at once (nccl-tests sizes and busbw).", err, sizeof err);
-    if (rc == 1) return 0;
-    if (rc) { fprintf(stderr, "all2all: %s\n", err); return 2; }
-#ifdef __CUDACC__
-    rc = efax_cuda_mem_select(b.o.mem, b.kinds, 3, &b.nk, err, sizeof err);
-#else
-    rc = efax_mem_select(b.o.mem, b.kinds, 3, &b.nk, err, sizeof err);
-#endif
-    if (rc < 0) { fprintf(stderr, "all2all: %s\n", err); return 2; }
-    if (!b.nk) { printf("# %s\n", err); return 0; }
-
-    /* 2. launcher, NICs, connections to every peer */
-    memset(&bd, 0, sizeof bd);
-    bd.timeout_ms = b.o.timeout_ms;
-    if ((rc = efax_boot_init(&b.boot, &bd))) return efax_exit_code(rc);
-    b.me = b.boot.rank;
-    b.n = b.boot.size;
-    if (b.n < 2) { fprintf(stderr, "all2all: needs at least 2 ranks (e.g. mpirun -np 4 %s)\n", argv[0]); efax_boot_deinit(&b.boot); return 2; }
-    if (err[0] && b.me == 0) printf("# %s\n", err); /* kinds this machine cannot run */
-    if (b.o.min_size < (uint64_t)b.n) { fprintf(stderr, "all2all: -b %llu: the send buffer must hold at least one byte per rank (%d)\n", (unsigned long long)b.o.min_size, b.n); efax_boot_deinit(&b.boot); return 2; }
-    memset(&cd, 0, sizeof cd);
-    cd.provider = b.o.provider;
-    cd.nics = b.o.nics;
-    cd.local_rank = b.boot.local_rank;
-    cd.timeout_ms = b.o.timeout_ms;
-    cd.efa_shm = b.o.efa_shm, cd.no_cuda_api = b.o.no_cuda_api;
-    cd.imm_tags = TAG_DATA + 2 * b.nk > 64 ? TAG_DATA + 2 * b.nk : 64;
-#ifdef __CUDACC__
-    if ((rc = efax_cuda_use(b.kinds, b.nk, b.boot.local_rank, &cd.hmem))) goto out; /* this rank's GPU */
-    efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
-#endif
-    if ((rc = efax_ctx_init(&b.ctx, &cd)) || (rc = efax_ctx_connect(&b.ctx, &b.boot)) || (rc = efax_ctx_warmup(&b.ctx))) goto out;
-
-    /* 3. a send and a receive buffer of the largest size; the receive buffer's keys to everyone */
-    for (b.k = 0; b.k < b.nk; b.k++) {
-        if ((rc = efax_buf_alloc(&b.ctx, &b.srcs[b.k], b.kinds[b.k], b.o.max_size, EFAX_MR_WRITE_SRC)) ||
-            (rc = efax_buf_alloc(&b.ctx, &b.dsts[b.k], b.kinds[b.k], b.o.max_size, EFAX_MR_WRITE_DST)) ||
-            (rc = efax_mr_exchange(&b.dsts[b.k].mr, &b.boot)) || (rc = efax_expect_prepare(&b.ctx, &b.dsts[b.k].mr, TAG_ITER(&b, 0))) ||
-            (rc = efax_expect_prepare(&b.ctx, &b.dsts[b.k].mr, TAG_ITER(&b, 1))))
-            goto out;
-        b.dsts[b.k].ops->poison(&b.dsts[b.k], 0, b.o.max_size);
-    }
-    b.xs = (efax_xfer *)calloc((size_t)b.n, sizeof *b.xs);
-    b.ex = (efax_expect *)calloc((size_t)b.n, sizeof *b.ex);
-    b.lat = (double *)calloc((size_t)efax_opts_iters(&b.o, b.o.min_size), sizeof(double));
-    b.all = (double *)calloc((size_t)efax_opts_iters(&b.o, b.o.min_size) * (size_t)b.n, sizeof(double));
-    if (!b.xs || !b.ex || !b.lat || !b.all) { rc = -FI_ENOMEM; goto out; }
-    if ((rc = efax_report_init(&b.rep, &b.o, "all2all", efax_mem_names(b.kinds, b.nk, names, sizeof names), &b.ctx, &b.boot))) goto out;
-#ifdef __CUDACC__
-    if (efax_cuda_wants_hmem(b.kinds, b.nk) && (rc = efax_cuda_ceiling(&b.rep, &b.boot, 256u << 20))) goto out;
-#endif
-
-    /* 4. the sweep: every size, every mode; an iteration takes as long as its slowest rank */
-    for (uint64_t size = b.o.min_size; size && !rc; size = efax_opts_next_size(&b.o, size)) {
-        uint64_t s = size / (uint64_t)b.n * (uint64_t)b.n; /* whole chunks */
-        for (int mode = 0; mode < EFAX_MODE_COUNT && !rc; mode++)
-        for (b.k = 0; b.k < b.nk && (b.o.modes & (1u << mode)) && !rc; b.k++) {
-            int iters = efax_opts_iters(&b.o, s), warm = efax_opts_warmup(&b.o, s);
-            int64_t wrong = 0, total = 0;
-            char label[40];
-            efax_result res;
-            b.src = &b.srcs[b.k], b.dst = &b.dsts[b.k];
-            efax_ctx_stats_reset(&b.ctx);
-            efax_report_progress(&b.rep, "%s %llu bytes", efax_mode_label((efax_mode)mode), (unsigned long long)s);
-            rc = step(&b, (efax_mode)mode, s, iters, warm, &wrong);
-            if (!rc) rc = efax_boot_sum(&b.boot, wrong, &total, EFAX_TURN_MS);
-            if (rc || b.me != 0) continue;
-            double loop_us = 0; /* the slowest rank's whole loop; b.lat: the slowest rank's time per iteration */
-            for (int r = 0; r < b.n; r++) {
-                const double *mine = b.all + (size_t)r * (size_t)iters;
-                double sum = 0;
-                for (int it = 0; it < iters; it++) {
-                    sum += mine[it];
-                    if (mine[it] > b.lat[it]) b.lat[it] = mine[it];
-                }
-                if (sum > loop_us) loop_us = sum;
-            }
-            snprintf(label, sizeof label, "%s%s", efax_mode_label((efax_mode)mode), b.kinds[b.k]->label);
-            efax_result_init(&res, label, b.kinds[b.k]->name, b.src->path, "alltoall", s, 1, b.n - 1);
-            efax_result_time(&res, b.lat, iters, s, efax_line_rate(&b.ctx, &b.o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b.ctx)));
-            if (!b.o.check) { /* bandwidth from the loop, as nccl-tests (which averages ranks; we take the slowest) */
-                res.seconds = loop_us * 1e-6;
-                res.gbps = res.seconds > 0 ? (double)res.bytes * 8 / res.seconds / 1e9 : 0;
-            }
-            res.algbw_gbs = res.gbps / 8;
-            res.busbw_gbs = res.algbw_gbs * (double)(b.n - 1) / (double)b.n;
-            res.wrong = b.o.check ? total : -1;
-            efax_result_nics(&res, &b.ctx);
-            efax_report_add(&b.rep, &res);
-        }
-        efax_report_row(&b.rep);
-    }
-    if (!rc) rc = efax_report_status(&b.rep);
-    efax_report_deinit(&b.rep);
-out:
-    for (int k = 0; k < 3; k++) efax_buf_free(&b.srcs[k]), efax_buf_free(&b.dsts[k]);
-    efax_ctx_deinit(&b.ctx);
-    efax_boot_deinit(&b.boot);
-    free(b.xs), free(b.ex), free(b.lat), free(b.all);
-    return efax_exit_code(rc);
+    memset(&r, 0, sizeof r), memset(&d, 0, sizeof d);
+    d.driver = "all2all", d.min_size = 64 << 10, d.max_size = 256 << 20;
+    d.about = "All-to-all: every rank writes a chunk to every other rank at once (nccl-tests sizes and busbw).";
+    rc = efax_bench_open(&r.b, &d, argc, argv); /* options, memory kinds, the launcher */
+    if (!rc && r.b.o.min_size < (uint64_t)r.b.size)
+        rc = efax_bench_usage(&r.b, "-b %llu: the send buffer must hold at least one byte per rank (%d)", (unsigned long long)r.b.o.min_size, r.b.size);
+    if (!rc) rc = efax_bench_connect(&r.b, TAG_DATA + 2 * r.b.nk); /* NICs, connections to every peer */
+    if (!rc) rc = setup(&r);
+    if (!rc) rc = efax_bench_begin(&r.b, NULL); /* the report's header (and the GPU ceiling) */
+    while (!rc && (rc = efax_bench_next(&r.b, &r.st)) > 0) rc = measure(&r);
+    return efax_bench_close(&r.b, rc);
 }

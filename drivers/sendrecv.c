@@ -1,16 +1,12 @@
-/* sendrecv — two-sided SEND/RECV, rank 0 <-> rank k for every k in turn. Two numbers per mode,
-   labelled as what they are:
-     Stream     one-way bandwidth: rank 0 keeps --window messages in flight, rank k receives
-                them all and confirms; time from the first send to that confirmation.
-     RoundTrip  rank 0 sends, rank k answers with a message of the same size: the round-trip
-                time, and size / round trip as "Gbps(rt)" (the Libefaxx ~48 Gbps figure is of
-                this kind: it is not the link's bandwidth).
-   Messages are planned over the NICs by --mode like writes; receives are posted on the NIC
-   each piece arrives at. Nothing assumes that messages arrive in the order they were sent
-   (efa's SRD does not order them unless asked, and a provider may refuse): every message of
-   an iteration carries the same pattern, so any receive of the right piece may take it, and
-   each piece's immediate data names it (message, segment), so -c also checks that every piece
-   of every message arrived exactly once.
+/* sendrecv — two-sided SEND/RECV, rank 0 <-> rank k for every k in turn; two numbers per mode, labelled as what
+   they are. Stream: one-way bandwidth; rank 0 keeps --window messages in flight, rank k receives them all and
+   confirms; time from the first send to that confirmation. RoundTrip: rank 0 sends, rank k answers with a message
+   of the same size: the round-trip time, and size / round trip as "Gbps(rt)" (the Libefaxx ~48 Gbps figure is of
+   this kind: it is not the link's bandwidth). Messages are planned over the NICs by --mode like writes; receives
+   are posted on the NIC each piece arrives at. Nothing assumes that messages arrive in the order they were sent
+   (efa's SRD does not order them unless asked, and a provider may refuse): every message of an iteration carries
+   the same pattern, so any receive of the right piece may take it, and each piece's immediate data names it
+   (message, segment), so -c also checks that every piece of every message arrived exactly once.
 
    cc -O2 -I. drivers/sendrecv.c -o sendrecv $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
@@ -21,239 +17,134 @@
 #ifdef __CUDACC__
 #include "efax_cuda.h"
 #endif
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "efax_bench.h"
 
 enum { TAG_ACK = 2, TAG_READY = 3, STREAM = 0, ROUNDTRIP = 1 };
 
-typedef struct bench {
-    efax_opts o;
-    efax_boot boot;
-    efax_ctx ctx;
-    efax_report rep;
-    const efax_mem_ops *kinds[3];
-    int nk, k;                 /* memory kinds, and the one being measured */
-    efax_buf srcs[3], dsts[3]; /* max(window, 2) slots of max_size each, per kind */
-    efax_buf *src, *dst;       /* the current kind's */
-    efax_xfer *tx, *rx;
-    int ntx, nrx;
-    double *lat;
-    int me, n;
-} bench;
+typedef struct run {
+    efax_bench b;
+    efax_bench_step st;
+    int v, W, ntx, nrx, nlat;  /* the variant, its messages per iteration (--window for Stream, 1); list lengths */
+    efax_buf *srcs[3], *dsts[3], *src, *dst; /* max(window, 2) slots of max_size each, per kind; the current one's */
+    efax_xfer *tx, *rx;        /* the operations posted and not yet waited for */
+    double *lat;               /* rank 0's nlat times of the variant */
+    int64_t wrong;             /* the bytes this rank found wrong in it */
+} run;
 
-/* Posts the sends (or, on the other side, the receives) of message m of an iteration, planned
-   by `mode`. A send's immediate data names its piece: m << 8 | segment. */
-static int post_msg(bench *b, bool send, int peer, efax_buf *buf, efax_mode mode, uint64_t size, uint64_t index,
-                    uint64_t off, int m) {
+/* Posts the sends (or, on the other side, the receives) of the W messages of iteration seq, planned by the step's
+   mode: message m is number seq * W + m in slot slot0 + m of buf. A send's immediate data is m << 8 | segment. */
+static int post(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, int slot0) {
     efax_plan_seg seg[EFAX_MAX_NICS];
-    int nn = send ? efax_ctx_nnics(&b->ctx) : efax_ctx_peer_nnics(&b->ctx, peer), ns, s, rc = 0;
-    ns = efax_plan(size, nn, mode, index, 0, 0, seg);
-    for (s = 0; s < ns && !rc; s++) {
-        if (send) rc = efax_send(&b->ctx, &b->tx[b->ntx++], peer, seg[s].nic, &buf->mr, off + seg[s].off, seg[s].len, true, (uint32_t)m << 8 | (uint32_t)s);
-        else rc = efax_recv(&b->ctx, &b->rx[b->nrx++], efax_ctx_route_in(&b->ctx, peer, seg[s].nic), &buf->mr, off + seg[s].off, seg[s].len);
+    int nn = send ? efax_ctx_nnics(&r->b.ctx) : efax_ctx_peer_nnics(&r->b.ctx, peer), rc = 0;
+    for (uint64_t m = 0, off = (uint64_t)slot0 * r->st.size; m < (uint64_t)r->W && !rc; m++, off += r->st.size) {
+        int ns = efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg);
+        for (int s = 0; s < ns && !rc; s++)
+            rc = send ? efax_send(&r->b.ctx, &r->tx[r->ntx++], peer, seg[s].nic, &buf->mr, off + seg[s].off, seg[s].len, true, (uint32_t)m << 8 | (uint32_t)s)
+                      : efax_recv(&r->b.ctx, &r->rx[r->nrx++], efax_ctx_route_in(&r->b.ctx, peer, seg[s].nic), &buf->mr, off + seg[s].off, seg[s].len);
     }
     return rc;
 }
 
-/* With -c: the first n receives took each piece of the W messages of an iteration exactly
-   once (their immediate data names them). Returns the bytes of receives that did not. */
-static int64_t check_pieces(bench *b, int peer, efax_mode mode, uint64_t size, uint64_t seq, int W, int n) {
+/* With -c, on rank k: the first n receives took each piece of the W messages of iteration seq exactly once
+   (their immediate data names them). Returns the bytes of receives that did not. */
+static int64_t check_pieces(run *r, uint64_t seq, int n) {
     efax_plan_seg seg[EFAX_MAX_NICS];
-    unsigned char *seen = (unsigned char *)calloc((size_t)W * EFAX_MAX_NICS, 1);
+    unsigned char *seen = (unsigned char *)calloc((size_t)r->W * EFAX_MAX_NICS, 1);
     int64_t wrong = 0;
-    bool told = false;
     for (int i = 0; i < n; i++) {
-        const efax_xfer *x = &b->rx[i];
+        const efax_xfer *x = &r->rx[i];
         uint32_t m = (uint32_t)x->rx_data >> 8, s = (uint32_t)x->rx_data & 0xff;
-        int ns = m < (uint32_t)W ? efax_plan(size, efax_ctx_peer_nnics(&b->ctx, peer), mode, seq * (uint64_t)W + m, 0, 0, seg) : 0;
-        if (!seen || !x->rx_has_data || s >= (uint32_t)ns || seen[m * EFAX_MAX_NICS + s]++ || x->rx_len != seg[s].len) {
-            wrong += (int64_t)(x->len ? x->len : 1);
-            if (!told)
-                fprintf(stderr, "sendrecv: rank %d: receive %d took piece %u of message %u (immediate data %#llx, %llu bytes): "
-                                "not one of this iteration's, or taken twice\n", b->me, i, s, m,
-                        (unsigned long long)x->rx_data, (unsigned long long)x->rx_len);
-            told = true;
-        }
+        int ns = m < (uint32_t)r->W ? efax_plan(r->st.size, efax_ctx_peer_nnics(&r->b.ctx, 0), r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg) : 0;
+        if (seen && x->rx_has_data && s < (uint32_t)ns && !seen[m * EFAX_MAX_NICS + s]++ && x->rx_len == seg[s].len) continue;
+        if (!wrong) fprintf(stderr, "sendrecv: rank %d: receive %d took piece %u of message %u (immediate data %#llx, %llu bytes): not one of "
+                            "this iteration's, or taken twice\n", r->b.rank, i, s, m, (unsigned long long)x->rx_data, (unsigned long long)x->rx_len);
+        wrong += (int64_t)(x->len ? x->len : 1);
     }
     free(seen);
     return wrong;
 }
 
-static int wait_list(bench *b, efax_xfer *xs, int *n) {
+static int wait_list(run *r, efax_xfer *xs, int *n) { /* waits for a list's n operations; empties it */
     int rc = 0;
-    for (int i = 0; i < *n && !rc; i++) rc = efax_wait(&b->ctx, &xs[i], -1);
-    *n = 0;
-    return rc;
+    for (int i = 0; i < *n && !rc; i++) rc = efax_wait(&r->b.ctx, &xs[i], -1);
+    return *n = 0, rc;
 }
 
-/* Receives of one iteration: `count` messages from peer into dst slots starting at slot0. */
-static int post_recvs(bench *b, int peer, efax_mode mode, uint64_t size, uint64_t seq, int count, int slot0, int W) {
-    int rc = 0;
-    for (int m = 0; m < count && !rc; m++)
-        rc = post_msg(b, false, peer, b->dst, mode, size, seq * (uint64_t)W + (uint64_t)m, (uint64_t)(slot0 + m) * size, m);
-    return rc;
+/* Checks (with -c) what `from` sent into the W slots from slot0, counts the wrong bytes, and clears them. Every message
+   of iteration seq carries pattern (from, seq): which slot took it is not checked, as no order is assumed (check_pieces). */
+static void check_slots(run *r, int from, uint64_t seq, int slot0) {
+    for (uint64_t off = (uint64_t)slot0 * r->st.size, end = off + (uint64_t)r->W * r->st.size; off < end; off += r->st.size)
+        r->wrong += (int64_t)r->dst->ops->check(r->dst, off, r->st.size, from, seq * 1000), r->dst->ops->poison(r->dst, off, r->st.size);
 }
 
-/* Checks (with -c) what `from` sent into `count` slots from slot0, and clears them. Every
-   message of iteration seq carries pattern (from, seq): which slot a message took is not
-   checked, as no order is assumed (check_pieces checks that each arrived once). */
-static int64_t check_slots(bench *b, int from, uint64_t size, uint64_t seq, int count, int slot0) {
-    int64_t wrong = 0;
-    for (int m = 0; m < count; m++) {
-        uint64_t off = (uint64_t)(slot0 + m) * size;
-        wrong += (int64_t)b->dst->ops->check(b->dst, off, size, from, seq * 1000);
-        b->dst->ops->poison(b->dst, off, size);
-    }
-    return wrong;
-}
-
-/* One (size, mode, variant) step between rank 0 and rank k; every rank calls it. */
-static int step(bench *b, int k, int variant, efax_mode mode, uint64_t size, int *nlat, int64_t *wrong) {
-    int iters = efax_opts_iters(&b->o, size), warm = efax_opts_warmup(&b->o, size), rc = 0;
-    int W = variant == STREAM ? b->o.window : 1, last = iters + warm - 1;
-    if (b->me == k) rc = post_recvs(b, 0, mode, size, 0, W, 0, W);
-    if (b->me == k && b->o.check && variant == ROUNDTRIP) b->src->ops->fill(b->src, 0, size, k, 0);
-    if (!rc) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS); /* our turn: receives are posted */
-    for (int it = -warm; it <= iters - 1 && !rc && (b->me == 0 || b->me == k); it++) {
-        uint64_t seq = (uint64_t)(it + warm), t0 = 0;
-        int slot = variant == ROUNDTRIP ? (int)(seq & 1) : 0;
-        if (b->me == 0) {
-            if (b->o.check) {
-                for (int m = 0; m < W; m++) b->src->ops->fill(b->src, (uint64_t)m * size, size, 0, seq * 1000);
-                if (variant == STREAM && seq > 0) rc = efax_wait_imm(&b->ctx, k, TAG_READY, (uint32_t)seq - 1, 1, -1);
-            }
+/* The variant between rank 0 and rank k; every rank calls it. */
+static int turn(run *r, int k) {
+    int warm = r->st.warmup, last = r->st.iters + warm - 1, me = r->b.rank, rt = r->v == ROUNDTRIP, c = r->b.o.check, rc = 0;
+    if (me == k && !(rc = post(r, false, 0, r->dst, 0, 0)) && c && rt) r->src->ops->fill(r->src, 0, r->st.size, k, 0);
+    if (!rc) rc = efax_boot_barrier(&r->b.boot, EFAX_TURN_MS); /* our turn: receives are posted */
+    for (int it = -warm; it < r->st.iters && !rc && (me == 0 || me == k); it++) {
+        uint64_t seq = (uint64_t)(it + warm), t0;
+        int slot = rt ? (int)(seq & 1) : 0, nrx = r->nrx, more = seq < (uint64_t)last;
+        if (me == 0) { /* W messages, timed until k confirmed them (Stream) or answered (RoundTrip) */
+            for (int m = 0; c && m < r->W; m++) r->src->ops->fill(r->src, (uint64_t)m * r->st.size, r->st.size, 0, seq * 1000);
+            if (c && !rt && seq > 0) rc = efax_wait_imm(&r->b.ctx, k, TAG_READY, (uint32_t)seq - 1, 1, -1);
             t0 = efax_now_ns();
-            if (variant == ROUNDTRIP && !rc) rc = post_recvs(b, k, mode, size, seq, 1, slot, 1);
-            for (int m = 0; m < W && !rc; m++)
-                rc = post_msg(b, true, k, b->src, mode, size, seq * (uint64_t)W + (uint64_t)m, (uint64_t)m * size, m);
-            if (!rc) rc = variant == STREAM ? efax_wait_imm(&b->ctx, k, TAG_ACK, (uint32_t)seq, 1, -1) : wait_list(b, b->rx, &b->nrx);
-            if (it >= 0) b->lat[(*nlat)++] = (double)(efax_now_ns() - t0) / 1e3;
-            if (!rc) rc = wait_list(b, b->tx, &b->ntx);
-            if (!rc && b->o.check && variant == ROUNDTRIP) *wrong += check_slots(b, k, size, seq, 1, slot);
-        } else if (variant == STREAM) {
-            int nrx = b->nrx;
-            if ((rc = wait_list(b, b->rx, &b->nrx))) break;
-            if (b->o.check) *wrong += check_pieces(b, 0, mode, size, seq, W, nrx);
-            if (!b->o.check && seq < (uint64_t)last) rc = post_recvs(b, 0, mode, size, seq + 1, W, 0, W);
-            if (!rc) rc = efax_notify(&b->ctx, 0, TAG_ACK, (uint32_t)seq);
-            if (!rc && b->o.check) {
-                *wrong += check_slots(b, 0, size, seq, W, 0);
-                if (seq < (uint64_t)last) rc = post_recvs(b, 0, mode, size, seq + 1, W, 0, W);
-                if (!rc) rc = efax_notify(&b->ctx, 0, TAG_READY, (uint32_t)seq);
-            }
-        } else { /* round trip: answer from our own send buffer (prepared during the last one) */
-            if ((rc = wait_list(b, b->rx, &b->nrx))) break;
-            if (seq < (uint64_t)last) rc = post_recvs(b, 0, mode, size, seq + 1, 1, slot ^ 1, 1);
-            if (!rc) rc = post_msg(b, true, 0, b->src, mode, size, seq, (uint64_t)slot * size, 0);
-            if (!rc) rc = wait_list(b, b->tx, &b->ntx);
-            if (!rc && b->o.check) {
-                *wrong += check_slots(b, 0, size, seq, 1, slot);
-                b->src->ops->fill(b->src, (uint64_t)(slot ^ 1) * size, size, k, (seq + 1) * 1000);
-            }
-        }
+            if (rt && !rc) rc = post(r, false, k, r->dst, seq, slot);
+            if (!rc) rc = post(r, true, k, r->src, seq, 0);
+            if (!rc) rc = rt ? wait_list(r, r->rx, &r->nrx) : efax_wait_imm(&r->b.ctx, k, TAG_ACK, (uint32_t)seq, 1, -1);
+            if (it >= 0) r->lat[r->nlat++] = (double)(efax_now_ns() - t0) / 1e3;
+            if (!rc) rc = wait_list(r, r->tx, &r->ntx);
+            if (!rc && c && rt) check_slots(r, k, seq, slot);
+            continue;
+        } /* rank k: the next receives go up before the answer (a checked Stream's after its check) */
+        if (!(rc = wait_list(r, r->rx, &r->nrx)) && c && !rt) r->wrong += check_pieces(r, seq, nrx);
+        if (!rc && more && (rt || !c)) rc = post(r, false, 0, r->dst, seq + 1, slot ^ rt);
+        if (!rc) rc = rt ? post(r, true, 0, r->src, seq, slot) : efax_notify(&r->b.ctx, 0, TAG_ACK, (uint32_t)seq); /* from our own send buffer */
+        if (!rc && rt) rc = wait_list(r, r->tx, &r->ntx);
+        if (!rc && c) check_slots(r, 0, seq, slot);
+        if (!rc && c && rt) r->src->ops->fill(r->src, (uint64_t)(slot ^ 1) * r->st.size, r->st.size, k, (seq + 1) * 1000); /* the next answer */
+        if (!rc && c && !rt && more) rc = post(r, false, 0, r->dst, seq + 1, 0);
+        if (!rc && c && !rt) rc = efax_notify(&r->b.ctx, 0, TAG_READY, (uint32_t)seq);
     }
-    if (!rc && b->me == 0 && b->o.check && variant == STREAM) rc = efax_wait_imm(&b->ctx, k, TAG_READY, (uint32_t)last, 1, -1);
+    if (!rc && me == 0 && c && !rt) rc = efax_wait_imm(&r->b.ctx, k, TAG_READY, (uint32_t)last, 1, -1);
     return rc;
+}
+
+/* Buffers of every memory kind (max(window, 2) slots each) and the operation lists. */
+static int setup(run *r) {
+    size_t slots = r->b.o.window > 2 ? (size_t)r->b.o.window : 2, bytes = (size_t)r->b.o.max_size * slots;
+    int rc = efax_bench_bufs(&r->b, bytes, EFAX_MR_SEND, EFAX_MR_RECV, r->srcs, r->dsts);
+    r->tx = (efax_xfer *)efax_bench_calloc(&r->b, slots * EFAX_MAX_NICS, sizeof(efax_xfer));
+    r->rx = (efax_xfer *)efax_bench_calloc(&r->b, slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
+    r->lat = (double *)efax_bench_calloc(&r->b, (size_t)efax_opts_iters(&r->b.o, r->b.o.min_size) * (size_t)r->b.size, sizeof(double));
+    return rc ? rc : !r->tx || !r->rx || !r->lat ? -FI_ENOMEM : 0;
+}
+
+/* Variant v at one point of the sweep: rank 0 with each rank in turn. */
+static int measure(run *r, int v) {
+    static const char *const vname[] = {"Stream", "RoundTrip"};
+    int rc = 0;
+    efax_result res;
+    r->nlat = 0, r->wrong = 0, r->v = v, r->W = v == STREAM ? r->b.o.window : 1, r->src = r->srcs[r->st.k], r->dst = r->dsts[r->st.k];
+    efax_bench_variant(&r->b, &r->st, vname[v]); /* its own NIC counters and progress line */
+    for (int k = 1; k < r->b.size && !rc; k++) rc = turn(r, k);
+    efax_bench_result(&res, &r->st, r->src, vname[v], v == STREAM ? EFAX_RESULT_ONEWAY : EFAX_RESULT_ROUNDTRIP, r->W, 1);
+    efax_result_time(&res, r->lat, r->nlat, r->st.size * (uint64_t)r->W, efax_bench_line(&r->b, r->st.mode));
+    return rc ? rc : efax_bench_record(&r->b, &res, r->wrong);
 }
 
 int main(int argc, char **argv) {
-    static const char *const vname[] = {"Stream", "RoundTrip"};
-    bench b;
-    efax_ctx_desc cd;
-    efax_boot_desc bd;
-    char err[256], names[64];
-    int rc, slots;
-
-    /* 1. options: many messages in flight by default for the streaming number */
-    memset(&b, 0, sizeof b);
-    efax_opts_init(&b.o);
-    b.o.window = 8;
-#ifdef __CUDACC__
-    b.o.mem = "all"; /* host, pinned and device memory */
-#endif
-    rc = efax_opts_parse(&b.o, argc, argv, NULL, "sendrecv",
-                         "Two-sided SEND/RECV, rank 0 <-> rank k: one-way streaming bandwidth and round-trip time.", err, sizeof err);
-    if (rc == 1) return 0;
-    if (rc) { fprintf(stderr, "sendrecv: %s\n", err); return 2; }
-#ifdef __CUDACC__
-    rc = efax_cuda_mem_select(b.o.mem, b.kinds, 3, &b.nk, err, sizeof err);
-#else
-    rc = efax_mem_select(b.o.mem, b.kinds, 3, &b.nk, err, sizeof err);
-#endif
-    if (rc < 0) { fprintf(stderr, "sendrecv: %s\n", err); return 2; }
-    if (!b.nk) { printf("# %s\n", err); return 0; }
-
-    /* 2. launcher, NICs, connections */
-    memset(&bd, 0, sizeof bd);
-    bd.timeout_ms = b.o.timeout_ms;
-    if ((rc = efax_boot_init(&b.boot, &bd))) return efax_exit_code(rc);
-    b.me = b.boot.rank;
-    b.n = b.boot.size;
-    if (b.n < 2) { fprintf(stderr, "sendrecv: needs at least 2 ranks (e.g. mpirun -np 2 %s)\n", argv[0]); efax_boot_deinit(&b.boot); return 2; }
-    if (err[0] && b.me == 0) printf("# %s\n", err); /* kinds this machine cannot run */
-    memset(&cd, 0, sizeof cd);
-    cd.provider = b.o.provider;
-    cd.nics = b.o.nics;
-    cd.local_rank = b.boot.local_rank;
-    cd.timeout_ms = b.o.timeout_ms;
-    cd.efa_shm = b.o.efa_shm, cd.no_cuda_api = b.o.no_cuda_api;
-#ifdef __CUDACC__
-    if ((rc = efax_cuda_use(b.kinds, b.nk, b.boot.local_rank, &cd.hmem))) goto out; /* this rank's GPU */
-    efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
-#endif
-    if ((rc = efax_ctx_init(&b.ctx, &cd)) || (rc = efax_ctx_connect(&b.ctx, &b.boot)) || (rc = efax_ctx_warmup(&b.ctx))) goto out;
-
-    /* 3. buffers and the operation lists */
-    slots = b.o.window > 2 ? b.o.window : 2;
-    for (b.k = 0; b.k < b.nk; b.k++) {
-        if ((rc = efax_buf_alloc(&b.ctx, &b.srcs[b.k], b.kinds[b.k], (size_t)b.o.max_size * (size_t)slots, EFAX_MR_SEND)) ||
-            (rc = efax_buf_alloc(&b.ctx, &b.dsts[b.k], b.kinds[b.k], (size_t)b.o.max_size * (size_t)slots, EFAX_MR_RECV)))
-            goto out;
-        b.dsts[b.k].ops->poison(&b.dsts[b.k], 0, (uint64_t)b.o.max_size * (uint64_t)slots);
-    }
-    b.tx = (efax_xfer *)calloc((size_t)slots * EFAX_MAX_NICS, sizeof(efax_xfer));
-    b.rx = (efax_xfer *)calloc((size_t)slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
-    b.lat = (double *)calloc((size_t)efax_opts_iters(&b.o, b.o.min_size) * (size_t)b.n, sizeof(double));
-    if (!b.tx || !b.rx || !b.lat) { rc = -FI_ENOMEM; goto out; }
-    if ((rc = efax_report_init(&b.rep, &b.o, "sendrecv", efax_mem_names(b.kinds, b.nk, names, sizeof names), &b.ctx, &b.boot))) goto out;
-#ifdef __CUDACC__
-    if (efax_cuda_wants_hmem(b.kinds, b.nk) && (rc = efax_cuda_ceiling(&b.rep, &b.boot, 256u << 20))) goto out;
-#endif
-
-    /* 4. the sweep: every size, every mode, both variants, rank 0 with each rank in turn */
-    for (uint64_t size = b.o.min_size; size && !rc; size = efax_opts_next_size(&b.o, size)) {
-        for (int mode = 0; mode < EFAX_MODE_COUNT && !rc; mode++)
-            for (b.k = 0; b.k < b.nk && (b.o.modes & (1u << mode)) && !rc; b.k++)
-            for (int v = STREAM; v <= ROUNDTRIP && !rc; v++) {
-                int nlat = 0;
-                int64_t wrong = 0, total = 0;
-                char label[40];
-                efax_result res;
-                b.src = &b.srcs[b.k], b.dst = &b.dsts[b.k];
-                efax_ctx_stats_reset(&b.ctx);
-                efax_report_progress(&b.rep, "%s %s %llu bytes", efax_mode_label((efax_mode)mode), vname[v], (unsigned long long)size);
-                for (int k = 1; k < b.n && !rc; k++) rc = step(&b, k, v, (efax_mode)mode, size, &nlat, &wrong);
-                if (!rc) rc = efax_boot_sum(&b.boot, wrong, &total, EFAX_TURN_MS);
-                if (rc || b.me != 0) continue;
-                snprintf(label, sizeof label, "%s%s %s", efax_mode_label((efax_mode)mode), b.kinds[b.k]->label, vname[v]);
-                efax_result_init(&res, label, b.kinds[b.k]->name, b.src->path, v == STREAM ? "oneway" : "roundtrip", size,
-                                 v == STREAM ? b.o.window : 1, 1);
-                efax_result_time(&res, b.lat, nlat, size * (uint64_t)(v == STREAM ? b.o.window : 1),
-                                 efax_line_rate(&b.ctx, &b.o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b.ctx)));
-                res.wrong = b.o.check ? total : -1;
-                efax_result_nics(&res, &b.ctx);
-                efax_report_add(&b.rep, &res);
-            }
-        efax_report_row(&b.rep);
-    }
-    if (!rc) rc = efax_report_status(&b.rep);
-    efax_report_deinit(&b.rep);
-out:
-    for (int k = 0; k < 3; k++) efax_buf_free(&b.srcs[k]), efax_buf_free(&b.dsts[k]);
-    efax_ctx_deinit(&b.ctx);
-    efax_boot_deinit(&b.boot);
-    free(b.tx), free(b.rx), free(b.lat);
-    return efax_exit_code(rc);
+    run r;
+    efax_bench_desc d;
+    int rc;
+    memset(&r, 0, sizeof r), memset(&d, 0, sizeof d);
+    d.driver = "sendrecv", d.window = 8; /* many messages in flight for the streaming number */
+    d.about = "Two-sided SEND/RECV, rank 0 <-> rank k: one-way streaming bandwidth and round-trip time.";
+    rc = efax_bench_open(&r.b, &d, argc, argv); /* options, memory kinds, the launcher */
+    if (!rc) rc = efax_bench_connect(&r.b, 0); /* NICs, connections */
+    if (!rc) rc = setup(&r);
+    if (!rc) rc = efax_bench_begin(&r.b, NULL); /* the report's header (and the GPU ceiling) */
+    while (!rc && (rc = efax_bench_next(&r.b, &r.st)) > 0) /* every size, mode and memory kind: both variants */
+        if (!(rc = measure(&r, STREAM))) rc = measure(&r, ROUNDTRIP);
+    return efax_bench_close(&r.b, rc);
 }
