@@ -1545,6 +1545,7 @@ EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...
     vfprintf(f, fmt, ap);
     va_end(ap);
     fputs("}\n", f);
+}
 
 EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const char *name) {
     if (b->connected) efax_ctx_stats_reset(&b->ctx);
