@@ -74,12 +74,19 @@ json_ok() {
 }
 
 # compiled with optimisation, so the warnings that need data-flow analysis run too
-header_c() { printf '#define EFAX_IMPLEMENTATION\n#include "efax.h"\n' >"$LOGS/tu.c"; "$@" -O2 -I. -c "$LOGS/tu.c" -o "$LOGS/tu.o" $(pkg-config --cflags libfabric pmix); }
+# twice: the fabric library alone (what a transfer engine vendors), and with the harness
+header_c() {
+  printf '#define EFAX_IMPLEMENTATION\n#include "efax.h"\n' >"$LOGS/tu.c"
+  "$@" -O2 -I. -c "$LOGS/tu.c" -o "$LOGS/tu.o" $(pkg-config --cflags libfabric pmix) || return 1
+  printf '#include "efax_bench.h"\n' >>"$LOGS/tu.c"
+  "$@" -O2 -I. -c "$LOGS/tu.c" -o "$LOGS/tu.o" $(pkg-config --cflags libfabric pmix)
+}
 header_nvcc() {
   local nvcc; nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   [ -x "$nvcc" ] || { echo "skipped: no nvcc"; return 77; }
-  printf '#define EFAX_IMPLEMENTATION\n#include "efax.h"\n' >"$LOGS/tu.cu"
-  [ -f efax_cuda.h ] && printf '#include "efax_cuda.h"\n' >>"$LOGS/tu.cu"
+  printf '#define EFAX_IMPLEMENTATION\n#include "efax.h"\n#include "efax_cuda.h"\n' >"$LOGS/tu.cu"
+  "$nvcc" -O2 -x cu -I. -Werror all-warnings -Xcompiler -Wall,-Wextra -c "$LOGS/tu.cu" -o "$LOGS/tu.o" $(pkg-config --cflags libfabric pmix) || return 1
+  printf '#include "efax_bench.h"\n' >>"$LOGS/tu.cu" # with the cuda glue
   "$nvcc" -O2 -x cu -I. -Werror all-warnings -Xcompiler -Wall,-Wextra -c "$LOGS/tu.cu" -o "$LOGS/tu.o" $(pkg-config --cflags libfabric pmix)
 }
 json_escape() { "$B/unit" json "$LOGS/escape.jsonl" && jq -e . "$LOGS/escape.jsonl" >/dev/null && [ "$(jq -s length "$LOGS/escape.jsonl")" = 2 ]; }
@@ -110,7 +117,7 @@ readme_build() {
     [ -x /usr/local/cuda/bin/nvcc ] || { echo "skipped: no nvcc (on PATH or in /usr/local/cuda/bin)"; return 77; }
     PATH=/usr/local/cuda/bin:$PATH
   fi
-  rm -rf "$dir" && mkdir -p "$dir" && ln -s "$PWD/drivers" "$PWD/efax.h" "$PWD/efax_cuda.h" "$dir/" || return 1
+  rm -rf "$dir" && mkdir -p "$dir" && ln -s "$PWD/drivers" "$PWD/efax.h" "$PWD/efax_cuda.h" "$PWD/efax_bench.h" "$dir/" || return 1
   echo "\$ $line   (PKG_CONFIG_PATH=${PKG_CONFIG_PATH:-})"
   (cd "$dir" && bash -c "$line") || { echo "the README's build line $1 failed as printed: $line"; return 1; }
   out=$(awk '{ for (i = 1; i < NF; i++) if ($i == "-o") { print $(i + 1); exit } }' <<<"$line")
