@@ -412,6 +412,27 @@ EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block, in
 EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes, int timeout_ms);
 EFAX_API int efax_copy_engine_stop(efax_copy_engine *e);
 
+/* What efax_ipc_time runs for each copy: a copy kernel (efax_ipc_copy), the copy engine (cudaMemcpyAsync), the
+   pattern stored by SMs alone (efax_ipc_fill: no loads) or the persistent kernel (efax_copy_engine). */
+enum { EFAX_IPC_KERNEL, EFAX_IPC_MEMCPY, EFAX_IPC_STORES, EFAX_IPC_PERSIST };
+typedef struct efax_ipc_run {
+    int how;                   /* EFAX_IPC_* */
+    int grid, block, unroll;   /* the kernel's (not MEMCPY's); unroll: KERNEL and PERSIST (4 or 8) */
+    unsigned flags;            /* EFAX_COPY_* (KERNEL) */
+    int rank;                  /* STORES: the pattern of (rank, iter), as efax_buf's fill writes it */
+    uint64_t iter;
+    int iters;                 /* timed rounds; two untimed rounds go first */
+} efax_ipc_run;
+
+/* Times n copies at once: dst[i] <- src[i] (bytes each; src is not read by EFAX_IPC_STORES), copy i on a
+   non-blocking stream of its own (PERSIST: one after another through one engine of grid x block, each within
+   60 s), r->iters rounds after two untimed ones. The rounds are timed by CUDA events: the start is recorded
+   on stream 0 and every stream waits for it, every stream joins stream 0 at the end; PERSIST is timed on the
+   host (the sum of its copies). n: 1 to 64. *gbs gets each copy's rate: bytes x iters / the timed rounds' time,
+   in GB/s. Returns 0 or a negative code (logged). Thread safety: any threads at once (each call makes its own streams and events) on the
+   current device. */
+EFAX_API int efax_ipc_time(const efax_ipc_run *r, int n, void *const *dst, const void *const *src, size_t bytes, double *gbs);
+
 
 /* ============================================================================================
    Implementation (with EFAX_IMPLEMENTATION, in the same file as efax.h's)
@@ -1656,6 +1677,53 @@ EFAX_API int efax_copy_engine_stop(efax_copy_engine *e) {
     if (e->job) cudaFreeHost((void *)e->job);
     if (e->dev) cudaFree(e->dev);
     memset(e, 0, sizeof *e);
+    return rc;
+}
+
+/* One round of efax_ipc_time: every copy once; host_ms (when not NULL) adds the host's time of each. */
+static int efax__ipc_round(const efax_ipc_run *r, int n, void *const *dst, const void *const *src, size_t bytes,
+                           cudaStream_t *s, efax_copy_engine *eng, double *host_ms) {
+    int rc = 0;
+    for (int t = 0; t < n && !rc; t++) {
+        uint64_t t0 = efax_now_ns();
+        if (r->how == EFAX_IPC_STORES) rc = EFAX_CUDA(efax_ipc_fill(dst[t], bytes, r->rank, r->iter, r->grid, r->block, s[t]));
+        else if (r->how == EFAX_IPC_KERNEL) rc = EFAX_CUDA(efax_ipc_copy(dst[t], src[t], bytes, r->grid, r->block, r->unroll, r->flags, s[t]));
+        else if (r->how == EFAX_IPC_MEMCPY) rc = EFAX_CUDA(cudaMemcpyAsync(dst[t], src[t], bytes, cudaMemcpyDeviceToDevice, s[t]));
+        else rc = efax_copy_engine_run(eng, dst[t], src[t], bytes, 60000);
+        if (host_ms) *host_ms += (double)(efax_now_ns() - t0) / 1e6;
+    }
+    return rc;
+}
+
+EFAX_API int efax_ipc_time(const efax_ipc_run *r, int n, void *const *dst, const void *const *src, size_t bytes, double *gbs) {
+    bool persist = r->how == EFAX_IPC_PERSIST;
+    cudaStream_t s[64] = {};
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    efax_copy_engine eng = {};
+    float ev_ms = 0;
+    double ms = 0;
+    int rc = 0;
+    *gbs = 0;
+    if (n < 1 || n > 64) return -FI_EINVAL;
+    for (int t = 0; t < n && !persist && !rc; t++) rc = EFAX_CUDA(cudaStreamCreateWithFlags(&s[t], cudaStreamNonBlocking));
+    if (!rc && !persist && !(rc = EFAX_CUDA(cudaEventCreate(&e0)))) rc = EFAX_CUDA(cudaEventCreate(&e1));
+    if (!rc && persist) rc = efax_copy_engine_start(&eng, r->grid, r->block, r->unroll);
+    for (int it = -2; it < r->iters && !rc; it++) {
+        if (it == 0 && !persist) EFAX_CUDA(cudaEventRecord(e0, s[0])); /* the timed rounds start: every stream after it */
+        for (int t = 1; it == 0 && !persist && t < n; t++) EFAX_CUDA(cudaStreamWaitEvent(s[t], e0, 0));
+        rc = efax__ipc_round(r, n, dst, src, bytes, s, &eng, persist && it >= 0 ? &ms : NULL);
+    }
+    for (int t = 1; !rc && !persist && t < n; t++) /* join the streams */
+        if (!(rc = EFAX_CUDA(cudaEventRecord(e1, s[t])))) rc = EFAX_CUDA(cudaStreamWaitEvent(s[0], e1, 0));
+    if (!rc && !persist && !(rc = EFAX_CUDA(cudaEventRecord(e1, s[0]))) && !(rc = EFAX_CUDA(cudaEventSynchronize(e1))) &&
+        !(rc = EFAX_CUDA(cudaEventElapsedTime(&ev_ms, e0, e1))))
+        ms = ev_ms;
+    if (persist) efax_copy_engine_stop(&eng);
+    for (int t = 0; t < n; t++)
+        if (s[t]) cudaStreamDestroy(s[t]);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (!rc) *gbs = (double)bytes * r->iters / (ms * 1e-3) / 1e9;
     return rc;
 }
 
