@@ -179,6 +179,14 @@ EFAX_API efax_queue_dev efax_queue_device(const efax_queue *q);
    words. One consumer thread only. */
 EFAX_API int efax_queue_pop(efax_queue *q, uint64_t payload[EFAX_QUEUE_WORDS]);
 
+/* Measures the queue's round trip: one GPU thread pushes n commands of nwords words (word 0: the command's index,
+   the others 0), each only after the CPU popped the previous one and answered through mapped host memory; this
+   thread pops and answers. us[0..n-1) gets the microseconds from pop i to pop i + 1: a full round trip push ->
+   pop -> answer -> next push. n >= 2; timeout_ms bounds the pops. Returns 0, -FI_ETIMEDOUT (fewer than n popped
+   in time) or -EFAX_E_CUDA. Thread safety: the calling thread is the queue's one consumer; the queue must be
+   empty and have no other producer meanwhile. */
+EFAX_API int efax_queue_roundtrip(efax_queue *q, int n, int nwords, int timeout_ms, double *us);
+
 /* Loads and stores that other agents (the CPU, the other GPU) see: system scope, with acquire
    and release ordering (PTX memory model), rather than volatile accesses that may be served
    from or held in a cache. */
@@ -1153,6 +1161,40 @@ EFAX_API int efax_queue_pop(efax_queue *q, uint64_t payload[EFAX_QUEUE_WORDS]) {
     /* producers read the position only when the ring looks full: publishing every 32 pops is enough */
     if (++q->unpublished >= 32) __atomic_store_n(q->head_h, q->head, __ATOMIC_RELEASE), q->unpublished = 0;
     return 1;
+}
+
+/* efax_queue_roundtrip's producer: push, wait for the CPU's answer (it popped), push the next. */
+__global__ void efax__k_pingpong(efax_queue_dev q, const uint64_t *answer, int n, int nwords) {
+    uint64_t w[EFAX_QUEUE_WORDS] = {0};
+    for (int i = 0; i < n; i++) {
+        w[0] = (uint64_t)i;
+        efax_queue_push(&q, w, nwords);
+        while (efax_ld_acquire_sys(answer) != (uint64_t)i + 1) { }
+    }
+}
+
+EFAX_API int efax_queue_roundtrip(efax_queue *q, int n, int nwords, int timeout_ms, double *us) {
+    volatile uint64_t *answer = NULL;
+    uint64_t *answer_d, w[EFAX_QUEUE_WORDS], prev = 0, deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    cudaStream_t s;
+    int i = 0;
+    if (EFAX_CUDA(cudaHostAlloc((void **)&answer, 64, cudaHostAllocMapped)) ||
+        EFAX_CUDA(cudaHostGetDevicePointer((void **)&answer_d, (void *)answer, 0)) ||
+        EFAX_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)))
+        return -EFAX_E_CUDA;
+    *answer = 0;
+    efax__k_pingpong<<<1, 1, 0, s>>>(efax_queue_device(q), answer_d, n, nwords);
+    while (i < n && efax_now_ns() < deadline) {
+        if (!efax_queue_pop(q, w)) continue;
+        uint64_t now = efax_now_ns();
+        if (i > 0) us[i - 1] = (double)(now - prev) / 1e3;
+        prev = now;
+        __atomic_store_n((uint64_t *)answer, (uint64_t)++i, __ATOMIC_RELEASE); /* the producer may push the next */
+    }
+    EFAX_CUDA(cudaStreamSynchronize(s));
+    cudaStreamDestroy(s);
+    cudaFreeHost((void *)answer);
+    return i == n ? 0 : -FI_ETIMEDOUT;
 }
 
 // >>proxy (implementation) ---------------------------------------------------------------------
