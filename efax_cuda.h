@@ -179,6 +179,14 @@ EFAX_API efax_queue_dev efax_queue_device(const efax_queue *q);
    words. One consumer thread only. */
 EFAX_API int efax_queue_pop(efax_queue *q, uint64_t payload[EFAX_QUEUE_WORDS]);
 
+/* Measures the queue's round trip: one GPU thread pushes n commands of nwords words (word 0: the command's index,
+   the others 0), each only after the CPU popped the previous one and answered through mapped host memory; this
+   thread pops and answers. us[0..n-1) gets the microseconds from pop i to pop i + 1: a full round trip push ->
+   pop -> answer -> next push. n >= 2; timeout_ms bounds the pops. Returns 0, -FI_ETIMEDOUT (fewer than n popped
+   in time) or -EFAX_E_CUDA. Thread safety: the calling thread is the queue's one consumer; the queue must be
+   empty and have no other producer meanwhile. */
+EFAX_API int efax_queue_roundtrip(efax_queue *q, int n, int nwords, int timeout_ms, double *us);
+
 /* Loads and stores that other agents (the CPU, the other GPU) see: system scope, with acquire
    and release ordering (PTX memory model), rather than volatile accesses that may be served
    from or held in a cache. */
@@ -411,6 +419,27 @@ EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block, in
 /* Runs one copy and waits until every block reported it (timeout_ms); returns 0 or -FI_ETIMEDOUT. */
 EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes, int timeout_ms);
 EFAX_API int efax_copy_engine_stop(efax_copy_engine *e);
+
+/* What efax_ipc_time runs for each copy: a copy kernel (efax_ipc_copy), the copy engine (cudaMemcpyAsync), the
+   pattern stored by SMs alone (efax_ipc_fill: no loads) or the persistent kernel (efax_copy_engine). */
+enum { EFAX_IPC_KERNEL, EFAX_IPC_MEMCPY, EFAX_IPC_STORES, EFAX_IPC_PERSIST };
+typedef struct efax_ipc_run {
+    int how;                   /* EFAX_IPC_* */
+    int grid, block, unroll;   /* the kernel's (not MEMCPY's); unroll: KERNEL and PERSIST (4 or 8) */
+    unsigned flags;            /* EFAX_COPY_* (KERNEL) */
+    int rank;                  /* STORES: the pattern of (rank, iter), as efax_buf's fill writes it */
+    uint64_t iter;
+    int iters;                 /* timed rounds; two untimed rounds go first */
+} efax_ipc_run;
+
+/* Times n copies at once: dst[i] <- src[i] (bytes each; src is not read by EFAX_IPC_STORES), copy i on a
+   non-blocking stream of its own (PERSIST: one after another through one engine of grid x block, each within
+   60 s), r->iters rounds after two untimed ones. The rounds are timed by CUDA events: the start is recorded
+   on stream 0 and every stream waits for it, every stream joins stream 0 at the end; PERSIST is timed on the
+   host (the sum of its copies). n: 1 to 64. *gbs gets each copy's rate: bytes x iters / the timed rounds' time,
+   in GB/s. Returns 0 or a negative code (logged). Thread safety: any threads at once (each call makes its own streams and events) on the
+   current device. */
+EFAX_API int efax_ipc_time(const efax_ipc_run *r, int n, void *const *dst, const void *const *src, size_t bytes, double *gbs);
 
 
 /* ============================================================================================
@@ -1134,6 +1163,40 @@ EFAX_API int efax_queue_pop(efax_queue *q, uint64_t payload[EFAX_QUEUE_WORDS]) {
     return 1;
 }
 
+/* efax_queue_roundtrip's producer: push, wait for the CPU's answer (it popped), push the next. */
+__global__ void efax__k_pingpong(efax_queue_dev q, const uint64_t *answer, int n, int nwords) {
+    uint64_t w[EFAX_QUEUE_WORDS] = {0};
+    for (int i = 0; i < n; i++) {
+        w[0] = (uint64_t)i;
+        efax_queue_push(&q, w, nwords);
+        while (efax_ld_acquire_sys(answer) != (uint64_t)i + 1) { }
+    }
+}
+
+EFAX_API int efax_queue_roundtrip(efax_queue *q, int n, int nwords, int timeout_ms, double *us) {
+    volatile uint64_t *answer = NULL;
+    uint64_t *answer_d, w[EFAX_QUEUE_WORDS], prev = 0, deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    cudaStream_t s;
+    int i = 0;
+    if (EFAX_CUDA(cudaHostAlloc((void **)&answer, 64, cudaHostAllocMapped)) ||
+        EFAX_CUDA(cudaHostGetDevicePointer((void **)&answer_d, (void *)answer, 0)) ||
+        EFAX_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)))
+        return -EFAX_E_CUDA;
+    *answer = 0;
+    efax__k_pingpong<<<1, 1, 0, s>>>(efax_queue_device(q), answer_d, n, nwords);
+    while (i < n && efax_now_ns() < deadline) {
+        if (!efax_queue_pop(q, w)) continue;
+        uint64_t now = efax_now_ns();
+        if (i > 0) us[i - 1] = (double)(now - prev) / 1e3;
+        prev = now;
+        __atomic_store_n((uint64_t *)answer, (uint64_t)++i, __ATOMIC_RELEASE); /* the producer may push the next */
+    }
+    EFAX_CUDA(cudaStreamSynchronize(s));
+    cudaStreamDestroy(s);
+    cudaFreeHost((void *)answer);
+    return i == n ? 0 : -FI_ETIMEDOUT;
+}
+
 // >>proxy (implementation) ---------------------------------------------------------------------
 
 struct efax__pslot {
@@ -1656,6 +1719,53 @@ EFAX_API int efax_copy_engine_stop(efax_copy_engine *e) {
     if (e->job) cudaFreeHost((void *)e->job);
     if (e->dev) cudaFree(e->dev);
     memset(e, 0, sizeof *e);
+    return rc;
+}
+
+/* One round of efax_ipc_time: every copy once; host_ms (when not NULL) adds the host's time of each. */
+static int efax__ipc_round(const efax_ipc_run *r, int n, void *const *dst, const void *const *src, size_t bytes,
+                           cudaStream_t *s, efax_copy_engine *eng, double *host_ms) {
+    int rc = 0;
+    for (int t = 0; t < n && !rc; t++) {
+        uint64_t t0 = efax_now_ns();
+        if (r->how == EFAX_IPC_STORES) rc = EFAX_CUDA(efax_ipc_fill(dst[t], bytes, r->rank, r->iter, r->grid, r->block, s[t]));
+        else if (r->how == EFAX_IPC_KERNEL) rc = EFAX_CUDA(efax_ipc_copy(dst[t], src[t], bytes, r->grid, r->block, r->unroll, r->flags, s[t]));
+        else if (r->how == EFAX_IPC_MEMCPY) rc = EFAX_CUDA(cudaMemcpyAsync(dst[t], src[t], bytes, cudaMemcpyDeviceToDevice, s[t]));
+        else rc = efax_copy_engine_run(eng, dst[t], src[t], bytes, 60000);
+        if (host_ms) *host_ms += (double)(efax_now_ns() - t0) / 1e6;
+    }
+    return rc;
+}
+
+EFAX_API int efax_ipc_time(const efax_ipc_run *r, int n, void *const *dst, const void *const *src, size_t bytes, double *gbs) {
+    bool persist = r->how == EFAX_IPC_PERSIST;
+    cudaStream_t s[64] = {};
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    efax_copy_engine eng = {};
+    float ev_ms = 0;
+    double ms = 0;
+    int rc = 0;
+    *gbs = 0;
+    if (n < 1 || n > 64) return -FI_EINVAL;
+    for (int t = 0; t < n && !persist && !rc; t++) rc = EFAX_CUDA(cudaStreamCreateWithFlags(&s[t], cudaStreamNonBlocking));
+    if (!rc && !persist && !(rc = EFAX_CUDA(cudaEventCreate(&e0)))) rc = EFAX_CUDA(cudaEventCreate(&e1));
+    if (!rc && persist) rc = efax_copy_engine_start(&eng, r->grid, r->block, r->unroll);
+    for (int it = -2; it < r->iters && !rc; it++) {
+        if (it == 0 && !persist) EFAX_CUDA(cudaEventRecord(e0, s[0])); /* the timed rounds start: every stream after it */
+        for (int t = 1; it == 0 && !persist && t < n; t++) EFAX_CUDA(cudaStreamWaitEvent(s[t], e0, 0));
+        rc = efax__ipc_round(r, n, dst, src, bytes, s, &eng, persist && it >= 0 ? &ms : NULL);
+    }
+    for (int t = 1; !rc && !persist && t < n; t++) /* join the streams */
+        if (!(rc = EFAX_CUDA(cudaEventRecord(e1, s[t])))) rc = EFAX_CUDA(cudaStreamWaitEvent(s[0], e1, 0));
+    if (!rc && !persist && !(rc = EFAX_CUDA(cudaEventRecord(e1, s[0]))) && !(rc = EFAX_CUDA(cudaEventSynchronize(e1))) &&
+        !(rc = EFAX_CUDA(cudaEventElapsedTime(&ev_ms, e0, e1))))
+        ms = ev_ms;
+    if (persist) efax_copy_engine_stop(&eng);
+    for (int t = 0; t < n; t++)
+        if (s[t]) cudaStreamDestroy(s[t]);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (!rc) *gbs = (double)bytes * r->iters / (ms * 1e-3) / 1e9;
     return rc;
 }
 

@@ -17,15 +17,12 @@
 
 #include <string.h>
 
-enum { FILL = 1 << 30, NBLOCKS = 3 };
-static const int blocks[NBLOCKS] = {256, 512, 1024};
+static const int blocks[3] = {256, 512, 1024}; /* the block sizes: the table's columns */
 
 typedef struct run {
     efax_bench b;
     efax_ipc ipc, ipc_src;     /* the targets' buffers; the sources' (read by --dir pull) */
     efax_buf *src, *dst;       /* device memory, registered nowhere; dst has a region per writer */
-    cudaStream_t s[64];
-    cudaEvent_t e0, e1;
     efax_gpu_info gi;          /* this rank's GPU */
     int me, n, unroll;         /* unroll: loads in flight per thread, 4 or 8 */
     const char *pairs, *dir, *layout; /* one | all; push | pull; stride | block | tma */
@@ -34,60 +31,40 @@ typedef struct run {
     double best;               /* rank 0: the best launched copy of this size */
 } run;
 
-/* One timed configuration; every rank calls it. One target: rank 0's buffer into rank k's, iters times (two untimed
-   first); all pairs: every rank's into every other rank's at once (its own region of each, a stream per peer). Push:
-   the source's GPU writes into the peer's memory; pull: the target's GPU reads the peer's. grid x block threads per
-   copy, timed by CUDA events; grid 0: cudaMemcpyAsync (the copy engine); < 0: the persistent kernel of -grid blocks
-   (host-timed); FILL: the pattern stored straight into the target (what stores alone move). *gbs: the GB/s of one
+/* One configuration (how: EFAX_IPC_*, grid x block), timed by efax_ipc_time; every rank calls it. One target: rank
+   0's buffer into rank k's; all pairs: every rank's into every other rank's at once (its own region of each). Push:
+   the source's GPU writes into the peer's memory; pull: the target's GPU reads the peer's. *gbs: the GB/s of one
    pair (the slowest mover's); *wrong: the targets' wrong bytes. Rank 0 records it, as if one iteration took size/gbs
-   (and prints a launched copy's cell of the table). */
-static int config(run *r, int k, int grid, int block, uint64_t size, int iters, double *gbs, int64_t *wrong) {
+   (and prints a copy kernel's cell of the table). */
+static int config(run *r, int k, int how, int grid, int block, uint64_t size, int iters, double *gbs, int64_t *wrong) {
     unsigned flags = !strcmp(r->layout, "block") ? EFAX_COPY_BLOCKED : !strcmp(r->layout, "tma") ? EFAX_COPY_TMA : 0;
     bool writer = r->all || r->me == 0, target = r->all || r->me == k, mover = r->pull ? target : writer;
     int rc, nt = r->all ? r->n - 1 : 1;
-    double mine = 0, got[64], lat;
-    float ms = 0;
+    double mine = 0, got[64], lat; /* mine: this mover's GB/s */
     char label[40];
     efax_result res;
-    efax_copy_engine eng = {};
+    efax_ipc_run job = {how, grid, block, r->unroll, flags, r->me, (uint64_t)++r->tag, iters}; /* a fresh pattern */
+    void *dst[64], *src[64];
     int64_t bad = 0;
-    r->tag++;
+    for (int t = 0; t < nt; t++) { /* copy t: into the target (push) or from the source (pull) `peer` */
+        int peer = r->all ? (r->me + 1 + t) % r->n : r->pull ? 0 : k;
+        dst[t] = r->pull ? (uint8_t *)r->dst->ptr + (r->all ? (uint64_t)peer * size : 0)
+                         : (uint8_t *)r->ipc.peer[peer] + (r->all ? (uint64_t)r->me * size : 0);
+        src[t] = r->pull ? r->ipc_src.peer[peer] : r->src->ptr;
+    }
     if (writer) r->src->ops->fill(r->src, 0, size, r->me, r->tag);
     if (target) r->dst->ops->poison(r->dst, 0, size * (uint64_t)(r->all ? r->n : 1));
-    if ((rc = efax_boot_barrier(&r->b.boot, EFAX_TURN_MS)) || (mover && grid < 0 && (rc = efax_copy_engine_start(&eng, -grid, block, r->unroll)))) return rc;
-    for (int it = -2; mover && it < iters && !rc; it++) {
-        if (it == 0) EFAX_CUDA(cudaEventRecord(r->e0, r->s[0])); /* the timed copies start: every stream after it */
-        for (int t = 1; it == 0 && t < nt; t++) EFAX_CUDA(cudaStreamWaitEvent(r->s[t], r->e0, 0));
-        for (int t = 0; t < nt && !rc; t++) {
-            int peer = r->all ? (r->me + 1 + t) % r->n : r->pull ? 0 : k; /* the target (push) or the source (pull) */
-            uint8_t *dst = r->pull ? (uint8_t *)r->dst->ptr + (r->all ? (uint64_t)peer * size : 0)
-                                   : (uint8_t *)r->ipc.peer[peer] + (r->all ? (uint64_t)r->me * size : 0);
-            const uint8_t *src = r->pull ? (const uint8_t *)r->ipc_src.peer[peer] : (const uint8_t *)r->src->ptr;
-            uint64_t t0 = grid < 0 ? efax_now_ns() : 0;
-            if (grid == FILL) rc = EFAX_CUDA(efax_ipc_fill(dst, size, r->me, r->tag, 2 * r->gi.sms, 1024, r->s[t]));
-            else if (grid > 0) rc = EFAX_CUDA(efax_ipc_copy(dst, src, size, grid, block, r->unroll, flags, r->s[t]));
-            else if (grid == 0) rc = EFAX_CUDA(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, r->s[t]));
-            else rc = efax_copy_engine_run(&eng, dst, src, size, 60000);
-            if (grid < 0 && it >= 0) mine += (double)(efax_now_ns() - t0) / 1e6;
-        }
-    }
-    for (int t = 1; mover && !rc && grid >= 0 && t < nt; t++) /* join the streams */
-        if (!(rc = EFAX_CUDA(cudaEventRecord(r->e1, r->s[t])))) rc = EFAX_CUDA(cudaStreamWaitEvent(r->s[0], r->e1, 0));
-    if (mover && !rc && grid >= 0 && !(rc = EFAX_CUDA(cudaEventRecord(r->e1, r->s[0]))) && !(rc = EFAX_CUDA(cudaEventSynchronize(r->e1))))
-        rc = EFAX_CUDA(cudaEventElapsedTime(&ms, r->e0, r->e1));
-    if (mover && grid < 0) efax_copy_engine_stop(&eng);
-    if (mover) mine = (double)size * iters / ((grid < 0 ? mine : ms) * 1e-3) / 1e9; /* GB/s of each pair */
-    if (rc || (rc = efax_boot_barrier(&r->b.boot, EFAX_TURN_MS))) return rc; /* the writes are done: check them */
+    if ((rc = efax_boot_barrier(&r->b.boot, EFAX_TURN_MS)) || (mover && (rc = efax_ipc_time(&job, nt, dst, src, size, &mine)))) return rc;
+    if ((rc = efax_boot_barrier(&r->b.boot, EFAX_TURN_MS))) return rc; /* the writes are done: check them */
     for (int w = 0; target && w < r->n; w++)
         if (r->all ? w != r->me : w == 0) bad += (int64_t)r->dst->ops->check(r->dst, r->all ? (uint64_t)w * size : 0, size, w, r->tag);
     if ((rc = efax_boot_sum(&r->b.boot, bad, wrong, EFAX_TURN_MS)) || (rc = efax_boot_allgather(&r->b.boot, &mine, sizeof mine, got, EFAX_TURN_MS))) return rc;
-    *gbs = 0, r->wrong += *wrong;
-    for (int q = 0; q < r->n; q++) /* the slowest mover */
-        if ((r->all || q == (r->pull ? k : 0)) && (*gbs == 0 || got[q] < *gbs)) *gbs = got[q];
+    *gbs = got[r->pull ? k : 0], r->wrong += *wrong; /* the mover's GB/s; with --pairs all, the slowest's */
+    for (int q = 0; r->all && q < r->n; q++) *gbs = got[q] < *gbs ? got[q] : *gbs;
     if (r->me != 0) return 0;
-    if (grid > 0 && grid != FILL) printf(" %9.1f%s", *gbs, *wrong ? "!" : ""), r->best = *gbs > r->best ? *gbs : r->best;
-    if (grid > 0 && grid != FILL) snprintf(label, sizeof label, "g%dxb%d", grid, block);
-    else snprintf(label, sizeof label, "%s", grid == 0 ? "memcpyPeer" : grid == FILL ? "stores" : "persistent");
+    if (how == EFAX_IPC_KERNEL) printf(" %9.1f%s", *gbs, *wrong ? "!" : ""), r->best = *gbs > r->best ? *gbs : r->best;
+    if (how == EFAX_IPC_KERNEL) snprintf(label, sizeof label, "g%dxb%d", grid, block);
+    else snprintf(label, sizeof label, "%s", how == EFAX_IPC_MEMCPY ? "memcpyPeer" : how == EFAX_IPC_STORES ? "stores" : "persistent");
     lat = (double)size / (*gbs * 1e3);
     efax_result_init(&res, label, "device", "nvlink", EFAX_RESULT_IPC, size, 1, r->all ? r->n : 1);
     efax_result_time(&res, &lat, 1, size, r->gi.nvlink_gbs * 8);
@@ -103,7 +80,7 @@ static int one_size(run *r, int k, uint64_t size) {
     double ceiling = 0, stores = 0, gbs, nvl = r->gi.nvlink_gbs, best;
     int64_t wrong, wrong_stores = 0;
     char sz[32], who[40] = "every rank -> every other rank at once", st[96] = "";
-    if ((rc = config(r, k, 0, 0, size, iters, &ceiling, &wrong)) || (!r->pull && (rc = config(r, k, FILL, 1024, size, iters, &stores, &wrong_stores))))
+    if ((rc = config(r, k, EFAX_IPC_MEMCPY, 0, 0, size, iters, &ceiling, &wrong)) || (!r->pull && (rc = config(r, k, EFAX_IPC_STORES, 2 * sms, 1024, size, iters, &stores, &wrong_stores))))
         return rc;
     if (!r->all) snprintf(who, sizeof who, "rank 0 -> rank %d", k);
     if (stores > 0) snprintf(st, sizeof st, "; SM stores alone (no loads, %d x 1024) %.1f GB/s%s", 2 * sms, stores, wrong_stores ? " WRONG BYTES" : "");
@@ -112,10 +89,10 @@ static int one_size(run *r, int k, uint64_t size) {
                efax_fmt_size(size, sz, sizeof sz), ceiling, nvl > 0 ? 100 * ceiling / nvl : 0, wrong ? "  WRONG BYTES" : "", st, "grid\\block", blocks[0], blocks[1], blocks[2]);
     for (int g = 1; g <= 2 * sms && !rc; g = g < sms ? (2 * g < sms ? 2 * g : sms) : 2 * g) { /* grids 1, 2, 4, .. < SMs, SMs, 2 x SMs */
         if (r->me == 0) printf("%10d", g); /* a row of the table (config prints its cells) */
-        for (int bl = 0; bl < NBLOCKS && !rc; bl++) rc = config(r, k, g, blocks[bl], size, iters, &gbs, &wrong);
+        for (int bl = 0; bl < 3 && !rc; bl++) rc = config(r, k, EFAX_IPC_KERNEL, g, blocks[bl], size, iters, &gbs, &wrong);
         if (r->me == 0) printf("\n");
     }
-    if (rc || r->all || (rc = config(r, k, -sms, 1024, size, iters, &gbs, &wrong)) || r->me != 0) return rc;
+    if (rc || r->all || (rc = config(r, k, EFAX_IPC_PERSIST, sms, 1024, size, iters, &gbs, &wrong)) || r->me != 0) return rc;
     best = r->best, r->best = 0;
     printf("%10s %9.1f GB/s (persistent, %d x 1024, host-timed); best launched %.1f GB/s = %.1f%% of memcpy, %.1f%% of NVLink",
            "persist", gbs, sms, best, 100 * best / ceiling, nvl > 0 ? 100 * best / nvl : 0);
@@ -124,8 +101,8 @@ static int one_size(run *r, int k, uint64_t size) {
     return 0;
 }
 
-/* This rank's GPU, the buffers (dst: a region per writer with --pairs all), every rank's IPC handles of them, events
-   and streams; the report (ipc prints its own table). */
+/* This rank's GPU, the buffers (dst: a region per writer with --pairs all), every rank's IPC handles of them; the
+   report (ipc prints its own table). */
 static int setup(run *r) {
     efax_bench *b = &r->b;
     int rc, dev;
@@ -133,24 +110,20 @@ static int setup(run *r) {
     if ((rc = efax_cuda_bind(b->boot.local_rank, &dev)) || (rc = efax_cuda_gpu_info(dev, NULL, 0, &r->gi)) ||
         (rc = efax_bench_buf(b, efax_mem_device(), (size_t)b->o.max_size, 0, &r->src)) ||
         (rc = efax_bench_buf(b, efax_mem_device(), (size_t)b->o.max_size * (size_t)(r->all ? r->n : 1), 0, &r->dst)) ||
-        (rc = efax_ipc_open(&r->ipc, &b->boot, r->dst->ptr, r->dst->len)) || (rc = efax_ipc_open(&r->ipc_src, &b->boot, r->src->ptr, r->src->len)) ||
-        (rc = EFAX_CUDA(cudaEventCreate(&r->e0))) || (rc = EFAX_CUDA(cudaEventCreate(&r->e1))))
+        (rc = efax_ipc_open(&r->ipc, &b->boot, r->dst->ptr, r->dst->len)) || (rc = efax_ipc_open(&r->ipc_src, &b->boot, r->src->ptr, r->src->len)))
         return rc;
-    for (int t = 0; t < r->n && t < 64 && !rc; t++) rc = EFAX_CUDA(cudaStreamCreateWithFlags(&r->s[t], cudaStreamNonBlocking));
     b->o.quiet = true; /* the report writes --json and --csv only */
-    if (rc || (rc = efax_bench_begin(b, "device")) || r->me != 0) return rc;
+    if ((rc = efax_bench_begin(b, "device")) || r->me != 0) return rc;
     printf("# %s: %d SMs, NVLink %d x v%d = %.0f GB/s one way (theoretical); pairs %s; %s; unroll %d, layout %s; GB/s of one copy, every copy verified\n",
            r->gi.name, r->gi.sms, r->gi.nvlinks, r->gi.nvlink_version, r->gi.nvlink_gbs, r->pairs, r->dir, r->unroll, r->layout);
     return 0;
 }
 
-/* The verdict (once the sweep began: the old driver's, even after an error), the handles and streams, then the
-   harness's close; wrong bytes in any configuration make the exit status 1, on every rank. */
+/* The verdict (once the sweep began: the old driver's, even after an error), the handles, then the harness's close;
+   wrong bytes in any configuration make the exit status 1, on every rank. */
 static int finish(run *r, int rc) {
     if (r->b.begun && r->me == 0) printf("\n%s\n", r->wrong ? "ipc: WRONG BYTES (see the configurations marked !)" : "ipc: every configuration verified");
     efax_ipc_close(&r->ipc), efax_ipc_close(&r->ipc_src);
-    for (int t = 0; t < 64; t++)
-        if (r->s[t]) cudaStreamDestroy(r->s[t]);
     return efax_bench_close(&r->b, rc ? rc : r->wrong ? -EFAX_E_VERIFY : 0);
 }
 
@@ -162,12 +135,11 @@ int main(int argc, char **argv) {
         {"dir", 0, EFAX_OPT_CHOICE, &r.dir, 0, 0, "push|pull", "HOW", "push: the source's GPU writes into the target (default); pull: the target's GPU reads the source"},
         {"unroll", 0, EFAX_OPT_INT, &r.unroll, 4, 8, NULL, "N", "16-byte loads in flight per thread: 4 or 8 (default 8)"},
         {"layout", 0, EFAX_OPT_CHOICE, &r.layout, 0, 0, "stride|block|tma", "HOW", "stride: grid-stride (default); block: a contiguous slice per block; tma: bulk copies (sm_90)"}, EFAX_OPT_END};
-    int rc;
     memset(&r, 0, sizeof r), memset(&d, 0, sizeof d);
     r.pairs = "one", r.dir = "push", r.unroll = 8, r.layout = "stride";
     d.driver = "ipc", d.extra = extra, d.min_size = 256 << 10, d.max_size = 1ull << 30, d.factor = 4, d.mem = "dma", d.gpu = true;
     d.about = "NVLink IPC writes between the GPUs of this host: grid x block sweep.";
-    rc = efax_bench_open(&r.b, &d, argc, argv); /* options, the launcher */
+    int rc = efax_bench_open(&r.b, &d, argc, argv); /* options, the launcher */
     if (!rc && r.unroll != 4 && r.unroll != 8) rc = efax_bench_usage(&r.b, "--unroll %d: expected 4 or 8", r.unroll);
     if (!rc && (r.b.size > 64 || r.b.boot.local_size != r.b.size))
         rc = efax_bench_usage(&r.b, "needs 2 or more ranks, all on this host, one per GPU (mpirun -np <GPUs> %s)", argv[0]);

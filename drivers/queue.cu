@@ -34,16 +34,6 @@ __global__ void k_push(efax_queue_dev q, int per_thread, int nwords) {
     }
 }
 
-/* One producer: push, wait for the CPU's answer (it popped), push the next. */
-__global__ void k_pingpong(efax_queue_dev q, const volatile uint64_t *answer, int n, int nwords) {
-    uint64_t w[EFAX_QUEUE_WORDS] = {0};
-    for (int i = 0; i < n; i++) {
-        w[0] = (uint64_t)i;
-        efax_queue_push(&q, w, nwords);
-        while (efax_ld_acquire_sys((const uint64_t *)answer) != (uint64_t)i + 1) { }
-    }
-}
-
 typedef struct opts {
     bool check;
     const char *json;
@@ -93,32 +83,14 @@ static int rate(efax_queue *q, const opts *o, const char *pname, int grid, int b
     return got == total ? 0 : -FI_ETIMEDOUT;
 }
 
-/* One producer's round trips with commands of nwords words: the CPU times pop to pop; prints half of it (push ->
-   pop) and writes the record. */
+/* One producer's round trips with commands of nwords words (efax_queue_roundtrip: the CPU times pop to pop);
+   prints half of them (push -> pop) and writes the record. */
 static int latency(efax_queue *q, const opts *o, const char *pname, int nwords) {
-    volatile uint64_t *answer = NULL;
-    uint64_t *answer_d, w[EFAX_QUEUE_WORDS], prev = 0, deadline = efax_now_ns() + 60000000000ull;
     efax_stats st;
-    cudaStream_t s;
-    int i = 0, n = NLAT;
-    if (EFAX_CUDA(cudaHostAlloc((void **)&answer, 64, cudaHostAllocMapped)) || EFAX_CUDA(cudaHostGetDevicePointer((void **)&answer_d, (void *)answer, 0)) ||
-        EFAX_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)))
-        return -EFAX_E_CUDA;
-    *answer = 0;
-    k_pingpong<<<1, 1, 0, s>>>(efax_queue_device(q), answer_d, n, nwords);
-    while (i < n && efax_now_ns() < deadline) {
-        if (!efax_queue_pop(q, w)) continue;
-        uint64_t now = efax_now_ns();
-        if (i > 0) o->lat[i - 1] = (double)(now - prev) / 1e3;
-        prev = now;
-        __atomic_store_n((uint64_t *)answer, (uint64_t)++i, __ATOMIC_RELEASE);
-    }
-    EFAX_CUDA(cudaStreamSynchronize(s));
-    cudaStreamDestroy(s);
-    cudaFreeHost((void *)answer);
-    if (i != n) return -FI_ETIMEDOUT;
-    for (i = 0; i < n - 1; i++) o->lat[i] /= 2; /* one way: half the round trip */
-    st = efax_stats_of(o->lat, n - 1);
+    int rc = efax_queue_roundtrip(q, NLAT, nwords, 60000, o->lat);
+    if (rc) return rc;
+    for (int i = 0; i < NLAT - 1; i++) o->lat[i] /= 2; /* one way: half the round trip */
+    st = efax_stats_of(o->lat, NLAT - 1);
     printf("%-10d B %10.2f %10.2f %10.2f %10.2f\n", nwords * 8, st.min, st.p50, st.p99, st.max);
     efax_bench_jsonl(o->jf, "queue", "\"kind\":\"latency\",\"placement\":\"%s\",\"payload_bytes\":%d,\"half_rtt_us\":{\"min\":%.6g,\"p50\":%.6g,\"avg\":%.6g,\"p99\":%.6g,\"max\":%.6g}",
                      pname, nwords * 8, st.min, st.p50, st.avg, st.p99, st.max);
@@ -169,7 +141,8 @@ int main(int argc, char **argv) {
     if (efax_cuda_bind(0, &dev) || !(o.lat = (double *)calloc(NLAT, sizeof(double)))) return 1;
     if (o.json && !(o.jf = fopen(o.json, "w"))) { fprintf(stderr, "queue: --json %s: cannot open\n", o.json); return 2; }
     efax_cuda_pin_near(dev);
-    for (int pl = EFAX_QUEUE_HOST; pl <= EFAX_QUEUE_DEVICE; pl++) rc = placement(&o, pl); /* as before: the last placement's status counts */
+    for (int pl = EFAX_QUEUE_HOST; pl <= EFAX_QUEUE_DEVICE; pl++) /* every placement runs; a failure in any fails the run */
+        if (placement(&o, pl)) rc = 1;
     if (o.jf) fclose(o.jf);
     free(o.lat);
     if (o.check) printf("\n%s\n", o.failed ? "queue check FAILED: commands lost, duplicated or torn" : "queue check: every command seen exactly once, untorn");
