@@ -189,6 +189,7 @@ typedef struct efax_report {
     char ceiling_what[160];
     int refused;
     char (*nic_choice)[256];   /* rank 0: every rank's NICs and how they were chosen */
+    int nresults;              /* results added (a run that measured nothing fails efax_report_status) */
     int nwrong;                /* results with wrong bytes, and their "size variant (N bytes)" */
     char wrong_rows[512];
 } efax_report;
@@ -215,9 +216,10 @@ EFAX_API void efax_report_progress(efax_report *r, const char *fmt, ...)
     ;
 /* Closes the outputs. Safe on a zeroed report. */
 EFAX_API void efax_report_deinit(efax_report *r);
-/* 0, or -EFAX_E_VERIFY when a result was refused (above the physical ceiling) or, with -c,
-   had wrong bytes: then it prints one line on stderr naming those results. Drivers end with
-   it, after the last row, so such a run exits 1. Rank 0 decides (it holds the results). */
+/* 0, or -EFAX_E_VERIFY when a result was refused (above the physical ceiling), with -c had wrong
+   bytes, or when no result was added at all (a run that measured nothing is no pass): then it
+   prints one line on stderr saying which. Drivers end with it, after the last row (efax_bench_close
+   does), so such a run exits 1. Rank 0 decides (it holds the results). */
 EFAX_API int efax_report_status(const efax_report *r);
 
 /* Fills res->nic[] from the context's counters: bytes and operations each NIC sent since the
@@ -342,8 +344,10 @@ EFAX_API int efax_bench_begin(efax_bench *b, const char *memory);
    from -b to -e by -f; prints the table row when a size is done; resets the NIC counters and
    shows the progress line. With --duration it repeats the sweep until that time has passed (rank
    0 decides; every rank follows, printing nothing but rank 0's "# sweep N done" lines). Every rank
-   calls it in the same order. Returns 1 (run st), 0 (the sweep is over) or a negative code. */
-EFAX_API int efax_bench_next(efax_bench *b, efax_bench_step *st);
+   calls it in the same order: `while (!rc && efax_bench_next(b, &st, &rc)) rc = measure(...);`.
+   Returns true with st to run (*rc untouched); false when the sweep is over (*rc untouched) or
+   failed (*rc gets the negative code). */
+EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc);
 
 /* Line rate in Gbit/s of the NICs `mode` uses (one for Single, all otherwise); 0 when unknown. */
 EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode);
@@ -1131,7 +1135,8 @@ EFAX_API int efax_report_status(const efax_report *r) {
         fflush(stdout);
         fprintf(stderr, "%s: wrong bytes in %d result(s): %s\n", r->driver, r->nwrong, r->wrong_rows);
     }
-    return r->refused || r->nwrong ? -EFAX_E_VERIFY : 0;
+    if (!r->nresults) fprintf(stderr, "%s: the run measured nothing: no result was recorded\n", r->driver);
+    return r->refused || r->nwrong || !r->nresults ? -EFAX_E_VERIFY : 0;
 }
 
 EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
@@ -1139,6 +1144,7 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
     size_t u = 0;
     int i;
     if (r->rank != 0) return;
+    r->nresults++;
     if (r->ceiling_gbps > 0 && !strcmp(res->memory, "device")) {
         double g = res->kind == EFAX_RESULT_ALLTOALL ? res->busbw_gbs * 8 : res->gbps;
         double lim = r->ceiling_gbps * (res->peers > 1 ? res->peers : 1);
@@ -1416,8 +1422,8 @@ EFAX_PRIVATE int efaxb__again(efax_bench *b) {
     return any > 0;
 }
 
-EFAX_API int efax_bench_next(efax_bench *b, efax_bench_step *st) {
-    int rc;
+EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc) {
+    int again;
     if (!st->started) {
         st->started = true;
         b->t_start = efax_now_ns();
@@ -1429,18 +1435,21 @@ EFAX_API int efax_bench_next(efax_bench *b, efax_bench_step *st) {
             if (b->begun) efax_report_row(&b->rep);
             st->mode = (efax_mode)efaxb__mode_from(b, 0);
             if (!(st->size = efax_opts_next_size(&b->o, st->size))) {
-                if ((rc = efaxb__again(b)) <= 0) return rc;
+                if ((again = efaxb__again(b)) <= 0) {
+                    if (again < 0) *rc = again;
+                    return false;
+                }
                 st->size = b->o.min_size;
             }
         }
     }
-    if (st->mode == EFAX_MODE_COUNT || !b->nk) return 0;
+    if (st->mode == EFAX_MODE_COUNT || !b->nk) return false;
     st->kind = b->kinds[st->k];
     st->iters = efax_opts_iters(&b->o, st->size);
     st->warmup = efax_opts_warmup(&b->o, st->size);
     if (b->connected) efax_ctx_stats_reset(&b->ctx);
     if (b->begun) efax_report_progress(&b->rep, "%s %llu bytes", efax_mode_label(st->mode), (unsigned long long)st->size);
-    return 1;
+    return true;
 }
 
 EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode) {

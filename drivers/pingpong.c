@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
     if (!rc) rc = efax_bench_begin(&b, "host");
     e.ctx = &b.ctx, e.check = b.o.check, e.me = b.rank, e.peer = b.rank == 0 ? 1 : 0;
     if (!rc) e.tx = &tx->mr, e.rx = &rx->mr, e.txb = (uint8_t *)tx->ptr, e.rxb = (uint8_t *)rx->ptr;
-    while (!rc && (rc = efax_bench_next(&b, &st)) > 0) /* each size: both variants */
-        for (e.variant = SENDRECV, rc = 0; e.variant <= WRITEIMM && !rc; e.variant++) rc = measure(&b, &e, &st);
+    while (!rc && efax_bench_next(&b, &st, &rc)) /* each size: both variants */
+        for (e.variant = SENDRECV; e.variant <= WRITEIMM && !rc; e.variant++) rc = measure(&b, &e, &st);
     return efax_bench_close(&b, rc);
 }

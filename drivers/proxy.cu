@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
     if (!rc) r.b.o.modes = 1u << EFAX_MODE_SINGLE | (efax_ctx_nnics(&r.b.ctx) > 1 ? 1u << EFAX_MODE_SPLIT : 0u); /* not --mode: Split with several NICs */
     if (!rc) rc = setup(&r);
     if (!rc) rc = efax_bench_begin(&r.b, NULL); /* the report's header, the GPU ceiling */
-    while (!rc && (rc = efax_bench_next(&r.b, &r.st)) > 0) /* every size and mode; each variant there */
+    while (!rc && efax_bench_next(&r.b, &r.st, &rc)) /* every size and mode; each variant there */
         for (int v = CPU; v < NVARIANTS && !rc; v++) rc = measure(&r, v);
     if (r.b.rank == 0) efax_proxy_deinit(&r.px);
     if (r.stream) cudaStreamDestroy(r.stream);

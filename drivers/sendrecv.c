@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
     if (!rc) rc = efax_bench_connect(&r.b, 0); /* NICs, connections */
     if (!rc) rc = setup(&r);
     if (!rc) rc = efax_bench_begin(&r.b, NULL); /* the report's header (and the GPU ceiling) */
-    while (!rc && (rc = efax_bench_next(&r.b, &r.st)) > 0) /* every size, mode and memory kind: both variants */
+    while (!rc && efax_bench_next(&r.b, &r.st, &rc)) /* every size, mode and memory kind: both variants */
         if (!(rc = measure(&r, STREAM))) rc = measure(&r, ROUNDTRIP);
     return efax_bench_close(&r.b, rc);
 }

@@ -145,6 +145,6 @@ int main(int argc, char **argv) {
     if (!rc) rc = efax_bench_connect(&r.b, TAG_DATA + r.b.nk * r.b.o.window); /* NICs, connections */
     if (!rc) rc = setup(&r);
     if (!rc) rc = efax_bench_begin(&r.b, NULL); /* the report's header (and the GPU ceiling) */
-    while (!rc && (rc = efax_bench_next(&r.b, &r.st)) > 0) rc = measure(&r);
+    while (!rc && efax_bench_next(&r.b, &r.st, &rc)) rc = measure(&r);
     return efax_bench_close(&r.b, rc);
 }

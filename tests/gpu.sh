@@ -92,6 +92,8 @@ t() {
   rm -f "$OUT/cur.tmp"
   timeout --kill-after=5 "$lim" bash -c '"$@"' "$name" "$@"; rc=$?
   [ -f "$OUT/cur.tmp" ] && cat "$OUT/cur.tmp" >>"$RES"
+  # a run that was asked for JSON and wrote no row measured nothing: that is no pass
+  if [ $rc = 0 ] && [[ " $* " == *" --json "* ]] && [ ! -s "$OUT/cur.tmp" ]; then echo "$name: exit 0 but no result rows"; rc=1; fi
   if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $name" | tee -a "$SUM"; else fail=$((fail + 1)); echo "FAIL $name (rc=$rc)" | tee -a "$SUM"; fi
 }
 J="--json $OUT/cur.tmp"
