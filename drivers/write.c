@@ -29,6 +29,7 @@ typedef struct run {
     efax_buf *srcs[3], *dsts[3], *src, *dst; /* per memory kind; the current one's */
     efax_xfer *xs;
     efax_expect *ex;
+    efax_write_desc *w;        /* a target's messages of one iteration */
     double *lat;               /* this rank's times per iteration */
 } run;
 
@@ -64,18 +65,8 @@ static int writer_iter(run *r, int first, int last, uint64_t seq, double *us) {
 
 /* A target, one iteration: take every message from `from`, confirm, then (-c) check and clear. */
 static int target_iter(run *r, int from, uint64_t seq, int64_t *wrong) {
-    uint64_t bytes = r->st.size * (uint64_t)r->b.o.window;
-    efax_write_desc w;
-    int rc = 0;
-    for (int m = 0; m < r->b.o.window && !rc; m++) rc = efax_expect_write(&r->b.ctx, &r->ex[m], msg(r, &w, from, r->b.rank, m, seq));
-    for (int m = 0; m < r->b.o.window && !rc; m++) rc = efax_expect_wait(&r->b.ctx, &r->ex[m], -1);
-    if (!rc) rc = efax_notify(&r->b.ctx, from, TAG_ACK, (uint32_t)seq);
-    if (!rc && r->b.o.check) {
-        *wrong += (int64_t)r->dst->ops->check(r->dst, 0, bytes, from, seq);
-        r->dst->ops->poison(r->dst, 0, bytes);
-        rc = efax_notify(&r->b.ctx, from, TAG_READY, (uint32_t)seq);
-    }
-    return rc;
+    for (int m = 0; m < r->b.o.window; m++) msg(r, &r->w[m], from, r->b.rank, m, seq);
+    return efax_bench_take(&r->b, r->ex, r->w, r->b.o.window, r->dst, r->st.size * (uint64_t)r->b.o.window, TAG_ACK, TAG_READY, wrong);
 }
 
 /* Every rank, in its role: writes to ranks first..last (none if first > last), takes from `from` (none if < 0). */
@@ -125,8 +116,9 @@ static int setup(run *r) {
     }
     r->xs = (efax_xfer *)efax_bench_calloc(b, (size_t)b->size * (size_t)b->o.window, sizeof *r->xs);
     r->ex = (efax_expect *)efax_bench_calloc(b, (size_t)b->o.window, sizeof *r->ex);
+    r->w = (efax_write_desc *)efax_bench_calloc(b, (size_t)b->o.window, sizeof *r->w);
     r->lat = (double *)efax_bench_calloc(b, lats, sizeof(double));
-    return rc ? rc : !r->xs || !r->ex || !r->lat ? -FI_ENOMEM : 0;
+    return rc ? rc : !r->xs || !r->ex || !r->w || !r->lat ? -FI_ENOMEM : 0;
 }
 
 int main(int argc, char **argv) {
