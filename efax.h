@@ -178,6 +178,14 @@ typedef void (*efax_log_fn)(void *user, int level, const char *msg);
 /* Monotonic time in nanoseconds. Thread safe. */
 EFAX_API uint64_t efax_now_ns(void);
 
+/* A cheaper timestamp for timing loops, in ticks of an unspecified rate: the CPU's invariant
+   time-stamp counter on x86-64 (rdtsc, ~10 ns) and the virtual counter on aarch64 (cntvct_el0),
+   else efax_now_ns(). Under a hypervisor clock_gettime costs ~25 ns (kvm-clock), which a
+   ping-pong that stamps every round trip of ~0.3 us would measure as latency. Convert a
+   difference with the rate seen over the same stretch (efax_now_ns() and efax_ticks() read at
+   its start and end). Thread safe. */
+EFAX_API uint64_t efax_ticks(void);
+
 // >>topology --------------------------------------------------------------------------------
 
 /* One NIC (a libfabric domain) of a provider and the attributes that matter. */
@@ -670,7 +678,7 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
                              bool has_imm, uint32_t imm);
 
 /* Drives the context once: drains every NIC's CQ (completions, receives, immediate data,
-   errors), then posts queued chunks up to each NIC's window; every 64th call it also reads
+   errors), then posts queued chunks up to each NIC's window; every 1024th call it also reads
    each NIC's event queue, where a provider puts endpoint errors that belong to no operation
    (efa would abort() without one). Returns the number of completions handled, or a negative
    code for a failure not tied to one transfer (an event-queue error is returned by this and
@@ -979,7 +987,7 @@ struct efax_ctx {
     uint64_t max_chunk;        /* efax_ctx_max_chunk */
     bool efa_shm, no_cuda_api; /* efax_ctx_desc's, with the environment applied */
     char nic_choice[128];      /* how the NICs were chosen, for the run header */
-    unsigned eq_tick;          /* progress calls, to read the EQs every 64th */
+    unsigned eq_tick;          /* progress calls, to read the EQs every 1024th */
 };
 
 
@@ -1063,6 +1071,20 @@ EFAX_API uint64_t efax_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+EFAX_API uint64_t efax_ticks(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    uint32_t lo, hi;
+    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+    uint64_t v;
+    __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return efax_now_ns();
+#endif
 }
 
 EFAX_PRIVATE void efax__stderr_log(void *user, int level, const char *msg) {
@@ -3498,7 +3520,10 @@ EFAX_PRIVATE int efax__eq_read(efax_ctx *ctx, efax__nic *n) {
 
 EFAX_API int efax_progress(efax_ctx *ctx) {
     int i, total = 0, rc, s;
-    bool eq = (ctx->eq_tick++ & 63) == 0;
+    /* every 1024th call: an EQ error ends the endpoint, so it is seen within microseconds to a
+       few milliseconds either way, and on tcp with libfabric 2.x one fi_eq_read costs 1.4-2 us
+       (it drives the connection manager: a syscall), as much as the CQ poll itself */
+    bool eq = (ctx->eq_tick++ & 1023) == 0;
     if (ctx->eq_error) return ctx->eq_error;
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
@@ -3713,6 +3738,28 @@ EFAX_PRIVATE void efax__idle(int got, unsigned *idle) {
     }
 }
 
+/* The waits' clock: a wait reads it only once it has spun 16 empty rounds, on the 16th setting
+   its deadline, after that checking it every 16th round. A wait that its first progress calls
+   end (a ping-pong's, or one for an injected send that is done at once) reads no clock: under a
+   hypervisor clock_gettime costs ~25 ns (kvm-clock), and a shm ping-pong round trip, ~0.3 us,
+   went through three waits. The timeout then counts from the 16th round, microseconds late.
+   Returns true once timeout_ms have passed since then. */
+EFAX_PRIVATE bool efax__expired(uint64_t *deadline, unsigned *spins, int timeout_ms) {
+    uint64_t now;
+    if ((++*spins & 15) != 0) return false;
+    now = efax_now_ns();
+    if (!*deadline) {
+        *deadline = now + (uint64_t)timeout_ms * 1000000ull;
+        return false;
+    }
+    return now > *deadline;
+}
+
+/* The deadline of a wait that ended before efax__expired set one: timeout_ms from now. */
+EFAX_PRIVATE uint64_t efax__deadline(uint64_t deadline, int timeout_ms) {
+    return deadline ? deadline : efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+}
+
 /* For timeout messages: this rank's NICs that still have operations in flight or waiting, e.g.
    "; still in flight here: NIC r1 (4 posted, 12 waiting)" — a dead link shows as the NIC whose
    operations never complete while the others drained. Empty when nothing is outstanding. */
@@ -3760,17 +3807,16 @@ EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
 }
 
 EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms) {
-    uint64_t deadline;
+    uint64_t deadline = 0;
     unsigned spins = 0, idle = 0;
     int i, rc, first = 0;
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
-    deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         while (first < n && (!xs[first] || xs[first]->done)) first++;
         if (first == n) break;
         if ((rc = efax_progress(ctx)) < 0) return rc;
         efax__idle(rc, &idle);
-        if ((++spins & 15) == 0 && efax_now_ns() > deadline) return efax__timeout_msg(ctx, xs[first], timeout_ms);
+        if (efax__expired(&deadline, &spins, timeout_ms)) return efax__timeout_msg(ctx, xs[first], timeout_ms);
     }
     for (i = 0; i < n; i++)
         if (xs[i] && xs[i]->status) return xs[i]->status;
@@ -3781,6 +3827,7 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
         if (!m || !m->settle || xs[i]->op != EFAX_OP_RECV) continue;
         for (j = 0; j < i; j++)
             if (xs[j] && xs[j]->op == EFAX_OP_RECV && xs[j]->lmr == m) break;
+        deadline = efax__deadline(deadline, timeout_ms);
         if (j == i && (rc = m->settle(m->settle_user, efax__remaining_ms(deadline) + 1))) return rc;
     }
     return 0;
@@ -3789,7 +3836,7 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
 EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t seq) {
     uint32_t imm;
     uint8_t msg[8];
-    uint64_t deadline;
+    uint64_t deadline = 0;
     unsigned spins = 0, idle = 0;
     int rc;
     efax__nic *n;
@@ -3801,7 +3848,6 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     }
     memcpy(msg, &imm, 4);
     memset(msg + 4, 0, 4);
-    deadline = efax_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
     for (;;) {
         rc = (int)fi_tinjectdata(n->ep, msg, sizeof msg, imm,
                                  ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa, EFAX__CTRL_TAG);
@@ -3814,7 +3860,7 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
         n->stats.eagain++;
         if ((rc = efax_progress(ctx)) < 0) return rc;
         efax__idle(rc, &idle);
-        if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
+        if (efax__expired(&deadline, &spins, ctx->timeout_ms)) {
             efax_log(ctx, 0, "timed out after %d ms sending a notification to rank %d (%s): the provider "
                              "kept refusing (-FI_EAGAIN)", ctx->timeout_ms, peer, efax__host(ctx, peer));
             return -FI_ETIMEDOUT;
@@ -3857,7 +3903,7 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag) {
 EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms,
                                 uint32_t expect) {
     efax__imm_slot *sl;
-    uint64_t deadline;
+    uint64_t deadline = 0;
     unsigned spins = 0, idle = 0;
     int rc;
     if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
@@ -3868,7 +3914,6 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
     seq &= (1u << EFAX_IMM_SEQ_BITS) - 1;
     sl = &ctx->imm[(size_t)peer * (size_t)ctx->ntags + (size_t)tag];
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
-    deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         if (sl->stale || (sl->count && sl->seq != seq)) {
             efax_log(ctx, 0, "rank %d (%s) tag %d: expected arrivals of sequence %u, got %u of sequence %u: "
@@ -3888,7 +3933,7 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
         }
         if ((rc = efax_progress(ctx)) < 0) return rc;
         efax__idle(rc, &idle);
-        if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
+        if (efax__expired(&deadline, &spins, timeout_ms)) {
             char busy[256], where[256] = "";
             uint32_t seen = sl->count ? sl->nics : 0, missing = expect & ~seen;
             size_t u = 0;
