@@ -6,6 +6,8 @@
 #   ./bench.sh -H node1,node2 write --mode all  two nodes through Open MPI's mpirun
 #   ./bench.sh --slurm write                    Slurm: srun --mpi=pmix -N 2 (in or out of an allocation)
 #   ./bench.sh --lab 2x2@1gbit --slurm write -c  the same in the lab's own Slurm cluster
+#   ./bench.sh --libfabric PREFIX --lab 2x1     the lab's two hosts: tcp WRITE, efax beside fi_rma_bw
+#   ./bench.sh --libfabric PREFIX               the default sweep on another libfabric (its fabtests too)
 #
 # Launch options (before the driver name):
 #   -H HOSTS        comma-separated hosts for mpirun (one rank per host unless --np says more)
@@ -15,6 +17,9 @@
 #                   to RATE, e.g. 2x4@1gbit), run there, take it down
 #   --slurm         launch with srun --mpi=pmix over 2 nodes (the lab: all its hosts, through
 #                   the Slurm cluster tests/lab.sh up --slurm starts there) instead of mpirun
+#   --libfabric P   build efax against the libfabric installed in prefix P (make LIBFABRIC=P) and
+#                   take the reference tools (fi_pingpong, fabtests' fi_rma_bw) from P/bin;
+#                   tests/libfabric.sh TARBALL builds such a prefix with its fabtests
 #   -h              this text
 #
 # Every run leaves in its results folder: each driver's log, .jsonl and .csv, commands.txt,
@@ -25,18 +30,25 @@
 # wrong bytes; 2 for bad options.
 #
 # The default sweep (no driver named): for each of the shm and tcp providers present, 2 ranks on
-# this host run pingpong, sendrecv and write; fi_pingpong (libfabric-bin) runs beside them as a
-# reference, and this host's single-thread memcpy is measured as the ceiling for shm. Each run
-# leaves its log, .jsonl, .csv, the exact commands and PNG plots in the results folder, and a
-# summary compares the figures. Missing packages are installed when run as root (apt-get), or
-# the one command that installs them is printed.
+# this host run pingpong, sendrecv and write; libfabric's own tools run beside them as references:
+# fi_pingpong (libfabric-bin) interleaved with efax's ping-pong, fabtests' fi_rma_bw -o writedata
+# with 64 writes in flight beside efax's write with 64 in flight (tcp; when fi_rma_bw is found:
+# --libfabric, or on PATH), and this host's single-thread memcpy as the ceiling for shm. The
+# summary compares them, one verdict per line: ping-pong within 2% of fi_pingpong at every size;
+# tcp write at least 1.1x fi_rma_bw at 64 KiB - 4 MiB; shm write at 16 MiB at least the in-cache
+# memcpy rate and at 256 MiB at least 75% of the memcpy ceiling.
+# With --lab and no driver: tcp WRITE between the lab's first two hosts (one rail), efax's write
+# (64 and 1 in flight) beside fi_rma_bw -o writedata (64 in flight), interleaved, twice.
+# Each run leaves its log, .jsonl, .csv, the exact commands and PNG plots in the results folder.
+# Missing packages are installed when run as root (apt-get), or the one command that installs
+# them is printed.
 set -uo pipefail
 cd "$(dirname "$0")"
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "bench.sh: $*" >&2; exit 2; }
 
-HOSTS="" NP=2 OUT="" LAB="" SLURM=""
+HOSTS="" NP=2 OUT="" LAB="" SLURM="" LIBFABRIC_PREFIX=""
 while [ $# -gt 0 ]; do
   case $1 in
     -H) [ $# -ge 2 ] || die "-H needs a host list (e.g. -H node1,node2)"; HOSTS=$2; shift 2 ;;
@@ -44,6 +56,10 @@ while [ $# -gt 0 ]; do
     --out) [ $# -ge 2 ] || die "--out needs a folder"; OUT=$2; shift 2 ;;
     --lab) [ $# -ge 2 ] || die "--lab needs HOSTSxRAILS[@RATE], e.g. 2x4@1gbit"; LAB=$2; shift 2 ;;
     --slurm) SLURM=1; shift ;;
+    --libfabric) [ $# -ge 2 ] || die "--libfabric needs an install prefix (e.g. what tests/libfabric.sh TARBALL prints)"
+      [ -f "$2/lib/pkgconfig/libfabric.pc" ] || [ -f "$2/lib64/pkgconfig/libfabric.pc" ] ||
+        die "--libfabric $2: no lib/pkgconfig/libfabric.pc there; give the prefix libfabric was installed to, or build one with tests/libfabric.sh TARBALL"
+      LIBFABRIC_PREFIX=$(cd "$2" && pwd); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown launch option '$1' (see ./bench.sh -h)" ;;
     *) break ;;
@@ -57,9 +73,18 @@ fi
 # --- what it needs: packages, then the drivers
 tests/deps.sh bench || exit 1
 # the build folder: EFAX_BUILD when the test suite runs us (its libfabric's build), else build/
-BUILD=${EFAX_BUILD:-build}
-make -s host B="$BUILD" >/dev/null || { echo "bench.sh: build failed (run make to see why)" >&2; exit 1; }
-if [[ $DRIVER == *_cuda ]] || [ -f "drivers/$DRIVER.cu" ]; then make -s cuda B="$BUILD" >/dev/null || exit 1; fi
+# (build/lf-NAME for --libfabric, as make LIBFABRIC=... names it)
+MK=()
+if [ -n "$LIBFABRIC_PREFIX" ]; then
+  MK=(LIBFABRIC="$LIBFABRIC_PREFIX")
+  BUILD=${EFAX_BUILD:-build/lf-$(basename "$LIBFABRIC_PREFIX")}
+  export PATH="$LIBFABRIC_PREFIX/bin:$PATH"   # its fi_info, fi_pingpong, fi_rma_bw
+  export LD_LIBRARY_PATH="$LIBFABRIC_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  BUILD=${EFAX_BUILD:-build}
+fi
+make -s host B="$BUILD" "${MK[@]}" >/dev/null || { echo "bench.sh: build failed (run make to see why)" >&2; exit 1; }
+if [[ $DRIVER == *_cuda ]] || [ -f "drivers/$DRIVER.cu" ]; then make -s cuda B="$BUILD" "${MK[@]}" >/dev/null || exit 1; fi
 
 OUT=${OUT:-results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT" || die "cannot create $OUT"
@@ -260,6 +285,77 @@ if [ -n "$DRIVER" ]; then
   exit $rc
 fi
 
+# fi_rma_bw NAME HOST_ARGS SIZE ITERS [SERVER_PREFIX CLIENT_PREFIX SERVER_ADDR]: fabtests' RMA
+# bandwidth benchmark, -o writedata with 64 writes in flight (its default window), the plain
+# fi_writedata loop efax's write is compared with; its client's output to $OUT/NAME.txt. By default
+# both ends run here (127.0.0.1); in the lab SERVER_PREFIX / CLIENT_PREFIX run them in two hosts.
+FI_RMA_BW=$(command -v fi_rma_bw || true)
+fi_bw() {
+  local name=$1 sz=$2 it=$3 sp=${4:-} cp=${5:-} addr=${6:-127.0.0.1} port=$((40000 + RANDOM % 20000)) server
+  local args=(-p tcp -o writedata -W 64 -S "$sz" -I "$it" -E="$port")
+  echo "$sp fi_rma_bw ${args[*]} ${7:-} & $cp fi_rma_bw ${args[*]} ${8:-} $addr" >>"$OUT/commands.txt"
+  # shellcheck disable=SC2086
+  timeout 120 $sp "$FI_RMA_BW" "${args[@]}" ${7:-} >>"$OUT/$name.server.txt" 2>&1 &
+  server=$!
+  sleep 0.5
+  # shellcheck disable=SC2086
+  timeout 120 $cp "$FI_RMA_BW" "${args[@]}" ${8:-} "$addr" >>"$OUT/$name.txt" 2>&1
+  kill "$server" 2>/dev/null
+  wait "$server" 2>/dev/null
+}
+# fi_bw_table FILE: fi_rma_bw's result lines -> "size Gbps"
+fi_bw_table() { grep -E '^[0-9]' "$1" | awk '{ v = $1; m = 1; if (v ~ /k$/) m = 1024; if (v ~ /m$/) m = 1048576; sub(/[kmg]$/, "", v); printf "%d %.6f\n", v * m, $5 * 8 / 1000 }'; }
+# write_vs_fi EFAX_JSONL... : the table efax write (window 64, window 1) vs fi_rma_bw; reads $BW_TSV
+write_vs_fi() {
+  printf '%10s %14s %14s %14s %8s %s\n' size "efax w64 Gbps" "efax w1 Gbps" "fi_rma_bw Gbps" "w64/fi" verdict
+  sort -k1,1n -k2,2gr "$BW_TSV" | awk '!s[$1]++' | while read -r sz fg; do   # the best of the rounds
+    local e64 e1
+    e64=$(cat "$@" | jq -r --argjson s "$sz" 'select(.variant=="Single" and .size==$s and .window==64) | .gbps' | sort -g | tail -1)
+    e1=$(cat "$@" | jq -r --argjson s "$sz" 'select(.variant=="Single" and .size==$s and .window==1) | .gbps' | sort -g | tail -1)
+    [ -n "$e64" ] || continue
+    awk -v sz="$sz" -v a="$e64" -v b="${e1:-0}" -v f="$fg" 'BEGIN { r = f > 0 ? a / f : 0;
+      printf "%10d %14.3f %14.3f %14.3f %8.2f %s\n", sz, a, b, f, r, (r >= 1.1 ? "ok" : "BELOW 1.1x") }'
+  done
+}
+
+# ---------------- the lab sweep (--lab, no driver): tcp WRITE between two hosts ----------------
+if [ -n "$LAB" ]; then
+  T0=$SECONDS
+  [ -n "$FI_RMA_BW" ] || die "the lab sweep compares with fabtests' fi_rma_bw, which is not on PATH: build it with tests/libfabric.sh TARBALL and pass --libfabric PREFIX"
+  h0=${LAB_HOSTS%%,*}; h1=$(echo "$LAB_HOSTS" | cut -d, -f2)
+  a0=$(tests/lab.sh exec "$h0" ip -4 -o addr show dev r0 | awk '{sub(/\/.*/, "", $4); print $4}')
+  a1=$(tests/lab.sh exec "$h1" ip -4 -o addr show dev r0 | awk '{sub(/\/.*/, "", $4); print $4}')
+  [ -n "$a0" ] && [ -n "$a1" ] || die "the lab's hosts $h0, $h1 have no rail r0 address"
+  echo "# efax lab write sweep: $h0 ($a0) -> $h1 ($a1) over rail r0, libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')"
+  [ "$LAB_H" = 2 ] && [ "$NP" = 2 ] || die "the lab sweep runs between two hosts: --lab 2xRAILS (and no --np)"
+  BW_TSV=$OUT/fi_rma_bw-lab.tsv; : >"$BW_TSV"
+  status=0
+  for r in 1 2; do
+    for sz in 65536 262144 1048576 4194304; do
+      n=$(( 268435456 / (64 * sz) )); [ $n -lt 4 ] && n=4
+      run write-lab-w64.$sz.r$r write -b "$sz" -e "$sz" --window 64 -n "$n" -w 1 --quiet || status=1
+      run write-lab-w1.$sz.r$r write -b "$sz" -e "$sz" -n $((n * 64)) -w 4 --quiet || status=1
+      echo; echo "== fi_rma_bw-lab.$sz.r$r"
+      fi_bw fi_rma_bw-lab.$sz.r$r "$sz" $((n * 64)) "tests/lab.sh exec $h1 env LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" \
+        "tests/lab.sh exec $h0 env LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" "$a1" "-s $a1" "-s $a0"
+      fi_bw_table "$OUT/fi_rma_bw-lab.$sz.r$r.txt" | tee -a "$BW_TSV"
+    done
+  done
+  {
+    echo
+    echo "==================== lab summary ($(date -u +%FT%TZ), $((SECONDS - T0)) s) ===================="
+    echo
+    echo "-- tcp write $h0 -> $h1 (one rail): efax write with 64 and 1 message(s) in flight vs fi_rma_bw -o writedata -W 64 (best of 2 interleaved rounds each)"
+    write_vs_fi "$OUT"/write-lab-*.jsonl
+    echo
+    runs_report
+    echo
+    echo "results: $OUT (logs, .jsonl, .csv, commands.txt, index.html)"
+  } | tee "$OUT/summary.txt"
+  page
+  exit $status
+fi
+
 # ---------------- the default sweep ----------------
 T0=$SECONDS
 echo "# efax bench on $(hostname): $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')"
@@ -298,6 +394,13 @@ for p in "${PROVS[@]}"; do
   echo; echo "== fi_pingpong-$p (reference, $ROUNDS rounds; and 16M, 64M, 256M)"
   for s in 16777216 67108864 268435456; do fi_pp fi_pingpong-$p.big $p -S $s -I 20; done
   grep -hE '^[0-9]' "$OUT/fi_pingpong-$p.r1.txt" "$OUT/fi_pingpong-$p.big.txt" | tail -6
+  if [ "$p" = tcp ] && [ -n "$FI_RMA_BW" ]; then
+    # tcp write with 64 in flight against fabtests' fi_rma_bw -o writedata -W 64 (the same bytes)
+    run write-tcp-w64 write --provider tcp -b 64K -e 4M -f 4 --window 64 -n 8 -w 2 || status=1
+    echo; echo "== fi_rma_bw-tcp (reference: -o writedata, 64 in flight)"
+    for s in 65536 262144 1048576 4194304; do fi_bw fi_rma_bw-tcp "$s" 512; done
+    grep -hE '^[0-9]' "$OUT/fi_rma_bw-tcp.txt"
+  fi
 done
 
 # ---------------- the summary: figures side by side ----------------
@@ -335,13 +438,26 @@ if printf '%s\n' "${PROVS[@]}" | grep -qx tcp; then
     awk -v sz="$sz" -v g="$g" -v fmb="$fmb" 'BEGIN { fg = fmb*8/1000; printf "%10d %14.3f %14.3f %8.2f %s\n", sz, g, fg, g/fg, (g >= fg ? "ok" : "BELOW") }'
   done
 fi
+if printf '%s\n' "${PROVS[@]}" | grep -qx tcp; then
+  echo
+  if [ -n "$FI_RMA_BW" ]; then
+    echo "-- tcp: write with 64 in flight (and the sweep's 1) vs fabtests' fi_rma_bw -o writedata -W 64, sizes 64 KiB - 4 MiB"
+    BW_TSV=$OUT/fi_rma_bw-tcp.tsv
+    fi_bw_table "$OUT/fi_rma_bw-tcp.txt" >"$BW_TSV"
+    write_vs_fi "$OUT/write-tcp-w64.jsonl" "$OUT/write-tcp.jsonl"
+  else
+    echo "-- tcp: no fi_rma_bw (fabtests) here to compare the write with: tests/libfabric.sh TARBALL builds libfabric with its fabtests; then ./bench.sh --libfabric PREFIX"
+  fi
+fi
 if printf '%s\n' "${PROVS[@]}" | grep -qx shm; then
   echo
-  echo "-- shm: write bandwidth vs the memcpy ceiling ($MEMCPY_BIG GB/s at 256 MiB; $MEMCPY_16M GB/s in cache at 16 MiB)"
-  printf '%10s %12s %16s %24s\n' size "write GB/s" "% of ceiling" "% of in-cache memcpy"
+  echo "-- shm: write bandwidth vs single-thread memcpy: in cache ($MEMCPY_16M GB/s at 16 MiB; want >= 100% at 16 MiB) and the ceiling ($MEMCPY_BIG GB/s at 256 MiB; want >= 75% at 256 MiB)"
+  printf '%10s %12s %24s %16s %s\n' size "write GB/s" "% of in-cache memcpy" "% of ceiling" verdict
   jq -r 'select(.variant=="Single" and .size >= 16777216) | [.size, .gbs] | @tsv' "$OUT/write-shm.jsonl" |
   while read -r sz gbs; do
-    awk -v sz="$sz" -v g="$gbs" -v c="$MEMCPY_BIG" -v c16="$MEMCPY_16M" 'BEGIN { printf "%10d %12.2f %15.1f%% %23.1f%% %s\n", sz, g, 100*g/c, 100*g/c16, (g >= 0.7*c ? "ok" : "BELOW 70%") }'
+    awk -v sz="$sz" -v g="$gbs" -v c="$MEMCPY_BIG" -v c16="$MEMCPY_16M" 'BEGIN {
+      v = sz == 16777216 ? (g >= c16 ? "ok" : "BELOW 100% of in-cache memcpy") : sz == 268435456 ? (g >= 0.75*c ? "ok" : "BELOW 75% of the ceiling") : "-";
+      printf "%10d %12.2f %23.1f%% %15.1f%% %s\n", sz, g, 100*g/c16, 100*g/c, v }'
   done
 fi
 echo

@@ -8,7 +8,11 @@
 #         (libibverbs-dev): efa builds and answers "no device" here, which is what a program
 #         sees on a machine without EFA
 #   cuda  everything the tarball builds by default, --with-cuda=$CUDA_HOME (default
-#         /usr/local/cuda), and fabtests (fi_rma_bw ...) into the same prefix: the GPU machine
+#         /usr/local/cuda): the GPU machine
+# Both also build the tarball's fabtests (fi_rma_bw, fi_rdm_bw, ...: libfabric's own benchmarks,
+# which bench.sh compares efax with) into the same prefix, once ($prefix/.fabtests; a prefix
+# built before that gets them on the next call). A fabtests build that fails is reported and
+# leaves the prefix usable.
 #
 # Then: make test LIBFABRIC=$prefix   (or PKG_CONFIG_PATH=$prefix/lib/pkgconfig and
 # LD_LIBRARY_PATH=$prefix/lib for your own builds).
@@ -17,6 +21,7 @@ set -euo pipefail
 tarball=${1:?usage: tests/libfabric.sh TARBALL [cpu|cuda]}
 flavour=${2:-cpu}
 [ -f "$tarball" ] || { echo "libfabric.sh: no such tarball: $tarball" >&2; exit 2; }
+tarball=$(realpath "$tarball")
 case $flavour in cpu|cuda) ;; *) echo "libfabric.sh: flavour '$flavour': use cpu or cuda" >&2; exit 2 ;; esac
 cuda=${CUDA_HOME:-/usr/local/cuda}
 jobs=$(nproc)
@@ -34,7 +39,25 @@ sum=$( { sha256sum <"$tarball" | cut -c1-16; echo "${opts[*]}"; } | sha256sum | 
 name=$(basename "$tarball" .tar.gz)
 cache=${EFAX_CACHE:-${HOME:-/tmp}/.cache/efax}
 prefix=$cache/$name-$flavour-$sum
-if [ -f "$prefix/.built" ]; then echo "$prefix"; exit 0; fi
+# fabtests (fabtests/ of the same tarball) into $prefix; 0 when they are there
+fabtests() {
+  local work src log=$prefix.fabtests.log start=$SECONDS
+  [ -f "$prefix/.fabtests" ] && return 0
+  work=$(mktemp -d "$cache/fabtests.XXXXXX")
+  echo "libfabric.sh: building $name's fabtests into $prefix; log $log" >&2
+  if tar xzf "$tarball" -C "$work" --wildcards '*/fabtests/*' >"$log" 2>&1 &&
+     src=$(find "$work" -mindepth 2 -maxdepth 2 -type d -name fabtests | head -n 1) && [ -n "$src" ] &&
+     (cd "$src" && ./configure --prefix="$prefix" --with-libfabric="$prefix" ${cudaopt:+"$cudaopt"} && make -j"$jobs" install) >>"$log" 2>&1; then
+    touch "$prefix/.fabtests"
+    echo "libfabric.sh: fabtests built in $((SECONDS - start)) s" >&2
+  else
+    echo "libfabric.sh: fabtests failed to build (libfabric itself is fine); the end of $log:" >&2
+    tail -n 10 "$log" >&2
+  fi
+  rm -rf "$work"
+}
+cudaopt=; [ "$flavour" = cuda ] && cudaopt=--with-cuda="$cuda"
+if [ -f "$prefix/.built" ]; then ( fabtests ); echo "$prefix"; exit 0; fi
 
 mkdir -p "$cache"
 log=$prefix.log
@@ -48,12 +71,8 @@ start=$SECONDS
   cd "$src"
   ./configure --prefix="$prefix" "${opts[@]}"
   make -j"$jobs" install
-  if [ "$flavour" = cuda ] && [ -d fabtests ]; then
-    cd fabtests
-    ./configure --prefix="$prefix" --with-libfabric="$prefix" --with-cuda="$cuda"
-    make -j"$jobs" install
-  fi
 } >"$log" 2>&1 || { echo "libfabric.sh: build failed; the end of $log:" >&2; tail -n 20 "$log" >&2; rm -rf "$prefix"; exit 1; }
 touch "$prefix/.built"
 echo "libfabric.sh: built in $((SECONDS - start)) s" >&2
+( fabtests )
 echo "$prefix"

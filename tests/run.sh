@@ -373,7 +373,7 @@ bad_rows() {
     "env EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=nohostport $B/bootstrap||EFAX_ROOT" \
     "env EFAX_BOOTSTRAP=carrier $B/bootstrap||EFAX_BOOTSTRAP" \
     "./bench.sh|--np 0|--np" "./bench.sh|--np x|--np" "./bench.sh|-H|-H needs" "./bench.sh|--lab 9|--lab" \
-    "./bench.sh|--bogus|unknown launch option" "./bench.sh|nosuchdriver|unknown driver"
+    "./bench.sh|--bogus|unknown launch option" "./bench.sh|--libfabric /nonexistent|--libfabric /nonexistent: no lib/pkgconfig" "./bench.sh|nosuchdriver|unknown driver"
 }
 bad_input() {
   local n=0 bad=0 drv args want out rc lines
