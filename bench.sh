@@ -129,6 +129,23 @@ else
   LAUNCH=(mpirun -np "$NP" "${extra[@]}")
 fi
 
+# here NP BIN ARGS...: NP ranks on this host without a launcher, through efax's own TCP rendezvous
+# (EFAX_RANK/EFAX_SIZE/EFAX_ROOT/EFAX_TOKEN on 127.0.0.1), the way fi_pingpong and fi_rma_bw run:
+# two plain processes. The default sweep launches so: under mpirun its daemons and its output
+# forwarding share this host's cores with the ranks, and efax's ping-pong read 2-4% slower than
+# the same binary launched so (tcp, 1 B - 16 KiB, three interleaved rounds). Exits with the
+# first failing rank's status.
+here() {
+  local np=$1 port=$((20000 + RANDOM % 20000)) token="bench$$-$RANDOM" i rc=0 r pids=(); shift
+  for ((i = np - 1; i >= 1; i--)); do
+    EFAX_RANK=$i EFAX_SIZE=$np EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=$token "$@" &
+    pids+=($!)
+  done
+  EFAX_RANK=0 EFAX_SIZE=$np EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=$token "$@" || rc=$?
+  for i in "${pids[@]}"; do wait "$i" || { r=$?; [ "$rc" != 0 ] || rc=$r; }; done
+  return "$rc"
+}
+
 # show NAME: copies the driver's output (stdin) to the terminal and $OUT/NAME.log. On a terminal,
 # while the driver is quiet, one line says how long it has run, how many results it has written
 # and the last one (from NAME.jsonl), redrawn every second and cleared before the next line of
@@ -168,7 +185,11 @@ show() {
 run() {
   local name=$1 drv=$2 why; shift 2
   local cmd=("${LAUNCH[@]}" "$PWD/$BUILD/$drv" "$@" --json "$OUT/$name.jsonl" --csv "$OUT/$name.csv")
-  echo "${cmd[*]}" >>"$OUT/commands.txt"
+  if [ "${LAUNCH[0]}" = here ]; then   # as a user would type it
+    echo "$(for ((i = LAUNCH[1] - 1; i >= 0; i--)); do printf 'EFAX_RANK=%d EFAX_SIZE=%d EFAX_ROOT=127.0.0.1:PORT EFAX_TOKEN=T %s%s' "$i" "${LAUNCH[1]}" "${cmd[*]:2}" "$([ "$i" = 0 ] || echo ' & ')"; done)" >>"$OUT/commands.txt"
+  else
+    echo "${cmd[*]}" >>"$OUT/commands.txt"
+  fi
   echo; echo "== $name"
   "${cmd[@]}" 2>&1 | show "$name"
   local rc=${PIPESTATUS[0]}
@@ -357,6 +378,8 @@ if [ -n "$LAB" ]; then
 fi
 
 # ---------------- the default sweep ----------------
+# ranks on this host as the reference tools run: plain processes (here), not under mpirun
+[ "${LAUNCH[0]}" = mpirun ] && [ -z "$HOSTS" ] && LAUNCH=(here "$NP")
 T0=$SECONDS
 echo "# efax bench on $(hostname): $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')"
 "$BUILD/info" | tee "$OUT/info.txt"
