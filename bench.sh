@@ -380,7 +380,7 @@ fi
 # ---------------- the default sweep ----------------
 # ranks on this host as the reference tools run: plain processes (here), not under mpirun
 [ "${LAUNCH[0]}" = mpirun ] && [ -z "$HOSTS" ] && LAUNCH=(here "$NP")
-T0=$SECONDS
+T0=$SECONDS LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "# efax bench on $(hostname): $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')"
 "$BUILD/info" | tee "$OUT/info.txt"
 MEMCPY_BIG=$("$BUILD/info" --memcpy 256M | awk '{print $(NF-1)}')
@@ -433,6 +433,7 @@ fi_table() { grep -E '^[0-9]' "$1" | while read -r sz _ _ _ _ mbs us _; do echo 
 {
 echo
 echo "==================== summary ($(date -u +%FT%TZ), $((SECONDS - T0)) s) ===================="
+echo "load average before the sweep $LOAD0, after it $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores here; the sweep's own ranks make ~2, more is other work sharing them)"
 # best (lowest time) of the rounds per size: "size usec MB/s"
 best_fi() { cat "$@" | sort -k1,1n -k2,2g | awk '!seen[$1]++'; }
 for p in "${PROVS[@]}"; do

@@ -91,19 +91,15 @@ static int measure(efax_bench *b, echo *e, const efax_bench_step *st) {
     if (e->variant != SENDRECV) efax_ctx_stats_reset(e->ctx); /* efax_bench_next reset them for the first */
     if (e->me == 1 && e->variant == SENDRECV) rc = efax_recv(e->ctx, &e->r, 0, e->rx, 0, size);
     if (b->o.check && e->me <= 1) efax_pattern_fill(e->txb, size, 0, e->me, 0), efax_poison(e->rxb, 2 * size);
-    /* without -c nothing happens between round trips, so one timestamp per round trip times
-       them back to back (the average is then total time / iterations, as in fi_pingpong); with
-       -c the checks between them are excluded. Timestamps are efax_ticks (rdtsc: ~10 ns, where
-       clock_gettime costs ~25 ns under a hypervisor, ~4% of a 0.3 us shm round trip), converted
-       with the rate seen over the loop. */
+    /* without -c one timestamp per round trip times them back to back (average = total time /
+       iterations, as in fi_pingpong); with -c the checks between them are excluded. efax_ticks
+       (rdtsc ~10 ns; clock_gettime ~25 ns under a hypervisor), converted with the loop's rate. */
     uint64_t ns0 = efax_now_ns(), tk0 = efax_ticks(), prev = tk0;
     for (int it = -warm; it < iters && e->me <= 1 && !rc; it++) {
         uint64_t seq = (uint64_t)(it + warm), t0, t1;
         uint8_t *half = e->rxb + half_of(e, seq);
         if (e->me == 0) {
-            t0 = b->o.check ? efax_ticks() : prev;
-            rc = ping(e, seq);
-            prev = t1 = efax_ticks();
+            t0 = b->o.check ? efax_ticks() : prev, rc = ping(e, seq), prev = t1 = efax_ticks();
             if (it >= 0) lat[it] = (double)(t1 - t0); /* ticks, converted below */
         } else {
             rc = pong(e, seq, it + 1 == iters);
@@ -116,11 +112,8 @@ static int measure(efax_bench *b, echo *e, const efax_bench_step *st) {
         }
     }
     if (rc) return rc;
-    if (e->me == 0) { /* ticks -> one-way microseconds: half the round trip */
-        uint64_t dns = efax_now_ns() - ns0, dtk = efax_ticks() - tk0;
-        double us_per_tick = dtk ? (double)dns / (double)dtk / 1e3 : 1e-3;
-        for (int k = 0; k < iters; k++) lat[k] *= us_per_tick / 2, secs += lat[k] * 2e-6;
-    }
+    double us = (double)(efax_now_ns() - ns0) / 1e3 / (double)(efax_ticks() - tk0 + 1); /* per tick */
+    for (int k = 0; e->me == 0 && k < iters; k++) lat[k] *= us / 2, secs += lat[k] * 2e-6; /* one-way: half */
     efax_result_init(&res, e->variant == SENDRECV ? "SendRecv" : "WriteImm", "host", "host", EFAX_RESULT_HALFRTT, size, 1, 1);
     efax_result_time(&res, lat, iters, 2 * size, efax_bench_line(b, EFAX_MODE_SINGLE));
     res.seconds = secs, res.gbps = secs > 0 ? (double)res.bytes * 8 / secs / 1e9 : 0; /* a round trip moves 2 * size */
