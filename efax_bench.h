@@ -1471,26 +1471,35 @@ EFAX_API const char *efax_bench_label(char *buf, size_t len, efax_mode mode, con
     return buf;
 }
 
-EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers, uint64_t bytes,
-                                double line) {
-    double line_per_host = line * (b->boot.local_size > 0 ? b->boot.local_size : 1);
-    double *all = (double *)calloc((size_t)iters * (size_t)b->size + 1, sizeof(double)), sum = 0, host_sum = 0;
-    size_t u = strlen(res->extra);
-    int rc = all ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, all, EFAX_TURN_MS) : -FI_ENOMEM;
+/* Gathers every rank's `iters` times (collective). On rank 0: lat[it] becomes the slowest rank's
+   time of iteration it, and *all (free it) every rank's times, rank r's at all + r*iters; NULL
+   elsewhere. Returns 0, -FI_ENOMEM or the bootstrap's error. */
+EFAX_PRIVATE int efaxb__gather_slowest(efax_bench *b, double *lat, int iters, double **all) {
+    double *a = (double *)calloc((size_t)iters * (size_t)b->size + 1, sizeof(double));
+    int rc = a ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, a, EFAX_TURN_MS) : -FI_ENOMEM;
     if (rc || b->rank != 0) {
-        free(all);
+        free(a);
         return rc;
     }
+    for (int q = 0; q < b->size; q++)
+        for (int it = 0; it < iters; it++)
+            if (a[(size_t)q * (size_t)iters + (size_t)it] > lat[it]) lat[it] = a[(size_t)q * (size_t)iters + (size_t)it];
+    *all = a;
+    return 0;
+}
+
+EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers, uint64_t bytes,
+                                double line) {
+    double line_per_host = line * (b->boot.local_size > 0 ? b->boot.local_size : 1), *all = NULL, sum = 0, host_sum = 0;
+    size_t u = strlen(res->extra);
+    int rc = efaxb__gather_slowest(b, lat, iters, &all);
+    if (rc || b->rank != 0) return rc;
     printf("#   %s %llu bytes:", res->variant, (unsigned long long)res->size);
     u += (size_t)snprintf(res->extra + u, sizeof res->extra - u, "\"ranks\":[");
     for (int w = 0; w < writers; w++) {
         const char *host = b->boot.hosts[w];
         double t = 0, g;
-        for (int it = 0; it < iters; it++) {
-            double us = all[(size_t)w * (size_t)iters + (size_t)it];
-            t += us;
-            if (us > lat[it]) lat[it] = us;
-        }
+        for (int it = 0; it < iters; it++) t += all[(size_t)w * (size_t)iters + (size_t)it];
         g = t > 0 ? (double)bytes * iters * 8 / (t * 1e3) : 0;
         sum += g, host_sum += g;
         printf(" rank %d (%s) %.3f Gbps", w, host, g);
@@ -1581,16 +1590,12 @@ EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, uns
 }
 
 EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *loop_us) {
-    double *all = (double *)calloc((size_t)iters * (size_t)b->size + 1, sizeof(double));
-    int rc = all ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, all, EFAX_TURN_MS) : -FI_ENOMEM;
+    double *all = NULL;
+    int rc = efaxb__gather_slowest(b, lat, iters, &all);
     *loop_us = 0;
-    for (int q = 0; q < b->size && !rc && b->rank == 0; q++) {
-        const double *mine = all + (size_t)q * (size_t)iters;
+    for (int q = 0; all && q < b->size; q++) {
         double sum = 0;
-        for (int it = 0; it < iters; it++) {
-            sum += mine[it];
-            if (mine[it] > lat[it]) lat[it] = mine[it];
-        }
+        for (int it = 0; it < iters; it++) sum += all[(size_t)q * (size_t)iters + (size_t)it];
         if (sum > *loop_us) *loop_us = sum;
     }
     free(all);

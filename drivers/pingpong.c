@@ -88,7 +88,7 @@ static int measure(efax_bench *b, echo *e, const efax_bench_step *st) {
     double *lat = e->lat, secs = 0;
     int64_t wrong = 0;
     efax_result res;
-    if (e->variant != SENDRECV) efax_ctx_stats_reset(e->ctx); /* efax_bench_next reset them for the first */
+    efax_bench_variant(b, st, e->variant == SENDRECV ? "SendRecv" : "WriteImm"); /* its own NIC counters and progress line */
     if (e->me == 1 && e->variant == SENDRECV) rc = efax_recv(e->ctx, &e->r, 0, e->rx, 0, size);
     if (b->o.check && e->me <= 1) efax_pattern_fill(e->txb, size, 0, e->me, 0), efax_poison(e->rxb, 2 * size);
     /* without -c one timestamp per round trip times them back to back (average = total time /

@@ -108,12 +108,9 @@ static int measure(run *r) {
 static int setup(run *r) {
     efax_bench *b = &r->b;
     size_t bytes = (size_t)b->o.max_size * (size_t)b->o.window, lats = (size_t)efax_opts_iters(&b->o, b->o.min_size) * (size_t)b->size;
-    int rc = 0;
-    for (int k = 0; k < b->nk && !rc; k++) {
-        if (!(rc = efax_bench_buf(b, b->kinds[k], bytes, EFAX_MR_WRITE_SRC, &r->srcs[k])))
-            rc = efax_bench_buf(b, b->kinds[k], bytes, EFAX_MR_WRITE_DST, &r->dsts[k]);
+    int rc = efax_bench_bufs(b, bytes, EFAX_MR_WRITE_SRC, EFAX_MR_WRITE_DST, r->srcs, r->dsts);
+    for (int k = 0; k < b->nk && !rc; k++)
         for (int m = 0; m < b->o.window && !rc; m++) rc = efax_expect_prepare(&b->ctx, &r->dsts[k]->mr, tag_of(r, k, m));
-    }
     r->xs = (efax_xfer *)efax_bench_calloc(b, (size_t)b->size * (size_t)b->o.window, sizeof *r->xs);
     r->ex = (efax_expect *)efax_bench_calloc(b, (size_t)b->o.window, sizeof *r->ex);
     r->w = (efax_write_desc *)efax_bench_calloc(b, (size_t)b->o.window, sizeof *r->w);
