@@ -353,7 +353,7 @@ if [ -n "$LAB" ]; then
   status=0
   for r in 1 2; do
     for sz in 65536 262144 1048576 4194304; do
-      n=$(( 268435456 / (64 * sz) )); [ $n -lt 4 ] && n=4
+      n=$(( 1073741824 / (64 * sz) ))   # 1 GiB a run: shorter ones measured the lab's tcp moods
       run write-lab-w64.$sz.r$r write -b "$sz" -e "$sz" --window 64 -n "$n" -w 1 --quiet || status=1
       run write-lab-w1.$sz.r$r write -b "$sz" -e "$sz" -n $((n * 64)) -w 4 --quiet || status=1
       echo; echo "== fi_rma_bw-lab.$sz.r$r"
@@ -403,25 +403,33 @@ PROVS=()
 for p in shm tcp; do "$BUILD/info" --provider $p >/dev/null 2>&1 && PROVS+=($p); done
 [ ${#PROVS[@]} -gt 0 ] || { echo "bench.sh: neither shm nor tcp is available from libfabric here" >&2; exit 1; }
 status=0
-ROUNDS=3
+ROUNDS=5
 for p in "${PROVS[@]}"; do
   # the ping-pong against fi_pingpong: interleaved rounds, the best of each per size (this
-  # host's timings drift between runs by more than the difference being measured)
+  # host's timings drift between runs, and within one for seconds at a time, by more than the
+  # difference being measured). efax times SEND/RECV alone here, the one message sequence
+  # fi_pingpong times (size after size, the same kind); its WRITE echo has a run of its own.
   for r in $(seq $ROUNDS); do
     q=(); [ "$r" = 1 ] || q=(--quiet)
-    run pingpong-$p.r$r pingpong --provider $p -b 1 -e 1M -n 2000 "${q[@]}" || status=1  # as many as fi_pingpong -I 2000
+    run pingpong-$p.r$r pingpong --provider $p -b 1 -e 1M -n 2000 --variant sendrecv "${q[@]}" || status=1  # as many as fi_pingpong -I 2000
     fi_pp fi_pingpong-$p.r$r $p -S all -I 2000
   done
+  run pingpong-$p-writeimm pingpong --provider $p -b 1 -e 1M -n 2000 --variant writeimm --quiet || status=1
   run sendrecv-$p sendrecv --provider $p -b 1K -e 64M || status=1
   run write-$p write --provider $p -b 4K -e 256M || status=1
   echo; echo "== fi_pingpong-$p (reference, $ROUNDS rounds; and 16M, 64M, 256M)"
   for s in 16777216 67108864 268435456; do fi_pp fi_pingpong-$p.big $p -S $s -I 20; done
   grep -hE '^[0-9]' "$OUT/fi_pingpong-$p.r1.txt" "$OUT/fi_pingpong-$p.big.txt" | tail -6
   if [ "$p" = tcp ] && [ -n "$FI_RMA_BW" ]; then
-    # tcp write with 64 in flight against fabtests' fi_rma_bw -o writedata -W 64 (the same bytes)
-    run write-tcp-w64 write --provider tcp -b 64K -e 4M -f 4 --window 64 -n 8 -w 2 || status=1
+    # tcp write with 64 in flight against fabtests' fi_rma_bw -o writedata -W 64: the same 1 GiB
+    # per size (shorter runs measured this host's tcp moods, not the tools), two interleaved rounds
+    for r in 1 2; do
+      for s in 65536 262144 1048576 4194304; do
+        run write-tcp-w64.$s.r$r write --provider tcp -b $s -e $s --window 64 -n $((1073741824 / (64 * s))) -w 2 --quiet || status=1
+        fi_bw fi_rma_bw-tcp "$s" $((1073741824 / s))
+      done
+    done
     echo; echo "== fi_rma_bw-tcp (reference: -o writedata, 64 in flight)"
-    for s in 65536 262144 1048576 4194304; do fi_bw fi_rma_bw-tcp "$s" 512; done
     grep -hE '^[0-9]' "$OUT/fi_rma_bw-tcp.txt"
   fi
 done
@@ -468,7 +476,7 @@ if printf '%s\n' "${PROVS[@]}" | grep -qx tcp; then
     echo "-- tcp: write with 64 in flight (and the sweep's 1) vs fabtests' fi_rma_bw -o writedata -W 64, sizes 64 KiB - 4 MiB"
     BW_TSV=$OUT/fi_rma_bw-tcp.tsv
     fi_bw_table "$OUT/fi_rma_bw-tcp.txt" >"$BW_TSV"
-    write_vs_fi "$OUT/write-tcp-w64.jsonl" "$OUT/write-tcp.jsonl"
+    write_vs_fi "$OUT"/write-tcp-w64.*.jsonl "$OUT/write-tcp.jsonl"
   else
     echo "-- tcp: no fi_rma_bw (fabtests) here to compare the write with: tests/libfabric.sh TARBALL builds libfabric with its fabtests; then ./bench.sh --libfabric PREFIX"
   fi

@@ -688,9 +688,12 @@ EFAX_API int efax_args_parse(int argc, char **argv, const efax_optdef *defs, con
 EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_optdef *extra,
                              const char *driver, const char *about, char *err, size_t errlen) {
     const char *modes = NULL;
+    char bh[64], eh[64], sz[32]; /* -b/-e help: the defaults this driver set before parsing */
     int rc;
     efax_optdef common[24];
     memset(common, 0, sizeof common);
+    snprintf(bh, sizeof bh, "smallest message (default %s)", efax_fmt_size(o->min_size, sz, sizeof sz));
+    snprintf(eh, sizeof eh, "largest message (default %s)", efax_fmt_size(o->max_size, sz, sizeof sz));
     {
         int k = 0;
 #define EFAXB__OPT(l, s, t, d, lo, hi, ch, a, h)                                                    \
@@ -699,8 +702,8 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         common[k].min = lo; common[k].max = hi; common[k].choices = ch; common[k].arg = a;         \
         common[k].help = h; k++;                                                                   \
     } while (0)
-        EFAXB__OPT("min-size", 'b', EFAX_OPT_SIZE, &o->min_size, 1, 68719476736.0, NULL, "SIZE", "smallest message (default 1K)");
-        EFAXB__OPT("max-size", 'e', EFAX_OPT_SIZE, &o->max_size, 1, 68719476736.0, NULL, "SIZE", "largest message (default 64M)");
+        EFAXB__OPT("min-size", 'b', EFAX_OPT_SIZE, &o->min_size, 1, 68719476736.0, NULL, "SIZE", bh);
+        EFAXB__OPT("max-size", 'e', EFAX_OPT_SIZE, &o->max_size, 1, 68719476736.0, NULL, "SIZE", eh);
         EFAXB__OPT("factor", 'f', EFAX_OPT_DOUBLE, &o->factor, 1.0, 1024, NULL, "F", "size multiplier between rows, > 1 (default 2)");
         EFAXB__OPT("iters", 'n', EFAX_OPT_INT, &o->iters, 1, 10000000, NULL, "N", "timed iterations per size (default: by size)");
         EFAXB__OPT("warmup", 'w', EFAX_OPT_INT, &o->warmup, 0, 1000000, NULL, "N", "untimed iterations first (default: by size)");
