@@ -157,6 +157,9 @@ for p in tcp shm; do
   t $p/all2all-3ranks       300 bash -c "$MPI -np 3 $B/all2all --provider $p -c -b 3K -e 3M -f 32 -n 10 --json $LOGS/a2a3-$p.jsonl && json_ok $LOGS/a2a3-$p.jsonl 3"
 done
 
+# --- pingpong --variant times one echo alone (bench.sh compares its SEND/RECV with fi_pingpong's)
+t shm/pingpong-variant 120 bash -c "$MPI -np 2 $B/pingpong --provider shm -c -b 1 -e 64K -f 16 -n 50 --variant writeimm --quiet --json $LOGS/ppv.jsonl && json_ok $LOGS/ppv.jsonl 5 && jq -e -s 'all(.[]; .variant == \"WriteImm\")' $LOGS/ppv.jsonl"
+
 # --- the per-NIC counters show where the bytes went: split and round-robin use both NICs
 t tcp/nic-counters 120 bash -c "$MPI -np 2 $B/write --provider tcp --nics lo,lo -b 1M -e 1M -n 8 --mode split,rr --quiet --json $LOGS/ctr.jsonl && jq -e -s 'length == 2 and all(.[]; (.nics|length) == 2 and all(.nics[]; .bytes > 0))' $LOGS/ctr.jsonl"
 
@@ -363,7 +366,7 @@ bad_rows() {
       "$B/$d|--mem dma|needs the CUDA build" "$B/$d|--json|--json needs a value" "$B/$d|--nosuch|unknown option" \
       "$B/$d|stray|unexpected argument"
   done
-  printf '%s\n' "$B/write|--targets some|--targets" "$B/bootstrap|--size 0|-s/--size" "$B/bootstrap|--size 1T|-s/--size" \
+  printf '%s\n' "$B/write|--targets some|--targets" "$B/pingpong|--variant fast|--variant" "$B/bootstrap|--size 0|-s/--size" "$B/bootstrap|--size 1T|-s/--size" \
     "$B/bootstrap|--timeout x|--timeout" "$B/bootstrap|-b 1|unknown option" "$B/info|--memcpy 1|--memcpy" \
     "$B/info|--bogus|unknown option" "$B/xfer_test|--window 0|--window" \
     "env EFAX_LINE_GBPS=fast $B/write|-n 1|EFAX_LINE_GBPS" "env EFAX_LINE_GBPS=-1 $B/write|-n 1|EFAX_LINE_GBPS" \
