@@ -789,12 +789,11 @@ EFAX_API int efax_opts_warmup(const efax_opts *o, uint64_t size) {
        (at most 2000). fi_pingpong -S all pays the same in its first size, 0 B, which no efax
        size is compared with. */
     if (size == o->min_size) return iters < 2000 ? iters : 2000;
-    /* Every other size: a tenth of its iterations, at most 200. A new size changes what the
-       transport settles into over hundreds of messages, not ten (tcp grows its socket buffers
-       to a larger message over the first round trips: 1 MiB ping-pongs after 10 warm-ups
-       averaged 15-18% above fi_pingpong's in three sweeps, 2-4% after 200). */
+    /* Every other size: a tenth of its iterations, at most 10. (200 was tried against tcp's
+       1 MiB ping-pong gap to fi_pingpong: three ./bench.sh runs still read it 6-22% slower,
+       as with 10; the longer warm-up bought nothing measurable.) */
     n = iters / 10;
-    return n < 1 ? 1 : n > 200 ? 200 : n;
+    return n < 1 ? 1 : n > 10 ? 10 : n;
 }
 
 EFAX_API uint64_t efax_opts_next_size(const efax_opts *o, uint64_t size) {
