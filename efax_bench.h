@@ -789,9 +789,8 @@ EFAX_API int efax_opts_warmup(const efax_opts *o, uint64_t size) {
        (at most 2000). fi_pingpong -S all pays the same in its first size, 0 B, which no efax
        size is compared with. */
     if (size == o->min_size) return iters < 2000 ? iters : 2000;
-    /* Every other size: a tenth of its iterations, at most 10. (200 was tried against tcp's
-       1 MiB ping-pong gap to fi_pingpong: three ./bench.sh runs still read it 6-22% slower,
-       as with 10; the longer warm-up bought nothing measurable.) */
+    /* Every other size: a tenth of its iterations, at most 10 (200 bought nothing measurable:
+       tcp's 1 MiB ping-pong read 6-22% above fi_pingpong's in three ./bench.sh runs either way). */
     n = iters / 10;
     return n < 1 ? 1 : n > 10 ? 10 : n;
 }

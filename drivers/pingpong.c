@@ -1,6 +1,6 @@
 /* pingpong — the "echo" experiment: the programming model in its smallest form. Rank 0 sends
    a message to rank 1, which answers with a message of the same size; first as SEND/RECV,
-   then as RDMA WRITE with immediate data. Reported latency is one-way: half the measured
+   then as RDMA WRITE with immediate data (--variant times one alone). Reported latency is one-way: half the measured
    round trip. With -c both sides check every byte they receive (outside the timing). The
    answer comes from rank 1's own send buffer, as in fi_pingpong: answering from the buffer
    that just received would make the peer read cache lines another core just wrote (on shm
@@ -143,7 +143,8 @@ int main(int argc, char **argv) {
     if (!rc) rc = efax_bench_begin(&b, "host");
     e.ctx = &b.ctx, e.check = b.o.check, e.me = b.rank, e.peer = b.rank == 0 ? 1 : 0;
     if (!rc) e.tx = &tx->mr, e.rx = &rx->mr, e.txb = (uint8_t *)tx->ptr, e.rxb = (uint8_t *)rx->ptr;
-    while (!rc && efax_bench_next(&b, &st, &rc)) /* each size: both variants */
-        for (e.variant = variant[0] == 'w' ? WRITEIMM : SENDRECV; e.variant <= (variant[0] == 's' ? SENDRECV : WRITEIMM) && !rc; e.variant++) rc = measure(&b, &e, &st);
+    int first = strcmp(variant, "writeimm") ? SENDRECV : WRITEIMM, last = strcmp(variant, "sendrecv") ? WRITEIMM : SENDRECV;
+    while (!rc && efax_bench_next(&b, &st, &rc)) /* each size: the chosen variants */
+        for (e.variant = first; e.variant <= last && !rc; e.variant++) rc = measure(&b, &e, &st);
     return efax_bench_close(&b, rc);
 }
