@@ -68,6 +68,8 @@
                            shaped link's rate)
        EFAX_EFA_SHM        1: let efa's own shared memory carry peers on the same host (default
                            0: they go through the NIC; --efa-shm)
+       EFAX_SHM_SPLIT      shm on libfabric 2.x: smallest write (bytes) that the writer and the target
+                           copy half each, at once (default 524288; 0: never)
        EFAX_CUDA_API       0: the provider may not call CUDA (FI_OPT_CUDA_API_PERMITTED=false):
                            device memory by GPUDirect RDMA only (--no-cuda-api)
        EFAX_SYSFS_ROOT     read the PCI topology from ROOT/sys instead of /sys (a recorded tree,
@@ -277,6 +279,10 @@ typedef struct efax_ctx_desc {
     int imm_tags;           /* immediate-data tags counted per peer (0: 64; at most 256) */
     bool hmem;              /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
     bool fi_more;           /* post batches with FI_MORE on all but the last (default off) */
+    int shm_split;          /* shm on libfabric 2.x: a write with immediate data of at least this many
+                               bytes, host memory on both sides, is copied half by the writer and half
+                               by the target at once (two cores; see efax__post_split). 0:
+                               $EFAX_SHM_SPLIT, else 512 KiB; -1: never */
     bool efa_shm;           /* efa: let its own shared memory carry peers on this host (default
                                off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
     bool no_cuda_api;       /* FI_OPT_CUDA_API_PERMITTED = false: the provider may not call CUDA,
@@ -402,6 +408,7 @@ typedef struct efax_mr_desc {
 /* Another rank's view of a registered region: where it is and its key on each of its NICs. */
 #define EFAX_RMR_STAGED 1u     /* the peer's region is staged: write it cell by cell */
 #define EFAX_RMR_WRITABLE 2u   /* the peer registered it for remote writes (it has keys) */
+#define EFAX_RMR_HOST 4u       /* the peer's region is host memory (not device memory) */
 typedef struct efax_rmr {
     uint64_t base;            /* address used in writes (0-based offsets unless FI_MR_VIRT_ADDR) */
     uint64_t len;
@@ -908,7 +915,13 @@ struct efax_op {
     struct iovec iov;          /* kept alive for FI_ASYNC_IOV */
     struct fi_rma_iov riov;
     void *desc;
+    int split;                 /* EFAX__SPLIT_*: a half of a split write, or its marker */
+    efax_op *partner;          /* the other half while both are in flight */
+    uint32_t imm;              /* a split write's immediate data, for its marker */
 };
+
+/* The states of an operation of a split write (efax__post_split). */
+enum { EFAX__SPLIT_NONE = 0, EFAX__SPLIT_HALF, EFAX__SPLIT_WAIT, EFAX__SPLIT_MARKER };
 
 typedef struct efax__route {
     fi_addr_t fa;              /* peer's matched NIC in this NIC's AV */
@@ -957,6 +970,8 @@ typedef struct efax__nic {
     void *ctrl_desc;
     efax_op ctrl_ops[EFAX__CTRL_SLOTS];
     int nctrl, ctrl_posted;
+    uint64_t split_min;                  /* shm on libfabric 2.x: writes this large are split (0: never) */
+    efax_op *retry;                      /* split-write posts the provider refused for now */
     efax_nic_stats stats;
 } efax__nic;
 
@@ -1754,7 +1769,8 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
 
 /* The one place an efax_ctx_desc's defaults are resolved (zeroed fields, then the environment):
    imm_tags 64, window 256 (each NIC clamps it to its transmit queue), timeout_ms $EFAX_TIMEOUT_MS or
-   30000, nics $EFAX_NICS, efa_shm and no_cuda_api from $EFAX_EFA_SHM / $EFAX_CUDA_API. */
+   30000, nics $EFAX_NICS, efa_shm and no_cuda_api from $EFAX_EFA_SHM / $EFAX_CUDA_API, shm_split
+   $EFAX_SHM_SPLIT or 512 KiB (the crossover: 2.6.0 on the 2-core machine, split slower at 64-128 KiB, level at 256 KiB, 1.3-1.7x from 512 KiB). */
 EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, efax_ctx_desc *d) {
     int rc, v;
     if (desc) *d = *desc;
@@ -1772,6 +1788,10 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
     d->efa_shm = d->efa_shm || v;
     if ((rc = efax__env_int("EFAX_CUDA_API", 1, 0, 1, &v))) return rc;
     d->no_cuda_api = d->no_cuda_api || !v;
+    if (!d->shm_split) {
+        if ((rc = efax__env_int("EFAX_SHM_SPLIT", 512 << 10, 0, INT_MAX, &v))) return rc;
+        d->shm_split = v ? v : -1;
+    }
     return 0;
 }
 
@@ -1903,6 +1923,9 @@ EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi
         }
         if (ni->max_msg_size && ni->max_msg_size < ctx->max_chunk) ctx->max_chunk = ni->max_msg_size;
         if (ni->max_rma_size && ni->max_rma_size < ctx->max_chunk) ctx->max_chunk = ni->max_rma_size;
+        /* 1.x's shm cannot overlap the two copies (efax__post_split says why) */
+        if (d->shm_split > 0 && !strcmp(ni->provider, "shm") && FI_MAJOR(fi_version()) >= 2)
+            ctx->nic[i].split_min = d->shm_split < 8192 ? 8192 : (uint64_t)d->shm_split; /* two halves of whole pages */
     }
     return 0;
 }
@@ -2364,7 +2387,7 @@ typedef struct efax__mr_blob {
 /* Checks a peer's memory keys before use. Returns 0 or -EFAX_E_VERSION/-EFAX_E_PEER (why says). */
 EFAX_PRIVATE int efax__mr_blob_check(const efax__mr_blob *b, int rank, int nnic, char *why, size_t wl) {
     if (b->magic != EFAX__MR_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != rank || b->nnic != nnic ||
-        (b->flags & ~(EFAX_RMR_STAGED | EFAX_RMR_WRITABLE))) {
+        (b->flags & ~(EFAX_RMR_STAGED | EFAX_RMR_WRITABLE | EFAX_RMR_HOST))) {
         snprintf(why, wl, "sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs, flags %x; expected wire %u, rank %d, "
                           "%d NICs)", b->magic, b->wire, b->rank, b->nnic, b->flags, EFAX_WIRE_VERSION, rank, nnic);
         return b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
@@ -2387,7 +2410,8 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     me.nnic = ctx->nnic;
     me.base = (ctx->nic[0].info.mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->ptr : 0;
     me.len = mr->len;
-    me.flags = (mr->stage ? EFAX_RMR_STAGED : 0) | ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0);
+    me.flags = (mr->stage ? EFAX_RMR_STAGED : 0) | ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0) |
+               (mr->iface == 0 ? EFAX_RMR_HOST : 0);
     for (i = 0; i < ctx->nnic; i++) me.key[i] = mr->key[i];
     all = (efax__mr_blob *)calloc((size_t)ctx->size, sizeof *all);
     if (!all) return -FI_ENOMEM;
@@ -3172,51 +3196,165 @@ EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint6
     return (int)(x->has_imm ? fi_injectdata(n->ep, buf, len, imm, rt->fa) : fi_inject(n->ep, buf, len, rt->fa));
 }
 
-/* Posts one chunk of a transmit segment. Returns 0, -FI_EAGAIN or an error. */
-EFAX_PRIVATE int efax__post_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, uint32_t imm,
-                               efax_op *op, bool more) {
-    efax_xfer *x = s->x;
-    int nic = s->nic;
+EFAX_PRIVATE void efax__op_free(efax__nic *n, efax_op *op) {
+    op->next = n->free_ops;
+    n->free_ops = op;
+}
+
+EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n);
+EFAX_PRIVATE void efax__split_done(efax_ctx *ctx, efax__nic *n, efax_op *op);
+
+/* Fills op for len bytes at offset off of transfer x on NIC nic: the local iovec and, for a
+   write, the remote one. Returns the peer's address on that NIC. */
+EFAX_PRIVATE fi_addr_t efax__op_fill(efax_ctx *ctx, efax_op *op, efax_xfer *x, int nic, uint64_t off, uint64_t len) {
     const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)nic];
-    uint64_t at = x->loff + s->off + s->posted;
-    uint64_t flags = FI_COMPLETION | (x->has_imm ? FI_REMOTE_CQ_DATA : 0) | (more ? FI_MORE : 0);
     op->kind = EFAX__OPK_TX;
     op->x = x;
     op->nic = nic;
     op->len = len;
-    op->iov.iov_base = (uint8_t *)x->lmr->ptr + at;
+    op->split = EFAX__SPLIT_NONE;
+    op->partner = NULL;
+    op->iov.iov_base = (uint8_t *)x->lmr->ptr + x->loff + off;
     op->iov.iov_len = len;
     op->desc = x->lmr->desc[nic];
     if (x->op == EFAX_OP_WRITE) {
         const efax_rmr *rm = &x->rmr->remote[x->peer];
-        struct fi_msg_rma m;
-        op->riov.addr = rm->base + x->roff + s->off + s->posted;
+        op->riov.addr = rm->base + x->roff + off;
         op->riov.len = len;
         op->riov.key = rm->key[rt->rnic];
-        m.msg_iov = &op->iov;
-        m.desc = &op->desc;
-        m.iov_count = 1;
-        m.addr = rt->fa;
-        m.rma_iov = &op->riov;
-        m.rma_iov_count = 1;
-        m.context = &op->fctx;
-        m.data = imm;
-        return (int)fi_writemsg(n->ep, &m, flags);
-    } else {
-        struct fi_msg m;
-        m.msg_iov = &op->iov;
-        m.desc = &op->desc;
-        m.iov_count = 1;
-        m.addr = rt->fa;
-        m.context = &op->fctx;
-        m.data = imm;
-        return (int)fi_sendmsg(n->ep, &m, flags);
     }
+    return rt->fa;
+}
+
+/* Posts op (filled by efax__op_fill) as a write to fa. */
+EFAX_PRIVATE int efax__writemsg(efax__nic *n, efax_op *op, fi_addr_t fa, uint64_t flags, uint32_t imm) {
+    struct fi_msg_rma m;
+    m.msg_iov = &op->iov;
+    m.desc = &op->desc;
+    m.iov_count = 1;
+    m.addr = fa;
+    m.rma_iov = &op->riov;
+    m.rma_iov_count = 1;
+    m.context = &op->fctx;
+    m.data = imm;
+    return (int)fi_writemsg(n->ep, &m, flags);
+}
+
+/* Posts one chunk of a transmit segment. Returns 0, -FI_EAGAIN or an error. */
+EFAX_PRIVATE int efax__post_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, uint32_t imm,
+                               efax_op *op, bool more) {
+    efax_xfer *x = s->x;
+    fi_addr_t fa = efax__op_fill(ctx, op, x, s->nic, s->off + s->posted, len);
+    uint64_t flags = FI_COMPLETION | (x->has_imm ? FI_REMOTE_CQ_DATA : 0) | (more ? FI_MORE : 0);
+    struct fi_msg m;
+    if (x->op == EFAX_OP_WRITE) return efax__writemsg(n, op, fa, flags, imm);
+    m.msg_iov = &op->iov;
+    m.desc = &op->desc;
+    m.iov_count = 1;
+    m.addr = fa;
+    m.context = &op->fctx;
+    m.data = imm;
+    return (int)fi_sendmsg(n->ep, &m, flags);
+}
+
+/* A split write (shm on libfabric 2.x, host memory on both sides, n->split_min bytes or more).
+   shm copies a write with immediate data once, in the target's progress (process_vm_readv),
+   while the writer waits; a write without it the writer copies itself, inside fi_write (prov/shm
+   smr_rma.c: smr_do_fast_rma), taking only its own endpoint's lock. A split write makes both
+   copy at once, on two cores: the second half goes first, as a write the target copies
+   (FI_DELIVERY_COMPLETE keeps it off the fast path; it carries no immediate data), then the
+   writer copies the first half; once both have completed, a zero-byte write carries the
+   immediate data (the marker), so the target counts one arrival per chunk, as for any write.
+   1.17's shm cannot overlap them: its fast path holds the target region's lock through the
+   copy (smr_generic_rma), and the target holds that lock through its own (smr_progress_cmd).
+   Returns 0 (both halves handed over, or the writer's queued on n->retry), -FI_EAGAIN
+   (nothing posted) or an error (nothing posted). */
+EFAX_PRIVATE int efax__post_split(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len) {
+    efax_xfer *x = s->x;
+    efax_op *mine = n->free_ops, *theirs = mine ? mine->next : NULL;
+    uint64_t off = s->off + s->posted, first = (len / 2 + 4095) & ~(uint64_t)4095;
+    fi_addr_t fa;
+    int rc;
+    if (!theirs) return -FI_EAGAIN;
+    fa = efax__op_fill(ctx, theirs, x, s->nic, off + first, len - first);
+    if ((rc = efax__writemsg(n, theirs, fa, FI_COMPLETION | FI_DELIVERY_COMPLETE, 0))) return rc;
+    n->free_ops = theirs->next;
+    efax__op_fill(ctx, mine, x, s->nic, off, first);
+    mine->split = theirs->split = EFAX__SPLIT_HALF;
+    mine->partner = theirs, theirs->partner = mine;
+    mine->imm = theirs->imm = x->imm;
+    n->inflight++;
+    x->pending += 2;
+    mine->next = n->retry; /* posted from the retry queue, where a refusal leaves it */
+    n->retry = mine;
+    efax__post_retry(ctx, n);
+    return 0;
 }
 
 EFAX_PRIVATE void efax__fail_xfer(efax_ctx *ctx, efax_xfer *x, int rc) {
     (void)ctx;
     if (!x->status) x->status = rc;
+}
+
+/* Posts what waits on n->retry: writer halves of split writes (efax__post_split) and markers.
+   An operation of a failed transfer is dropped. Stops at the first refusal (-FI_EAGAIN). */
+EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
+    while (n->retry) {
+        efax_op *op = n->retry;
+        efax_xfer *x = op->x;
+        int rc = 0;
+        if (!x->status) {
+            const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic];
+            rc = op->split == EFAX__SPLIT_HALF ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
+                                               : (int)fi_inject_writedata(n->ep, op->iov.iov_base, 0, op->imm, rt->fa,
+                                                                          op->riov.addr, op->riov.key);
+            if (rc == -FI_EAGAIN) {
+                n->stats.eagain++;
+                return;
+            }
+        }
+        n->retry = op->next;
+        if (rc) {
+            efax_log(ctx, 0, "%s to rank %d (%s) on NIC %s: posting failed: %s (%d)",
+                     op->split == EFAX__SPLIT_HALF ? "split write's own half" : "split write's marker", x->peer,
+                     efax__host(ctx, x->peer), n->info.name, fi_strerror(-rc), rc);
+            efax__fail_xfer(ctx, x, rc);
+        }
+        if (op->split == EFAX__SPLIT_HALF && !rc && !x->status) {
+            n->inflight++; /* its completion carries on in efax__split_done */
+            continue;
+        }
+        if (op->split == EFAX__SPLIT_HALF) { /* never posted: done as far as its partner goes */
+            efax__split_done(ctx, n, op);
+            continue;
+        }
+        x->pending--; /* a marker: injected (no completion follows) or dropped */
+        efax__op_free(n, op);
+        efax__xfer_check_done(x);
+    }
+}
+
+/* One half of a split write has completed (or will never be posted): the first to finish waits
+   for the other; the second announces both with the marker, unless the transfer failed. */
+EFAX_PRIVATE void efax__split_done(efax_ctx *ctx, efax__nic *n, efax_op *op) {
+    efax_xfer *x = op->x;
+    efax_op *p = op->partner;
+    x->pending--;
+    if (p && p->split == EFAX__SPLIT_HALF) { /* the other half is still out */
+        op->split = EFAX__SPLIT_WAIT;
+        return;
+    }
+    if (p) efax__op_free(n, p);
+    if (x->status) {
+        efax__op_free(n, op);
+        efax__xfer_check_done(x);
+        return;
+    }
+    op->split = EFAX__SPLIT_MARKER, op->partner = NULL;
+    x->pending++;
+    op->next = n->retry;
+    n->retry = op;
+    efax__post_retry(ctx, n);
 }
 
 /* Whether, after posting `len` bytes of s, this loop will certainly post another chunk at once:
@@ -3234,7 +3372,8 @@ EFAX_PRIVATE bool efax__next_postable(const efax_seg *s, uint64_t len) {
 /* Posts queued transmit chunks while the NIC's window has room. */
 EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     int posted = 0;
-    while (n->pend_head && n->inflight < n->window) {
+    if (n->retry) efax__post_retry(ctx, n);
+    while (n->pend_head && n->inflight < n->window && n->free_ops) {
         efax_seg *s = n->pend_head;
         efax_xfer *x = s->x;
         uint64_t len, at;
@@ -3277,6 +3416,23 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
             }
             if (rc != -FI_EAGAIN) goto failed;
             /* the inject buffer is full: post it normally (its completion frees the space) */
+        }
+        if (n->split_min && len >= n->split_min && x->op == EFAX_OP_WRITE && x->has_imm && !x->cell_seq &&
+            x->lmr->iface == 0 && !x->lmr->stage && (x->rmr->remote[x->peer].flags & EFAX_RMR_HOST) &&
+            n->inflight + 2 <= n->window && !n->retry) {
+            rc = efax__post_split(ctx, n, s, len);
+            if (rc == -FI_EAGAIN) {
+                n->stats.eagain++;
+                break;
+            }
+            if (rc) goto failed;
+            s->posted += len;
+            posted++;
+            if (s->posted >= s->len) {
+                efax__seg_pop(&n->pend_head, &n->pend_tail);
+                x->unposted--;
+            }
+            continue;
         }
         op = n->free_ops;
         EFAX_ASSERT(op);
@@ -3371,11 +3527,6 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     }
 }
 
-EFAX_PRIVATE void efax__op_free(efax__nic *n, efax_op *op) {
-    op->next = n->free_ops;
-    n->free_ops = op;
-}
-
 EFAX_PRIVATE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int err, uint64_t len,
                                  uint64_t flags, uint64_t data) {
     efax_xfer *x = op->x;
@@ -3389,6 +3540,11 @@ EFAX_PRIVATE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int e
             x->bytes_done += op->len;
             for (i = 0; i < x->nseg; i++) /* which NIC's piece: for naming a stalled NIC */
                 if (x->seg[i].nic == op->nic) { x->seg[i].completed += op->len; break; }
+        }
+        if (op->split) { /* a half of a split write: the marker follows both */
+            if (err) efax__fail_xfer(ctx, x, err);
+            efax__split_done(ctx, n, op);
+            return;
         }
     } else {
         n->rx_inflight--;
@@ -3531,7 +3687,7 @@ EFAX_API int efax_progress(efax_ctx *ctx) {
         if ((rc = efax__drain(ctx, n)) < 0) return rc;
         total += rc;
         if (n->rxp_head) efax__post_rx(ctx, n);
-        if (n->pend_head) efax__post_nic(ctx, n);
+        if (n->pend_head || n->retry) efax__post_nic(ctx, n); /* retry: a split write's refused post */
         if (n->ctrl_posted < n->nctrl)
             for (s = 0; s < n->nctrl; s++)
                 if (n->ctrl_ops[s].kind == 0 && efax__post_ctrl(ctx, n, s)) break;

@@ -464,8 +464,9 @@ EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const
        provider and its FI_HMEM, the memory kind, the job's EFAX_MEM_PATH), never at how this
        rank's own registration turned out. */
     /* On shm a write is one copy however it is cut (the target's process_vm_readv, or CUDA IPC
-       for device memory), so whole messages: each chunk only adds a command, a response and a
-       completion. Host memory, 1.17, 256 MiB: 10.6-12.7 GB/s whole against 4.4-5.0 in 1 MiB
+       for device memory; on 2.x efax itself splits a large one between the writer's copy and
+       the target's, efax__post_split), so whole messages: each chunk only adds a command, a
+       response and a completion. Host memory, 1.17, 256 MiB: 10.6-12.7 GB/s whole against 4.4-5.0 in 1 MiB
        chunks (three interleaved rounds); 2.6.0: 16.4 against 15.6. A staged target takes cells. */
     if (ctx && efax_ctx_nnics(ctx) > 0 && !strncmp(efax_ctx_nic(ctx, 0)->provider, "shm", 3) &&
         !(b && b->ops && !strcmp(b->ops->name, "device") && (!efax_ctx_nic(ctx, 0)->hmem || (forced && !strcmp(forced, "staged")))))

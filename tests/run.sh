@@ -160,6 +160,11 @@ done
 # --- pingpong --variant times one echo alone (bench.sh compares its SEND/RECV with fi_pingpong's)
 t shm/pingpong-variant 120 bash -c "$MPI -np 2 $B/pingpong --provider shm -c -b 1 -e 64K -f 16 -n 50 --variant writeimm --quiet --json $LOGS/ppv.jsonl && json_ok $LOGS/ppv.jsonl 5 && jq -e -s 'all(.[]; .variant == \"WriteImm\")' $LOGS/ppv.jsonl"
 
+# --- shm on libfabric 2.x copies a large write half by the writer and half by the target, at
+# once (efax__post_split): every byte checked at odd sizes, in every mode, 4 in flight; on 2.x a
+# split write is two operations on the NIC's counter (1.x never splits: one)
+t shm/write-split 120 bash -c "$MPI -x EFAX_SHM_SPLIT=8192 -np 2 $B/write --provider shm -c -b 5000 -e 3M -f 3.7 --window 4 --mode all -n 20 --quiet --json $LOGS/split.jsonl && json_ok $LOGS/split.jsonl 24 && $MPI -np 2 $B/write --provider shm -b 1M -e 1M -n 4 -w 0 --quiet --json $LOGS/split1.jsonl && jq -e '(.run.libfabric | split(\".\")[0] | tonumber) as \$major | .nics[0].ops == (if \$major >= 2 then 8 else 4 end)' $LOGS/split1.jsonl"
+
 # --- the per-NIC counters show where the bytes went: split and round-robin use both NICs
 t tcp/nic-counters 120 bash -c "$MPI -np 2 $B/write --provider tcp --nics lo,lo -b 1M -e 1M -n 8 --mode split,rr --quiet --json $LOGS/ctr.jsonl && jq -e -s 'length == 2 and all(.[]; (.nics|length) == 2 and all(.nics[]; .bytes > 0))' $LOGS/ctr.jsonl"
 
