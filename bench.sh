@@ -491,6 +491,10 @@ if printf '%s\n' "${PROVS[@]}" | grep -qx shm; then
       v = sz == 16777216 ? (g >= c16 ? "ok" : "BELOW 100% of in-cache memcpy") : sz == 268435456 ? (g >= 0.75*c ? "ok" : "BELOW 75% of the ceiling") : "-";
       printf "%10d %12.2f %23.1f%% %15.1f%% %s\n", sz, g, 100*g/c16, 100*g/c, v }'
   done
+  case $(jq -r '.run.libfabric' "$OUT/write-shm.jsonl" | head -1) in
+    1.*) echo "(libfabric 1.x: each write is one kernel copy, and 1.x's shm cannot overlap the writer's copy with the target's; with 2.x efax copies a write of 512 KiB or more half on each side at once: ./bench.sh --libfabric PREFIX)" ;;
+    *) echo "(libfabric 2.x: writes of 512 KiB or more are copied half by the writer and half by the target at once; EFAX_SHM_SPLIT=0 turns that off)" ;;
+  esac
 fi
 echo
 runs_report
