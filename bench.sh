@@ -447,17 +447,25 @@ best_fi() { cat "$@" | sort -k1,1n -k2,2g | awk '!seen[$1]++'; }
 for p in "${PROVS[@]}"; do
   for r in $(seq $ROUNDS); do fi_table "$OUT/fi_pingpong-$p.r$r.txt" >"$OUT/fi_pingpong-$p.r$r.tsv"; done
   { best_fi "$OUT"/fi_pingpong-$p.r*.tsv; fi_table "$OUT/fi_pingpong-$p.big.txt"; } >"$OUT/fi_pingpong-$p.tsv"
+  # beside the verdict, round by round: efax's time over fi_pingpong's in the same round (seconds
+  # apart, so mostly in one of this host's moods), the median of those ratios per size
+  for r in $(seq $ROUNDS); do
+    jq -r 'select(.variant=="SendRecv") | "\(.size) \(.lat_us.avg)"' "$OUT/pingpong-$p.r$r.jsonl" | sort -k1,1 |
+      join - <(sort -k1,1 "$OUT/fi_pingpong-$p.r$r.tsv") | awk '$3 > 0 {print $1, $2 / $3}'
+  done | sort -k1,1n -k2,2g | awk '{v[$1, ++n[$1]] = $2} END {for (s in n) print s, v[s, int((n[s] + 1) / 2)]}' >"$OUT/paired-$p.tsv"
   echo
   echo "-- $p: ping-pong one-way latency (half the round trip, average; best of $ROUNDS interleaved rounds each) and bandwidth: efax vs fi_pingpong"
-  printf '%10s %14s %14s %12s %12s %s\n' size "efax us" "fi_pp us" "efax Gbps" "fi_pp Gbps" verdict
+  echo "   (paired: the median over the rounds of efax / fi_pingpong within each round; the verdict is on the best of each)"
+  printf '%10s %14s %14s %12s %12s %8s %s\n' size "efax us" "fi_pp us" "efax Gbps" "fi_pp Gbps" paired verdict
   cat "$OUT"/pingpong-$p.r*.jsonl | jq -r 'select(.variant=="SendRecv") | [.size, .lat_us.avg] | @tsv' | sort -k1,1n -k2,2g | awk '!seen[$1]++' |
   while read -r sz us; do
     ref=$(awk -v s="$sz" '$1==s {print $2, $3}' "$OUT/fi_pingpong-$p.tsv")
     [ -n "$ref" ] || continue
     set -- $ref
-    awk -v sz="$sz" -v us="$us" -v fus="$1" -v fmb="$2" 'BEGIN {
+    pr=$(awk -v s="$sz" '$1==s {print $2}' "$OUT/paired-$p.tsv")
+    awk -v sz="$sz" -v us="$us" -v fus="$1" -v fmb="$2" -v pr="${pr:-0}" 'BEGIN {
       g = sz*8/(us*1000); fg = fmb*8/1000;
-      printf "%10d %14.2f %14.2f %12.3f %12.3f %s\n", sz, us, fus, g, fg, (us <= fus*1.02 ? "ok" : "SLOWER") }'
+      printf "%10d %14.2f %14.2f %12.3f %12.3f %8.3f %s\n", sz, us, fus, g, fg, pr, (us <= fus*1.02 ? "ok" : "SLOWER") }'
   done
 done
 if printf '%s\n' "${PROVS[@]}" | grep -qx tcp; then
