@@ -917,7 +917,6 @@ struct efax_op {
     void *desc;
     int split;                 /* EFAX__SPLIT_*: a half of a split write, or its marker */
     efax_op *partner;          /* the other half while both are in flight */
-    uint32_t imm;              /* a split write's immediate data, for its marker */
 };
 
 /* The states of an operation of a split write (efax__post_split). */
@@ -3282,7 +3281,6 @@ EFAX_PRIVATE int efax__post_split(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint
     efax__op_fill(ctx, mine, x, s->nic, off, first);
     mine->split = theirs->split = EFAX__SPLIT_HALF;
     mine->partner = theirs, theirs->partner = mine;
-    mine->imm = theirs->imm = x->imm;
     n->inflight++;
     x->pending += 2;
     mine->next = n->retry; /* posted from the retry queue, where a refusal leaves it */
@@ -3306,7 +3304,7 @@ EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
         if (!x->status) {
             const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic];
             rc = op->split == EFAX__SPLIT_HALF ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
-                                               : (int)fi_inject_writedata(n->ep, op->iov.iov_base, 0, op->imm, rt->fa,
+                                               : (int)fi_inject_writedata(n->ep, op->iov.iov_base, 0, x->imm, rt->fa,
                                                                           op->riov.addr, op->riov.key);
             if (rc == -FI_EAGAIN) {
                 n->stats.eagain++;
