@@ -4080,9 +4080,12 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
             sl->count -= count;
             return 0;
         }
-        if (ctx->last_cq_error) {
+        if (ctx->last_cq_error) { /* an incoming write failed: say which wait it ended, so the peer is named */
             rc = ctx->last_cq_error;
             ctx->last_cq_error = 0;
+            efax_log(ctx, 0, "waiting for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived): an "
+                             "incoming operation failed (%s); the peer may have died mid-transfer",
+                     count, peer, efax__host(ctx, peer), tag, seq, sl->count, fi_strerror(-rc));
             return rc;
         }
         if ((rc = efax_progress(ctx)) < 0) return rc;
