@@ -70,6 +70,8 @@
                            0: they go through the NIC; --efa-shm)
        EFAX_SHM_SPLIT      shm on libfabric 2.x: smallest write (bytes) that the writer and the target
                            copy half each, at once (default 524288; 0: never)
+       EFAX_HUGE_PAGES     1: host buffers of 2 MiB and more ask for transparent huge pages, 0: they
+                           never do (default: they do unless a NIC is tcp; efax_ctx_host_alloc)
        EFAX_CUDA_API       0: the provider may not call CUDA (FI_OPT_CUDA_API_PERMITTED=false):
                            device memory by GPUDirect RDMA only (--no-cuda-api)
        EFAX_SYSFS_ROOT     read the PCI topology from ROOT/sys instead of /sys (a recorded tree,
@@ -283,6 +285,9 @@ typedef struct efax_ctx_desc {
                                bytes, host memory on both sides, is copied half by the writer and half
                                by the target at once (two cores; see efax__post_split). 0:
                                $EFAX_SHM_SPLIT, else 512 KiB; -1: never */
+    int huge_pages;         /* host buffers efax allocates (efax_ctx_host_alloc): 1 ask for transparent
+                               huge pages from 2 MiB up, -1 never, 0: $EFAX_HUGE_PAGES, else yes
+                               unless a NIC is tcp */
     bool efa_shm;           /* efa: let its own shared memory carry peers on this host (default
                                off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
     bool no_cuda_api;       /* FI_OPT_CUDA_API_PERMITTED = false: the provider may not call CUDA,
@@ -329,6 +334,8 @@ EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx);
 /* A line saying how device memory reaches this context's NICs and why ("dmabuf: ..."), set by
    efax_cuda.h when it registers device memory; "" when none was. The report prints it. */
 EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx);
+/* Whether host buffers this context allocates (efax_ctx_host_alloc) ask for huge pages. */
+EFAX_API bool efax_ctx_huge_pages(const efax_ctx *ctx);
 EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note);
 /* The provider the context opened ("tcp;ofi_rxm", "shm", "efa"). */
 EFAX_API const char *efax_ctx_provider(const efax_ctx *ctx);
@@ -510,6 +517,12 @@ struct efax_buf {
    asks for transparent huge pages (fewer pages to pin and translate: the shm provider's
    copies and NIC registrations run faster). Zeroed. Free with free(). NULL on failure. */
 EFAX_API void *efax_host_alloc(size_t len);
+/* efax_host_alloc with the pages this context's NICs move fastest (efax_ctx_desc.huge_pages):
+   huge pages unless a NIC is tcp. tcp copies through sockets and pins nothing, and libfabric
+   1.17's tcp;ofi_rxm moved its rendezvous messages (256 KiB and up) 10-25% slower out of and
+   into them (ping-pong, 2-core VM; 2.6.0's tcp the same either way); shm's copies pin pages,
+   and there huge pages halve the 1 MiB ping-pong. Thread safe. */
+EFAX_API void *efax_ctx_host_alloc(const efax_ctx *ctx, size_t len);
 
 /* Host memory (page-aligned, registered as host memory). */
 EFAX_API const efax_mem_ops *efax_mem_host(void);
@@ -991,6 +1004,7 @@ struct efax_ctx {
     int timeout_ms;
     bool fi_more;
     uint64_t next_key;         /* requested keys when the provider does not choose them */
+    bool huge_pages;           /* efax_ctx_host_alloc asks for transparent huge pages */
     efax_log_fn log;
     void *log_user;
     int log_level;
@@ -1769,7 +1783,8 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
 /* The one place an efax_ctx_desc's defaults are resolved (zeroed fields, then the environment):
    imm_tags 64, window 256 (each NIC clamps it to its transmit queue), timeout_ms $EFAX_TIMEOUT_MS or
    30000, nics $EFAX_NICS, efa_shm and no_cuda_api from $EFAX_EFA_SHM / $EFAX_CUDA_API, shm_split
-   $EFAX_SHM_SPLIT or 512 KiB (the crossover: 2.6.0 on the 2-core machine, split slower at 64-128 KiB, level at 256 KiB, 1.3-1.7x from 512 KiB). */
+   $EFAX_SHM_SPLIT or 512 KiB (the crossover: 2.6.0 on the 2-core machine, split slower at 64-128 KiB, level at 256 KiB, 1.3-1.7x from 512 KiB),
+   huge_pages $EFAX_HUGE_PAGES or by the NICs (efax__ctx_open). */
 EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, efax_ctx_desc *d) {
     int rc, v;
     if (desc) *d = *desc;
@@ -1790,6 +1805,10 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
     if (!d->shm_split) {
         if ((rc = efax__env_int("EFAX_SHM_SPLIT", 512 << 10, 0, INT_MAX, &v))) return rc;
         d->shm_split = v ? v : -1;
+    }
+    if (!d->huge_pages) { /* unset: decided by the NICs once open (efax__ctx_open) */
+        if ((rc = efax__env_int("EFAX_HUGE_PAGES", -1, 0, 1, &v))) return rc;
+        d->huge_pages = v < 0 ? 0 : v ? 1 : -1;
     }
     return 0;
 }
@@ -1912,6 +1931,7 @@ EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi
     int i, rc;
     if (!(ctx->nic = (efax__nic *)calloc((size_t)nsel, sizeof(efax__nic)))) return -FI_ENOMEM;
     ctx->max_chunk = EFAX_MAX_CHUNK;
+    ctx->huge_pages = d->huge_pages >= 0;
     for (i = 0; i < nsel; i++) {
         const efax_nic_info *ni = &ctx->nic[i].info;
         ctx->nnic = i + 1;
@@ -1925,6 +1945,7 @@ EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi
         /* 1.x's shm cannot overlap the two copies (efax__post_split says why) */
         if (d->shm_split > 0 && !strcmp(ni->provider, "shm") && FI_MAJOR(fi_version()) >= 2)
             ctx->nic[i].split_min = d->shm_split < 8192 ? 8192 : (uint64_t)d->shm_split; /* two halves of whole pages */
+        if (!d->huge_pages && !strncmp(ni->provider, "tcp", 3)) ctx->huge_pages = false; /* efax_ctx_host_alloc says why */
     }
     return 0;
 }
@@ -1994,6 +2015,7 @@ EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx) {
     for (i = 0; i < ctx->nnic; i++) memset(&ctx->nic[i].stats, 0, sizeof ctx->nic[i].stats);
 }
 EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx) { return ctx ? ctx->mem_note : ""; }
+EFAX_API bool efax_ctx_huge_pages(const efax_ctx *ctx) { return ctx && ctx->huge_pages; }
 EFAX_API const char *efax_ctx_provider(const efax_ctx *ctx) { return ctx->provider; }
 EFAX_API const char *efax_ctx_nic_choice(const efax_ctx *ctx) { return ctx->nic_choice; }
 EFAX_API int efax_ctx_timeout_ms(const efax_ctx *ctx) { return ctx->timeout_ms; }
@@ -2276,8 +2298,8 @@ EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off
 
 EFAX_API void efax_poison(void *buf, uint64_t len) { memset(buf, EFAX_POISON, len); }
 
-EFAX_API void *efax_host_alloc(size_t len) {
-    size_t align = len >= (2u << 20) ? (2u << 20) : 4096, cap = (len + align - 1) & ~(align - 1);
+EFAX_PRIVATE void *efax__host_pages(size_t len, bool huge) {
+    size_t align = huge && len >= (2u << 20) ? (2u << 20) : 4096, cap = (len + align - 1) & ~(align - 1);
     void *p = NULL;
     if (!cap) cap = align;
     if (posix_memalign(&p, align, cap)) return NULL;
@@ -2287,6 +2309,9 @@ EFAX_API void *efax_host_alloc(size_t len) {
     memset(p, 0, cap);
     return p;
 }
+
+EFAX_API void *efax_host_alloc(size_t len) { return efax__host_pages(len, true); }
+EFAX_API void *efax_ctx_host_alloc(const efax_ctx *ctx, size_t len) { return efax__host_pages(len, ctx->huge_pages); }
 
 /* Registers b->ptr (len bytes the CPU addresses: host or pinned) and names its path. */
 EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path) {
@@ -2300,7 +2325,7 @@ EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsig
 }
 
 EFAX_PRIVATE int efax__host_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
-    b->ptr = efax_host_alloc(len);
+    b->ptr = efax_ctx_host_alloc(ctx, len);
     if (!b->ptr) {
         efax_log(ctx, 0, "cannot allocate %zu bytes of host memory", len);
         return -FI_ENOMEM;

@@ -760,6 +760,18 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
             snprintf(err, errlen, "EFAX_TIMEOUT_MS='%s' is not valid: expected milliseconds in [1, %d]", getenv("EFAX_TIMEOUT_MS"), INT_MAX);
             return -EFAX_E_USAGE;
         }
+        { /* the context reads these (efax__ctx_defaults): checked here, before any rank waits on another */
+            static const struct { const char *name; int hi; const char *what; } ints[] = {
+                {"EFAX_SHM_SPLIT", INT_MAX, "bytes (0: never split)"}, {"EFAX_HUGE_PAGES", 1, "0 or 1"},
+                {"EFAX_EFA_SHM", 1, "0 or 1"}, {"EFAX_CUDA_API", 1, "0 or 1"}};
+            size_t k;
+            int iv;
+            for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
+                if (efax__env_int_quiet(ints[k].name, 0, 0, ints[k].hi, &iv)) {
+                    snprintf(err, errlen, "%s='%s' is not valid: expected %s", ints[k].name, getenv(ints[k].name), ints[k].what);
+                    return -EFAX_E_USAGE;
+                }
+        }
     }
     if (!(o->factor > 1.0)) {
         snprintf(err, errlen, "-f/--factor: %g is not valid: the size factor must be greater than 1", o->factor);
@@ -1064,8 +1076,8 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     }
     efaxb__cat(r->meta, sizeof r->meta, &u, "],\"nic_choice\":");
     efaxb__json_str(r->meta, sizeof r->meta, &u, ctx && efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
-    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
-              o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
+    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"huge_pages\":%s,\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
+              ctx && efax_ctx_huge_pages(ctx) ? "true" : "false", o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
     {
         char cmd[1024];
         size_t cu = 0;
@@ -1113,7 +1125,8 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
             if (o->line_gbps > 0) printf(" (line %.3g Gbps, given)", o->line_gbps);
             else if (n->link_gbps > 0) printf(" (link %.3g Gbps)", n->link_gbps);
         }
-        printf("\n# memory %s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory, o->window,
+        printf("\n# memory %s%s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory,
+               !ctx || !strstr(memory, "host") ? "" : efax_ctx_huge_pages(ctx) ? " (huge pages from 2M)" : " (4K pages: tcp)", o->window,
                o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (1M; on shm: whole messages)", o->check ? "every byte" : "off",
                efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && efax_ctx_mem_note(ctx)[0]) printf("# device memory: %s\n", efax_ctx_mem_note(ctx));

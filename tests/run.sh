@@ -166,6 +166,16 @@ t shm/pingpong-variant 120 bash -c "$MPI -np 2 $B/pingpong --provider shm -c -b 
 t shm/write-split 120 bash -c "$MPI -x EFAX_SHM_SPLIT=8192 -np 2 $B/write --provider shm -c -b 5000 -e 3M -f 3.7 --window 4 --mode all -n 20 --quiet --json $LOGS/split.jsonl && json_ok $LOGS/split.jsonl 24 && $MPI -np 2 $B/write --provider shm -b 1M -e 1M -n 4 -w 0 --quiet --json $LOGS/split1.jsonl && jq -e '(.run.libfabric | split(\".\")[0] | tonumber) as \$major | .nics[0].ops == (if \$major >= 2 then 8 else 4 end)' $LOGS/split1.jsonl"
 
 # --- the per-NIC counters show where the bytes went: split and round-robin use both NICs
+# host buffers: 4K pages on tcp (1.17's rxm rendezvous ran 10-25% slower out of huge ones), huge on shm, EFAX_HUGE_PAGES overrides
+host_pages() {
+  local want=(false true true false) env=("" "EFAX_HUGE_PAGES=1" "" "EFAX_HUGE_PAGES=0") prov=(tcp tcp shm shm) i
+  for i in 0 1 2 3; do
+    $MPIRUN_STR ${env[$i]:+-x ${env[$i]}} -np 2 "$B/pingpong" --provider ${prov[$i]} -b 2M -e 2M -n 2 --variant sendrecv -c --quiet --json "$LOGS/pages$i.jsonl" || return 1
+    jq -e ".run.huge_pages == ${want[$i]}" "$LOGS/pages$i.jsonl" >/dev/null || { echo "${prov[$i]} ${env[$i]}: huge_pages is not ${want[$i]}"; return 1; }
+  done
+}
+export -f host_pages
+t host/pages-by-provider 120 host_pages
 t tcp/nic-counters 120 bash -c "$MPI -np 2 $B/write --provider tcp --nics lo,lo -b 1M -e 1M -n 8 --mode split,rr --quiet --json $LOGS/ctr.jsonl && jq -e -s 'length == 2 and all(.[]; (.nics|length) == 2 and all(.nics[]; .bytes > 0))' $LOGS/ctr.jsonl"
 
 # --- launching without PMIx: the TCP rendezvous
@@ -375,7 +385,7 @@ bad_rows() {
     "$B/bootstrap|--timeout x|--timeout" "$B/bootstrap|-b 1|unknown option" "$B/info|--memcpy 1|--memcpy" \
     "$B/info|--bogus|unknown option" "$B/xfer_test|--window 0|--window" \
     "env EFAX_LINE_GBPS=fast $B/write|-n 1|EFAX_LINE_GBPS" "env EFAX_LINE_GBPS=-1 $B/write|-n 1|EFAX_LINE_GBPS" \
-    "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
+    "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
     "env EFAX_RANK=x EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_RANK" \
     "env EFAX_RANK=0 EFAX_SIZE=0 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_SIZE" \
     "env EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=nohostport $B/bootstrap||EFAX_ROOT" \
