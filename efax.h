@@ -605,6 +605,8 @@ EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeou
 EFAX_API int efax_ctx_rank(const efax_ctx *ctx);
 EFAX_API int efax_ctx_size(const efax_ctx *ctx);
 EFAX_API int efax_ctx_peer_nnics(const efax_ctx *ctx, int peer);
+/* The host rank p runs on, as the bootstrap named it (after efax_ctx_connect; "?" before). */
+EFAX_API const char *efax_ctx_host(const efax_ctx *ctx, int p);
 /* Which remote NIC index local NIC i sends to when talking to peer p. */
 EFAX_API int efax_ctx_route(const efax_ctx *ctx, int peer, int nic);
 /* Which local NIC receives what peer p sends from its NIC k (-1 if p has no NIC k). */
@@ -2024,6 +2026,9 @@ EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note) {
 }
 EFAX_API int efax_ctx_rank(const efax_ctx *ctx) { return ctx->rank; }
 EFAX_API int efax_ctx_size(const efax_ctx *ctx) { return ctx->size; }
+EFAX_API const char *efax_ctx_host(const efax_ctx *ctx, int p) {
+    return ctx->peer_host && p >= 0 && p < ctx->size ? ctx->peer_host[p] : "?";
+}
 EFAX_API int efax_ctx_peer_nnics(const efax_ctx *ctx, int peer) {
     return ctx->peer_nnic && peer >= 0 && peer < ctx->size ? ctx->peer_nnic[peer] : 0;
 }

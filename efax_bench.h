@@ -248,8 +248,12 @@ EFAX_API long efax_rss_kib(void);
    enough to stripe and pipeline over NICs), except for device memory on an shm that registers it
    (FI_HMEM; not with EFAX_MEM_PATH=staged): there every post is one CUDA IPC copy whose fixed
    cost 1 MiB posts cannot hide (two H200s, libfabric 2.6.0: 1 MiB posts moved 1,360 Gbps at 256 MiB, 64 MiB posts
-   3,083 of the 3,157 cudaMemcpyPeerAsync moves), so messages go whole, up to 1 GiB. */
-EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b);
+   3,083 of the 3,157 cudaMemcpyPeerAsync moves), so messages go whole, up to 1 GiB. On tcp
+   between two hosts (from and to, the write's ranks) 128 KiB: there tcp moved writes of 256 KiB
+   and more at 10-15 Gbps and writes of 64-128 KiB at 25-58 (efax's and fi_rma_bw's alike; the lab's
+   veth rail, libfabric 2.6.0), so 128 KiB posts made 1-16 MiB writes 2-4x faster; on one host
+   (loopback) whole posts up to 1 MiB stay ahead (1.17: 128 KiB posts 10% slower). */
+EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b, int from, int to);
 
 // >>steps -----------------------------------------------------------------------------------
 
@@ -457,7 +461,7 @@ extern "C" {
 
 // >>options (implementation) -----------------------------------------------------------------
 
-EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b) {
+EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b, int from, int to) {
     const char *forced = getenv("EFAX_MEM_PATH");
     if (o->chunk) return o->chunk;
     /* Writer and target must count the same chunks, so this looks only at what they share (the
@@ -471,6 +475,9 @@ EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const
     if (ctx && efax_ctx_nnics(ctx) > 0 && !strncmp(efax_ctx_nic(ctx, 0)->provider, "shm", 3) &&
         !(b && b->ops && !strcmp(b->ops->name, "device") && (!efax_ctx_nic(ctx, 0)->hmem || (forced && !strcmp(forced, "staged")))))
         return 1ull << 30;
+    if (ctx && efax_ctx_nnics(ctx) > 0 && !strncmp(efax_ctx_nic(ctx, 0)->provider, "tcp", 3) &&
+        strcmp(efax_ctx_host(ctx, from), efax_ctx_host(ctx, to)))
+        return 128u << 10;
     return 1ull << 20;
 }
 
@@ -1127,7 +1134,7 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         }
         printf("\n# memory %s%s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory,
                !ctx || !strstr(memory, "host") ? "" : efax_ctx_huge_pages(ctx) ? " (huge pages from 2M)" : " (4K pages: tcp)", o->window,
-               o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (1M; on shm: whole messages)", o->check ? "every byte" : "off",
+               o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (1M; shm: whole messages; tcp between hosts: 128K)", o->check ? "every byte" : "off",
                efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && efax_ctx_mem_note(ctx)[0]) printf("# device memory: %s\n", efax_ctx_mem_note(ctx));
         if (ctx) efaxb__print_nic_semantics(ctx);

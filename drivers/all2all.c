@@ -46,7 +46,7 @@ static const efax_write_desc *msg(const run *r, efax_write_desc *w, int from, in
     w->from = from, w->to = to, w->size = r->chunk, w->mode = r->pt.mode;
     w->src = &r->src->mr, w->dst = &r->dst->mr, w->src_off = (uint64_t)to * r->chunk, w->dst_off = (uint64_t)from * r->chunk;
     w->index = (uint64_t)from + (uint64_t)to + seq;
-    w->chunk = efax_opts_chunk(&r->b.o, &r->b.ctx, r->dst);
+    w->chunk = efax_opts_chunk(&r->b.o, &r->b.ctx, r->dst, from, to);
     w->tag = tag_of(r->pt.k, seq), w->seq = (uint32_t)seq;
     return w;
 }

@@ -53,7 +53,7 @@ static const efax_write_desc *cmd(const run *r, efax_write_desc *w, int c, uint3
     memset(w, 0, sizeof *w);
     w->from = 0, w->to = 1, w->size = r->st.size, w->mode = r->st.mode;
     w->src = &r->src->mr, w->dst = &r->dst->mr, w->src_off = w->dst_off = (uint64_t)c * r->st.size;
-    w->chunk = efax_opts_chunk(&r->b.o, &r->b.ctx, r->dst), w->tag = TAG_DATA + c, w->seq = seq;
+    w->chunk = efax_opts_chunk(&r->b.o, &r->b.ctx, r->dst, 0, 1), w->tag = TAG_DATA + c, w->seq = seq;
     return w;
 }
 
@@ -121,7 +121,7 @@ static int setup(run *r) {
     for (int c = 0; c < MAX_CMDS && !rc; c++) rc = efax_expect_prepare(&b->ctx, &r->dst->mr, TAG_DATA + c);
     r->lat = (double *)efax_bench_calloc(b, (size_t)efax_opts_iters(&b->o, b->o.min_size), sizeof(double));
     if (rc || !r->lat || (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)))) return rc ? rc : -FI_ENOMEM;
-    pd.ctx = &b->ctx, pd.src = r->src, pd.dst = &r->dst->mr, pd.producers = (uint32_t)r->producers, pd.chunk = efax_opts_chunk(&b->o, &b->ctx, r->dst);
+    pd.ctx = &b->ctx, pd.src = r->src, pd.dst = &r->dst->mr, pd.producers = (uint32_t)r->producers, pd.chunk = efax_opts_chunk(&b->o, &b->ctx, r->dst, 0, 1);
     cudaGetDevice(&pd.device); /* efax_bench_connect made this rank's GPU current */
     return b->rank == 0 ? efax_proxy_init(&r->px, &pd) : 0;
 }

@@ -41,7 +41,7 @@ static const efax_write_desc *msg(const run *r, efax_write_desc *w, int from, in
     w->from = from, w->to = to, w->size = r->st.size, w->mode = r->st.mode;
     w->src = &r->src->mr, w->dst = &r->dst->mr, w->src_off = w->dst_off = (uint64_t)m * r->st.size;
     w->index = seq * (uint64_t)r->b.o.window + (uint64_t)(m + from);
-    w->chunk = efax_opts_chunk(&r->b.o, &r->b.ctx, r->dst);
+    w->chunk = efax_opts_chunk(&r->b.o, &r->b.ctx, r->dst, from, to);
     w->tag = tag_of(r, r->st.k, m), w->seq = (uint32_t)seq;
     return w;
 }

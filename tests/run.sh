@@ -480,9 +480,11 @@ lab_up() {
 lab_rails() {
   local rc
   lab_up || return $?
-  lab_mpirun "$PWD/$B/write" -c -b 64K -e 4M -f 4 -n 5 --mode split,rr --window 4 --json "$LOGS/lab.jsonl"; rc=$?
+  lab_mpirun "$PWD/$B/write" -c -b 64K -e 4M -f 4 -n 5 --mode split,rr --window 4 --json "$LOGS/lab.jsonl" &&
+    lab_mpirun "$PWD/$B/write" -b 1M -e 1M -n 4 -w 0 --json "$LOGS/lab-chunk.jsonl"; rc=$?
   tests/lab.sh down >/dev/null 2>&1
-  [ $rc = 0 ] && json_ok "$LOGS/lab.jsonl" 8 &&
+  # between hosts tcp writes go in 128 KiB posts (efax_opts_chunk): 4 writes of 1 MiB, 32 posts
+  [ $rc = 0 ] && jq -e '.nics[0].ops == 32' "$LOGS/lab-chunk.jsonl" >/dev/null && json_ok "$LOGS/lab.jsonl" 8 &&
     jq -e -s 'all(.[]; (.nics|length) == 2 and all(.nics[]; .bytes > 0))' "$LOGS/lab.jsonl" >/dev/null &&
     jq -r '"\(.variant) \(.size): " + ([.nics[] | "\(.name) \(.bytes) B"] | join(", "))' "$LOGS/lab.jsonl"
 }
