@@ -334,9 +334,9 @@ EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx);
 /* A line saying how device memory reaches this context's NICs and why ("dmabuf: ..."), set by
    efax_cuda.h when it registers device memory; "" when none was. The report prints it. */
 EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx);
+EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note);
 /* Whether host buffers this context allocates (efax_ctx_host_alloc) ask for huge pages. */
 EFAX_API bool efax_ctx_huge_pages(const efax_ctx *ctx);
-EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note);
 /* The provider the context opened ("tcp;ofi_rxm", "shm", "efa"). */
 EFAX_API const char *efax_ctx_provider(const efax_ctx *ctx);
 /* How this rank's NICs were chosen ("--nics", "nearest GPU 0000:53:00.0", ...), for run headers. */

@@ -1133,7 +1133,7 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
             else if (n->link_gbps > 0) printf(" (link %.3g Gbps)", n->link_gbps);
         }
         printf("\n# memory %s%s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory,
-               !ctx || !strstr(memory, "host") ? "" : efax_ctx_huge_pages(ctx) ? " (huge pages from 2M)" : " (4K pages: tcp)", o->window,
+               !ctx || !strstr(memory, "host") ? "" : efax_ctx_huge_pages(ctx) ? " (huge pages from 2M)" : " (4K pages)", o->window,
                o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (1M; shm: whole messages; tcp between hosts: 128K)", o->check ? "every byte" : "off",
                efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && efax_ctx_mem_note(ctx)[0]) printf("# device memory: %s\n", efax_ctx_mem_note(ctx));

@@ -165,7 +165,6 @@ t shm/pingpong-variant 120 bash -c "$MPI -np 2 $B/pingpong --provider shm -c -b 
 # split write is two operations on the NIC's counter (1.x never splits: one)
 t shm/write-split 120 bash -c "$MPI -x EFAX_SHM_SPLIT=8192 -np 2 $B/write --provider shm -c -b 5000 -e 3M -f 3.7 --window 4 --mode all -n 20 --quiet --json $LOGS/split.jsonl && json_ok $LOGS/split.jsonl 24 && $MPI -np 2 $B/write --provider shm -b 1M -e 1M -n 4 -w 0 --quiet --json $LOGS/split1.jsonl && jq -e '(.run.libfabric | split(\".\")[0] | tonumber) as \$major | .nics[0].ops == (if \$major >= 2 then 8 else 4 end)' $LOGS/split1.jsonl"
 
-# --- the per-NIC counters show where the bytes went: split and round-robin use both NICs
 # host buffers: 4K pages on tcp (1.17's rxm rendezvous ran 10-25% slower out of huge ones), huge on shm, EFAX_HUGE_PAGES overrides
 host_pages() {
   local want=(false true true false) env=("" "EFAX_HUGE_PAGES=1" "" "EFAX_HUGE_PAGES=0") prov=(tcp tcp shm shm) i
@@ -176,6 +175,8 @@ host_pages() {
 }
 export -f host_pages
 t host/pages-by-provider 120 host_pages
+
+# --- the per-NIC counters show where the bytes went: split and round-robin use both NICs
 t tcp/nic-counters 120 bash -c "$MPI -np 2 $B/write --provider tcp --nics lo,lo -b 1M -e 1M -n 8 --mode split,rr --quiet --json $LOGS/ctr.jsonl && jq -e -s 'length == 2 and all(.[]; (.nics|length) == 2 and all(.nics[]; .bytes > 0))' $LOGS/ctr.jsonl"
 
 # --- launching without PMIx: the TCP rendezvous
