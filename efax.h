@@ -3790,6 +3790,7 @@ EFAX_PRIVATE void efax__xfer_one(efax_xfer *x, int op, int peer, const efax_mr *
 
 EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, int peer, int nic, const efax_mr *mr,
                        uint64_t off, uint64_t len, bool has_imm, uint32_t imm) {
+    efax__nic *n;
     int rc;
     if ((rc = efax__check_peer(ctx, peer, nic)) || (rc = efax__check_local(ctx, mr, off, len, "send")))
         return rc;
@@ -3801,8 +3802,22 @@ EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, int peer, int nic, const efa
     efax__xfer_one(x, EFAX_OP_SEND, peer, mr, off, len, nic);
     x->has_imm = has_imm;
     x->imm = imm;
-    efax__seg_push(&ctx->nic[nic].pend_head, &ctx->nic[nic].pend_tail, &x->seg[0]);
-    efax__post_nic(ctx, &ctx->nic[nic]);
+    n = &ctx->nic[nic];
+    /* A small send with nothing queued ahead of it on this NIC goes out at once by inject,
+       without the queue: a ping-pong's answer is sent on its critical path, and the queue's
+       general loop costs as many instructions as the provider's inject itself. Anything else
+       (and an inject the provider refuses) takes the queue, which keeps the order. */
+    if (!n->pend_head && !n->retry && len <= n->info.inject_size && mr->iface == 0 &&
+        efax__inject_tx(ctx, n, &x->seg[0], len, imm) == 0) {
+        n->stats.tx_bytes += len;
+        n->stats.tx_ops++;
+        x->bytes_done = x->seg[0].posted = len;
+        x->unposted = 0;
+        efax__xfer_check_done(x);
+        return 0;
+    }
+    efax__seg_push(&n->pend_head, &n->pend_tail, &x->seg[0]);
+    efax__post_nic(ctx, n);
     return 0;
 }
 

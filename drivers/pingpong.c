@@ -1,10 +1,10 @@
-/* pingpong — the "echo" experiment: the programming model in its smallest form. Rank 0 sends
-   a message to rank 1, which answers with a message of the same size; first as SEND/RECV,
-   then as RDMA WRITE with immediate data (--variant times one alone). Reported latency is one-way: half the measured
-   round trip. With -c both sides check every byte they receive (outside the timing). The
-   answer comes from rank 1's own send buffer, as in fi_pingpong: answering from the buffer
-   that just received would make the peer read cache lines another core just wrote (on shm
-   that halves the bandwidth at 4 MiB) and measure that instead of the transport.
+/* pingpong — the "echo" experiment: the programming model in its smallest form. Rank 0 sends a
+   message to rank 1, which answers with one of the same size; as SEND/RECV, then as RDMA WRITE
+   with immediate data (--variant times one alone). Latency is one-way: half the round trip.
+   With -c both sides check every byte they receive (outside the timing). The answer comes from
+   rank 1's own send buffer, as in fi_pingpong: answering from the buffer that just received
+   would make the peer read cache lines another core just wrote (on shm that halves the
+   bandwidth at 4 MiB) and measure that instead of the transport.
 
    cc -O2 -I. drivers/pingpong.c -o pingpong $(pkg-config --cflags --libs libfabric pmix)
    mpirun -np 2 ./pingpong -b 1 -e 1M -c
@@ -47,14 +47,14 @@ static const efax_write_desc *msg(echo *e, uint64_t seq) {
     return w;
 }
 
-/* Rank 0: one round trip of iteration seq. */
+/* Rank 0: one round trip of iteration seq; the answer's receive is posted after the ping. */
 static int ping(echo *e, uint64_t seq) {
     uint64_t half = half_of(e, seq);
     efax_xfer *both[2] = {&e->s, &e->r};
     int rc;
     if (e->variant == SENDRECV) {
-        if ((rc = efax_recv(e->ctx, &e->r, 0, e->rx, half, e->size)) ||
-            (rc = efax_send(e->ctx, &e->s, e->peer, 0, e->tx, half, e->size, false, 0)))
+        if ((rc = efax_send(e->ctx, &e->s, e->peer, 0, e->tx, half, e->size, false, 0)) ||
+            (rc = efax_recv(e->ctx, &e->r, 0, e->rx, half, e->size)))
             return rc;
         return efax_wait_all(e->ctx, both, 2, -1);
     }
@@ -64,15 +64,15 @@ static int ping(echo *e, uint64_t seq) {
     return efax_wait(e->ctx, &e->s, -1);
 }
 
-/* Rank 1: answer iteration seq. For SEND/RECV the receive of the next iteration is posted
-   before the answer goes out. */
+/* Rank 1: answer iteration seq; for SEND/RECV the next receive is posted after the answer
+   (fi_pingpong posts it before, so every message waits for a post; here it overlaps the flight). */
 static int pong(echo *e, uint64_t seq, bool last) {
     uint64_t half = half_of(e, seq);
     int rc;
     if (e->variant == SENDRECV) {
-        if ((rc = efax_wait(e->ctx, &e->r, -1))) return rc;
-        if (!last && (rc = efax_recv(e->ctx, &e->r, 0, e->rx, half_of(e, seq + 1), e->size))) return rc;
-        if ((rc = efax_send(e->ctx, &e->s, e->peer, 0, e->tx, half, e->size, false, 0))) return rc;
+        if ((rc = efax_wait(e->ctx, &e->r, -1)) || (rc = efax_send(e->ctx, &e->s, e->peer, 0, e->tx, half, e->size, false, 0)) ||
+            (!last && (rc = efax_recv(e->ctx, &e->r, 0, e->rx, half_of(e, seq + 1), e->size))))
+            return rc;
         return efax_wait(e->ctx, &e->s, -1);
     }
     if ((rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, arrivals(e), -1)) ||
