@@ -1684,6 +1684,24 @@ bound:
     return rc;
 }
 
+/* shm names an endpoint's region in /dev/shm after its process: "PID:UID:INDEX". A process that
+   was killed leaves its region behind, and once pids wrap, a new process with that pid finds it:
+   libfabric 1.x's shm then fails fi_enable with -FI_EBUSY (smr_retry_map, prov/shm/src/smr_util.c,
+   after unlinking the stale file); 2.x retries under a new name itself (smr_ep_ctrl). This does
+   what 2.x does, for 1.x: the same name with a suffix no other process picks. */
+EFAX_PRIVATE int efax__shm_enable_renamed(efax_ctx *ctx, efax__nic *n) {
+    char name[256], renamed[256 + 32];
+    size_t len = sizeof name - 1;
+    int rc;
+    memset(name, 0, sizeof name);
+    if ((rc = fi_getname(&n->ep->fid, name, &len))) return rc;
+    snprintf(renamed, sizeof renamed, "%s:efax%llx", name, (unsigned long long)(efax_now_ns() ^ ((uint64_t)getpid() << 40)));
+    efax_log(ctx, 1, "NIC %s: shm endpoint %s is taken (most likely left by a killed process whose pid "
+             "this one reused); enabling it as %s", n->info.name, name, renamed);
+    if ((rc = fi_setname(&n->ep->fid, renamed, strlen(renamed) + 1))) return rc;
+    return fi_enable(n->ep);
+}
+
 EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi, int window) {
     struct fi_cq_attr cqa;
     struct fi_av_attr ava;
@@ -1737,7 +1755,9 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         n->eq = NULL;
     }
     if ((rc = efax__ep_options(ctx, n))) return rc;
-    if ((rc = fi_enable(n->ep))) return efax__fierr(ctx, rc, "fi_enable", n->info.name);
+    rc = fi_enable(n->ep);
+    if (rc == -FI_EBUSY && !strcmp(n->info.provider, "shm")) rc = efax__shm_enable_renamed(ctx, n);
+    if (rc) return efax__fierr(ctx, rc, "fi_enable", n->info.name);
     efax__ep_limits(ctx, n);
     efax__ep_emulated(ctx, n);
     n->addrlen = sizeof n->addr;

@@ -160,6 +160,15 @@ done
 # --- pingpong --variant times one echo alone (bench.sh compares its SEND/RECV with fi_pingpong's)
 t shm/pingpong-variant 120 bash -c "$MPI -np 2 $B/pingpong --provider shm -c -b 1 -e 64K -f 16 -n 50 --variant writeimm --quiet --json $LOGS/ppv.jsonl && json_ok $LOGS/ppv.jsonl 5 && jq -e -s 'all(.[]; .variant == \"WriteImm\")' $LOGS/ppv.jsonl"
 
+# --- a killed process leaves its shm region in /dev/shm, named after its pid; once pids wrap, a
+# new process with that pid finds it, and 1.x's shm fails fi_enable with -FI_EBUSY (2.x renames
+# itself; efax renames for 1.x). Each rank plants such a region under its own pid, then runs.
+stale_region() {
+  $MPIRUN_STR -np 2 bash -c 'f=/dev/shm/$$:$(id -u):0; head -c 4096 /dev/zero >"$f" && exec "$0" --provider shm -c -b 1 -e 64K -n 20 --quiet' "$B/pingpong" || return 1
+}
+export -f stale_region
+t shm/stale-region 120 stale_region
+
 # --- shm on libfabric 2.x copies a large write half by the writer and half by the target, at
 # once (efax__post_split): every byte checked at odd sizes, in every mode, 4 in flight; on 2.x a
 # split write is two operations on the NIC's counter (1.x never splits: one)
@@ -233,18 +242,21 @@ kill_rank() {
   wait_for "$LOGS/kill0.log" '^# sweep' 40 || { kill -9 $p0 $p1; cat "$LOGS/kill0.log"; return 1; }
   kill -9 $p1; start=$SECONDS
   wait $p0; rc=$?
+  rm -f "/dev/shm/$p1:$(id -u):"* # a killed shm rank's region stays behind (see shm/stale-region)
   cat "$LOGS/kill0.log"
   echo "rank 0 exited $rc, $((SECONDS - start)) s after rank 1 was killed"
   [ $rc != 0 ] && [ $((SECONDS - start)) -lt 60 ] && grep -q "rank 1" "$LOGS/kill0.log"
 }
 # under mpirun the launcher ends the job and names the rank that died
 kill_rank_mpirun() {
-  local rc pid
+  local rc pid victim
   mpirun --oversubscribe --bind-to none -np 2 "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/killm.log" 2>&1 & pid=$!
   wait_for "$LOGS/killm.log" '^# sweep' 40 || { kill $pid; cat "$LOGS/killm.log"; return 1; }
   # one of this mpirun's own ranks (a pattern over every process could hit another suite's run)
-  kill -9 "$(pgrep -n -P $pid)"
+  victim=$(pgrep -n -P $pid)
+  kill -9 "$victim"
   wait $pid; rc=$?
+  rm -f "/dev/shm/$victim:$(id -u):"*
   cat "$LOGS/killm.log"
   [ $rc != 0 ] && grep -qi "rank" "$LOGS/killm.log"
 }
