@@ -87,14 +87,18 @@ export OUT
 export -f launch
 # t NAME LIMIT CMD...: a check or benchmark; its JSON (written to $OUT/cur.tmp) goes to results.jsonl
 t() {
-  local name=$1 lim=$2 rc; shift 2
+  local name=$1 lim=$2 rc err0; shift 2
   echo; echo "== $name"
   rm -f "$OUT/cur.tmp"
+  err0=$(cat "$OUT/ranks.err" 2>/dev/null | wc -l)
   timeout --kill-after=5 "$lim" bash -c '"$@"' "$name" "$@"; rc=$?
   [ -f "$OUT/cur.tmp" ] && cat "$OUT/cur.tmp" >>"$RES"
   # a run that was asked for JSON and wrote no row measured nothing: that is no pass
   if [ $rc = 0 ] && [[ " $* " == *" --json "* ]] && [ ! -s "$OUT/cur.tmp" ]; then echo "$name: exit 0 but no result rows"; rc=1; fi
-  if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $name" | tee -a "$SUM"; else fail=$((fail + 1)); echo "FAIL $name (rc=$rc)" | tee -a "$SUM"; fi
+  if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $name" | tee -a "$SUM"; else
+    fail=$((fail + 1)); echo "FAIL $name (rc=$rc)" | tee -a "$SUM"
+    tail -n +$((err0 + 1)) "$OUT/ranks.err" 2>/dev/null | sed 's/^/  other ranks: /' # what ranks 1.. said
+  fi
 }
 J="--json $OUT/cur.tmp"
 MAXC=256M; [ "$WHAT" = quick ] && MAXC=16M
