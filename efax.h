@@ -847,7 +847,7 @@ typedef struct efax_expect {
     uint64_t off, size, unit;  /* staged regions: the window written, its cells */
     int ncells, cells_done, status;
     bool active;
-    uint32_t nics;             /* local NICs (bit k % 32) the chunks should arrive on */
+    uint32_t on_nic[EFAX_MAX_NICS]; /* ordinary regions: chunks to count on each local NIC */
     uint16_t want[256], got[256];
 } efax_expect;
 
@@ -1000,6 +1000,7 @@ struct efax_ctx {
     int *route_in;             /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
     int ntags;
     efax__imm_slot *imm;       /* [size * ntags] */
+    uint32_t *imm_nic;         /* [size * ntags * nnic]: a slot's counted arrivals on each local NIC */
     efax__imm_hook *hooks;     /* [ntags] */
     efax__stage_rx **stage_rx; /* [ntags] -> [size], for tags that receive staged writes */
     uint64_t bad_imm;          /* arrivals whose immediate data named no valid rank/tag */
@@ -2011,6 +2012,7 @@ EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
     free(ctx->route);
     free(ctx->route_in);
     free(ctx->imm);
+    free(ctx->imm_nic);
     free(ctx->hooks);
     if (ctx->stage_rx)
         for (i = 0; i < ctx->ntags; i++) free(ctx->stage_rx[i]);
@@ -2177,9 +2179,10 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     ctx->peer_host = (char (*)[64])calloc((size_t)size, 64);
     ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
     ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
+    ctx->imm_nic = (uint32_t *)calloc((size_t)size * (size_t)ctx->ntags * (size_t)ctx->nnic, sizeof(uint32_t));
     ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
     if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
-    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->route_in || !ctx->hooks) {
+    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->imm_nic || !ctx->route_in || !ctx->hooks) {
         free(all);
         return -FI_ENOMEM;
     }
@@ -3548,6 +3551,7 @@ EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
 EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     int rank, tag;
     uint32_t seq;
+    size_t slot;
     efax__imm_slot *sl;
     efax_imm_decode((uint32_t)data, &rank, &tag, &seq);
     if (!ctx->imm || rank >= ctx->size || tag >= ctx->ntags) {
@@ -3561,14 +3565,17 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
         ctx->hooks[tag].fn(ctx->hooks[tag].user, rank, tag, seq, nic);
         return;
     }
-    sl = &ctx->imm[(size_t)rank * (size_t)ctx->ntags + (size_t)tag];
+    slot = (size_t)rank * (size_t)ctx->ntags + (size_t)tag;
+    sl = &ctx->imm[slot];
     if (sl->count == 0 && sl->stale == 0) {
         sl->seq = seq;
         sl->nics = 0;
+        memset(&ctx->imm_nic[slot * (size_t)ctx->nnic], 0, (size_t)ctx->nnic * sizeof(uint32_t));
     }
     if (seq == sl->seq) {
         sl->count++;
         sl->nics |= 1u << (nic & 31);
+        ctx->imm_nic[slot * (size_t)ctx->nnic + (size_t)nic]++;
     } else {
         sl->stale++;
         sl->stale_seq = seq;
@@ -4117,10 +4124,10 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag) {
     return ctx->imm[(size_t)peer * (size_t)ctx->ntags + (size_t)tag].count;
 }
 
-/* efax_wait_imm; `expect` (a mask of local NICs, or 0) lets a timeout name the NICs on which
-   nothing arrived — a dead rail — rather than only the ones that delivered. */
+/* efax_wait_imm; `expect` (arrivals due on each local NIC, or NULL) lets a timeout name the
+   NICs that fell short — a dead rail — rather than only count what arrived. */
 EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms,
-                                uint32_t expect) {
+                                const uint32_t *expect) {
     efax__imm_slot *sl;
     uint64_t deadline = 0;
     unsigned spins = 0, idle = 0;
@@ -4156,19 +4163,21 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
         if ((rc = efax_progress(ctx)) < 0) return rc;
         efax__idle(rc, &idle);
         if (efax__expired(&deadline, &spins, timeout_ms)) {
-            char busy[256], where[256] = "";
-            uint32_t seen = sl->count ? sl->nics : 0, missing = expect & ~seen;
+            char busy[256], where[512] = "";
+            const uint32_t *got = &ctx->imm_nic[((size_t)peer * (size_t)ctx->ntags + (size_t)tag) * (size_t)ctx->nnic];
             size_t u = 0;
             int k;
             efax__busy_nics(ctx, busy, sizeof busy);
-            for (k = 0; k < ctx->nnic && u < sizeof where; k++) /* the NICs that stayed silent */
-                if (missing & (1u << (k & 31)))
-                    u += (size_t)snprintf(where + u, sizeof where - u, "%s%s", u ? ", " : "; nothing arrived on NIC ",
-                                          ctx->nic[k].info.name);
-            for (k = 0; !missing && k < ctx->nnic && u < sizeof where; k++)
-                if (seen & (1u << (k & 31)))
-                    u += (size_t)snprintf(where + u, sizeof where - u, "%s%s", u ? ", " : " (on NIC ", ctx->nic[k].info.name);
-            if (!missing && u && u < sizeof where) snprintf(where + u, sizeof where - u, ")");
+            for (k = 0; k < ctx->nnic && u < sizeof where; k++) { /* what came on each NIC; which fell short */
+                uint32_t on = sl->count ? got[k] : 0, due = expect ? expect[k] : 0;
+                char of[24] = "";
+                if (!on && !due) continue;
+                if (due) snprintf(of, sizeof of, " of %u", due);
+                u += (size_t)snprintf(where + u, sizeof where - u, "%s%u%s on NIC %s%s", u ? ", " : " (", on, of,
+                                      ctx->nic[k].info.name,
+                                      on < due ? (on ? ": short" : ": nothing arrived") : "");
+            }
+            if (u && u < sizeof where) snprintf(where + u, sizeof where - u, ")");
             efax_log(ctx, 0, "timed out after %d ms waiting for %u arrival(s) from rank %d (%s), tag %d, "
                              "sequence %u: %u arrived%s; the peer died, never started, a link is down, or the "
                              "peer is slower than the timeout (raise EFAX_TIMEOUT_MS or --timeout)%s", timeout_ms,
@@ -4179,7 +4188,7 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
 }
 
 EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms) {
-    return efax__wait_imm(ctx, peer, tag, seq, count, timeout_ms, 0);
+    return efax__wait_imm(ctx, peer, tag, seq, count, timeout_ms, NULL);
 }
 
 // >>schedule (implementation) ------------------------------------------------------------------
@@ -4408,7 +4417,8 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
         e->count = efax_write_chunks(size, writer_nnic, mode, efax_chunk_clamp(chunk, ctx->max_chunk));
         n = efax_plan(size, writer_nnic, mode, w.index, 0, 0, segs);
         for (i = 0; i < n; i++) /* the writer's NIC of each piece, as it arrives here */
-            e->nics |= 1u << (ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] & 31);
+            e->on_nic[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS] +=
+                efax_plan_chunks(&segs[i], 1, efax_chunk_clamp(chunk, ctx->max_chunk));
         return e->count ? 0 : -FI_EINVAL;
     }
     if (!ctx->stage_rx || !ctx->stage_rx[tag]) {
@@ -4449,7 +4459,7 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     if (!e->active) return -FI_EINVAL;
     if (!e->mr->stage) {
         e->active = false;
-        rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->nics);
+        rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
         if (!rc && e->mr->settle) rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
         return rc;
     }

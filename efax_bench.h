@@ -386,10 +386,10 @@ EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong);
 EFAX_API int efax_bench_close(efax_bench *b, int rc);
 
 /* The target's side of one iteration of n writes from one writer, w[0..n) described as the writer
-   describes them: announces each (efax_expect_write, into ex[0..n)), waits until all landed and
-   confirms to the writer under tag `ack`; with -c then checks buf's bytes [0, bytes) against the
-   writer's pattern for the writes' seq (adding the wrong ones to *wrong), clears them and tells
-   the writer under tag `ready`. Returns 0 or a negative code. */
+   describes them: announces each (efax_expect_write, into ex[0..n)), waits until all landed (one
+   context timeout for all n) and confirms to the writer under tag `ack`; with -c then checks
+   buf's bytes [0, bytes) against the writer's pattern for the writes' seq (adding the wrong ones
+   to *wrong), clears them and tells the writer under tag `ready`. Returns 0 or a negative code. */
 EFAX_API int efax_bench_take(efax_bench *b, efax_expect *ex, const efax_write_desc *w, int n, efax_buf *buf, uint64_t bytes,
                              int ack, int ready, int64_t *wrong);
 
@@ -1575,8 +1575,12 @@ EFAX_API int efax_bench_take(efax_bench *b, efax_expect *ex, const efax_write_de
                              int ack, int ready, int64_t *wrong) {
     int i, rc = 0, from = n > 0 ? w[0].from : 0;
     uint32_t seq = n > 0 ? w[0].seq : 0;
+    uint64_t deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(&b->ctx) * 1000000ull;
     for (i = 0; i < n && !rc; i++) rc = efax_expect_write(&b->ctx, &ex[i], &w[i]);
-    for (i = 0; i < n && !rc; i++) rc = efax_expect_wait(&b->ctx, &ex[i], -1);
+    for (i = 0; i < n && !rc; i++) { /* one timeout for all n, so this side gives up before the writer's confirmation wait */
+        uint64_t now = efax_now_ns();
+        rc = efax_expect_wait(&b->ctx, &ex[i], now < deadline ? (int)((deadline - now) / 1000000ull) : 0);
+    }
     if (!rc) rc = efax_notify(&b->ctx, from, ack, seq);
     if (rc || !b->o.check) return rc;
     *wrong += (int64_t)buf->ops->check(buf, 0, bytes, from, seq);

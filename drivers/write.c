@@ -57,7 +57,8 @@ static int writer_iter(run *r, int first, int last, uint64_t seq, double *us) {
     t0 = efax_now_ns();
     for (int p = first; p <= last && !rc; p++)
         for (int m = 0; m < W && !rc; m++) rc = efax_write(&r->b.ctx, &r->xs[(p - first) * W + m], msg(r, &w, r->b.rank, p, m, seq), NULL);
-    for (int p = first; p <= last && !rc; p++) rc = efax_wait_imm(&r->b.ctx, p, TAG_ACK, (uint32_t)seq, 1, -1);
+    for (int p = first; p <= last && !rc; p++) /* longer than the target's wait, so the side that sees which rail failed speaks first */
+        rc = efax_wait_imm(&r->b.ctx, p, TAG_ACK, (uint32_t)seq, 1, efax_ctx_timeout_ms(&r->b.ctx) / 4 * 5);
     *us = (double)(efax_now_ns() - t0) / 1e3;
     for (int i = 0; i < (last - first + 1) * W && !rc; i++) rc = efax_wait(&r->b.ctx, &r->xs[i], -1);
     return rc;

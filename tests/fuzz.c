@@ -84,6 +84,7 @@ static void fuzz_imm(const uint8_t *d, size_t n) {
     memset(&dst, 0, sizeof dst);
     ctx.size = 4, ctx.ntags = 8, ctx.rank = 0, ctx.connected = true, ctx.log = quiet_log, ctx.nnic = 1;
     ctx.imm = (efax__imm_slot *)calloc(32, sizeof(efax__imm_slot));
+    ctx.imm_nic = (uint32_t *)calloc(32, sizeof(uint32_t));
     ctx.hooks = (efax__imm_hook *)calloc(8, sizeof(efax__imm_hook));
     ctx.peer_nnic = (int *)calloc(4, sizeof(int));
     ctx.nic = (efax__nic *)calloc(1, sizeof(efax__nic));
@@ -102,7 +103,7 @@ static void fuzz_imm(const uint8_t *d, size_t n) {
         if (e.cells_done > e.ncells) abort();
     }
     for (int t = 0; t < 8; t++) free(ctx.stage_rx ? ctx.stage_rx[t] : NULL);
-    free(ctx.stage_rx), free(ctx.imm), free(ctx.hooks), free(ctx.peer_nnic), free(ctx.nic);
+    free(ctx.stage_rx), free(ctx.imm), free(ctx.imm_nic), free(ctx.hooks), free(ctx.peer_nnic), free(ctx.nic);
 }
 
 /* Plans cover the message exactly once, on valid NICs, whatever the inputs. */

@@ -512,7 +512,7 @@ lab_rail_down() {
   tests/lab.sh down >/dev/null 2>&1
   cat "$LOGS/raildown.log"
   echo "the job exited $rc, $((SECONDS - start)) s after r1 went down"
-  [ $rc != 0 ] && [ $((SECONDS - start)) -lt 60 ] && grep -q "NIC r1" "$LOGS/raildown.log"
+  [ $rc != 0 ] && [ $((SECONDS - start)) -lt 60 ] && grep -qE "on NIC r1: (short|nothing arrived)" "$LOGS/raildown.log"
 }
 export -f lab_mpirun lab_up lab_rails lab_rail_down
 
