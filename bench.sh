@@ -409,10 +409,12 @@ for p in "${PROVS[@]}"; do
   # host's timings drift between runs, and within one for seconds at a time, by more than the
   # difference being measured). efax times SEND/RECV alone here, the one message sequence
   # fi_pingpong times (size after size, the same kind); its WRITE echo has a run of its own.
+  # Odd rounds run efax first, even rounds fi_pingpong first, so neither always follows the other.
   for r in $(seq $ROUNDS); do
     q=(); [ "$r" = 1 ] || q=(--quiet)
+    [ $((r % 2)) = 1 ] || fi_pp fi_pingpong-$p.r$r $p -S all -I 2000
     run pingpong-$p.r$r pingpong --provider $p -b 1 -e 1M -n 2000 --variant sendrecv "${q[@]}" || status=1  # as many as fi_pingpong -I 2000
-    fi_pp fi_pingpong-$p.r$r $p -S all -I 2000
+    [ $((r % 2)) = 0 ] || fi_pp fi_pingpong-$p.r$r $p -S all -I 2000
   done
   run pingpong-$p-writeimm pingpong --provider $p -b 1 -e 1M -n 2000 --variant writeimm --quiet || status=1
   run sendrecv-$p sendrecv --provider $p -b 1K -e 64M || status=1
@@ -437,7 +439,10 @@ done
 # ---------------- the summary: figures side by side ----------------
 bytes() { awk '{v=$1; m=1; if (v ~ /k$/) m=1024; if (v ~ /m$/) m=1048576; if (v ~ /g$/) m=1073741824; sub(/[kmg]$/, "", v); printf "%d\n", v*m}'; }
 # fi_pingpong lines: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec  ->  size usec MB/s
-fi_table() { grep -E '^[0-9]' "$1" | while read -r sz _ _ _ _ mbs us _; do echo "$(echo "$sz" | bytes) $us $mbs"; done; }
+# fi_pingpong prints both to two decimals, and 0.22 us is +-2.3%: the one-way time is taken from
+# whichever of usec/xfer and size / MB/sec (the same elapsed time) has the smaller rounding error.
+fi_table() { grep -E '^[0-9]' "$1" | while read -r sz _ _ _ _ mbs us _; do
+  echo "$(echo "$sz" | bytes) $mbs $us" | awk '{ u = $3; if ($1 > 0 && $2 > 0 && $2 > u) u = $1 / $2; printf "%d %.4f %s\n", $1, u, $2 }'; done; }
 {
 echo
 echo "==================== summary ($(date -u +%FT%TZ), $((SECONDS - T0)) s) ===================="
@@ -455,17 +460,19 @@ for p in "${PROVS[@]}"; do
   done | sort -k1,1n -k2,2g | awk '{v[$1, ++n[$1]] = $2} END {for (s in n) print s, v[s, int((n[s] + 1) / 2)]}' >"$OUT/paired-$p.tsv"
   echo
   echo "-- $p: ping-pong one-way latency (half the round trip, average; best of $ROUNDS interleaved rounds each) and bandwidth: efax vs fi_pingpong"
-  echo "   (paired: the median over the rounds of efax / fi_pingpong within each round; the verdict is on the best of each)"
-  printf '%10s %14s %14s %12s %12s %8s %s\n' size "efax us" "fi_pp us" "efax Gbps" "fi_pp Gbps" paired verdict
+  echo "   (paired: the median over the rounds of efax / fi_pingpong within each round; fi_pp spread: how far fi_pingpong's"
+  echo "   slowest round lies above its fastest, the host's noise at that size; the verdict is on the best of each)"
+  printf '%10s %14s %14s %12s %12s %8s %14s %s\n' size "efax us" "fi_pp us" "efax Gbps" "fi_pp Gbps" paired "fi_pp spread" verdict
   cat "$OUT"/pingpong-$p.r*.jsonl | jq -r 'select(.variant=="SendRecv") | [.size, .lat_us.avg] | @tsv' | sort -k1,1n -k2,2g | awk '!seen[$1]++' |
   while read -r sz us; do
     ref=$(awk -v s="$sz" '$1==s {print $2, $3}' "$OUT/fi_pingpong-$p.tsv")
     [ -n "$ref" ] || continue
     set -- $ref
     pr=$(awk -v s="$sz" '$1==s {print $2}' "$OUT/paired-$p.tsv")
-    awk -v sz="$sz" -v us="$us" -v fus="$1" -v fmb="$2" -v pr="${pr:-0}" 'BEGIN {
+    sp=$(cat "$OUT"/fi_pingpong-$p.r*.tsv | awk -v s="$sz" '$1==s && $2 > 0 {if (!n++ || $2 < lo) lo = $2; if ($2 > hi) hi = $2} END {if (n > 1) printf "%.1f", 100 * (hi - lo) / lo}')
+    awk -v sz="$sz" -v us="$us" -v fus="$1" -v fmb="$2" -v pr="${pr:-0}" -v sp="${sp:--}" 'BEGIN {
       g = sz*8/(us*1000); fg = fmb*8/1000;
-      printf "%10d %14.2f %14.2f %12.3f %12.3f %8.3f %s\n", sz, us, fus, g, fg, pr, (us <= fus*1.02 ? "ok" : "SLOWER") }'
+      printf "%10d %14.2f %14.2f %12.3f %12.3f %8.3f %13s%% %s\n", sz, us, fus, g, fg, pr, sp, (us <= fus*1.02 ? "ok" : "SLOWER") }'
   done
 done
 if printf '%s\n' "${PROVS[@]}" | grep -qx tcp; then

@@ -18,6 +18,7 @@
 #endif
 #include "efax_bench.h"
 
+#include <limits.h>
 #include <string.h>
 
 enum { TAG_ACK = 1, TAG_READY = 2, TAG_DATA = 3 };
@@ -46,6 +47,13 @@ static const efax_write_desc *msg(const run *r, efax_write_desc *w, int from, in
     return w;
 }
 
+/* How long a writer waits for a target's confirmation: longer than the target waits for the
+   writes (one timeout), so when a rail dies the side that can see which one speaks first. */
+static int confirm_ms(const efax_ctx *ctx) {
+    int t = efax_ctx_timeout_ms(ctx);
+    return t > INT_MAX / 5 * 4 ? INT_MAX : t / 4 * 5;
+}
+
 /* A writer, one iteration: window messages to each of ranks first..last, timed until every
    target confirmed. With -c: fresh bytes, once the targets cleared the last ones. */
 static int writer_iter(run *r, int first, int last, uint64_t seq, double *us) {
@@ -57,8 +65,7 @@ static int writer_iter(run *r, int first, int last, uint64_t seq, double *us) {
     t0 = efax_now_ns();
     for (int p = first; p <= last && !rc; p++)
         for (int m = 0; m < W && !rc; m++) rc = efax_write(&r->b.ctx, &r->xs[(p - first) * W + m], msg(r, &w, r->b.rank, p, m, seq), NULL);
-    for (int p = first; p <= last && !rc; p++) /* longer than the target's wait, so the side that sees which rail failed speaks first */
-        rc = efax_wait_imm(&r->b.ctx, p, TAG_ACK, (uint32_t)seq, 1, efax_ctx_timeout_ms(&r->b.ctx) / 4 * 5);
+    for (int p = first; p <= last && !rc; p++) rc = efax_wait_imm(&r->b.ctx, p, TAG_ACK, (uint32_t)seq, 1, confirm_ms(&r->b.ctx));
     *us = (double)(efax_now_ns() - t0) / 1e3;
     for (int i = 0; i < (last - first + 1) * W && !rc; i++) rc = efax_wait(&r->b.ctx, &r->xs[i], -1);
     return rc;
