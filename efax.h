@@ -4414,11 +4414,12 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     }
     e->active = true;
     if (!dst->stage) {
-        e->count = efax_write_chunks(size, writer_nnic, mode, efax_chunk_clamp(chunk, ctx->max_chunk));
         n = efax_plan(size, writer_nnic, mode, w.index, 0, 0, segs);
-        for (i = 0; i < n; i++) /* the writer's NIC of each piece, as it arrives here */
-            e->on_nic[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS] +=
-                efax_plan_chunks(&segs[i], 1, efax_chunk_clamp(chunk, ctx->max_chunk));
+        for (i = 0; i < n; i++) { /* each piece's chunks, counted on the NIC they arrive on here */
+            uint32_t c = efax_plan_chunks(&segs[i], 1, efax_chunk_clamp(chunk, ctx->max_chunk));
+            e->on_nic[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS] += c;
+            e->count += c;
+        }
         return e->count ? 0 : -FI_EINVAL;
     }
     if (!ctx->stage_rx || !ctx->stage_rx[tag]) {
