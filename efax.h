@@ -947,7 +947,6 @@ typedef struct efax__imm_slot {
     uint32_t stale;            /* arrivals with a sequence other than the first's */
     uint32_t seq;              /* sequence of the first unconsumed arrival */
     uint32_t stale_seq;
-    uint32_t nics;             /* local NICs (bit k % 32) the counted arrivals came on */
 } efax__imm_slot;
 
 typedef struct efax__imm_hook {
@@ -3569,12 +3568,10 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     sl = &ctx->imm[slot];
     if (sl->count == 0 && sl->stale == 0) {
         sl->seq = seq;
-        sl->nics = 0;
         memset(&ctx->imm_nic[slot * (size_t)ctx->nnic], 0, (size_t)ctx->nnic * sizeof(uint32_t));
     }
     if (seq == sl->seq) {
         sl->count++;
-        sl->nics |= 1u << (nic & 31);
         ctx->imm_nic[slot * (size_t)ctx->nnic + (size_t)nic]++;
     } else {
         sl->stale++;
