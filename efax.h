@@ -70,6 +70,11 @@
                            0: they go through the NIC; --efa-shm)
        EFAX_SHM_SPLIT      shm on libfabric 2.x: smallest write (bytes) that the writer and the target
                            copy half each, at once (default 524288; 0: never)
+       EFAX_CQ_SIZE        entries of each NIC's completion queue (default: two windows, control,
+                           and 16384 for peers' writes); windows shrink so peers cannot overrun it
+       EFAX_FAULTS         family,family,...[:seed]: make tcp and shm behave as efa may (reorder,
+                           eagain, injectfail, emulated, smallrma[=SIZE], all); see >>faults. Off
+                           unless set; the seed a run used is in its header
        EFAX_HUGE_PAGES     1: host buffers of 2 MiB and more ask for transparent huge pages, 0: they
                            never do (default: they do unless a NIC is tcp; efax_ctx_host_alloc)
        EFAX_CUDA_API       0: the provider may not call CUDA (FI_OPT_CUDA_API_PERMITTED=false):
@@ -288,6 +293,10 @@ typedef struct efax_ctx_desc {
     int huge_pages;         /* host buffers efax allocates (efax_ctx_host_alloc): 1 ask for transparent
                                huge pages from 2 MiB up, -1 never, 0: $EFAX_HUGE_PAGES, else yes
                                unless a NIC is tcp */
+    int cq_size;            /* entries of each NIC's completion queue (0: $EFAX_CQ_SIZE, else two windows
+                               + control + 16384 for peers' writes; at least 256). A smaller queue
+                               shrinks the window; efax_ctx_connect shrinks every rank's window until
+                               peers' writes cannot overrun any (efax__cq_plan says why) */
     bool efa_shm;           /* efa: let its own shared memory carry peers on this host (default
                                off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
     bool no_cuda_api;       /* FI_OPT_CUDA_API_PERMITTED = false: the provider may not call CUDA,
@@ -751,6 +760,75 @@ EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint3
 /* Arrivals counted so far from peer under tag, not yet consumed. */
 EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag);
 
+// >>faults ----------------------------------------------------------------------------------
+
+/* A fault layer at efax's boundary with libfabric (each fi_* call of the data path goes through a
+   small wrapper), off unless $EFAX_FAULTS names families: then tcp and shm behave as efa may,
+   which they otherwise never do. EFAX_FAULTS=family,family,...[:seed], read once by
+   efax_ctx_init; the families:
+     reorder     completions handed on in any order, within a NIC and across NICs, a few held
+                 back for many polls; writes handed to the provider late, so a write lands before,
+                 after or between the notifications that follow it (efa orders neither)
+     eagain      any post refused with -FI_EAGAIN, in bursts lasting 1 to 2048 polls of the NIC's
+                 completion queue (efa's RNR back-off and full queues)
+     injectfail  an injected send, write or notification dropped after it was counted done, its
+                 error entry (op_context NULL, an efa provider errno) arriving polls later; now and
+                 then a completion turned into an error entry with a provider errno
+     emulated    the endpoints of odd ranks say their writes are emulated (FI_OPT_EFA_EMULATED_WRITE
+                 read through efax's getopt wrapper, on every provider and line)
+     smallrma    the endpoint's max RMA size reads 64 KiB (smallrma=SIZE: another), so every large
+                 write is many chunks
+     all         every family
+   Decisions come from a seeded generator per rank and NIC (after efax_ctx_connect every rank
+   takes rank 0's seed), so a seed gives the same decisions for the same sequence of calls; how
+   processes interleave still varies. Whatever the families, posts with FI_MORE wait for the
+   next post without it, as efa's do (its doorbell), and the layer checks two of efax's promises:
+   no batch is left ending on FI_MORE, and no more completions wait than the completion queue
+   holds (efa's device queue has no overrun protection). Breaking either is a sticky error. */
+enum {
+    EFAX_FAULT_REORDER = 1u << 0,
+    EFAX_FAULT_EAGAIN = 1u << 1,
+    EFAX_FAULT_INJECTFAIL = 1u << 2,
+    EFAX_FAULT_EMULATED = 1u << 3,
+    EFAX_FAULT_SMALLRMA = 1u << 4,
+    EFAX_FAULT_ALL = 0x1fu
+};
+
+/* An EFAX_FAULTS value, parsed. */
+typedef struct efax_fault_spec {
+    unsigned families;        /* EFAX_FAULT_* bits; 0: off */
+    uint64_t seed;            /* when has_seed */
+    bool has_seed;
+    uint64_t rma;             /* smallrma's max RMA size: 64 KiB, or smallrma=SIZE */
+    uint64_t inject_first;    /* injectfail=N: the N-th inject the provider takes is the first dropped
+                                 (0: one of the 16th to 271st, drawn from the seed) */
+} efax_fault_spec;
+
+/* Parses an EFAX_FAULTS value (NULL or "": off). Returns 0, or -EFAX_E_USAGE with a one-line
+   reason naming the value and the valid families in why. Pure; thread safe. */
+EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why, size_t wl);
+
+/* What the fault layer did so far in this process (zeroes when it is off). */
+typedef struct efax_fault_stats {
+    uint64_t held;            /* reorder: completions handed on later or out of order */
+    uint64_t deferred;        /* reorder: writes handed to the provider late */
+    uint64_t refused;         /* eagain: posts refused with -FI_EAGAIN */
+    uint64_t bursts;          /* eagain: bursts of refusals */
+    uint64_t failed;          /* injectfail: injected operations dropped, each with an error entry */
+    uint64_t errored;         /* injectfail: completions turned into error entries */
+    uint64_t emulated;        /* emulated: NICs that said their writes are emulated */
+    uint64_t capped;          /* smallrma: NICs whose max RMA size was cut */
+    uint64_t batched;         /* posts with FI_MORE that waited for the doorbell */
+    uint64_t unrung;          /* batches efax left ending on FI_MORE (a bug: must stay 0) */
+    uint64_t overrun;         /* polls that found more completions waiting than the CQ holds (0) */
+} efax_fault_stats;
+
+/* The fault families in force as a replayable EFAX_FAULTS value with its seed
+   ("reorder,eagain:1234"), or "" when the layer is off. For run headers. */
+EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx);
+/* The fault layer's counts for this process. */
+EFAX_API efax_fault_stats efax_ctx_fault_stats(const efax_ctx *ctx);
+
 
 // >>schedule --------------------------------------------------------------------------------
 
@@ -962,6 +1040,8 @@ typedef struct efax__stage_rx {
     uint32_t nearly;
 } efax__stage_rx;
 
+struct efax__fnic; /* the fault layer's per-NIC state (>>faults implementation) */
+
 typedef struct efax__nic {
     efax_nic_info info;
     struct fi_info *fi;
@@ -986,7 +1066,22 @@ typedef struct efax__nic {
     uint64_t split_min;                  /* shm on libfabric 2.x: writes this large are split (0: never) */
     efax_op *retry;                      /* split-write posts the provider refused for now */
     efax_nic_stats stats;
+    int cq_size;                         /* entries the CQ was opened with (efax__cq_plan) */
+    int cq_incoming;                     /* of them, room for peers' writes with immediate data */
+    struct efax__fnic *fault;            /* the fault layer's state; NULL when it is off */
 } efax__nic;
+
+/* The fault layer (>>faults): what EFAX_FAULTS asked for and what it did. */
+typedef struct efax__faults {
+    unsigned fams;             /* EFAX_FAULT_* (0: off) */
+    bool armed;                /* from efax_ctx_connect on: every rank draws from rank 0's seed */
+    uint64_t seed;
+    uint64_t rma;              /* smallrma's max RMA size */
+    uint64_t inject_first;     /* injectfail=N (0: drawn) */
+    int rank_hint;             /* the launcher's rank (environment) for `emulated`, before connect */
+    char spec[112];            /* the replayable value: families and seed */
+    efax_fault_stats stats;
+} efax__faults;
 
 struct efax_ctx {
     int nnic;
@@ -1013,8 +1108,11 @@ struct efax_ctx {
     char provider[32];
     int last_cq_error;         /* a failure no transfer owned (control or remote write) */
     char mem_note[192];        /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
-    int eq_error;              /* an endpoint error from an EQ: every later progress returns it */
+    int sticky_error;          /* every later progress returns it: an endpoint error from an EQ, or an
+                                  injected operation that failed after it was counted done */
+    efax__faults faults;       /* >>faults */
     uint64_t max_chunk;        /* efax_ctx_max_chunk */
+    int cq_entries;            /* efax_ctx_desc.cq_size, resolved (0: sized by the window) */
     bool efa_shm, no_cuda_api; /* efax_ctx_desc's, with the environment applied */
     char nic_choice[128];      /* how the NICs were chosen, for the run header */
     unsigned eq_tick;          /* progress calls, to read the EQs every 1024th */
@@ -1504,6 +1602,732 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
     return 0;
 }
 
+// >>completion queues (implementation) ---------------------------------------------------------
+
+/* A NIC's completion queue must hold whatever can wait in it at once (#29 item 8): its own
+   transmits and receives (a window each), its control receives, and peers' writes with immediate
+   data. On efa those consume no receive here (unsolicited write recv, fi_efa(7)
+   FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, on by default), so only the writers bound them: an incast
+   of N peers with a window W each puts up to N*W completions here. efa sizes its device CQ at its
+   rx + tx queues (prov/efa/src/efa_domain.c, rdm_cq_size), or at what fi_cq_open asks when that is
+   larger (efa_rdm_cq.c), and does not protect it from overrun (prov/efa/docs/
+   efa_fabric_comparison.md, FI_RM_ENABLED): completions beyond it are lost and the waits for them
+   time out, naming what never arrived. So efax asks for room and keeps peers within it: entries
+   0 gives two windows + control + EFAX__CQ_INCOMING; a given size first shrinks the window to a
+   quarter of what control leaves (at least half of it stays for incoming writes), and
+   efax_ctx_connect then shrinks every rank's window until all peers' writes fit (efax__cq_cap).
+   tcp and shm queue overflowing completions in software; the fault layer checks the size there. */
+#define EFAX__CQ_INCOMING 16384
+#define EFAX__CQ_MIN 256
+
+EFAX_PRIVATE void efax__cq_plan(int entries, int ctrl, int *window, int *cq_size, int *incoming) {
+    int w;
+    if (entries <= 0) {
+        *cq_size = 2 * *window + ctrl + EFAX__CQ_INCOMING;
+        *incoming = EFAX__CQ_INCOMING;
+        return;
+    }
+    if (entries < EFAX__CQ_MIN) entries = EFAX__CQ_MIN;
+    w = (entries - ctrl) / 4;
+    if (*window > w) *window = w > 0 ? w : 1;
+    *cq_size = entries;
+    *incoming = entries - 2 * *window - ctrl;
+}
+
+/* The largest window every peer may keep so that its writes fit this rank's NICs: cnt[i] peer
+   NICs write to local NIC i, load[i] is the sum of their windows, room[i] what its CQ has for them.
+   INT_MAX when every load fits; 0 when not even one write each fits. Pure. */
+EFAX_PRIVATE int efax__cq_cap(int nnic, const int *cnt, const long long *load, const int *room) {
+    int i, cap = INT_MAX;
+    for (i = 0; i < nnic; i++) {
+        int c;
+        if (!cnt[i] || load[i] <= room[i]) continue;
+        c = room[i] > 0 ? room[i] / cnt[i] : 0;
+        if (c < cap) cap = c;
+    }
+    return cap;
+}
+
+// >>faults (implementation) --------------------------------------------------------------------
+
+/* The fault layer sits where efax calls libfabric's data path: each call goes through a small
+   inline wrapper, efax__fi_*, that costs one predictable branch when the layer is off (n->fault
+   is NULL) and hands the call to efax__f_* when it is on. */
+
+#if defined(__GNUC__)
+#define EFAX__UNLIKELY(c) __builtin_expect(!!(c), 0)
+#else
+#define EFAX__UNLIKELY(c) (c)
+#endif
+
+/* libfabric's headers are at least version a.b (>>context has the same test for its options) */
+#define EFAX__F_FI_AT_LEAST(a, b) (FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(a, b))
+
+#define EFAX__F_HOLD 16     /* completions held back at once, at most (reorder) */
+#define EFAX__F_POSTS 64    /* posts the layer holds per NIC: late writes, doorbell batches */
+#define EFAX__F_ERRS 32     /* error entries waiting to be handed on per NIC */
+
+static const char *const efax__fault_names[] = {"reorder", "eagain", "injectfail", "emulated", "smallrma"};
+
+EFAX_PRIVATE int efax__f_bad(const char *spec, const char *what, char *why, size_t wl) {
+    snprintf(why, wl, "EFAX_FAULTS='%s' is not valid: %s; expected family,family,...[:seed] with families "
+             "reorder, eagain, injectfail[=N], emulated, smallrma[=SIZE] or all", spec, what);
+    return -EFAX_E_USAGE;
+}
+
+EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why, size_t wl) {
+    char buf[256], *tok, *save = NULL, *colon, what[160];
+    unsigned *families = &out->families;
+    memset(out, 0, sizeof *out);
+    out->rma = 64u << 10;
+    if (why && wl) why[0] = 0;
+    if (!spec || !*spec) return 0;
+    if (strlen(spec) >= sizeof buf) return efax__f_bad("(too long)", "longer than 255 characters", why, wl);
+    memcpy(buf, spec, strlen(spec) + 1);
+    if ((colon = strchr(buf, ':'))) {
+        char *end;
+        *colon = 0;
+        errno = 0;
+        out->seed = strtoull(colon + 1, &end, 0);
+        if (errno || end == colon + 1 || *end || colon[1] == '-')
+            return efax__f_bad(spec, "the seed after ':' is not a non-negative integer", why, wl);
+        out->has_seed = true;
+    }
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        unsigned k;
+        if (!strcmp(tok, "all")) {
+            *families |= EFAX_FAULT_ALL;
+            continue;
+        }
+        if (!strncmp(tok, "smallrma=", 9)) {
+            char *end;
+            double v = strtod(tok + 9, &end);
+            uint64_t mul = *end == 'K' || *end == 'k' ? 1024u : *end == 'M' || *end == 'm' ? 1u << 20 : 1;
+            if (mul > 1) end++;
+            if (end == tok + 9 || *end || !(v * (double)mul >= 1) || v * (double)mul > (double)(1ull << 30)) {
+                snprintf(what, sizeof what, "smallrma size '%.40s' is not a size of 1 byte to 1G (K and M suffixes)", tok + 9);
+                return efax__f_bad(spec, what, why, wl);
+            }
+            out->rma = (uint64_t)(v * (double)mul);
+            *families |= EFAX_FAULT_SMALLRMA;
+            continue;
+        }
+        if (!strncmp(tok, "injectfail=", 11)) {
+            char *end;
+            unsigned long long v;
+            errno = 0;
+            v = strtoull(tok + 11, &end, 10);
+            if (errno || end == tok + 11 || *end || tok[11] == '-' || v < 1 || v > 1000000000ull) {
+                snprintf(what, sizeof what, "injectfail count '%.40s' is not a number of injects in [1, 1000000000]", tok + 11);
+                return efax__f_bad(spec, what, why, wl);
+            }
+            out->inject_first = v;
+            *families |= EFAX_FAULT_INJECTFAIL;
+            continue;
+        }
+        for (k = 0; k < sizeof efax__fault_names / sizeof efax__fault_names[0]; k++)
+            if (!strcmp(tok, efax__fault_names[k])) break;
+        if (k == sizeof efax__fault_names / sizeof efax__fault_names[0]) {
+            snprintf(what, sizeof what, "unknown family '%.40s'", tok);
+            return efax__f_bad(spec, what, why, wl);
+        }
+        *families |= 1u << k;
+    }
+    if (!*families) return efax__f_bad(spec, "no family named", why, wl);
+    return 0;
+}
+
+/* A post as the layer keeps it: every argument of the call, to hand to the provider later. */
+enum { EFAX__FP_WRITEMSG = 1, EFAX__FP_SENDMSG, EFAX__FP_INJECT, EFAX__FP_INJECTDATA, EFAX__FP_INJECT_WRITE,
+       EFAX__FP_INJECT_WRITEDATA, EFAX__FP_TINJECTDATA, EFAX__FP_RECV, EFAX__FP_TRECV };
+
+typedef struct efax__fpost {
+    int kind;                  /* EFAX__FP_* */
+    uint64_t release;          /* the NIC's poll count from which it may go to the provider */
+    uint64_t flags;            /* writemsg, sendmsg */
+    struct iovec iov;
+    void *desc;
+    struct fi_rma_iov riov;    /* writes: remote address and key */
+    fi_addr_t addr;
+    uint64_t data, tag;
+    void *context;
+    const void *buf;           /* injects: the caller's bytes */
+    size_t len;
+} efax__fpost;
+
+typedef struct efax__fent {
+    struct fi_cq_data_entry e;
+    uint64_t release;
+    bool held;                 /* held back when it was read */
+} efax__fent;
+
+typedef struct efax__ferr {
+    struct fi_cq_err_entry e;
+    uint64_t release;
+    bool synthetic;            /* made by the layer: its text is in data */
+    char data[256];            /* the provider's err_data copied (it reuses its buffer), or the layer's text */
+} efax__ferr;
+
+struct efax__fnic {
+    efax_ctx *ctx;
+    efax__nic *n;
+    uint64_t rng;
+    uint64_t polls;            /* fi_cq_read calls through the layer: its clock */
+    uint64_t refuse, refuse_rx; /* eagain: transmits / receives are refused until `polls` reaches it */
+    uint64_t inject_left;      /* injectfail: injects until the next one fails */
+    efax__fent *ent;           /* a ring of completions read from the provider, not handed on */
+    size_t cap, head, nent;
+    int held;                  /* of them, held back (release in the future) */
+    efax__ferr err[EFAX__F_ERRS];
+    int nerr;
+    efax__ferr cur;            /* the error entry -FI_EAVAIL announced, for fi_cq_readerr */
+    bool has_cur;
+    efax__fpost late[EFAX__F_POSTS]; /* posts to hand to the provider at their release, in order */
+    int nlate;
+    efax__fpost bell[EFAX__F_POSTS]; /* posts with FI_MORE waiting for one without it (efa's doorbell) */
+    int nbell;
+    bool unrung_logged, overrun_logged;
+};
+
+/* xorshift64*: the layer's generator, one per NIC (seeded per rank and NIC). */
+EFAX_PRIVATE uint64_t efax__f_rand(struct efax__fnic *f) {
+    f->rng ^= f->rng >> 12;
+    f->rng ^= f->rng << 25;
+    f->rng ^= f->rng >> 27;
+    return f->rng * 0x2545f4914f6cdd1dull;
+}
+
+/* A delay in polls: mostly none, some short, a few long (completions held back for many polls). */
+EFAX_PRIVATE uint64_t efax__f_delay(struct efax__fnic *f) {
+    uint64_t r = efax__f_rand(f) % 100;
+    if (r < 70) return 0;
+    if (r < 96) return 1 + efax__f_rand(f) % 8;
+    return 64 + efax__f_rand(f) % 960;
+}
+
+EFAX_PRIVATE bool efax__f_on(const struct efax__fnic *f, unsigned fam) {
+    return f->ctx->faults.armed && (f->ctx->faults.fams & fam);
+}
+
+/* The rank the launcher gave this process, from its environment: `emulated` picks odd ranks
+   before efax_ctx_connect knows them. 1 when no launcher variable says (every rank emulated). */
+EFAX_PRIVATE int efax__f_rank_hint(void) {
+    static const char *const vars[] = {"EFAX_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"};
+    size_t i;
+    for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r;
+        if (!v || !*v) continue;
+        r = strtol(v, &end, 10);
+        if (!*end && r >= 0 && r < INT_MAX) return (int)r;
+    }
+    return 1;
+}
+
+/* The replayable value: the families as given (all when all) and the seed. */
+EFAX_PRIVATE void efax__faults_spec(efax_ctx *ctx) {
+    efax__faults *fs = &ctx->faults;
+    size_t u = 0, k;
+    if ((fs->fams & EFAX_FAULT_ALL) == EFAX_FAULT_ALL && fs->rma == (64u << 10) && !fs->inject_first) {
+        snprintf(fs->spec, sizeof fs->spec, "all:%llu", (unsigned long long)fs->seed);
+        return;
+    }
+    for (k = 0; k < sizeof efax__fault_names / sizeof efax__fault_names[0]; k++) {
+        if (!(fs->fams & (1u << k))) continue;
+        u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "%s%s", u ? "," : "", efax__fault_names[k]);
+        if ((1u << k) == EFAX_FAULT_SMALLRMA && fs->rma != (64u << 10) && u < sizeof fs->spec)
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu", (unsigned long long)fs->rma);
+        if ((1u << k) == EFAX_FAULT_INJECTFAIL && fs->inject_first && u < sizeof fs->spec)
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu", (unsigned long long)fs->inject_first);
+    }
+    if (u < sizeof fs->spec) snprintf(fs->spec + u, sizeof fs->spec - u, ":%llu", (unsigned long long)fs->seed);
+}
+
+/* Reads $EFAX_FAULTS (once, in efax_ctx_init). Returns 0 or -EFAX_E_USAGE (one line logged). */
+EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx) {
+    efax__faults *fs = &ctx->faults;
+    efax_fault_spec sp;
+    char why[320];
+    memset(fs, 0, sizeof *fs);
+    if (efax_faults_parse(getenv("EFAX_FAULTS"), &sp, why, sizeof why)) {
+        fprintf(stderr, "efax: error: %s\n", why);
+        return -EFAX_E_USAGE;
+    }
+    fs->fams = sp.families, fs->seed = sp.seed, fs->rma = sp.rma, fs->inject_first = sp.inject_first;
+    if (!fs->fams) return 0;
+    if (!sp.has_seed) fs->seed = (efax_now_ns() ^ ((uint64_t)getpid() << 32)) & 0xffffffffull;
+    fs->rank_hint = efax__f_rank_hint();
+    efax__faults_spec(ctx);
+    return 0;
+}
+
+/* The layer's state for an open NIC (its CQ sized: the overrun check needs the size). */
+EFAX_PRIVATE int efax__fault_open(efax_ctx *ctx, efax__nic *n) {
+    struct efax__fnic *f;
+    if (!ctx->faults.fams) return 0;
+    if (!(f = (struct efax__fnic *)calloc(1, sizeof *f))) return -FI_ENOMEM;
+    f->ctx = ctx;
+    f->n = n;
+    f->cap = (size_t)n->cq_size + EFAX__F_HOLD + 64;
+    f->ent = (efax__fent *)calloc(f->cap, sizeof *f->ent);
+    n->fault = f;
+    if (!f->ent) return -FI_ENOMEM;
+    f->rng = 0x9e3779b97f4a7c15ull; /* until efax_ctx_connect seeds it; nothing is drawn before */
+    return 0;
+}
+
+EFAX_PRIVATE void efax__fault_close(efax__nic *n) {
+    if (!n->fault) return;
+    free(n->fault->ent);
+    free(n->fault);
+    n->fault = NULL;
+}
+
+/* From efax_ctx_connect on, every rank draws from rank 0's seed: one generator per (rank, NIC). */
+EFAX_PRIVATE void efax__faults_arm(efax_ctx *ctx, uint64_t seed) {
+    int i;
+    if (!ctx->faults.fams) return;
+    ctx->faults.seed = seed;
+    for (i = 0; i < ctx->nnic; i++) {
+        struct efax__fnic *f = ctx->nic[i].fault;
+        if (!f) continue;
+        f->rng = efax_pattern_word(seed ^ ((uint64_t)(uint32_t)ctx->rank << 32), (uint64_t)i) | 1;
+        f->inject_left = ctx->faults.inject_first ? ctx->faults.inject_first - 1 : 15 + efax__f_rand(f) % 256;
+    }
+    efax__faults_spec(ctx);
+    ctx->faults.armed = true;
+}
+
+/* getopt of FI_OPT_EFA_EMULATED_WRITE (1.18+), faked by `emulated` on odd ranks, on every provider
+   and line: the code that reads it (efax__ep_emulated, a peer's capabilities) runs as on efa. */
+EFAX_PRIVATE int efax__getopt_emulated(efax_ctx *ctx, efax__nic *n, bool *emulated) {
+    int rc = -FI_ENOPROTOOPT;
+#if EFAX__F_FI_AT_LEAST(1, 18)
+    size_t len = sizeof *emulated;
+    rc = fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, emulated, &len);
+    if (!rc && len != sizeof *emulated) rc = -FI_EINVAL;
+#else
+    (void)n;
+#endif
+    if ((ctx->faults.fams & EFAX_FAULT_EMULATED) && (ctx->faults.rank_hint & 1)) {
+        *emulated = true;
+        ctx->faults.stats.emulated++;
+        rc = 0;
+    }
+    return rc;
+}
+
+/* getopt of the endpoint's max RMA size (FI_OPT_MAX_RMA_SIZE, 2.x; 1.x has only fi_info's
+   max_msg_size, already in *v), cut to `smallrma`'s size when asked. */
+EFAX_PRIVATE int efax__getopt_max_rma(efax_ctx *ctx, efax__nic *n, size_t *v) {
+    int rc = -FI_ENOPROTOOPT;
+#if EFAX__F_FI_AT_LEAST(2, 0)
+    size_t got = 0, len = sizeof got;
+    if ((rc = fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_RMA_SIZE, &got, &len)) == 0 && len == sizeof got) *v = got;
+    else if (!rc) rc = -FI_EINVAL;
+#else
+    (void)n;
+#endif
+    if ((ctx->faults.fams & EFAX_FAULT_SMALLRMA) && (*v == 0 || *v > ctx->faults.rma)) {
+        *v = (size_t)ctx->faults.rma;
+        ctx->faults.stats.capped++;
+        rc = 0;
+    }
+    return rc;
+}
+
+EFAX_PRIVATE ssize_t efax__f_issue(efax__nic *n, const efax__fpost *p) {
+    switch (p->kind) {
+    case EFAX__FP_WRITEMSG: {
+        struct fi_msg_rma m;
+        memset(&m, 0, sizeof m);
+        m.msg_iov = &p->iov;
+        m.desc = (void **)&p->desc;
+        m.iov_count = 1;
+        m.addr = p->addr;
+        m.rma_iov = &p->riov;
+        m.rma_iov_count = 1;
+        m.context = p->context;
+        m.data = p->data;
+        return fi_writemsg(n->ep, &m, p->flags);
+    }
+    case EFAX__FP_SENDMSG: {
+        struct fi_msg m;
+        memset(&m, 0, sizeof m);
+        m.msg_iov = &p->iov;
+        m.desc = (void **)&p->desc;
+        m.iov_count = 1;
+        m.addr = p->addr;
+        m.context = p->context;
+        m.data = p->data;
+        return fi_sendmsg(n->ep, &m, p->flags);
+    }
+    case EFAX__FP_INJECT: return fi_inject(n->ep, p->buf, p->len, p->addr);
+    case EFAX__FP_INJECTDATA: return fi_injectdata(n->ep, p->buf, p->len, p->data, p->addr);
+    case EFAX__FP_INJECT_WRITE: return fi_inject_write(n->ep, p->buf, p->len, p->addr, p->riov.addr, p->riov.key);
+    case EFAX__FP_INJECT_WRITEDATA:
+        return fi_inject_writedata(n->ep, p->buf, p->len, p->data, p->addr, p->riov.addr, p->riov.key);
+    case EFAX__FP_TINJECTDATA: return fi_tinjectdata(n->ep, p->buf, p->len, p->data, p->addr, p->tag);
+    case EFAX__FP_RECV: return fi_recv(n->ep, p->iov.iov_base, p->iov.iov_len, p->desc, p->addr, p->context);
+    case EFAX__FP_TRECV:
+        return fi_trecv(n->ep, p->iov.iov_base, p->iov.iov_len, p->desc, p->addr, p->tag, 0, p->context);
+    default: return -FI_EINVAL;
+    }
+}
+
+EFAX_PRIVATE bool efax__f_inject(int kind) { return kind >= EFAX__FP_INJECT && kind <= EFAX__FP_TINJECTDATA; }
+EFAX_PRIVATE bool efax__f_write(int kind) {
+    return kind == EFAX__FP_WRITEMSG || kind == EFAX__FP_INJECT_WRITE || kind == EFAX__FP_INJECT_WRITEDATA;
+}
+/* The flags a completion (or error entry) of such a post carries. */
+EFAX_PRIVATE uint64_t efax__f_flags(int kind) {
+    return kind == EFAX__FP_TINJECTDATA ? FI_SEND | FI_TAGGED : efax__f_write(kind) ? FI_RMA | FI_WRITE : FI_SEND | FI_MSG;
+}
+
+/* An error entry for the CQ, handed on after `delay` polls; false when the NIC's queue is full. */
+EFAX_PRIVATE bool efax__f_error(struct efax__fnic *f, const struct fi_cq_err_entry *e, const char *text, uint64_t delay) {
+    efax__ferr *x;
+    if (f->nerr == EFAX__F_ERRS) return false;
+    x = &f->err[f->nerr++];
+    x->e = *e;
+    x->release = f->polls + delay;
+    x->synthetic = text != NULL;
+    x->data[0] = 0;
+    if (text) efax__copy(x->data, sizeof x->data, text);
+    else if (e->err_data && e->err_data_size)
+        memcpy(x->data, e->err_data, e->err_data_size < sizeof x->data ? e->err_data_size : sizeof x->data);
+    x->e.err_data = NULL;
+    x->e.err_data_size = 0;
+    return true;
+}
+
+/* efa's provider errors for an operation whose peer did not answer (prov/efa/src/efa_errno.h and
+   efa_errno_to_fi_errno there): what an injected operation failing later most likely carries. */
+EFAX_PRIVATE void efax__f_fail(struct efax__fnic *f, struct fi_cq_err_entry *e, const char *what) {
+    static const struct { int prov, err; const char *text; } codes[] = {
+        {13, FI_ECONNABORTED, "Unresponsive remote (was previously responsive)"},
+        {15, FI_EHOSTUNREACH, "Unreachable remote - never received a response"},
+        {10, FI_ENORX, "Destination resource not ready (no work queue entries posted on receive queue)"}};
+    char text[256];
+    unsigned k = (unsigned)(efax__f_rand(f) % 3);
+    e->err = codes[k].err;
+    e->prov_errno = codes[k].prov;
+    snprintf(text, sizeof text, "%s [efa provider errno %d; injected by EFAX_FAULTS=%s: injectfail %s]", codes[k].text,
+             codes[k].prov, f->ctx->faults.spec, what);
+    efax__f_error(f, e, text, efax__f_rand(f) % 16);
+}
+
+/* Hands held posts whose time came to the provider, in order, stopping at a refusal (so a later one
+   never overtakes a refused earlier one). A post the provider fails becomes an error entry. */
+EFAX_PRIVATE void efax__f_pump(struct efax__fnic *f) {
+    int i = 0, j;
+    while (i < f->nlate) {
+        efax__fpost *p = &f->late[i];
+        ssize_t rc;
+        if (p->release > f->polls) {
+            i++;
+            continue;
+        }
+        rc = efax__f_issue(f->n, p);
+        if (rc == -FI_EAGAIN) break;
+        if (rc) {
+            struct fi_cq_err_entry e;
+            memset(&e, 0, sizeof e);
+            e.op_context = efax__f_inject(p->kind) ? NULL : p->context;
+            e.flags = efax__f_flags(p->kind);
+            e.err = (int)-rc;
+            e.data = p->data;
+            efax__f_error(f, &e, NULL, 0);
+        }
+        for (j = i + 1; j < f->nlate; j++) f->late[j - 1] = f->late[j];
+        f->nlate--;
+    }
+}
+
+/* The doorbell: a post without FI_MORE was accepted, so the posts with FI_MORE before it go, in
+   order, ahead of anything handed on late. */
+EFAX_PRIVATE void efax__f_ring(struct efax__fnic *f) {
+    int i;
+    if (!f->nbell) return;
+    for (i = f->nlate - 1; i >= 0; i--) f->late[i + f->nbell] = f->late[i];
+    for (i = 0; i < f->nbell; i++) {
+        f->late[i] = f->bell[i];
+        f->late[i].release = 0;
+        f->late[i].flags &= ~FI_MORE;
+    }
+    f->nlate += f->nbell;
+    f->nbell = 0;
+    efax__f_pump(f);
+}
+
+/* A post, with the layer on: refused (eagain), dropped with a later error (injectfail), held for
+   the doorbell (FI_MORE), handed on late (reorder) or to the provider now. */
+EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
+    struct efax__fnic *f = n->fault;
+    efax__faults *fs = &f->ctx->faults;
+    bool tx = p->kind != EFAX__FP_RECV && p->kind != EFAX__FP_TRECV;
+    bool write = efax__f_write(p->kind);
+    ssize_t rc;
+    if (efax__f_on(f, EFAX_FAULT_EAGAIN)) {
+        /* transmits: a burst of 1-16 polls, some to 256, a few to 2048 (efa's RNR back-off, a full
+           send queue); receives: short bursts of 1-8 polls, more often (a full receive pool) */
+        uint64_t *until = tx ? &f->refuse : &f->refuse_rx;
+        if (*until <= f->polls && efax__f_rand(f) % (tx ? 256 : 16) == 0) {
+            uint64_t r = efax__f_rand(f) % 100;
+            *until = f->polls + (!tx ? 1 + efax__f_rand(f) % 8 : r < 70 ? 1 + efax__f_rand(f) % 16
+                                                     : r < 95 ? 16 + efax__f_rand(f) % 240 : 256 + efax__f_rand(f) % 1792);
+            fs->stats.bursts++;
+        }
+        if (*until > f->polls) { /* every such post until the NIC has been polled that often */
+            fs->stats.refused++;
+            return -FI_EAGAIN;
+        }
+    }
+    if (tx && (p->flags & FI_MORE) && f->nbell + f->nlate < EFAX__F_POSTS) { /* efa: no doorbell yet */
+        f->bell[f->nbell++] = *p;
+        fs->stats.batched++;
+        return 0;
+    }
+    /* the countdown counts injects the provider took (tcp refuses the first ones while it connects) */
+    if (efax__f_inject(p->kind) && efax__f_on(f, EFAX_FAULT_INJECTFAIL) && f->inject_left == 0) {
+        struct fi_cq_err_entry e;
+        char what[96];
+        f->inject_left = 256 + efax__f_rand(f) % 4096;
+        memset(&e, 0, sizeof e); /* as efa_rdm_txe_handle_error makes it: an inject has no context */
+        e.flags = efax__f_flags(p->kind);
+        e.data = p->data;
+        e.tag = p->tag;
+        snprintf(what, sizeof what, "dropped this %s of %zu bytes", p->kind == EFAX__FP_TINJECTDATA ? "notification" : write ? "write" : "send", p->len);
+        efax__f_fail(f, &e, what);
+        fs->stats.failed++;
+        efax__f_ring(f); /* it was accepted, as far as efax can tell */
+        return 0;
+    }
+    /* reorder: a write handed on late, so what is posted after it (a notification, another chunk)
+       may overtake it. Only writes with a completion: the caller polls until it comes, which hands
+       the write on. An inject is the caller's to forget: efa sends it without another call, and a
+       held one would wait for a poll that may never come (a rank's last answer before a barrier). */
+    if (p->kind == EFAX__FP_WRITEMSG && efax__f_on(f, EFAX_FAULT_REORDER) && f->nlate + f->nbell < EFAX__F_POSTS &&
+        efax__f_rand(f) % 4 == 0) {
+        efax__f_ring(f);
+        p->release = f->polls + 1 + efax__f_delay(f);
+        p->flags &= ~FI_MORE;
+        f->late[f->nlate++] = *p;
+        fs->stats.deferred++;
+        return 0;
+    }
+    if (tx && f->nbell) { /* ring: what waited for the doorbell goes first */
+        efax__f_ring(f);
+        if (f->nlate && f->late[0].release == 0) return -FI_EAGAIN; /* the provider refused some: keep the order */
+    }
+    rc = efax__f_issue(n, p);
+    if (rc == 0 && efax__f_inject(p->kind) && f->inject_left && efax__f_on(f, EFAX_FAULT_INJECTFAIL)) f->inject_left--;
+    return rc;
+}
+
+/* fi_cq_read with the layer on: hands on late posts, reads what the provider has into the layer's
+   ring (checking it against the CQ's size), then hands completions on: in any order (reorder),
+   some held back for many polls, error entries as -FI_EAVAIL. */
+EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_entry *out, size_t count) {
+    struct efax__fnic *f = n->fault;
+    efax__faults *fs = &f->ctx->faults;
+    bool reorder = efax__f_on(f, EFAX_FAULT_REORDER);
+    size_t given = 0;
+    int i;
+    f->polls++;
+    if (f->nlate) efax__f_pump(f);
+    for (;;) { /* everything the provider has: its device CQ would hold all of it */
+        struct fi_cq_data_entry tmp[64];
+        size_t room = f->cap - f->nent, want = room < 64 ? room : 64, k;
+        ssize_t got;
+        if (!want) break;
+        got = fi_cq_read(n->cq, tmp, want);
+        if (got == -FI_EAGAIN) break;
+        if (got == -FI_EAVAIL) {
+            struct fi_cq_err_entry e;
+            if (f->nerr == EFAX__F_ERRS) break;
+            memset(&e, 0, sizeof e);
+            if ((got = fi_cq_readerr(n->cq, &e, 0)) < 0) return got;
+            efax__f_error(f, &e, NULL, reorder ? efax__f_delay(f) : 0);
+            continue;
+        }
+        if (got < 0) return got;
+        for (k = 0; k < (size_t)got; k++) {
+            efax__fent *x;
+            efax_op *op = (efax_op *)tmp[k].op_context;
+            if (op && !(tmp[k].flags & FI_REMOTE_WRITE) && op->kind == EFAX__OPK_TX && efax__f_on(f, EFAX_FAULT_INJECTFAIL) && efax__f_rand(f) % 4096 == 0 &&
+                f->nerr < EFAX__F_ERRS) { /* a completion turned into an error entry with a provider errno */
+                struct fi_cq_err_entry e;
+                memset(&e, 0, sizeof e);
+                e.op_context = tmp[k].op_context;
+                e.flags = tmp[k].flags;
+                e.data = tmp[k].data;
+                efax__f_fail(f, &e, "turned this completion into an error");
+                fs->stats.errored++;
+                continue;
+            }
+            x = &f->ent[(f->head + f->nent++) % f->cap];
+            x->e = tmp[k];
+            x->release = reorder && f->held < EFAX__F_HOLD ? f->polls + efax__f_delay(f) : 0;
+            x->held = x->release > f->polls;
+            if (x->held) f->held++, fs->stats.held++;
+        }
+        if ((size_t)got < want) break;
+    }
+    if (f->nent - (size_t)f->held > (size_t)n->cq_size) { /* efa's device CQ would have overrun */
+        fs->stats.overrun++;
+        if (!f->overrun_logged) {
+            f->overrun_logged = true;
+            efax_log(f->ctx, 0, "NIC %s: completion queue overrun: %zu completions waited to be read, its CQ holds %d. "
+                                "efa's device CQ has no overrun protection (prov/efa/docs/efa_fabric_comparison.md, "
+                                "FI_RM_ENABLED): it would have lost completions and the waits for them would time out",
+                     n->info.name, f->nent - (size_t)f->held, n->cq_size);
+        }
+        if (!f->ctx->sticky_error) f->ctx->sticky_error = -FI_EOVERFLOW;
+    }
+    for (i = 0; i < f->nerr; i++) /* an error whose time came: announced when nothing else was handed on */
+        if (f->err[i].release <= f->polls) {
+            int j;
+            f->cur = f->err[i];
+            f->has_cur = true;
+            for (j = i + 1; j < f->nerr; j++) f->err[j - 1] = f->err[j];
+            f->nerr--;
+            return -FI_EAVAIL;
+        }
+    while (given < count && f->nent) {
+        size_t scan = f->nent < 64 ? f->nent : 64, pick = SIZE_MAX, ready = 0, k;
+        for (k = 0; k < scan; k++) { /* reorder: any ready one of the first 64 (at most 16 are held back) */
+            const efax__fent *x = &f->ent[(f->head + k) % f->cap];
+            if (x->release > f->polls) continue;
+            if (!reorder) {
+                pick = k;
+                break;
+            }
+            if (efax__f_rand(f) % ++ready == 0) pick = k;
+        }
+        if (pick == SIZE_MAX) break;
+        {
+            efax__fent *x = &f->ent[(f->head + pick) % f->cap], *h = &f->ent[f->head];
+            if (x->held) f->held--; /* it was held back; its time came */
+            out[given++] = x->e;
+            if (pick) *x = *h; /* the head takes its place */
+            f->head = (f->head + 1) % f->cap;
+            f->nent--;
+        }
+    }
+    return given ? (ssize_t)given : -FI_EAGAIN;
+}
+
+EFAX_PRIVATE ssize_t efax__f_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e) {
+    struct efax__fnic *f = n->fault;
+    if (!f->has_cur) return -FI_EAGAIN;
+    *e = f->cur.e;
+    e->err_data = f->cur.data[0] ? f->cur.data : NULL;
+    e->err_data_size = f->cur.data[0] ? strlen(f->cur.data) + 1 : 0;
+    f->has_cur = false;
+    return 1;
+}
+
+/* efax__post_nic returned: a batch it left ending on FI_MORE would sit unsent on efa until some
+   later post (prov/efa/src/efa_data_path_ops.h rings only without FI_MORE). A sticky error, so a
+   test of efax's posting sees it. */
+EFAX_PRIVATE void efax__f_bell_check(efax__nic *n) {
+    struct efax__fnic *f = n->fault;
+    if (!f->nbell) return;
+    f->ctx->faults.stats.unrung++;
+    if (!f->unrung_logged) {
+        f->unrung_logged = true;
+        efax_log(f->ctx, 0, "NIC %s: efax's posting returned with %d post(s) sent with FI_MORE and none without it after "
+                            "them: efa would not send them until some later post (its doorbell rings only without FI_MORE)",
+                 n->info.name, f->nbell);
+    }
+    if (!f->ctx->sticky_error) f->ctx->sticky_error = -FI_EOTHER;
+}
+
+/* The wrappers: one predictable branch when the layer is off. */
+
+static inline ssize_t efax__fi_writemsg(efax__nic *n, const struct fi_msg_rma *m, uint64_t flags) {
+    efax__fpost p;
+    if (EFAX__UNLIKELY(n->fault)) {
+        memset(&p, 0, sizeof p);
+        p.kind = EFAX__FP_WRITEMSG, p.flags = flags, p.iov = m->msg_iov[0], p.desc = m->desc ? m->desc[0] : NULL;
+        p.riov = m->rma_iov[0], p.addr = m->addr, p.data = m->data, p.context = m->context, p.len = m->msg_iov[0].iov_len;
+        return efax__f_post(n, &p);
+    }
+    return fi_writemsg(n->ep, m, flags);
+}
+static inline ssize_t efax__fi_sendmsg(efax__nic *n, const struct fi_msg *m, uint64_t flags) {
+    efax__fpost p;
+    if (EFAX__UNLIKELY(n->fault)) {
+        memset(&p, 0, sizeof p);
+        p.kind = EFAX__FP_SENDMSG, p.flags = flags, p.iov = m->msg_iov[0], p.desc = m->desc ? m->desc[0] : NULL;
+        p.addr = m->addr, p.data = m->data, p.context = m->context, p.len = m->msg_iov[0].iov_len;
+        return efax__f_post(n, &p);
+    }
+    return fi_sendmsg(n->ep, m, flags);
+}
+/* The injects: kind EFAX__FP_INJECT*, remote address and key for writes, data and tag where used. */
+static inline ssize_t efax__fi_inject_any(efax__nic *n, int kind, const void *buf, size_t len, uint64_t data, fi_addr_t a,
+                                          uint64_t raddr, uint64_t key, uint64_t tag) {
+    efax__fpost p;
+    if (EFAX__UNLIKELY(n->fault)) {
+        memset(&p, 0, sizeof p);
+        p.kind = kind, p.buf = buf, p.len = len, p.data = data, p.addr = a, p.riov.addr = raddr, p.riov.key = key;
+        p.riov.len = len, p.tag = tag;
+        return efax__f_post(n, &p);
+    }
+    switch (kind) {
+    case EFAX__FP_INJECT: return fi_inject(n->ep, buf, len, a);
+    case EFAX__FP_INJECTDATA: return fi_injectdata(n->ep, buf, len, data, a);
+    case EFAX__FP_INJECT_WRITE: return fi_inject_write(n->ep, buf, len, a, raddr, key);
+    case EFAX__FP_INJECT_WRITEDATA: return fi_inject_writedata(n->ep, buf, len, data, a, raddr, key);
+    default: return fi_tinjectdata(n->ep, buf, len, data, a, tag);
+    }
+}
+static inline ssize_t efax__fi_recv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a, uint64_t tag, void *ctx,
+                                    bool tagged) {
+    efax__fpost p;
+    if (EFAX__UNLIKELY(n->fault)) {
+        memset(&p, 0, sizeof p);
+        p.kind = tagged ? EFAX__FP_TRECV : EFAX__FP_RECV, p.iov.iov_base = buf, p.iov.iov_len = len, p.desc = desc;
+        p.addr = a, p.tag = tag, p.context = ctx;
+        return efax__f_post(n, &p);
+    }
+    return tagged ? fi_trecv(n->ep, buf, len, desc, a, tag, 0, ctx) : fi_recv(n->ep, buf, len, desc, a, ctx);
+}
+static inline ssize_t efax__fi_cq_read(efax__nic *n, struct fi_cq_data_entry *buf, size_t count) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_cq_read(n, buf, count);
+    return fi_cq_read(n->cq, buf, count);
+}
+static inline ssize_t efax__fi_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_cq_readerr(n, e);
+    return fi_cq_readerr(n->cq, e, 0);
+}
+/* The provider's text for an error entry; the layer's own for one it made. */
+static inline const char *efax__fi_cq_strerror(efax__nic *n, const struct fi_cq_err_entry *e, char *buf, size_t len) {
+    if (EFAX__UNLIKELY(n->fault) && e->err_data && e->err_data == (const void *)n->fault->cur.data && n->fault->cur.synthetic)
+        return (const char *)e->err_data;
+    return fi_cq_strerror(n->cq, e->prov_errno, e->err_data, buf, len);
+}
+
+/* One line per rank at the end: what the layer did (the soak reads these). */
+EFAX_PRIVATE void efax__faults_summary(efax_ctx *ctx) {
+    const efax_fault_stats *s = &ctx->faults.stats;
+    if (!ctx->faults.fams || !ctx->faults.armed) return;
+    efax_log(ctx, 1, "EFAX_FAULTS=%s on rank %d: reorder held=%llu deferred=%llu; eagain refused=%llu bursts=%llu; "
+                     "injectfail failed=%llu errored=%llu; emulated nics=%llu; smallrma nics=%llu; doorbell batched=%llu "
+                     "unrung=%llu; cq overrun=%llu", ctx->faults.spec, ctx->rank, (unsigned long long)s->held,
+             (unsigned long long)s->deferred, (unsigned long long)s->refused, (unsigned long long)s->bursts,
+             (unsigned long long)s->failed, (unsigned long long)s->errored, (unsigned long long)s->emulated,
+             (unsigned long long)s->capped, (unsigned long long)s->batched, (unsigned long long)s->unrung,
+             (unsigned long long)s->overrun);
+}
+
+EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx) { return ctx && ctx->faults.fams ? ctx->faults.spec : ""; }
+EFAX_API efax_fault_stats efax_ctx_fault_stats(const efax_ctx *ctx) { return ctx->faults.stats; }
+
+
 // >>context (implementation) -------------------------------------------------------------------
 
 /* The libfabric headers this is built against are at least version a.b. Endpoint options are
@@ -1567,28 +2391,30 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
    refuses emulated writes for its RDMA protocol (platform-aws.cpp). Recorded per NIC for the
    run header and metadata. */
 EFAX_PRIVATE void efax__ep_emulated(efax_ctx *ctx, efax__nic *n) {
-#if EFAX__FI_AT_LEAST(1, 18)
     bool emulated = false;
-    size_t len = sizeof emulated;
-    if (strcmp(n->info.provider, "efa")) return;
-    if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &emulated, &len) == 0 && len == sizeof emulated) {
+    /* other providers answer -FI_ENOPROTOOPT; the fault layer's `emulated` answers on any */
+    if (efax__getopt_emulated(ctx, n, &emulated) == 0) {
         n->info.emulated_write = emulated;
         if (emulated)
-            efax_log(ctx, 1, "NIC %s: efa emulates RDMA writes with messages on this device: WRITE results are not "
-                             "RDMA writes", n->info.name);
+            efax_log(ctx, 1, "NIC %s: %s emulates RDMA writes with messages on this device: WRITE results are not "
+                             "RDMA writes%s", n->info.name, n->info.provider,
+                     ctx->faults.fams & EFAX_FAULT_EMULATED ? " (EFAX_FAULTS emulated says so)" : "");
     }
-#else
-    (void)ctx, (void)n;
-#endif
 }
 
 EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
+    size_t rma = n->info.max_rma_size;
+    /* the fault layer's `smallrma` answers here on either line */
+    if (efax__getopt_max_rma(ctx, n, &rma) == 0 && rma != n->info.max_rma_size) {
+        efax_log(ctx, 2, "NIC %s: the endpoint's max_rma_size is %zu (fi_info: %zu)", n->info.name, rma, n->info.max_rma_size);
+        n->info.max_rma_size = rma;
+    }
 #if EFAX__FI_AT_LEAST(2, 0)
-    static const int opt[3] = {FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE};
+    static const int opt[3] = {0, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE};
     size_t *dst[3];
     int i;
     dst[0] = &n->info.max_rma_size, dst[1] = &n->info.inject_size, dst[2] = &n->info.inject_rma_size;
-    for (i = 0; i < 3; i++) {
+    for (i = 1; i < 3; i++) {
         size_t v = 0, len = sizeof v;
         if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, opt[i], &v, &len) == 0 && len == sizeof v) {
             if (v != *dst[i])
@@ -1607,6 +2433,9 @@ EFAX_PRIVATE int efax__fierr(const efax_ctx *ctx, int rc, const char *what, cons
     return rc;
 }
 
+/* (Re)posts control receive `slot`. A slot whose post the provider refused is left free (kind 0)
+   so that efax_progress posts it again: marked as posted, it was lost for good, and once every
+   slot was, notifications found no receive (#29 item 7). */
 EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
     efax_op *op = &n->ctrl_ops[slot];
     ssize_t rc;
@@ -1614,13 +2443,10 @@ EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
     op->kind = EFAX__OPK_CTRL;
     op->nic = (int)(n - ctx->nic);
     op->slot = slot;
-    rc = fi_trecv(n->ep, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc,
-                  FI_ADDR_UNSPEC, EFAX__CTRL_TAG, 0, &op->fctx);
-    if (rc == 0) {
-        op->next = NULL;
-        op->slot = slot;
-        n->ctrl_posted++;
-    }
+    rc = efax__fi_recv(n, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc, FI_ADDR_UNSPEC,
+                       EFAX__CTRL_TAG, &op->fctx, true);
+    if (rc == 0) n->ctrl_posted++;
+    else op->kind = 0;
     return (int)rc;
 }
 
@@ -1732,12 +2558,14 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
     }
     n->window = window; /* efax__ctx_defaults: 256 unless asked; at most the transmit queue */
     if (n->info.tx_size && (size_t)n->window > n->info.tx_size) n->window = (int)n->info.tx_size;
+    efax__cq_plan(ctx->cq_entries, EFAX__CTRL_SLOTS, &n->window, &n->cq_size, &n->cq_incoming);
     memset(&cqa, 0, sizeof cqa);
     cqa.format = FI_CQ_FORMAT_DATA;
     cqa.wait_obj = FI_WAIT_NONE;
-    cqa.size = (size_t)n->window * 2 + EFAX__CTRL_SLOTS + 1024;
+    cqa.size = (size_t)n->cq_size;
     if ((rc = fi_cq_open(n->domain, &cqa, &n->cq, NULL)))
         return efax__fierr(ctx, rc, "fi_cq_open", n->info.name);
+    if ((rc = efax__fault_open(ctx, n))) return rc;
     memset(&ava, 0, sizeof ava);
     ava.type = n->fi->domain_attr->av_type != FI_AV_UNSPEC ? n->fi->domain_attr->av_type : FI_AV_TABLE;
     if ((rc = fi_av_open(n->domain, &ava, &n->av, NULL)))
@@ -1783,12 +2611,13 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
     for (i = 0; i < n->nctrl; i++) {
         rc = efax__post_ctrl(ctx, n, i);
         if (rc && rc != -FI_EAGAIN && rc != -FI_ENOMEM) return efax__fierr(ctx, rc, "fi_trecv(control)", n->info.name);
-        if (rc) n->ctrl_ops[i].kind = 0; /* posted later by efax_progress */
+        /* refused for now: efax__post_ctrl left it free, efax_progress posts it later */
     }
     return 0;
 }
 
 EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
+    efax__fault_close(n);
     if (n->ep) fi_close(&n->ep->fid);
     if (n->ctrl_mr) fi_close(&n->ctrl_mr->fid);
     if (n->av) fi_close(&n->av->fid);
@@ -1828,6 +2657,8 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
         if ((rc = efax__env_int("EFAX_SHM_SPLIT", 512 << 10, 0, INT_MAX, &v))) return rc;
         d->shm_split = v ? v : -1;
     }
+    if (!d->cq_size && (rc = efax__env_int("EFAX_CQ_SIZE", 0, EFAX__CQ_MIN, 1 << 24, &d->cq_size))) return rc;
+    if (d->cq_size && d->cq_size < EFAX__CQ_MIN) d->cq_size = EFAX__CQ_MIN;
     if (!d->huge_pages) { /* unset: decided by the NICs once open (efax__ctx_open) */
         if ((rc = efax__env_int("EFAX_HUGE_PAGES", -1, 0, 1, &v))) return rc;
         d->huge_pages = v < 0 ? 0 : v ? 1 : -1;
@@ -1980,6 +2811,8 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     memset(ctx, 0, sizeof *ctx);
     ctx->rank = 0, ctx->size = 1;
     if ((rc = efax__ctx_defaults(ctx, desc, &d))) return rc;
+    if ((rc = efax__faults_init(ctx))) return rc;
+    ctx->cq_entries = d.cq_size;
     ctx->fi_more = d.fi_more, ctx->efa_shm = d.efa_shm, ctx->no_cuda_api = d.no_cuda_api;
     ctx->ntags = d.imm_tags, ctx->timeout_ms = d.timeout_ms;
     if ((rc = efax__ctx_provider(ctx, &d, &list))) return rc;
@@ -2004,6 +2837,7 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
 EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
     int i;
     if (!ctx) return;
+    efax__faults_summary(ctx);
     for (i = ctx->nnic - 1; i >= 0; i--)
         if (ctx->nic) efax__close_nic(&ctx->nic[i]);
     free(ctx->nic);
@@ -2080,6 +2914,59 @@ typedef struct efax__hello {
     efax__hello_nic nic[EFAX_MAX_NICS];
 } efax__hello;
 
+/* What every rank tells the others beside its hello: its largest write, its window (the most of
+   its NICs') and its fault layer (EFAX_FAULTS must agree; rank 0's seed serves every rank). */
+typedef struct efax__limits {
+    uint64_t max_chunk, fault_seed;
+    uint32_t window, fault_fams;
+} efax__limits;
+
+/* #29 item 8: with every rank's window known, the largest window that keeps peers' writes within
+   every NIC's completion queue (efax__cq_plan), the same on every rank (an all-gather), applied
+   to this rank's NICs. Returns 0, -EFAX_E_USAGE when a queue is too small for even one write from
+   each peer NIC (efax_ctx_desc.cq_size / EFAX_CQ_SIZE), or the bootstrap's error. */
+EFAX_PRIVATE int efax__connect_cq(efax_ctx *ctx, efax_boot *boot, const efax__limits *lim) {
+    int cnt[EFAX_MAX_NICS], room[EFAX_MAX_NICS], p, j, i, rc, cap, *caps;
+    long long load[EFAX_MAX_NICS];
+    memset(cnt, 0, sizeof cnt);
+    memset(load, 0, sizeof load);
+    for (i = 0; i < ctx->nnic; i++) room[i] = ctx->nic[i].cq_incoming;
+    for (p = 0; p < ctx->size; p++)
+        for (j = 0; p != ctx->rank && j < ctx->peer_nnic[p]; j++) {
+            i = ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j];
+            if (i < 0 || i >= ctx->nnic) continue;
+            cnt[i]++;
+            load[i] += lim[p].window;
+        }
+    cap = efax__cq_cap(ctx->nnic, cnt, load, room);
+    if (!(caps = (int *)calloc((size_t)ctx->size, sizeof *caps))) return -FI_ENOMEM;
+    rc = efax_boot_allgather(boot, &cap, sizeof cap, caps, -1);
+    for (p = 0; !rc && p < ctx->size; p++)
+        if (caps[p] < cap) cap = caps[p];
+    free(caps);
+    if (rc) {
+        efax_log(ctx, 0, "exchanging completion-queue room failed: %s", efax_strerror(rc));
+        return rc;
+    }
+    for (i = 0; i < ctx->nnic; i++) {
+        efax__nic *n = &ctx->nic[i];
+        if (cap == 0 && cnt[i] && room[i] < cnt[i])
+            efax_log(ctx, 0, "NIC %s: its completion queue (%d entries) has room for %d of peers' writes with immediate "
+                             "data, and %d peer NIC(s) write to it: raise EFAX_CQ_SIZE (efax_ctx_desc.cq_size) to at "
+                             "least %d", n->info.name, n->cq_size, room[i], cnt[i], n->cq_size - room[i] + cnt[i]);
+        else if (cap < n->window)
+            efax_log(ctx, 2, "NIC %s: window %d -> %d, so that peers' writes fit every completion queue (this one: %d "
+                             "entries, %d of them for %d peer NIC(s))", n->info.name, n->window, cap, n->cq_size, room[i], cnt[i]);
+        if (cap > 0 && cap < n->window) n->window = cap;
+    }
+    if (cap == 0) {
+        efax_log(ctx, 0, "a completion queue is too small for one write from every peer NIC (see above, or the rank "
+                         "that says so): raise EFAX_CQ_SIZE");
+        return -EFAX_E_USAGE;
+    }
+    return 0;
+}
+
 /* Checks a peer's hello. Returns 0 or -EFAX_E_VERSION / -EFAX_E_PEER with the reason in why. */
 EFAX_PRIVATE int efax__hello_check(const efax__hello *h, int rank, const char *provider, char *why,
                                    size_t wl) {
@@ -2124,6 +3011,7 @@ EFAX_PRIVATE int efax__match(const efax__hello *from, int i, const efax__hello *
 
 EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     efax__hello *all = NULL, me;
+    efax__limits *lim = NULL;
     int rc, p, i, j, size = boot->size;
     char why[256];
     memset(&me, 0, sizeof me);
@@ -2155,9 +3043,16 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             free(all);
             return rc;
         }
-    { /* the largest write chunk, the same on every rank: a target counts the writer's chunks */
-        uint64_t mine = efax_ctx_max_chunk(ctx), *lim = (uint64_t *)calloc((size_t)size, sizeof(uint64_t));
-        if (!lim) {
+    { /* the largest write chunk, the same on every rank: a target counts the writer's chunks; with it
+         each rank's window (efax__connect_cq) and fault layer (rank 0's seed for every rank) */
+        efax__limits mine;
+        memset(&mine, 0, sizeof mine);
+        mine.max_chunk = efax_ctx_max_chunk(ctx);
+        mine.fault_seed = ctx->faults.seed;
+        mine.fault_fams = ctx->faults.fams;
+        for (i = 0; i < ctx->nnic; i++)
+            if ((uint32_t)ctx->nic[i].window > mine.window) mine.window = (uint32_t)ctx->nic[i].window;
+        if (!(lim = (efax__limits *)calloc((size_t)size, sizeof *lim))) {
             free(all);
             return -FI_ENOMEM;
         }
@@ -2167,10 +3062,17 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             free(all);
             return rc;
         }
-        for (p = 0; p < size; p++)
-            if (lim[p] && lim[p] < mine) mine = lim[p];
-        ctx->max_chunk = mine;
-        free(lim);
+        for (p = 0; p < size; p++) {
+            if (lim[p].max_chunk && lim[p].max_chunk < mine.max_chunk) mine.max_chunk = lim[p].max_chunk;
+            if (lim[p].fault_fams != ctx->faults.fams) {
+                efax_log(ctx, 0, "EFAX_FAULTS differs between ranks (rank %d: %s, this rank: %s): set it alike on every rank",
+                         p, lim[p].fault_fams ? "on" : "off", ctx->faults.fams ? efax_ctx_faults(ctx) : "off");
+                free(lim);
+                free(all);
+                return -EFAX_E_USAGE;
+            }
+        }
+        ctx->max_chunk = mine.max_chunk;
     }
     ctx->rank = boot->rank;
     ctx->size = size;
@@ -2182,6 +3084,7 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
     if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
     if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->imm_nic || !ctx->route_in || !ctx->hooks) {
+        free(lim);
         free(all);
         return -FI_ENOMEM;
     }
@@ -2201,6 +3104,7 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
                 if (rc != 1) {
                     efax_log(ctx, 0, "fi_av_insert of rank %d (%s) NIC %s into NIC %s failed: %s", p,
                              all[p].host, all[p].nic[j].name, n->info.name, fi_strerror(rc < 0 ? -rc : FI_EOTHER));
+                    free(lim);
                     free(all);
                     return rc < 0 ? rc : -FI_EOTHER;
                 }
@@ -2211,8 +3115,12 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             }
         }
     }
-    ctx->connected = true;
+    rc = efax__connect_cq(ctx, boot, lim);
+    if (!rc) efax__faults_arm(ctx, lim[0].fault_seed);
+    free(lim);
     free(all);
+    if (rc) return rc;
+    ctx->connected = true;
     return 0;
 }
 
@@ -3241,10 +4149,10 @@ EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint6
     if (x->op == EFAX_OP_WRITE) {
         const efax_rmr *rm = &x->rmr->remote[x->peer];
         uint64_t addr = rm->base + x->roff + s->off + s->posted, key = rm->key[rt->rnic];
-        return (int)(x->has_imm ? fi_inject_writedata(n->ep, buf, len, imm, rt->fa, addr, key)
-                                : fi_inject_write(n->ep, buf, len, rt->fa, addr, key));
+        return (int)efax__fi_inject_any(n, x->has_imm ? EFAX__FP_INJECT_WRITEDATA : EFAX__FP_INJECT_WRITE, buf, len, imm,
+                                        rt->fa, addr, key, 0);
     }
-    return (int)(x->has_imm ? fi_injectdata(n->ep, buf, len, imm, rt->fa) : fi_inject(n->ep, buf, len, rt->fa));
+    return (int)efax__fi_inject_any(n, x->has_imm ? EFAX__FP_INJECTDATA : EFAX__FP_INJECT, buf, len, imm, rt->fa, 0, 0, 0);
 }
 
 EFAX_PRIVATE void efax__op_free(efax__nic *n, efax_op *op) {
@@ -3288,7 +4196,7 @@ EFAX_PRIVATE int efax__writemsg(efax__nic *n, efax_op *op, fi_addr_t fa, uint64_
     m.rma_iov_count = 1;
     m.context = &op->fctx;
     m.data = imm;
-    return (int)fi_writemsg(n->ep, &m, flags);
+    return (int)efax__fi_writemsg(n, &m, flags);
 }
 
 /* Posts one chunk of a transmit segment. Returns 0, -FI_EAGAIN or an error. */
@@ -3305,7 +4213,7 @@ EFAX_PRIVATE int efax__post_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_
     m.addr = fa;
     m.context = &op->fctx;
     m.data = imm;
-    return (int)fi_sendmsg(n->ep, &m, flags);
+    return (int)efax__fi_sendmsg(n, &m, flags);
 }
 
 /* A split write (shm on libfabric 2.x, host memory on both sides, n->split_min bytes or more).
@@ -3356,8 +4264,8 @@ EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
         if (!x->status) {
             const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic];
             rc = op->split == EFAX__SPLIT_HALF ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
-                                               : (int)fi_inject_writedata(n->ep, op->iov.iov_base, 0, x->imm, rt->fa,
-                                                                          op->riov.addr, op->riov.key);
+                                               : (int)efax__fi_inject_any(n, EFAX__FP_INJECT_WRITEDATA, op->iov.iov_base, 0,
+                                                                          x->imm, rt->fa, op->riov.addr, op->riov.key, 0);
             if (rc == -FI_EAGAIN) {
                 n->stats.eagain++;
                 return;
@@ -3419,9 +4327,41 @@ EFAX_PRIVATE bool efax__next_postable(const efax_seg *s, uint64_t len) {
     return y && !y->status && !y->ready && !(y->lmr->stage && y->op == EFAX_OP_WRITE);
 }
 
+EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n);
+EFAX_PRIVATE void efax__idle(int got, unsigned *idle);
+EFAX_PRIVATE bool efax__expired(uint64_t *deadline, unsigned *spins, int timeout_ms);
+
+/* A post with FI_MORE was taken and the one after it refused (-FI_EAGAIN): efa has the first in
+   its queue without having rung the doorbell (efa_data_path_ops.h), and its refusal did not ring
+   it either (it refuses in efa_rdm before touching the queue: efa_rdm_rma.c, efa_rdm_ope.c, so
+   fi_msg(3)'s "flush delayed calls when a new call fails" does not happen). Returning now would
+   leave the batch unsent until some later post, while the caller may wait on something else
+   (#29 item 9, efa_rdm_pke.c ~739). So the refused chunk is posted again at once, without FI_MORE,
+   draining this NIC's CQ between tries (completions free what the provider lacked), until the
+   provider takes it or the context's timeout passes. Returns 0 or the post's error (the caller
+   fails the transfer; with the timeout, -FI_ETIMEDOUT, named). */
+EFAX_PRIVATE int efax__close_batch(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, uint32_t imm) {
+    uint64_t deadline = 0;
+    unsigned spins = 0, idle = 0;
+    for (;;) {
+        int rc, got;
+        n->stats.eagain++;
+        if ((got = efax__drain(ctx, n)) < 0) return got;
+        rc = efax__post_tx(ctx, n, s, len, imm, n->free_ops, false);
+        if (rc != -FI_EAGAIN) return rc;
+        efax__idle(got, &idle);
+        if (efax__expired(&deadline, &spins, ctx->timeout_ms)) {
+            efax_log(ctx, 0, "NIC %s: posts sent with FI_MORE wait for one without it, and the provider refused that one "
+                             "for %d ms (-FI_EAGAIN)", n->info.name, ctx->timeout_ms);
+            return -FI_ETIMEDOUT;
+        }
+    }
+}
+
 /* Posts queued transmit chunks while the NIC's window has room. */
 EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     int posted = 0;
+    bool open = false; /* the last post carried FI_MORE: the batch must end on a post without it */
     if (n->retry) efax__post_retry(ctx, n);
     while (n->pend_head && n->inflight < n->window && n->free_ops) {
         efax_seg *s = n->pend_head;
@@ -3452,6 +4392,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         if (len <= (x->op == EFAX_OP_WRITE ? n->info.inject_rma_size : n->info.inject_size) && x->lmr->iface == 0) {
             rc = efax__inject_tx(ctx, n, s, len, imm);
             if (rc == 0) {
+                open = false; /* an inject rings the doorbell */
                 n->stats.tx_bytes += len;
                 n->stats.tx_ops++;
                 x->bytes_done += len;
@@ -3469,7 +4410,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         }
         if (n->split_min && len >= n->split_min && x->op == EFAX_OP_WRITE && x->has_imm && !x->cell_seq &&
             x->lmr->iface == 0 && !x->lmr->stage && (x->rmr->remote[x->peer].flags & EFAX_RMR_HOST) &&
-            n->inflight + 2 <= n->window && !n->retry) {
+            n->inflight + 2 <= n->window && !n->retry && !open) {
             rc = efax__post_split(ctx, n, s, len);
             if (rc == -FI_EAGAIN) {
                 n->stats.eagain++;
@@ -3486,8 +4427,15 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         }
         op = n->free_ops;
         EFAX_ASSERT(op);
-        more = ctx->fi_more && n->inflight + 1 < n->window && efax__next_postable(s, len);
+        /* FI_MORE only where the loop will post again at once: the window and the pool have room for
+           the next chunk, and it does not wait for anything */
+        more = ctx->fi_more && n->inflight + 1 < n->window && op->next && efax__next_postable(s, len);
         rc = efax__post_tx(ctx, n, s, len, imm, op, more);
+        if (rc == -FI_EAGAIN && open) { /* never end a batch on a FI_MORE post */
+            more = false;
+            rc = efax__close_batch(ctx, n, s, len, imm);
+            op = n->free_ops; /* the drain may have freed operations ahead of it */
+        }
         if (rc == -FI_EAGAIN) {
             n->stats.eagain++;
             break;
@@ -3508,11 +4456,13 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         x->pending++;
         s->posted += len;
         posted++;
+        open = more;
         if (s->posted >= s->len) {
             efax__seg_pop(&n->pend_head, &n->pend_tail);
             x->unposted--;
         }
     }
+    if (EFAX__UNLIKELY(n->fault)) efax__f_bell_check(n); /* the fault layer checks the promise above */
     return posted;
 }
 
@@ -3529,7 +4479,7 @@ EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
         op->iov.iov_base = (uint8_t *)x->lmr->ptr + x->loff;
         op->iov.iov_len = x->len;
         op->desc = x->lmr->desc[s->nic];
-        rc = (int)fi_recv(n->ep, op->iov.iov_base, x->len, op->desc, FI_ADDR_UNSPEC, &op->fctx);
+        rc = (int)efax__fi_recv(n, op->iov.iov_base, x->len, op->desc, FI_ADDR_UNSPEC, 0, &op->fctx, false);
         if (rc == -FI_EAGAIN) break;
         efax__seg_pop(&n->rxp_head, &n->rxp_tail);
         x->unposted--;
@@ -3619,15 +4569,43 @@ EFAX_PRIVATE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int e
     efax__xfer_check_done(x);
 }
 
+/* An injected operation (a small send, write or notification: efax counted it done when the
+   provider took it) failed later. Its error entry has no context (efa_rdm_txe_handle_error copies
+   the inject's, which is NULL: prov/efa/src/rdm/efa_rdm_ope.c), only the flags, the data and the
+   tag, so no transfer can be named as its owner: whatever it carried never arrived, and every
+   wait on this context fails from here on (a sticky error), the one in progress first (#29 item 6).
+   Before it surfaces, a wait for a transfer that injected has returned 0: an inject reports
+   nothing else. */
+EFAX_PRIVATE void efax__lost_inject(efax_ctx *ctx, efax__nic *n, const struct fi_cq_err_entry *e, const char *ptxt) {
+    int rank = -1, tag = -1, rc = -(int)(e->err ? e->err : FI_EOTHER);
+    uint32_t seq = 0;
+    char what[96] = "";
+    bool ctrl = (e->flags & FI_TAGGED) && e->tag == EFAX__CTRL_TAG;
+    if ((e->flags & FI_REMOTE_CQ_DATA) || ctrl || e->data) {
+        efax_imm_decode((uint32_t)e->data, &rank, &tag, &seq);
+        snprintf(what, sizeof what, " (immediate data: tag %d, sequence %u)", tag, seq);
+    }
+    efax_log(ctx, 0, "NIC %s: an injected %s%s failed after efax counted it done: %s (provider errno %d: %s). An inject "
+                     "has no completion to fail, so its transfer cannot be named: what it carried never arrived, and "
+                     "every wait on this context fails from here on", n->info.name,
+             ctrl ? "notification" : (e->flags & FI_WRITE) ? "write" : "send", what, fi_strerror(-rc), e->prov_errno,
+             ptxt ? ptxt : "-");
+    if (!ctx->sticky_error) ctx->sticky_error = rc;
+}
+
 EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
     struct fi_cq_err_entry e;
     char pbuf[256];
     const char *ptxt;
     efax_op *op;
     memset(&e, 0, sizeof e);
-    if (fi_cq_readerr(n->cq, &e, 0) < 0) return;
-    ptxt = fi_cq_strerror(n->cq, e.prov_errno, e.err_data, pbuf, sizeof pbuf);
+    if (efax__fi_cq_readerr(n, &e) < 0) return;
+    ptxt = efax__fi_cq_strerror(n, &e, pbuf, sizeof pbuf);
     op = (efax_op *)e.op_context;
+    if (!op && (e.flags & (FI_SEND | FI_WRITE)) && !(e.flags & (FI_RECV | FI_REMOTE_WRITE))) {
+        efax__lost_inject(ctx, n, &e, ptxt);
+        return;
+    }
     if (!op) {
         efax_log(ctx, 0, "NIC %s: an incoming operation failed: %s (provider: %s)", n->info.name,
                  fi_strerror(e.err), ptxt ? ptxt : "-");
@@ -3660,7 +4638,7 @@ EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n) {
     struct fi_cq_data_entry e[32];
     int total = 0;
     for (;;) {
-        ssize_t got = fi_cq_read(n->cq, e, 32), i;
+        ssize_t got = efax__fi_cq_read(n, e, 32), i;
         if (got == -FI_EAGAIN) break;
         if (got == -FI_EAVAIL) {
             efax__cq_error(ctx, n);
@@ -3732,10 +4710,10 @@ EFAX_API int efax_progress(efax_ctx *ctx) {
        few milliseconds either way, and on tcp with libfabric 2.x one fi_eq_read costs 1.4-2 us
        (it drives the connection manager: a syscall), as much as the CQ poll itself */
     bool eq = (ctx->eq_tick++ & 1023) == 0;
-    if (ctx->eq_error) return ctx->eq_error;
+    if (ctx->sticky_error) return ctx->sticky_error;
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
-        if (eq && n->eq && (rc = efax__eq_read(ctx, n))) return ctx->eq_error = rc;
+        if (eq && n->eq && (rc = efax__eq_read(ctx, n))) return ctx->sticky_error = rc;
         if ((rc = efax__drain(ctx, n)) < 0) return rc;
         total += rc;
         if (n->rxp_head) efax__post_rx(ctx, n);
@@ -4029,6 +5007,19 @@ EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
     return efax_wait_all(ctx, &x, 1, timeout_ms);
 }
 
+/* A wait ended by the context's sticky error (an EQ error, or an injected operation that failed
+   after it was counted done): the error was described where it surfaced; this names the wait. */
+EFAX_PRIVATE int efax__sticky(efax_ctx *ctx, const efax_xfer *x) {
+    if (x && x->op == EFAX_OP_RECV)
+        efax_log(ctx, 0, "the wait for a receive of up to %llu bytes on NIC %s ends on this context's earlier error: %s",
+                 (unsigned long long)x->len, ctx->nic[x->seg[0].nic].info.name, fi_strerror(-ctx->sticky_error));
+    else if (x)
+        efax_log(ctx, 0, "the wait for a %s of %llu bytes to rank %d (%s) ends on this context's earlier error: %s",
+                 efax__opname(x->op), (unsigned long long)x->len, x->peer, efax__host(ctx, x->peer),
+                 fi_strerror(-ctx->sticky_error));
+    return ctx->sticky_error;
+}
+
 EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms) {
     uint64_t deadline = 0;
     unsigned spins = 0, idle = 0;
@@ -4037,12 +5028,15 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
     for (;;) {
         while (first < n && (!xs[first] || xs[first]->done)) first++;
         if (first == n) break;
-        if ((rc = efax_progress(ctx)) < 0) return rc;
+        if ((rc = efax_progress(ctx)) < 0) return rc == ctx->sticky_error ? efax__sticky(ctx, xs[first]) : rc;
         efax__idle(rc, &idle);
         if (efax__expired(&deadline, &spins, timeout_ms)) return efax__timeout_msg(ctx, xs[first], timeout_ms);
     }
     for (i = 0; i < n; i++)
         if (xs[i] && xs[i]->status) return xs[i]->status;
+    /* done, but the context lost an injected operation (or its endpoint) since: this transfer may be
+       what was lost (#29 item 6) */
+    if (EFAX__UNLIKELY(ctx->sticky_error)) return efax__sticky(ctx, n ? xs[0] : NULL);
     /* what landed in device memory is in place once the region settled (once per region) */
     for (i = 0; i < n; i++) {
         const efax_mr *m = xs[i] ? xs[i]->lmr : NULL;
@@ -4064,6 +5058,11 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     int rc;
     efax__nic *n;
     if ((rc = efax__check_peer(ctx, peer, nic))) return rc;
+    if (EFAX__UNLIKELY(ctx->sticky_error)) {
+        efax_log(ctx, 0, "notify to rank %d (%s), tag %d: this context's earlier error stops it: %s", peer,
+                 efax__host(ctx, peer), tag, fi_strerror(-ctx->sticky_error));
+        return ctx->sticky_error;
+    }
     n = &ctx->nic[nic];
     if (tag < 0 || tag >= ctx->ntags || efax_imm_encode(ctx->rank, tag, seq, &imm)) {
         efax_log(ctx, 0, "notify: tag %d outside 0..%d", tag, ctx->ntags - 1);
@@ -4072,8 +5071,8 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     memcpy(msg, &imm, 4);
     memset(msg + 4, 0, 4);
     for (;;) {
-        rc = (int)fi_tinjectdata(n->ep, msg, sizeof msg, imm,
-                                 ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa, EFAX__CTRL_TAG);
+        rc = (int)efax__fi_inject_any(n, EFAX__FP_TINJECTDATA, msg, sizeof msg, imm,
+                                      ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa, 0, 0, EFAX__CTRL_TAG);
         if (rc == 0) return 0;
         if (rc != -FI_EAGAIN) {
             efax_log(ctx, 0, "notify to rank %d (%s) on NIC %s failed: %s (%d)", peer, efax__host(ctx, peer),
@@ -4081,7 +5080,12 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
             return rc;
         }
         n->stats.eagain++;
-        if ((rc = efax_progress(ctx)) < 0) return rc;
+        if ((rc = efax_progress(ctx)) < 0) {
+            if (rc == ctx->sticky_error)
+                efax_log(ctx, 0, "notify to rank %d (%s), tag %d: ended by this context's earlier error: %s", peer,
+                         efax__host(ctx, peer), tag, fi_strerror(-rc));
+            return rc;
+        }
         efax__idle(rc, &idle);
         if (efax__expired(&deadline, &spins, ctx->timeout_ms)) {
             efax_log(ctx, 0, "timed out after %d ms sending a notification to rank %d (%s): the provider "
@@ -4145,6 +5149,12 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
                      sl->stale ? sl->stale_seq : sl->seq);
             return -EFAX_E_STALE;
         }
+        if (EFAX__UNLIKELY(ctx->sticky_error)) { /* an injected operation lost, or the endpoint: #29 item 6 */
+            efax_log(ctx, 0, "the wait for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived) ends on this "
+                             "context's earlier error: %s", count, peer, efax__host(ctx, peer), tag, seq, sl->count,
+                     fi_strerror(-ctx->sticky_error));
+            return ctx->sticky_error;
+        }
         if (sl->count >= count) {
             sl->count -= count;
             return 0;
@@ -4157,7 +5167,10 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
                      count, peer, efax__host(ctx, peer), tag, seq, sl->count, fi_strerror(-rc));
             return rc;
         }
-        if ((rc = efax_progress(ctx)) < 0) return rc;
+        if ((rc = efax_progress(ctx)) < 0) {
+            if (rc == ctx->sticky_error) continue; /* named above, at the top of the loop */
+            return rc;
+        }
         efax__idle(rc, &idle);
         if (efax__expired(&deadline, &spins, timeout_ms)) {
             char busy[256], where[512] = "";
