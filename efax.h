@@ -71,7 +71,8 @@
        EFAX_SHM_SPLIT      shm on libfabric 2.x: smallest write (bytes) that the writer and the target
                            copy half each, at once (default 524288; 0: never)
        EFAX_CQ_SIZE        entries of each NIC's completion queue (default: two windows, control,
-                           and 16384 for peers' writes); windows shrink so peers cannot overrun it
+                           and 16384 for peers' writes); a target expecting more chunks at once
+                           than that fails, naming it (efa would lose completions)
        EFAX_FAULTS         family,family,...[:seed]: make tcp and shm behave as efa may (reorder,
                            eagain, injectfail, emulated, smallrma[=SIZE], all); see >>faults. Off
                            unless set; the seed a run used is in its header
@@ -295,8 +296,7 @@ typedef struct efax_ctx_desc {
                                unless a NIC is tcp */
     int cq_size;            /* entries of each NIC's completion queue (0: $EFAX_CQ_SIZE, else two windows
                                + control + 16384 for peers' writes; at least 256). A smaller queue
-                               shrinks the window; efax_ctx_connect shrinks every rank's window until
-                               peers' writes cannot overrun any (efax__cq_plan says why) */
+                               shrinks the window to a quarter of it (efax__cq_plan says why) */
     bool efa_shm;           /* efa: let its own shared memory carry peers on this host (default
                                off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
     bool no_cuda_api;       /* FI_OPT_CUDA_API_PERMITTED = false: the provider may not call CUDA,
@@ -326,8 +326,11 @@ EFAX_API void efax_ctx_deinit(efax_ctx *ctx);
 /* Exchanges endpoint names and NIC lists with every rank and fills each NIC's address
    vector. NICs are matched between hosts by name when both have the name (rails with the
    same interface or device names), else by index modulo the peer's NIC count, so hosts
-   need not have the same number or order of NICs. Collective. Returns 0,
-   -EFAX_E_VERSION (a peer runs another wire version), -EFAX_E_PEER, or a libfabric error. */
+   need not have the same number or order of NICs. From here on the boot's collectives drive
+   this context's progress while they wait (efax_boot.idle), so a rank in a barrier still sees a
+   lost injected operation or a dead endpoint; boot must stay valid until efax_ctx_deinit (which
+   unhooks it) or be deinitialised first. Collective. Returns 0, -EFAX_E_VERSION (a peer runs
+   another wire version), -EFAX_E_PEER, or a libfabric error. */
 EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot);
 
 /* Number of NICs the context opened. */
@@ -580,6 +583,11 @@ struct efax_boot {
     int fd;
     uint64_t token;
     void *pmix_proc;         /* pmix_proc_t of this process */
+    /* Optional: called about every 10 ms while a collective waits for its peers; a negative return
+       ends the collective with that code. efax_ctx_connect sets it to the context's progress. */
+    int (*idle)(void *user);
+    void *idle_user;
+    int idle_rc;             /* what idle returned when it ended a collective (for its message) */
 };
 
 /* Finds the launcher and joins the job: PMIx (mpirun, srun --mpi=pmix, prterun), or the TCP
@@ -782,9 +790,8 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag);
    Decisions come from a seeded generator per rank and NIC (after efax_ctx_connect every rank
    takes rank 0's seed), so a seed gives the same decisions for the same sequence of calls; how
    processes interleave still varies. Whatever the families, posts with FI_MORE wait for the
-   next post without it, as efa's do (its doorbell), and the layer checks two of efax's promises:
-   no batch is left ending on FI_MORE, and no more completions wait than the completion queue
-   holds (efa's device queue has no overrun protection). Breaking either is a sticky error. */
+   next post without it, as efa's do (its doorbell), and the layer checks that efax never leaves
+   a batch ending on FI_MORE (a sticky error if it does). */
 enum {
     EFAX_FAULT_REORDER = 1u << 0,
     EFAX_FAULT_EAGAIN = 1u << 1,
@@ -819,8 +826,8 @@ typedef struct efax_fault_stats {
     uint64_t emulated;        /* emulated: NICs that said their writes are emulated */
     uint64_t capped;          /* smallrma: NICs whose max RMA size was cut */
     uint64_t batched;         /* posts with FI_MORE that waited for the doorbell */
+    uint64_t interrupted;     /* posts refused while a batch with FI_MORE waited for its doorbell */
     uint64_t unrung;          /* batches efax left ending on FI_MORE (a bug: must stay 0) */
-    uint64_t overrun;         /* polls that found more completions waiting than the CQ holds (0) */
 } efax_fault_stats;
 
 /* The fault families in force as a replayable EFAX_FAULTS value with its seed
@@ -1068,6 +1075,7 @@ typedef struct efax__nic {
     efax_nic_stats stats;
     int cq_size;                         /* entries the CQ was opened with (efax__cq_plan) */
     int cq_incoming;                     /* of them, room for peers' writes with immediate data */
+    uint64_t expecting;                  /* chunks that expectations (efax_expect_write) await here now */
     struct efax__fnic *fault;            /* the fault layer's state; NULL when it is off */
 } efax__nic;
 
@@ -1111,6 +1119,7 @@ struct efax_ctx {
     int sticky_error;          /* every later progress returns it: an endpoint error from an EQ, or an
                                   injected operation that failed after it was counted done */
     efax__faults faults;       /* >>faults */
+    efax_boot *boot;           /* whose collectives progress this context while they wait */
     uint64_t max_chunk;        /* efax_ctx_max_chunk */
     int cq_entries;            /* efax_ctx_desc.cq_size, resolved (0: sized by the window) */
     bool efa_shm, no_cuda_api; /* efax_ctx_desc's, with the environment applied */
@@ -1612,11 +1621,14 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
    rx + tx queues (prov/efa/src/efa_domain.c, rdm_cq_size), or at what fi_cq_open asks when that is
    larger (efa_rdm_cq.c), and does not protect it from overrun (prov/efa/docs/
    efa_fabric_comparison.md, FI_RM_ENABLED): completions beyond it are lost and the waits for them
-   time out, naming what never arrived. So efax asks for room and keeps peers within it: entries
-   0 gives two windows + control + EFAX__CQ_INCOMING; a given size first shrinks the window to a
-   quarter of what control leaves (at least half of it stays for incoming writes), and
-   efax_ctx_connect then shrinks every rank's window until all peers' writes fit (efax__cq_cap).
-   tcp and shm queue overflowing completions in software; the fault layer checks the size there. */
+   time out, naming what never arrived. A writer's window does not bound them: its writes complete
+   when the target's NIC placed them, whether or not the target read its CQ, so the writer posts
+   on. Only the protocol does: the target confirms, and writers write no more than it expects until
+   then (efax_bench's exchange: one iteration). So efax asks for room (entries 0: two windows +
+   control + EFAX__CQ_INCOMING; a given size shrinks the window to a quarter of what control
+   leaves, so at least half of it is for incoming writes) and checks the protocol against it: a
+   target announcing more chunks at once on a NIC than that room (efax_expect_write) fails, naming
+   the numbers, on every provider. tcp and shm queue overflowing completions in software. */
 #define EFAX__CQ_INCOMING 16384
 #define EFAX__CQ_MIN 256
 
@@ -1632,20 +1644,6 @@ EFAX_PRIVATE void efax__cq_plan(int entries, int ctrl, int *window, int *cq_size
     if (*window > w) *window = w > 0 ? w : 1;
     *cq_size = entries;
     *incoming = entries - 2 * *window - ctrl;
-}
-
-/* The largest window every peer may keep so that its writes fit this rank's NICs: cnt[i] peer
-   NICs write to local NIC i, load[i] is the sum of their windows, room[i] what its CQ has for them.
-   INT_MAX when every load fits; 0 when not even one write each fits. Pure. */
-EFAX_PRIVATE int efax__cq_cap(int nnic, const int *cnt, const long long *load, const int *room) {
-    int i, cap = INT_MAX;
-    for (i = 0; i < nnic; i++) {
-        int c;
-        if (!cnt[i] || load[i] <= room[i]) continue;
-        c = room[i] > 0 ? room[i] / cnt[i] : 0;
-        if (c < cap) cap = c;
-    }
-    return cap;
 }
 
 // >>faults (implementation) --------------------------------------------------------------------
@@ -1786,7 +1784,7 @@ struct efax__fnic {
     int nlate;
     efax__fpost bell[EFAX__F_POSTS]; /* posts with FI_MORE waiting for one without it (efa's doorbell) */
     int nbell;
-    bool unrung_logged, overrun_logged;
+    bool unrung_logged;
 };
 
 /* xorshift64*: the layer's generator, one per NIC (seeded per rank and NIC). */
@@ -1862,14 +1860,14 @@ EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx) {
     return 0;
 }
 
-/* The layer's state for an open NIC (its CQ sized: the overrun check needs the size). */
+/* The layer's state for an open NIC. */
 EFAX_PRIVATE int efax__fault_open(efax_ctx *ctx, efax__nic *n) {
     struct efax__fnic *f;
     if (!ctx->faults.fams) return 0;
     if (!(f = (struct efax__fnic *)calloc(1, sizeof *f))) return -FI_ENOMEM;
     f->ctx = ctx;
     f->n = n;
-    f->cap = (size_t)n->cq_size + EFAX__F_HOLD + 64;
+    f->cap = 256 + EFAX__F_HOLD; /* what one poll hands on (efax__drain asks 32 at a time) and the held */
     f->ent = (efax__fent *)calloc(f->cap, sizeof *f->ent);
     n->fault = f;
     if (!f->ent) return -FI_ENOMEM;
@@ -2081,6 +2079,7 @@ EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
         }
         if (*until > f->polls) { /* every such post until the NIC has been polled that often */
             fs->stats.refused++;
+            if (tx && f->nbell) fs->stats.interrupted++; /* #29 item 9's case: efax must post again at once */
             return -FI_EAGAIN;
         }
     }
@@ -2126,9 +2125,9 @@ EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
     return rc;
 }
 
-/* fi_cq_read with the layer on: hands on late posts, reads what the provider has into the layer's
-   ring (checking it against the CQ's size), then hands completions on: in any order (reorder),
-   some held back for many polls, error entries as -FI_EAVAIL. */
+/* fi_cq_read with the layer on: hands on late posts, reads from the provider into the layer's ring,
+   then hands completions on: in any order (reorder), some held back for many polls, error entries
+   as -FI_EAVAIL. */
 EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_entry *out, size_t count) {
     struct efax__fnic *f = n->fault;
     efax__faults *fs = &f->ctx->faults;
@@ -2137,10 +2136,13 @@ EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_entry *out,
     int i;
     f->polls++;
     if (f->nlate) efax__f_pump(f);
-    for (;;) { /* everything the provider has: its device CQ would hold all of it */
+    for (;;) { /* enough to hand on `count` (held ones aside) */
         struct fi_cq_data_entry tmp[64];
-        size_t room = f->cap - f->nent, want = room < 64 ? room : 64, k;
+        size_t room = f->cap - f->nent, ready = f->nent - (size_t)f->held, want, k;
         ssize_t got;
+        want = ready >= count ? 0 : count - ready;
+        if (want > room) want = room;
+        if (want > 64) want = 64;
         if (!want) break;
         got = fi_cq_read(n->cq, tmp, want);
         if (got == -FI_EAGAIN) break;
@@ -2174,17 +2176,6 @@ EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_entry *out,
             if (x->held) f->held++, fs->stats.held++;
         }
         if ((size_t)got < want) break;
-    }
-    if (f->nent - (size_t)f->held > (size_t)n->cq_size) { /* efa's device CQ would have overrun */
-        fs->stats.overrun++;
-        if (!f->overrun_logged) {
-            f->overrun_logged = true;
-            efax_log(f->ctx, 0, "NIC %s: completion queue overrun: %zu completions waited to be read, its CQ holds %d. "
-                                "efa's device CQ has no overrun protection (prov/efa/docs/efa_fabric_comparison.md, "
-                                "FI_RM_ENABLED): it would have lost completions and the waits for them would time out",
-                     n->info.name, f->nent - (size_t)f->held, n->cq_size);
-        }
-        if (!f->ctx->sticky_error) f->ctx->sticky_error = -FI_EOVERFLOW;
     }
     for (i = 0; i < f->nerr; i++) /* an error whose time came: announced when nothing else was handed on */
         if (f->err[i].release <= f->polls) {
@@ -2317,11 +2308,11 @@ EFAX_PRIVATE void efax__faults_summary(efax_ctx *ctx) {
     if (!ctx->faults.fams || !ctx->faults.armed) return;
     efax_log(ctx, 1, "EFAX_FAULTS=%s on rank %d: reorder held=%llu deferred=%llu; eagain refused=%llu bursts=%llu; "
                      "injectfail failed=%llu errored=%llu; emulated nics=%llu; smallrma nics=%llu; doorbell batched=%llu "
-                     "unrung=%llu; cq overrun=%llu", ctx->faults.spec, ctx->rank, (unsigned long long)s->held,
+                     "interrupted=%llu unrung=%llu", ctx->faults.spec, ctx->rank, (unsigned long long)s->held,
              (unsigned long long)s->deferred, (unsigned long long)s->refused, (unsigned long long)s->bursts,
              (unsigned long long)s->failed, (unsigned long long)s->errored, (unsigned long long)s->emulated,
-             (unsigned long long)s->capped, (unsigned long long)s->batched, (unsigned long long)s->unrung,
-             (unsigned long long)s->overrun);
+             (unsigned long long)s->capped, (unsigned long long)s->batched, (unsigned long long)s->interrupted,
+             (unsigned long long)s->unrung);
 }
 
 EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx) { return ctx && ctx->faults.fams ? ctx->faults.spec : ""; }
@@ -2837,6 +2828,7 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
 EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
     int i;
     if (!ctx) return;
+    if (ctx->boot && ctx->boot->idle_user == ctx) ctx->boot->idle = NULL, ctx->boot->idle_user = NULL;
     efax__faults_summary(ctx);
     for (i = ctx->nnic - 1; i >= 0; i--)
         if (ctx->nic) efax__close_nic(&ctx->nic[i]);
@@ -2914,58 +2906,19 @@ typedef struct efax__hello {
     efax__hello_nic nic[EFAX_MAX_NICS];
 } efax__hello;
 
-/* What every rank tells the others beside its hello: its largest write, its window (the most of
-   its NICs') and its fault layer (EFAX_FAULTS must agree; rank 0's seed serves every rank). */
+/* The boot's idle hook (efax_boot.idle): a collective that waits drives the context, so a rank in
+   a barrier still sees its own failures (a lost inject, a dead endpoint) and ends the wait. */
+EFAX_PRIVATE int efax__boot_idle(void *user) {
+    int rc = efax_progress((efax_ctx *)user);
+    return rc < 0 ? rc : 0;
+}
+
+/* What every rank tells the others beside its hello: its largest write and its fault layer
+   (EFAX_FAULTS must agree; rank 0's seed serves every rank). */
 typedef struct efax__limits {
     uint64_t max_chunk, fault_seed;
-    uint32_t window, fault_fams;
+    uint32_t fault_fams, pad;
 } efax__limits;
-
-/* #29 item 8: with every rank's window known, the largest window that keeps peers' writes within
-   every NIC's completion queue (efax__cq_plan), the same on every rank (an all-gather), applied
-   to this rank's NICs. Returns 0, -EFAX_E_USAGE when a queue is too small for even one write from
-   each peer NIC (efax_ctx_desc.cq_size / EFAX_CQ_SIZE), or the bootstrap's error. */
-EFAX_PRIVATE int efax__connect_cq(efax_ctx *ctx, efax_boot *boot, const efax__limits *lim) {
-    int cnt[EFAX_MAX_NICS], room[EFAX_MAX_NICS], p, j, i, rc, cap, *caps;
-    long long load[EFAX_MAX_NICS];
-    memset(cnt, 0, sizeof cnt);
-    memset(load, 0, sizeof load);
-    for (i = 0; i < ctx->nnic; i++) room[i] = ctx->nic[i].cq_incoming;
-    for (p = 0; p < ctx->size; p++)
-        for (j = 0; p != ctx->rank && j < ctx->peer_nnic[p]; j++) {
-            i = ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j];
-            if (i < 0 || i >= ctx->nnic) continue;
-            cnt[i]++;
-            load[i] += lim[p].window;
-        }
-    cap = efax__cq_cap(ctx->nnic, cnt, load, room);
-    if (!(caps = (int *)calloc((size_t)ctx->size, sizeof *caps))) return -FI_ENOMEM;
-    rc = efax_boot_allgather(boot, &cap, sizeof cap, caps, -1);
-    for (p = 0; !rc && p < ctx->size; p++)
-        if (caps[p] < cap) cap = caps[p];
-    free(caps);
-    if (rc) {
-        efax_log(ctx, 0, "exchanging completion-queue room failed: %s", efax_strerror(rc));
-        return rc;
-    }
-    for (i = 0; i < ctx->nnic; i++) {
-        efax__nic *n = &ctx->nic[i];
-        if (cap == 0 && cnt[i] && room[i] < cnt[i])
-            efax_log(ctx, 0, "NIC %s: its completion queue (%d entries) has room for %d of peers' writes with immediate "
-                             "data, and %d peer NIC(s) write to it: raise EFAX_CQ_SIZE (efax_ctx_desc.cq_size) to at "
-                             "least %d", n->info.name, n->cq_size, room[i], cnt[i], n->cq_size - room[i] + cnt[i]);
-        else if (cap < n->window)
-            efax_log(ctx, 2, "NIC %s: window %d -> %d, so that peers' writes fit every completion queue (this one: %d "
-                             "entries, %d of them for %d peer NIC(s))", n->info.name, n->window, cap, n->cq_size, room[i], cnt[i]);
-        if (cap > 0 && cap < n->window) n->window = cap;
-    }
-    if (cap == 0) {
-        efax_log(ctx, 0, "a completion queue is too small for one write from every peer NIC (see above, or the rank "
-                         "that says so): raise EFAX_CQ_SIZE");
-        return -EFAX_E_USAGE;
-    }
-    return 0;
-}
 
 /* Checks a peer's hello. Returns 0 or -EFAX_E_VERSION / -EFAX_E_PEER with the reason in why. */
 EFAX_PRIVATE int efax__hello_check(const efax__hello *h, int rank, const char *provider, char *why,
@@ -3044,14 +2997,12 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             return rc;
         }
     { /* the largest write chunk, the same on every rank: a target counts the writer's chunks; with it
-         each rank's window (efax__connect_cq) and fault layer (rank 0's seed for every rank) */
+         each rank's fault layer (rank 0's seed for every rank) */
         efax__limits mine;
         memset(&mine, 0, sizeof mine);
         mine.max_chunk = efax_ctx_max_chunk(ctx);
         mine.fault_seed = ctx->faults.seed;
         mine.fault_fams = ctx->faults.fams;
-        for (i = 0; i < ctx->nnic; i++)
-            if ((uint32_t)ctx->nic[i].window > mine.window) mine.window = (uint32_t)ctx->nic[i].window;
         if (!(lim = (efax__limits *)calloc((size_t)size, sizeof *lim))) {
             free(all);
             return -FI_ENOMEM;
@@ -3115,12 +3066,13 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             }
         }
     }
-    rc = efax__connect_cq(ctx, boot, lim);
-    if (!rc) efax__faults_arm(ctx, lim[0].fault_seed);
+    efax__faults_arm(ctx, lim[0].fault_seed);
     free(lim);
     free(all);
-    if (rc) return rc;
     ctx->connected = true;
+    boot->idle = efax__boot_idle; /* collectives progress the fabric while they wait */
+    boot->idle_user = ctx;
+    ctx->boot = boot;
     return 0;
 }
 
@@ -3411,19 +3363,27 @@ EFAX_PRIVATE int efax__remaining_ms(uint64_t deadline) {
 }
 
 /* Reads or writes exactly len bytes before the deadline. */
-EFAX_PRIVATE int efax__io(int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
+/* Reads or writes len bytes by the deadline. b (may be NULL): its idle hook runs every 10 ms of
+   waiting, and a negative return from it ends the wait (kept in b->idle_rc). */
+EFAX_PRIVATE int efax__io_b(efax_boot *b, int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
     uint8_t *p = (uint8_t *)buf;
     while (len) {
         struct pollfd pf;
         ssize_t n;
-        int ms = efax__remaining_ms(deadline), prc;
+        int ms = efax__remaining_ms(deadline), prc, slice;
         if (ms == 0) return -FI_ETIMEDOUT;
+        slice = b && b->idle && ms > 10 ? 10 : ms;
         pf.fd = fd;
         pf.events = wr ? POLLOUT : POLLIN;
         pf.revents = 0;
-        prc = poll(&pf, 1, ms);
+        prc = poll(&pf, 1, slice);
         if (prc < 0 && errno == EINTR) continue;
         if (prc < 0) return -errno;
+        if (prc == 0 && slice < ms) {
+            int hrc = b->idle(b->idle_user);
+            if (hrc < 0) return b->idle_rc = hrc;
+            continue;
+        }
         if (prc == 0) return -FI_ETIMEDOUT;
         n = wr ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
         if (n == 0) return -EFAX_E_PEER;
@@ -3435,6 +3395,10 @@ EFAX_PRIVATE int efax__io(int fd, void *buf, size_t len, bool wr, uint64_t deadl
         len -= (size_t)n;
     }
     return 0;
+}
+
+EFAX_PRIVATE int efax__io(int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
+    return efax__io_b(NULL, fd, buf, len, wr, deadline);
 }
 
 typedef struct efax__boot_hello {
@@ -3699,26 +3663,36 @@ EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, v
     uint64_t hdr;
     int i, rc;
     memcpy((uint8_t *)out + (size_t)b->rank * len, in, len);
+    b->idle_rc = 0;
     if (b->rank != 0) {
         hdr = len;
-        if ((rc = efax__io(b->fd, &hdr, sizeof hdr, true, deadline)) ||
-            (rc = efax__io(b->fd, (void *)(uintptr_t)in, len, true, deadline)) ||
-            (rc = efax__io(b->fd, out, len * (size_t)b->size, false, deadline))) {
-            efax__blog(b, 0, "rendezvous all-gather: lost rank 0 (%s): %s", b->hosts ? b->hosts[0] : "?",
-                       rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
+        if ((rc = efax__io_b(b, b->fd, &hdr, sizeof hdr, true, deadline)) ||
+            (rc = efax__io_b(b, b->fd, (void *)(uintptr_t)in, len, true, deadline)) ||
+            (rc = efax__io_b(b, b->fd, out, len * (size_t)b->size, false, deadline))) {
+            if (rc == b->idle_rc)
+                efax__blog(b, 0, "rendezvous all-gather: this rank's fabric context failed while it waited: %s",
+                           efax_strerror(rc));
+            else
+                efax__blog(b, 0, "rendezvous all-gather: lost rank 0 (%s): %s", b->hosts ? b->hosts[0] : "?",
+                           rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
             return rc;
         }
         return 0;
     }
     for (i = 1; i < b->size; i++) {
-        rc = efax__io(b->fds[i], &hdr, sizeof hdr, false, deadline);
+        rc = efax__io_b(b, b->fds[i], &hdr, sizeof hdr, false, deadline);
         if (!rc && hdr != len) {
             efax__blog(b, 0, "rendezvous all-gather: rank %d sent %llu bytes, rank 0 expected %zu: the "
                              "ranks run different programs or call collectives in another order",
                        i, (unsigned long long)hdr, len);
             return -EFAX_E_BOOT;
         }
-        if (!rc) rc = efax__io(b->fds[i], (uint8_t *)out + (size_t)i * len, len, false, deadline);
+        if (!rc) rc = efax__io_b(b, b->fds[i], (uint8_t *)out + (size_t)i * len, len, false, deadline);
+        if (rc && rc == b->idle_rc) {
+            efax__blog(b, 0, "rendezvous all-gather: this rank's fabric context failed while it waited for rank %d: %s", i,
+                       efax_strerror(rc));
+            return rc;
+        }
         if (rc) {
             efax__blog(b, 0, "rendezvous all-gather: lost rank %d (%s): %s", i,
                        b->hosts ? b->hosts[i] : "?", rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
@@ -5430,7 +5404,21 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
             e->on_nic[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS] += c;
             e->count += c;
         }
-        return e->count ? 0 : -FI_EINVAL;
+        if (!e->count) return -FI_EINVAL;
+        for (i = 0; i < ctx->nnic; i++) /* #29 item 8: what this target awaits must fit its completion queues */
+            if (e->on_nic[i] && ctx->nic[i].expecting + e->on_nic[i] > (uint64_t)ctx->nic[i].cq_incoming) {
+                efax_log(ctx, 0, "expect_write from rank %d (%s), tag %d: this rank would then await %llu chunks at once on "
+                                 "NIC %s, and its completion queue has room for %d of peers' writes (%d entries in all): on "
+                                 "efa, whose writes with immediate data consume no receive, the excess overruns it and "
+                                 "completions are lost. Raise EFAX_CQ_SIZE (efax_ctx_desc.cq_size), write larger chunks, or "
+                                 "expect fewer writes at once", peer, efax__host(ctx, peer), tag,
+                         (unsigned long long)(ctx->nic[i].expecting + e->on_nic[i]), ctx->nic[i].info.name,
+                         ctx->nic[i].cq_incoming, ctx->nic[i].cq_size);
+                e->active = false;
+                return -FI_EOVERFLOW;
+            }
+        for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting += e->on_nic[i];
+        return 0;
     }
     if (!ctx->stage_rx || !ctx->stage_rx[tag]) {
         efax_log(ctx, 0, "expect_write: the region is staged: call efax_expect_prepare(ctx, region, %d) before peers write", tag);
@@ -5469,7 +5457,9 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     int rc;
     if (!e->active) return -FI_EINVAL;
     if (!e->mr->stage) {
+        int i;
         e->active = false;
+        for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting -= e->on_nic[i];
         rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
         if (!rc && e->mr->settle) rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
         return rc;

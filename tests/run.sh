@@ -305,6 +305,110 @@ t fault/eagain-storm-shm  300 env FI_SHM_TX_SIZE=4 FI_SHM_RX_SIZE=4 "${MPIRUN[@]
 t fault/version-mismatch  60 version_mismatch
 t fault/wrong-token       60 wrong_token
 
+# --- efa-faults/: the fault layer (EFAX_FAULTS, efax.h >>faults) makes tcp and shm behave as efa may:
+# completions out of order and late, writes overtaken by later notifications (reorder), posts
+# refused in bursts (eagain), injected operations lost after they were counted done (injectfail),
+# emulated writes on odd ranks (emulated), a 64 KiB max RMA size (smallrma). Every driver's checked
+# run under each family: where efa would still deliver, exit 0 with no wrong byte; where an
+# operation is lost (injectfail, all), exit 1 with the loss named by the rank that lost it; nothing
+# hangs (EFAX_TIMEOUT_MS 10 s). Each rank's last line says what the layer did; a batch left
+# ending on FI_MORE (unrung) is a failure everywhere.
+faults_run() {
+  local fam=$1 p=$2 d=$3 nics np args out=$LOGS/efa-faults-$1-$2-$3 rc
+  nics=$(two_nics "$p")
+  case $d in
+    pingpong) np=2; args="-c -b 1 -e 64K -f 16 -n 50" ;;
+    sendrecv) np=2; args="--nics $nics -c -b 1 -e 1M -f 32 -n 10 --mode all" ;;
+    write)    np=2; args="--nics $nics -c -b 1 -e 4M -f 16 -n 5 --mode all --window 4" ;;
+    all2all)  np=3; args="--nics $nics -c -b 3K -e 3M -f 32 -n 5 --mode all" ;;
+    bootstrap) np=3; args="--nics $nics -s 16" ;;
+  esac
+  [ "$d" = bootstrap ] || args="$args --json $out.jsonl"
+  rm -f "$out.jsonl"
+  # shellcheck disable=SC2086
+  EFAX_TIMEOUT_MS=10000 EFAX_FAULTS=$fam $MPIRUN_STR -np $np -x EFAX_TIMEOUT_MS -x EFAX_FAULTS "$B/$d" --provider "$p" $args >"$out.log" 2>&1
+  rc=$?
+  cat "$out.log"
+  faults_check "$fam" "$d" "$rc" "$out" "$np"
+}
+# faults_check FAMILY DRIVER RC OUT NP: the verdict on one run (its log and JSON)
+faults_check() {
+  local fam=$1 d=$2 rc=$3 out=$4 np=$5 sums lost
+  sums=$(grep -c "^efax: warning: EFAX_FAULTS=.* on rank" "$out.log")
+  grep -q "unrung=[1-9]" "$out.log" && { echo "a batch was left ending on FI_MORE"; return 1; }
+  grep -qi "wrong bytes" "$out.log" && { echo "wrong bytes"; return 1; }
+  if [ -f "$out.jsonl" ] && [ -s "$out.jsonl" ]; then
+    jq -e -s 'all(.[]; .wrong == 0)' "$out.jsonl" >/dev/null || { echo "a result has wrong bytes"; return 1; }
+  fi
+  lost=$(grep -o "injectfail failed=[0-9]* errored=[0-9]*" "$out.log" | grep -vc "failed=0 errored=0")
+  case $fam in
+    injectfail|all)
+      if [ "$rc" = 0 ]; then
+        [ "$sums" = "$np" ] && [ "$lost" = 0 ] || { echo "exit 0, but the layer dropped an operation ($lost rank(s)) or a rank said nothing ($sums of $np)"; return 1; }
+        echo "no injected operation was dropped in this run: exit 0 is right"
+      else
+        [ "$rc" = 1 ] || { echo "exit $rc, expected 1"; return 1; }
+        grep -q "injected by EFAX_FAULTS=" "$out.log" || { echo "exit 1, but no rank named the injected failure"; return 1; }
+        echo "an injected operation was lost: exit 1, named"
+      fi ;;
+    *)
+      [ "$rc" = 0 ] || { echo "exit $rc where efa would still deliver"; return 1; }
+      [ "$sums" = "$np" ] || { echo "$sums of $np ranks reported what the layer did"; return 1; }
+      if [ "$d" = bootstrap ]; then grep -q "all $np×$((np - 1)) pairs OK" "$out.log" || return 1
+      else jq -e -s 'length > 0' "$out.jsonl" >/dev/null || { echo "no results"; return 1; }
+      fi
+      case $fam in # the family acted
+        reorder) grep -q "reorder held=[1-9]" "$out.log" || { echo "reorder held nothing back"; return 1; } ;;
+        eagain) grep -q "eagain refused=[1-9]" "$out.log" || { echo "eagain refused nothing"; return 1; } ;;
+        emulated) grep -q "emulated nics=[1-9]" "$out.log" && grep -q "emulates RDMA writes" "$out.log" || { echo "no NIC said emulated"; return 1; } ;;
+        smallrma) [ "$(grep -c "smallrma nics=[1-9]" "$out.log")" = "$np" ] || { echo "not every rank's max RMA size was cut"; return 1; } ;;
+      esac ;;
+  esac
+  # the seed is in the run header, so the run can be replayed
+  [ "$d" = bootstrap ] || [ "$rc" != 0 ] || grep -q "^# faults: EFAX_FAULTS=[a-z,=0-9]*:[0-9]" "$out.log" || { echo "no seed in the run header"; return 1; }
+}
+# #29 item 9: batches with FI_MORE and posts refused in bursts: efax must never return with a batch
+# ending on FI_MORE (the layer holds FI_MORE posts until a post without it, as efa's doorbell)
+fi_more_batches() {
+  local out=$LOGS/efa-faults-fi-more-$1 chunk=4K
+  [ "$1" = shm ] && chunk=8K # shm injects 4 KiB writes (no batch)
+  EFAX_FAULTS=eagain $MPIRUN_STR -np 3 -x EFAX_FAULTS "$B/xfer_test" --provider "$1" --nics "$(two_nics "$1")" --window 64 \
+    --chunk $chunk --max 4M --fi-more >"$out.log" 2>&1 || { cat "$out.log"; return 1; }
+  cat "$out.log"
+  grep -q "unrung=[1-9]" "$out.log" && return 1
+  grep -q "interrupted=[1-9]" "$out.log" || { echo "no refusal met an open batch: the case did not occur"; return 1; }
+}
+# #29 item 7: control receives refused on repost (eagain) must be posted again, or the slots run out
+# and notifications are never received (3000 iterations: two notifications each)
+ctrl_slots() {
+  EFAX_TIMEOUT_MS=10000 EFAX_FAULTS=eagain:1 $MPIRUN_STR -np 2 -x EFAX_TIMEOUT_MS -x EFAX_FAULTS "$B/write" --provider tcp --nics lo \
+    -c -b 8 -e 8 -n 3000 --quiet
+}
+# #29 item 8: a target must not await more writes at once than its completion queue holds: with a
+# small EFAX_CQ_SIZE the incast fails, naming the numbers; with the default it lands whole
+incast_cq() {
+  local out=$LOGS/efa-faults-incast-$1
+  $MPIRUN_STR -np 5 "$B/xfer_test" --provider "$1" --incast --chunk 8K --max 2M >"$out.ok.log" 2>&1 || { cat "$out.ok.log"; return 1; }
+  grep "incast" "$out.ok.log"
+  EFAX_CQ_SIZE=256 EFAX_TIMEOUT_MS=10000 $MPIRUN_STR -np 5 -x EFAX_CQ_SIZE -x EFAX_TIMEOUT_MS "$B/xfer_test" --provider "$1" --incast \
+    --chunk 8K --max 2M >"$out.small.log" 2>&1 && { echo "EFAX_CQ_SIZE=256: the incast was accepted"; cat "$out.small.log"; return 1; }
+  grep "completion queue has room" "$out.small.log" || { cat "$out.small.log"; return 1; }
+}
+export -f faults_run faults_check fi_more_batches ctrl_slots incast_cq two_nics
+for p in tcp shm; do
+  has_provider $p || continue
+  for d in pingpong sendrecv write all2all bootstrap; do
+    for fam in reorder eagain injectfail emulated smallrma all; do
+      t efa-faults/$p-$d-$fam 120 faults_run $fam $p $d
+    done
+  done
+  # #29 item 6: rank 0's send, counted done at once, is dropped with a later error entry (no context)
+  t efa-faults/lost-inject-$p 60 env EFAX_FAULTS=injectfail=2 "${MPIRUN[@]}" -x EFAX_FAULTS -np 2 "$B/xfer_test" --provider $p --lost-inject
+  t efa-faults/fi-more-batches-$p 300 fi_more_batches $p
+  t efa-faults/incast-cq-size-$p 120 incast_cq $p
+done
+t efa-faults/ctrl-slots-refused-tcp 120 ctrl_slots
+
 # --- wrong bytes fail a -c run: tests/corrupt_shim.c, preloaded into the ranks, inverts bytes
 # that the network delivers into the driver's own buffers. The table must still be finished,
 # then one line names the results with wrong bytes, and the run exits 1 (mpirun passes it on).
@@ -399,6 +503,8 @@ bad_rows() {
     "$B/info|--bogus|unknown option" "$B/xfer_test|--window 0|--window" \
     "env EFAX_LINE_GBPS=fast $B/write|-n 1|EFAX_LINE_GBPS" "env EFAX_LINE_GBPS=-1 $B/write|-n 1|EFAX_LINE_GBPS" \
     "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
+    "env EFAX_FAULTS=bogus $B/write|-n 1|EFAX_FAULTS='bogus'" "env EFAX_FAULTS=reorder:x $B/pingpong|-n 1|EFAX_FAULTS" \
+    "env EFAX_FAULTS=smallrma=0 $B/all2all|-n 1|EFAX_FAULTS" "env EFAX_CQ_SIZE=5 $B/sendrecv|-n 1|EFAX_CQ_SIZE" \
     "env EFAX_RANK=x EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_RANK" \
     "env EFAX_RANK=0 EFAX_SIZE=0 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_SIZE" \
     "env EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=nohostport $B/bootstrap||EFAX_ROOT" \
