@@ -45,7 +45,7 @@ B        ?= build
 HOST_BIN := $(addprefix $(B)/,$(DRIVERS) $(TESTS))
 CUDA_BIN := $(if $(and $(NVCC),$(wildcard efax_cuda.h)),$(addprefix $(B)/,$(CUDA_DRIVERS) $(CUDA_TESTS)))
 
-.PHONY: all host cuda test asan deps clean headers
+.PHONY: all host cuda test asan soak deps clean headers
 all: host cuda
 host: $(HOST_BIN)
 cuda: $(CUDA_BIN)
@@ -88,6 +88,12 @@ asan:
 	@tests/deps.sh test
 	@$(MAKE) --no-print-directory host B=$(ASAN_B) CFLAGS="$(ASAN_FLAGS)"
 	@EFAX_SANITIZE=1 EFAX_BUILD=$(ASAN_B) tests/run.sh $(T)
+
+# Every fault family at once (EFAX_FAULTS) for 10 minutes: each driver's checked run on tcp and shm,
+# one after another, each with its own seed (tests/soak.sh; SOAK_SECONDS=N for another length).
+soak:
+	@$(MAKE) --no-print-directory host
+	@EFAX_BUILD=$(B) tests/soak.sh
 
 clean:
 	rm -rf build
