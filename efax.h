@@ -158,19 +158,19 @@ extern "C" {
    Functions return 0 or a negative value: -FI_Exxx or -EFAX_Exxx. */
 enum {
     EFAX_E_BASE = 5000,
-    EFAX_E_USAGE = EFAX_E_BASE,  /* bad option or argument (drivers exit 2) */
-    EFAX_E_NOPROV,               /* provider not available on this host */
-    EFAX_E_NONIC,                /* requested NIC not offered by the provider */
-    EFAX_E_LAUNCH,               /* no PMIx and no rendezvous variables */
-    EFAX_E_BOOT,                 /* bootstrap failure (PMIx or TCP rendezvous) */
-    EFAX_E_VERSION,              /* a peer runs another efax wire version */
-    EFAX_E_PEER,                 /* a peer sent something malformed or was lost */
-    EFAX_E_BOUNDS,               /* offset/size outside a registered window */
-    EFAX_E_STALE,                /* immediate data of another iteration arrived */
-    EFAX_E_VERIFY,               /* data check failed */
-    EFAX_E_CUDA,                 /* a CUDA call failed (efax_cuda.h) */
-    EFAX_E_UNSUPPORTED,          /* the provider or build cannot do what was asked */
-    EFAX_E_MISMATCH,             /* ranks' providers differ where efa would silently emulate */
+    EFAX_E_USAGE = EFAX_E_BASE, /* bad option or argument (drivers exit 2) */
+    EFAX_E_NOPROV,              /* provider not available on this host */
+    EFAX_E_NONIC,               /* requested NIC not offered by the provider */
+    EFAX_E_LAUNCH,              /* no PMIx and no rendezvous variables */
+    EFAX_E_BOOT,                /* bootstrap failure (PMIx or TCP rendezvous) */
+    EFAX_E_VERSION,             /* a peer runs another efax wire version */
+    EFAX_E_PEER,                /* a peer sent something malformed or was lost */
+    EFAX_E_BOUNDS,              /* offset/size outside a registered window */
+    EFAX_E_STALE,               /* immediate data of another iteration arrived */
+    EFAX_E_VERIFY,              /* data check failed */
+    EFAX_E_CUDA,                /* a CUDA call failed (efax_cuda.h) */
+    EFAX_E_UNSUPPORTED,         /* the provider or build cannot do what was asked */
+    EFAX_E_MISMATCH,            /* ranks' providers differ where efa would silently emulate */
     EFAX_E_END
 };
 
@@ -220,11 +220,12 @@ typedef struct efax_nic_info {
     /* efa only, once the endpoint is open (-1: not efa, or this libfabric cannot say): */
     int efa_shm;            /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
     int emulated_write;     /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
-    int cuda_api;           /* FI_OPT_CUDA_API_PERMITTED: 0 set false (GPUDirect only), 1 set true (--cuda-api),
-                               -1 untouched */
-    int gpudirect;          /* 1: the provider took FI_OPT_CUDA_API_PERMITTED=false, so it moves device memory
-                               by the NIC; 0: it refused (efa: no GPU peer-to-peer support); -1: not asked */
-    int unsolicited_write_recv; /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV as efax set it (2.5+), -1: not set */
+    int cuda_api;           /* FI_OPT_CUDA_API_PERMITTED: 0 set false (GPUDirect only), 1 set true
+                               (--cuda-api), -1 untouched */
+    int gpudirect;          /* 1: the provider took FI_OPT_CUDA_API_PERMITTED=false, so it moves device
+                               memory by the NIC; 0: it refused (efa: no GPU peer-to-peer support);
+                               -1: not asked */
+    int unsolicited_write_recv; /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV as efax set it (2.5+), -1 not */
     bool hmem;              /* FI_HMEM offered */
     bool loopback;          /* the loopback interface (tcp) */
 } efax_nic_info;
@@ -285,8 +286,8 @@ EFAX_API int efax_topo_switch_groups(const char *root, const efax_nic_info *nics
    counts as 1. out: indices into nics, at most max; why (may be NULL) gets which groups, e.g.
    "PCIe switch group 2 of 8, local rank 2 of 8". Returns how many (0: no groups known: no
    preference). Thread safe. */
-EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, int nnics, int numa, int local_rank,
-                                 int local_size, int *out, int max, char *why, size_t wl);
+EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, int nnics, int numa,
+                                 int local_rank, int local_size, int *out, int max, char *why, size_t wl);
 
 // >>context ---------------------------------------------------------------------------------
 
@@ -878,19 +879,22 @@ EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, 
                        uint64_t min_stripe, efax_plan_seg *out);
 
 /* The largest chunk efax posts as one write, whatever --chunk says (0 included): efa carries a
-   write with immediate data as one hardware RDMA write, of at most the device's max_rdma_size
-   and efa's write segment (1 GiB: prov/efa efa_env.c efa_write_segment_size, efa_device.c), and
-   its max_msg_size (UINT64_MAX) does not say so. Applied on every provider, so writer and
-   target count the same chunks. */
+   write with immediate data as one hardware RDMA write (efa_rdm_pke.c efa_rdm_pke_write asserts
+   it), cut at MIN(efa's write segment, 1 GiB by default, and the device's max_rdma_size)
+   (efa_rdm_ope.c efa_rdm_ope_post_remote_write; efa_env.c efa_write_segment_size), and neither
+   its max_msg_size nor its RDM endpoint's FI_OPT_MAX_RMA_SIZE (both UINT64_MAX) says so. The
+   device's own limit, where libfabric tells it, lowers efax_caps.max_write below this. Applied
+   on every provider, so writer and target count the same chunks. */
 #define EFAX_MAX_CHUNK (1ull << 30)
 
 /* The chunk a write uses: `chunk` (0: as large as allowed) clamped to `limit` and to
    EFAX_MAX_CHUNK (limit 0: EFAX_MAX_CHUNK alone). Pure. */
 EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit);
 
-/* The largest chunk this context's writes use: EFAX_MAX_CHUNK, each NIC's max_msg_size and
-   max_rma_size, and after efax_ctx_connect the same over every rank (writer and target must
-   agree on the chunk count). efax_write and efax_expect_write clamp to it. */
+/* The largest chunk this context's writes use: efax_caps.max_write (EFAX_MAX_CHUNK, each NIC's
+   max_msg_size and FI_OPT_MAX_RMA_SIZE, efa's device max_rdma_size), and after efax_ctx_connect the
+   smallest over every rank (writer and target must agree on the chunk count). efax_write and
+   efax_expect_write clamp to it. */
 EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx);
 
 /* How many posts (chunks of at most `chunk` bytes; 0 or more than EFAX_MAX_CHUNK count as
@@ -1484,14 +1488,15 @@ EFAX_PRIVATE void efax__switch_key(const char *root, const char *pci, char *key,
     key[0] = 0;
     if (n < 2) return;
     if (n == 2) n = 3; /* a NIC straight under its host bridge: the bridge is its group */
-    for (i = 0; i < n - 2 && u + 17 < len; i++) u += (size_t)snprintf(key + u, len - u, "%s%s", i ? "/" : "", comp[i]);
+    for (i = 0; i < n - 2 && u + 17 < len; i++)
+        u += (size_t)snprintf(key + u, len - u, "%s%s", i ? "/" : "", comp[i]);
 }
 
 EFAX_API int efax_topo_switch_groups(const char *root, const efax_nic_info *nics, int nnics, int *group) {
-    char (*key)[272] = NULL;
+    char(*key)[272] = NULL;
     int i, j, ngroups = 0;
     if (nnics <= 0) return 0;
-    if (!(key = (char (*)[272])calloc((size_t)nnics, sizeof *key))) {
+    if (!(key = (char(*)[272])calloc((size_t)nnics, sizeof *key))) {
         for (i = 0; i < nnics; i++) group[i] = -1;
         return 0;
     }
@@ -1514,14 +1519,15 @@ EFAX_API int efax_topo_switch_groups(const char *root, const efax_nic_info *nics
     return ngroups;
 }
 
-EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, int nnics, int numa, int local_rank,
-                                 int local_size, int *out, int max, char *why, size_t wl) {
+EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, int nnics, int numa,
+                                 int local_rank, int local_size, int *out, int max, char *why, size_t wl) {
     int group[256], cand[256], ncand = 0, ngroups, share, mine, i, j, n = 0;
     bool take[256];
     size_t u = 0;
     char list[160];
     if (why && wl) why[0] = 0;
-    if (nnics <= 0 || nnics > 256 || (ngroups = efax_topo_switch_groups(root, nics, nnics, group)) == 0) return 0;
+    if (nnics <= 0 || nnics > 256 || (ngroups = efax_topo_switch_groups(root, nics, nnics, group)) == 0)
+        return 0;
     if (local_size < 1) local_size = 1;
     if (local_rank < 0) local_rank = 0;
     for (j = 0; j < ngroups; j++) { /* the groups this rank may take: all, or those on its node */
@@ -1534,17 +1540,19 @@ EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, in
     share = numa < 0 || ncand == ngroups ? local_size : (local_size * ncand + ngroups - 1) / ngroups;
     if (share < 1) share = 1;
     memset(take, 0, sizeof take);
-    if (share >= ncand) take[cand[local_rank % ncand]] = true;
+    if (share >= ncand)
+        take[cand[local_rank % ncand]] = true;
     else
         for (j = 0; j < ncand; j++) take[cand[j]] = j % share == local_rank % share;
     list[0] = 0;
     for (j = 0, mine = 0; j < ngroups; j++)
-        if (take[j] && u + 8 < sizeof list) u += (size_t)snprintf(list + u, sizeof list - u, "%s%d", mine++ ? "," : "", j);
+        if (take[j] && u + 8 < sizeof list)
+            u += (size_t)snprintf(list + u, sizeof list - u, "%s%d", mine++ ? "," : "", j);
     for (i = 0; i < nnics; i++)
         if (group[i] >= 0 && take[group[i]] && n < max) out[n++] = i;
     if (why && wl)
-        snprintf(why, wl, "PCIe switch group%s %s of %d%s, local rank %d of %d", mine > 1 ? "s" : "", list, ngroups,
-                 numa >= 0 && ncand < ngroups ? " on this NUMA node" : "", local_rank, local_size);
+        snprintf(why, wl, "PCIe switch group%s %s of %d%s, local rank %d of %d", mine > 1 ? "s" : "", list,
+                 ngroups, numa >= 0 && ncand < ngroups ? " on this NUMA node" : "", local_rank, local_size);
     return n;
 }
 
@@ -1713,6 +1721,7 @@ EFAX_PRIVATE efax_prov efax__prov_of(const char *prov_name) {
 EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
     bool efa = ctx->caps.prov == EFAX_PROV_EFA;
     bool ask = ctx->cuda_api < 0 || (efa && n->fi && (n->fi->caps & FI_HMEM)); /* whether to ask for false */
+    bool first = n == ctx->nic; /* what holds for every NIC is said once */
 #if EFAX__FI_AT_LEAST(1, 21)
     if (efa) {
         bool permit = ctx->efa_shm;
@@ -1729,10 +1738,12 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
 #if EFAX__FI_AT_LEAST(2, 5)
     if (efa) {
         bool use = ctx->uwr != 0;
-        int rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, &use, sizeof use);
+        int rc =
+            fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, &use, sizeof use);
         n->info.unsolicited_write_recv = rc ? -1 : use;
-        if (rc) efax_log(ctx, 1, "NIC %s: FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV=%s refused (%s)", n->info.name,
-                         use ? "true" : "false", fi_strerror(-rc));
+        if (rc && first)
+            efax_log(ctx, 1, "NIC %s: FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV=%s refused (%s)", n->info.name,
+                     use ? "true" : "false", fi_strerror(-rc));
     }
 #endif
     if (ask) {
@@ -1747,23 +1758,30 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
                      n->info.name, n->info.provider, fi_strerror(-rc));
             return rc;
         }
-        if (rc)
-            efax_log(ctx, 1, "NIC %s: no GPUDirect: efa refused FI_OPT_CUDA_API_PERMITTED=false (%s: it found no GPU "
-                             "peer-to-peer support) and would move device memory by CUDA copies; %s", n->info.name,
-                     fi_strerror(-rc), ctx->cuda_api > 0 ? "permitted by --cuda-api" : "device memory is staged");
+        if (rc && first)
+            efax_log(ctx, 1,
+                     "NIC %s: no GPUDirect: efa refused FI_OPT_CUDA_API_PERMITTED=false (%s: it found no GPU "
+                     "peer-to-peer support) and would move device memory by CUDA copies; %s",
+                     n->info.name, fi_strerror(-rc),
+                     ctx->cuda_api > 0 ? "permitted by --cuda-api" : "device memory is staged");
         if (ctx->cuda_api > 0) { /* --cuda-api: the answer is recorded, the calls permitted knowingly */
             permit = true;
-            if (fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permit, sizeof permit) == 0)
+            if (fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permit, sizeof permit) ==
+                0)
                 n->info.cuda_api = 1;
         }
 #else
         if (ctx->cuda_api < 0) {
-            efax_log(ctx, 0, "--no-cuda-api needs libfabric 1.18+ (FI_OPT_CUDA_API_PERMITTED); this build has %d.%d",
+            efax_log(ctx, 0,
+                     "--no-cuda-api needs libfabric 1.18+ (FI_OPT_CUDA_API_PERMITTED); this build has %d.%d",
                      FI_MAJOR_VERSION, FI_MINOR_VERSION);
             return -EFAX_E_UNSUPPORTED;
         }
-        efax_log(ctx, 1, "NIC %s: libfabric %d.%d cannot forbid efa's CUDA calls (1.18+): whether device memory moves "
-                         "by GPUDirect is unknown", n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
+        if (first)
+            efax_log(ctx, 1,
+                     "NIC %s: libfabric %d.%d cannot forbid efa's CUDA calls (1.18+): whether device memory "
+                     "moves by GPUDirect is unknown",
+                     n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
 #endif
     }
     (void)efa;
@@ -1783,8 +1801,10 @@ EFAX_PRIVATE void efax__ep_emulated(efax_ctx *ctx, efax__nic *n) {
     if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &emulated, &len) == 0 && len == sizeof emulated) {
         n->info.emulated_write = emulated;
         if (emulated)
-            efax_log(ctx, 1, "NIC %s: %s emulates RDMA writes with messages on this device: WRITE results are not "
-                             "RDMA writes", n->info.name, n->info.provider);
+            efax_log(ctx, 1,
+                     "NIC %s: %s emulates RDMA writes with messages on this device: WRITE results are not "
+                     "RDMA writes",
+                     n->info.name, n->info.provider);
     }
 #else
     (void)ctx, (void)n;
@@ -2103,7 +2123,8 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
     d->no_cuda_api = d->cuda_api < 0;
     { /* efa's own switch (prov/efa efa_env.c) turns it off whatever the option says: count it */
         const char *fe = getenv("FI_EFA_USE_UNSOLICITED_WRITE_RECV");
-        bool off = fe && (!strcmp(fe, "0") || !strcasecmp(fe, "false") || !strcasecmp(fe, "no") || !strcasecmp(fe, "off"));
+        bool off = fe && (!strcmp(fe, "0") || !strcasecmp(fe, "false") || !strcasecmp(fe, "no") ||
+                          !strcasecmp(fe, "off"));
         if ((rc = efax__env_int("EFAX_EFA_UNSOLICITED_WRITE_RECV", off ? 0 : 1, 0, 1, &ctx->uwr))) return rc;
         if (off) ctx->uwr = 0;
     }
@@ -2222,15 +2243,20 @@ EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, s
     efax__copy(gpu, sizeof gpu, d->near_pci);
     numa = gpu[0] ? -1 : efax__cpu_numa(root);
     for (i = 0; i < nsel; i++) efax__fill_info(chosen[i], &infos[i]);
-    k = gpu[0] ? 0 : efax_topo_host_nics(root, infos, nsel, numa, d->local_rank, d->local_size, idx, EFAX_MAX_NICS, why, sizeof why);
-    if (k > 0) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "%s; host memory", why);
-    else k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
+    k = gpu[0] ? 0
+               : efax_topo_host_nics(root, infos, nsel, numa, d->local_rank, d->local_size, idx,
+                                     EFAX_MAX_NICS, why, sizeof why);
+    if (k > 0)
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "%s; host memory", why);
+    else
+        k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
     free(infos);
     if (k <= 0) return nsel;
     for (i = 0; i < k; i++) nearer[i] = chosen[idx[i]];
     for (i = 0; i < k; i++) chosen[i] = nearer[i];
     if (gpu[0]) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
-    else if (!why[0]) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (where this rank is bound)", numa);
+    else if (!why[0])
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (where this rank is bound)", numa);
     return k;
 }
 
@@ -2239,7 +2265,8 @@ EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, s
 EFAX_PRIVATE void efax__caps_prov(efax_ctx *ctx, const struct fi_info *fi, const efax_ctx_desc *d) {
     efax_caps *c = &ctx->caps;
     memset(c, 0, sizeof *c);
-    efax__copy(c->provider, sizeof c->provider, fi && fi->fabric_attr ? fi->fabric_attr->prov_name : ctx->provider);
+    efax__copy(c->provider, sizeof c->provider,
+               fi && fi->fabric_attr ? fi->fabric_attr->prov_name : ctx->provider);
     c->prov = efax__prov_of(c->provider);
     c->fi_version = fi_version();
     c->gpudirect = c->cuda_api = c->emulated_write = c->unsolicited_write_recv = c->efa_shm = -1;
@@ -2255,46 +2282,71 @@ EFAX_PRIVATE void efax__caps_prov(efax_ctx *ctx, const struct fi_info *fi, const
 /* $EFAX_CAPS_OVERRIDE ("emulated_write=1,gpudirect=0"): replaces what this rank reports about its
    provider in efax_caps, and so in the run header and the connect fingerprint, never what the
    provider itself does (what efax decides from efax_caps follows it: device memory is staged
-   under gpudirect=0). It rehearses on tcp and shm what a mixed EFA cluster prints and proves that
-   efax_ctx_connect refuses it (tests/run.sh fault/caps-mismatch). Fields: emulated_write,
-   unsolicited_write_recv, gpudirect (-1, 0 or 1) and hmem (0 or 1). Returns 0 or -EFAX_E_USAGE. */
+   under gpudirect=0, writes are cut at max_write). It rehearses on tcp and shm what a mixed EFA
+   cluster prints and proves that efax_ctx_connect refuses it (tests/run.sh fault/caps-*). Fields:
+   emulated_write, unsolicited_write_recv, gpudirect (-1, 0 or 1), hmem (0 or 1), max_write
+   (bytes, 4096 up to what the provider allows: lowers it). Returns 0 or -EFAX_E_USAGE. */
 EFAX_PRIVATE int efax__caps_override(efax_ctx *ctx) {
-    static const char *const names[4] = {"emulated_write", "unsolicited_write_recv", "gpudirect", "hmem"};
+    static const char *const names[5] = {"emulated_write", "unsolicited_write_recv", "gpudirect", "hmem",
+                                         "max_write"};
     const char *env = getenv("EFAX_CAPS_OVERRIDE");
     char buf[256], *tok, *save = NULL;
+    efax_caps *c = &ctx->caps;
     if (!env || !*env) return 0;
     efax__copy(buf, sizeof buf, env);
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(tok, '=');
-        int k, v = 0, *dst[3];
-        dst[0] = &ctx->caps.emulated_write, dst[1] = &ctx->caps.unsolicited_write_recv, dst[2] = &ctx->caps.gpudirect;
-        for (k = 0; k < 4 && eq; k++)
+        char *eq = strchr(tok, '='), *end = NULL;
+        int k = 5, *dst[3];
+        unsigned long long v = 0;
+        bool ok = false;
+        dst[0] = &c->emulated_write, dst[1] = &c->unsolicited_write_recv, dst[2] = &c->gpudirect;
+        for (k = 0; eq && k < 5; k++)
             if ((size_t)(eq - tok) == strlen(names[k]) && !strncmp(tok, names[k], (size_t)(eq - tok))) break;
-        if (eq && (!strcmp(eq + 1, "-1") || !strcmp(eq + 1, "0") || !strcmp(eq + 1, "1"))) v = atoi(eq + 1);
-        else k = 4;
-        if (k == 4 || (k == 3 && v < 0)) {
-            efax_log(ctx, 0, "EFAX_CAPS_OVERRIDE='%s': '%s' is not valid: expected NAME=VALUE pairs, NAME one of "
-                             "emulated_write, unsolicited_write_recv, gpudirect (-1, 0, 1) or hmem (0, 1)", env, tok);
+        if (!eq) k = 5;
+        if (k < 4) ok = !strcmp(eq + 1, "0") || !strcmp(eq + 1, "1") || (k < 3 && !strcmp(eq + 1, "-1"));
+        if (k == 4) {
+            errno = 0;
+            v = strtoull(eq + 1, &end, 10);
+            ok = isdigit((unsigned char)eq[1]) && !*end && !errno && v >= 4096 && v <= c->max_write;
+        }
+        if (!ok) {
+            efax_log(
+                ctx, 0,
+                "EFAX_CAPS_OVERRIDE='%s': '%s' is not valid: expected NAME=VALUE pairs: emulated_write, "
+                "unsolicited_write_recv, gpudirect (-1, 0, 1), hmem (0, 1) or max_write (4096..%llu bytes)",
+                env, tok, (unsigned long long)c->max_write);
             return -EFAX_E_USAGE;
         }
-        efax_log(ctx, 1, "EFAX_CAPS_OVERRIDE: this rank reports %s=%d (the provider said %d)", names[k], v,
-                 k == 3 ? (int)ctx->caps.hmem : *dst[k]);
-        if (k == 3) ctx->caps.hmem = v != 0;
-        else *dst[k] = v;
+        if (k == 4) {
+            efax_log(ctx, 1,
+                     "EFAX_CAPS_OVERRIDE: this rank's largest write is %llu bytes (the provider's %llu)", v,
+                     (unsigned long long)c->max_write);
+            c->max_write = v;
+            snprintf(c->max_write_from, sizeof c->max_write_from, "EFAX_CAPS_OVERRIDE");
+            continue;
+        }
+        efax_log(ctx, 1, "EFAX_CAPS_OVERRIDE: this rank reports %s=%d (the provider said %d)", names[k],
+                 atoi(eq + 1), k == 3 ? (int)c->hmem : *dst[k]);
+        if (k == 3)
+            c->hmem = atoi(eq + 1) != 0;
+        else
+            *dst[k] = atoi(eq + 1);
     }
     return 0;
 }
 
 /* An int attribute over the NICs: the first NIC's, or 1 where any says 1 (emulated, ...). */
-EFAX_PRIVATE int efax__tri_any(int acc, int v, bool first) { return first ? v : acc == 1 || v == 1 ? 1 : acc < v ? acc : v; }
+EFAX_PRIVATE int efax__tri_any(int acc, int v, bool first) {
+    return first ? v : acc == 1 || v == 1 ? 1 : acc < v ? acc : v;
+}
 
 /* Step 3b: the rest of efax_caps, from the open NICs; then $EFAX_CAPS_OVERRIDE. */
 EFAX_PRIVATE int efax__caps_nics(efax_ctx *ctx) {
     efax_caps *c = &ctx->caps;
     uint64_t dev = 0;
-    int i;
+    int i, rc;
     c->max_write = EFAX_MAX_CHUNK;
-    snprintf(c->max_write_from, sizeof c->max_write_from, "efax (EFAX_MAX_CHUNK)");
+    snprintf(c->max_write_from, sizeof c->max_write_from, "EFAX_MAX_CHUNK");
     c->hmem = ctx->nnic > 0;
     for (i = 0; i < ctx->nnic; i++) {
         const efax_nic_info *n = &ctx->nic[i].info;
@@ -2310,12 +2362,14 @@ EFAX_PRIVATE int efax__caps_nics(efax_ctx *ctx) {
         }
         if (n->max_rma_size && n->max_rma_size < c->max_write) {
             c->max_write = n->max_rma_size;
-            snprintf(c->max_write_from, sizeof c->max_write_from, "FI_OPT_MAX_RMA_SIZE of NIC %.24s", n->name);
+            snprintf(c->max_write_from, sizeof c->max_write_from, "FI_OPT_MAX_RMA_SIZE of NIC %.24s",
+                     n->name);
         }
         if (first || n->gpudirect < c->gpudirect) c->gpudirect = n->gpudirect; /* one NIC without it: none */
         c->cuda_api = efax__tri_any(c->cuda_api, n->cuda_api, first);
         c->emulated_write = efax__tri_any(c->emulated_write, n->emulated_write, first);
-        c->unsolicited_write_recv = efax__tri_any(c->unsolicited_write_recv, n->unsolicited_write_recv, first);
+        c->unsolicited_write_recv =
+            efax__tri_any(c->unsolicited_write_recv, n->unsolicited_write_recv, first);
         c->efa_shm = efax__tri_any(c->efa_shm, n->efa_shm, first);
     }
     if (c->prov == EFAX_PROV_EFA && ctx->nnic > 0 && (dev = efax__efa_max_rdma(ctx->nic[0].info.name)) > 0 &&
@@ -2324,11 +2378,13 @@ EFAX_PRIVATE int efax__caps_nics(efax_ctx *ctx) {
         snprintf(c->max_write_from, sizeof c->max_write_from, "the device's max_rdma_size (efa-direct)");
     }
     if (c->prov == EFAX_PROV_EFA && !dev)
-        efax_log(ctx, 2, "efa: the device's max_rdma_size is unknown (no efa-direct endpoint: libfabric %u.%u); "
-                         "writes are cut at %llu bytes", FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
-                 (unsigned long long)c->max_write);
+        efax_log(ctx, 2,
+                 "efa: the device's max_rdma_size is unknown (no efa-direct endpoint: libfabric %u.%u); "
+                 "writes are cut at %llu bytes",
+                 FI_MAJOR(fi_version()), FI_MINOR(fi_version()), (unsigned long long)c->max_write);
+    if ((rc = efax__caps_override(ctx))) return rc;
     ctx->max_chunk = c->max_write;
-    return efax__caps_override(ctx);
+    return 0;
 }
 
 /* Step 3: opens the chosen NICs (efax__open_nic), checks each carries 4 bytes of immediate data,
@@ -2336,7 +2392,8 @@ EFAX_PRIVATE int efax__caps_nics(efax_ctx *ctx) {
 EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi_info **chosen, int nsel) {
     int i, rc;
     if (!(ctx->nic = (efax__nic *)calloc((size_t)nsel, sizeof(efax__nic)))) return -FI_ENOMEM;
-    ctx->huge_pages = d->huge_pages > 0 || (!d->huge_pages && !ctx->caps.small_pages); /* efax_ctx_host_alloc */
+    ctx->huge_pages =
+        d->huge_pages > 0 || (!d->huge_pages && !ctx->caps.small_pages); /* efax_ctx_host_alloc */
     for (i = 0; i < nsel; i++) {
         const efax_nic_info *ni = &ctx->nic[i].info;
         ctx->nnic = i + 1;
@@ -2459,7 +2516,7 @@ typedef struct efax__hello_nic {
 typedef struct efax__fp {
     uint32_t fi_version;
     int8_t prov, hmem, gpudirect, emulated_write, unsolicited_write_recv, pad[3];
-    uint64_t max_write;        /* efax_caps.max_write: the job's chunk limit is the smallest */
+    uint64_t max_write; /* efax_caps.max_write: the job's chunk limit is the smallest */
 } efax__fp;
 typedef struct efax__hello {
     uint32_t magic, wire;
@@ -2489,22 +2546,29 @@ EFAX_PRIVATE void efax__fp_of(const efax_caps *c, efax__fp *fp) {
    unsolicited write recv differently. Flagged (appended to note, returns 0): other libfabric
    versions, FI_HMEM on one only (that rank stages device memory), GPUDirect on one only, and
    unsolicited write recv that one rank could not set. Pure. */
-EFAX_PRIVATE int efax__fp_compare(const efax__fp *a, int q, const char *qhost, const efax__fp *b, int p, const char *phost,
-                                  char *why, size_t wl, char *note, size_t nl) {
+EFAX_PRIVATE int efax__fp_compare(const efax__fp *a, int q, const char *qhost, const efax__fp *b, int p,
+                                  const char *phost, char *why, size_t wl, char *note, size_t nl) {
     size_t u = strlen(note);
     if ((a->emulated_write == 1) != (b->emulated_write == 1)) {
         int e = a->emulated_write == 1 ? q : p, n = e == q ? p : q;
-        snprintf(why, wl, "rank %d (%s) emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) and rank %d (%s) "
-                          "%s: efa would emulate every write between them (efa_rdm_rma.h: both must support RDMA write); "
-                          "run on NICs that do RDMA writes", e, e == q ? qhost : phost, n, n == q ? qhost : phost,
-                 (e == q ? b : a)->emulated_write == 0 ? "does not" : "cannot say");
+        snprintf(
+            why, wl,
+            "rank %d (%s) emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) and rank %d (%s) "
+            "%s: efa would emulate every write between them (efa_rdm_rma.h: both must support RDMA write); "
+            "run on NICs that do RDMA writes",
+            e, e == q ? qhost : phost, n, n == q ? qhost : phost,
+            (e == q ? b : a)->emulated_write == 0 ? "does not" : "cannot say");
         return -EFAX_E_MISMATCH;
     }
-    if (a->unsolicited_write_recv >= 0 && b->unsolicited_write_recv >= 0 && a->unsolicited_write_recv != b->unsolicited_write_recv) {
-        snprintf(why, wl, "rank %d (%s) set efa's unsolicited write recv %s and rank %d (%s) %s: efa would emulate writes "
-                          "with immediate data between them (efa_rdm_rma.h); set EFAX_EFA_UNSOLICITED_WRITE_RECV and "
-                          "FI_EFA_USE_UNSOLICITED_WRITE_RECV alike on every rank", q, qhost,
-                 a->unsolicited_write_recv ? "on" : "off", p, phost, b->unsolicited_write_recv ? "on" : "off");
+    if (a->unsolicited_write_recv >= 0 && b->unsolicited_write_recv >= 0 &&
+        a->unsolicited_write_recv != b->unsolicited_write_recv) {
+        snprintf(
+            why, wl,
+            "rank %d (%s) set efa's unsolicited write recv %s and rank %d (%s) %s: efa would emulate writes "
+            "with immediate data between them (efa_rdm_rma.h); set EFAX_EFA_UNSOLICITED_WRITE_RECV and "
+            "FI_EFA_USE_UNSOLICITED_WRITE_RECV alike on every rank",
+            q, qhost, a->unsolicited_write_recv ? "on" : "off", p, phost,
+            b->unsolicited_write_recv ? "on" : "off");
         return -EFAX_E_MISMATCH;
     }
 #define EFAX__NOTE(...) (u < nl ? (void)(u += (size_t)snprintf(note + u, nl - u, __VA_ARGS__)) : (void)0)
@@ -2512,10 +2576,17 @@ EFAX_PRIVATE int efax__fp_compare(const efax__fp *a, int q, const char *qhost, c
         EFAX__NOTE("%srank %d runs libfabric %u.%u, rank %d %u.%u", u ? "; " : "", p, FI_MAJOR(b->fi_version),
                    FI_MINOR(b->fi_version), q, FI_MAJOR(a->fi_version), FI_MINOR(a->fi_version));
     if (a->hmem != b->hmem)
-        EFAX__NOTE("%srank %d %s FI_HMEM, rank %d %s", u ? "; " : "", p, b->hmem ? "has" : "lacks", q, a->hmem ? "has" : "lacks");
+        EFAX__NOTE("%srank %d %s FI_HMEM, rank %d %s", u ? "; " : "", p, b->hmem ? "has" : "lacks", q,
+                   a->hmem ? "has" : "lacks");
     if (a->gpudirect != b->gpudirect && (a->gpudirect >= 0 || b->gpudirect >= 0))
-        EFAX__NOTE("%srank %d GPUDirect %s, rank %d %s", u ? "; " : "", p, b->gpudirect == 1 ? "yes" : b->gpudirect ? "n/a" : "NO",
-                   q, a->gpudirect == 1 ? "yes" : a->gpudirect ? "n/a" : "NO");
+        EFAX__NOTE("%srank %d GPUDirect %s, rank %d %s", u ? "; " : "", p,
+                   b->gpudirect == 1 ? "yes"
+                   : b->gpudirect    ? "n/a"
+                                     : "NO",
+                   q,
+                   a->gpudirect == 1 ? "yes"
+                   : a->gpudirect    ? "n/a"
+                                     : "NO");
     if (a->prov == EFAX_PROV_EFA && (a->unsolicited_write_recv < 0) != (b->unsolicited_write_recv < 0))
         EFAX__NOTE("%srank %d could not set efa's unsolicited write recv (libfabric < 2.5?)", u ? "; " : "",
                    a->unsolicited_write_recv < 0 ? q : p);
@@ -2601,8 +2672,8 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
         }
     ctx->peer_note[0] = 0;
     for (p = 1; p < size; p++) /* every rank against rank 0: the same verdict everywhere */
-        if ((rc = efax__fp_compare(&all[0].fp, 0, all[0].host, &all[p].fp, p, all[p].host, why, sizeof why, ctx->peer_note,
-                                   sizeof ctx->peer_note))) {
+        if ((rc = efax__fp_compare(&all[0].fp, 0, all[0].host, &all[p].fp, p, all[p].host, why, sizeof why,
+                                   ctx->peer_note, sizeof ctx->peer_note))) {
             efax_log(ctx, 0, "%s", why);
             free(all);
             return rc;
@@ -2671,10 +2742,13 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
     /* efa without GPUDirect takes CUDA memory and moves it by CUDA copies (efa_rdm_mr.c): a run
        would measure cudaMemcpy under the name of the NIC. Only where that was permitted knowingly. */
     if (desc->iface != FI_HMEM_SYSTEM && ctx->caps.gpudirect == 0 && ctx->caps.cuda_api != 1) {
-        efax_log(ctx, 0, "registering device memory on %s: no GPUDirect (the provider refused "
-                         "FI_OPT_CUDA_API_PERMITTED=false: no GPU peer-to-peer support) and it would move the bytes by "
-                         "CUDA copies; stage it through host memory, or pass --cuda-api (EFAX_CUDA_API=1, "
-                         "efax_ctx_desc.cuda_api 1) to allow that knowingly", ctx->caps.provider);
+        efax_log(
+            ctx, 0,
+            "registering device memory on %s: no GPUDirect (the provider refused "
+            "FI_OPT_CUDA_API_PERMITTED=false: no GPU peer-to-peer support) and it would move the bytes by "
+            "CUDA copies; stage it through host memory, or pass --cuda-api (EFAX_CUDA_API=1, "
+            "efax_ctx_desc.cuda_api 1) to allow that knowingly",
+            ctx->caps.provider);
         return -EFAX_E_UNSUPPORTED;
     }
     if (access & EFAX_MR_SEND) fa |= FI_SEND;

@@ -475,7 +475,8 @@ EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const
        response and a completion. Host memory, 1.17, 256 MiB: 10.6-12.7 GB/s whole against 4.4-5.0 in 1 MiB
        chunks (three interleaved rounds); 2.6.0: 16.4 against 15.6. A staged target takes cells. */
     if (ctx && efax_ctx_nnics(ctx) > 0 && efax_ctx_caps(ctx)->whole_writes &&
-        !(b && b->ops && !strcmp(b->ops->name, "device") && (!efax_ctx_caps(ctx)->hmem || (forced && !strcmp(forced, "staged")))))
+        !(b && b->ops && !strcmp(b->ops->name, "device") &&
+          (!efax_ctx_caps(ctx)->hmem || (forced && !strcmp(forced, "staged")))))
         return 1ull << 30;
     if (ctx && efax_ctx_nnics(ctx) > 0 && efax_ctx_caps(ctx)->chunk_between_hosts &&
         strcmp(efax_ctx_host(ctx, from), efax_ctx_host(ctx, to)))
@@ -732,12 +733,17 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         EFAXB__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
         EFAXB__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL, "efa: let its own shared memory carry same-host peers (default: the NIC does)");
         EFAXB__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL, "the provider may not call CUDA: device memory by GPUDirect RDMA only");
-        EFAXB__OPT("cuda-api", 0, EFAX_OPT_FLAG, &o->cuda_api, 0, 0, NULL, NULL, "efa may move device memory by CUDA copies where it has no GPUDirect (default: staged)");
+        EFAXB__OPT("cuda-api", 0, EFAX_OPT_FLAG, &o->cuda_api, 0, 0, NULL, NULL,
+                   "efa may move device memory by CUDA copies where it has no GPUDirect (default: staged)");
 #undef EFAXB__OPT
     }
     o->argc = argc;
     o->argv = argv;
     if ((rc = efaxb__parse(argc, argv, extra, common, driver, about, err, errlen))) return rc;
+    if (o->cuda_api && o->no_cuda_api) {
+        snprintf(err, errlen, "--cuda-api and --no-cuda-api contradict each other: pass one");
+        return -EFAX_E_USAGE;
+    }
     if (modes) {
         char buf[128], *tok, *save = NULL;
         o->modes = 0;
@@ -771,9 +777,13 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
             return -EFAX_E_USAGE;
         }
         { /* the context reads these (efax__ctx_defaults): checked here, before any rank waits on another */
-            static const struct { const char *name; int hi; const char *what; } ints[] = {
-                {"EFAX_SHM_SPLIT", INT_MAX, "bytes (0: never split)"}, {"EFAX_HUGE_PAGES", 1, "0 or 1"},
-                {"EFAX_EFA_SHM", 1, "0 or 1"}, {"EFAX_CUDA_API", 1, "0 or 1"}};
+            static const struct { const char *name; int hi; const char *what;
+            } ints[] = {{"EFAX_SHM_SPLIT", INT_MAX, "bytes (0: never split)"},
+                        {"EFAX_HUGE_PAGES", 1, "0 or 1"},
+                        {"EFAX_EFA_SHM", 1, "0 or 1"},
+                        {"EFAX_CUDA_API", 1, "0 or 1"},
+                        {"EFAX_EFA_UNSOLICITED_WRITE_RECV", 1, "0 or 1"},
+                        {"EFAX_GDR_FLUSH", 1, "0 or 1"}};
             size_t k;
             int iv;
             for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
@@ -995,12 +1005,16 @@ EFAX_PRIVATE const char *efaxb__tri(int v) { return v < 0 ? "null" : v ? "true" 
 EFAX_PRIVATE void efaxb__print_caps(const efax_ctx *ctx) {
     const efax_caps *c = efax_ctx_caps(ctx);
     char mine[32], job[32];
-    if (c->gpudirect == 1) printf("# GPUDirect: yes (%s took FI_OPT_CUDA_API_PERMITTED=false: device memory moves by the NIC)\n",
-                                  c->provider);
+    if (c->gpudirect == 1)
+        printf("# GPUDirect: yes (%s took FI_OPT_CUDA_API_PERMITTED=false: device memory moves by the NIC)\n",
+               c->provider);
     if (c->gpudirect == 0)
-        printf("# GPUDirect: NO: %s found no GPU peer-to-peer support (it refused FI_OPT_CUDA_API_PERMITTED=false); %s\n",
-               c->provider, c->cuda_api == 1 ? "device memory moves by CUDA copies inside the provider (--cuda-api)"
-                                             : "device memory is staged through host memory (--cuda-api: CUDA copies instead)");
+        printf("# GPUDirect: NO: %s found no GPU peer-to-peer support (it refused "
+               "FI_OPT_CUDA_API_PERMITTED=false); %s\n",
+               c->provider,
+               c->cuda_api == 1
+                   ? "device memory moves by CUDA copies inside the provider (--cuda-api)"
+                   : "device memory is staged through host memory (--cuda-api: CUDA copies instead)");
     if (c->gpudirect < 0 && c->hmem && c->prov == EFAX_PROV_EFA)
         printf("# GPUDirect: unknown (libfabric < 1.18 cannot forbid efa's CUDA calls)\n");
     if (c->max_write < EFAX_MAX_CHUNK || efax_ctx_max_chunk(ctx) < EFAX_MAX_CHUNK || c->prov == EFAX_PROV_EFA)
@@ -1035,13 +1049,20 @@ EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
         if (cuda_off) printf("# CUDA API in the provider: forbidden (FI_OPT_CUDA_API_PERMITTED=false)\n");
         return;
     }
-    printf("# efa: same-host peers through %s; writes: %s; CUDA API in the provider: %s; unsolicited write recv: %s\n",
-           shm_on ? "efa's shared memory (--efa-shm: memcpy, not the NIC)" : shm_off ? "the NIC (shared memory off)"
-                                                                          : "whatever efa decides (this libfabric cannot say)",
-           emu ? "EMULATED with messages (not RDMA writes)" : real == efax_ctx_nnics(ctx) ? "RDMA writes (device)" : "unknown (libfabric < 1.18)",
-           cuda_off ? "forbidden (GPUDirect RDMA only)" : caps->cuda_api == 1 ? "permitted (--cuda-api)" : "permitted",
+    printf("# efa: same-host peers through %s; writes: %s; CUDA API in the provider: %s; unsolicited write "
+           "recv: %s\n",
+           shm_on    ? "efa's shared memory (--efa-shm: memcpy, not the NIC)"
+           : shm_off ? "the NIC (shared memory off)"
+                     : "whatever efa decides (this libfabric cannot say)",
+           emu                           ? "EMULATED with messages (not RDMA writes)"
+           : real == efax_ctx_nnics(ctx) ? "RDMA writes (device)"
+                                         : "unknown (libfabric < 1.18)",
+           cuda_off              ? "forbidden (GPUDirect RDMA only)"
+           : caps->cuda_api == 1 ? "permitted (--cuda-api)"
+                                 : "permitted",
            caps->unsolicited_write_recv < 0 ? "efa's default (libfabric < 2.5 cannot set it)"
-                                            : caps->unsolicited_write_recv ? "on, alike on every rank" : "off, alike on every rank");
+           : caps->unsolicited_write_recv   ? "on, alike on every rank"
+                                            : "off, alike on every rank");
     if (emu) printf("# WARNING: efa emulates RDMA writes on NIC(s) %s: WRITE results there are not RDMA writes\n", emu_names);
 }
 
@@ -1103,13 +1124,16 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         efaxb__json_str(r->meta, sizeof r->meta, &u, n->pci);
         efaxb__cat(r->meta, sizeof r->meta, &u, ",\"link_gbps\":");
         efaxb__json_num(r->meta, sizeof r->meta, &u, n->link_gbps);
-        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s,"
-                  "\"gpudirect\":%s}", n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efaxb__tri(n->efa_shm),
-                  efaxb__tri(n->emulated_write), efaxb__tri(n->cuda_api), efaxb__tri(n->gpudirect));
+        efaxb__cat(r->meta, sizeof r->meta, &u,
+                   ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s,"
+                   "\"gpudirect\":%s}",
+                   n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efaxb__tri(n->efa_shm),
+                   efaxb__tri(n->emulated_write), efaxb__tri(n->cuda_api), efaxb__tri(n->gpudirect));
     }
     efaxb__cat(r->meta, sizeof r->meta, &u, "],\"nic_choice\":");
     efaxb__json_str(r->meta, sizeof r->meta, &u, ctx && efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
-    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"rank_nics\":["); /* every rank's NICs and why (efaxb__gather_nic_choice) */
+    efaxb__cat(r->meta, sizeof r->meta, &u,
+               ",\"rank_nics\":["); /* every rank's NICs and why (efaxb__gather_nic_choice) */
     for (i = 0; r->nic_choice && boot && i < boot->size; i++) {
         if (i) efaxb__cat(r->meta, sizeof r->meta, &u, ",");
         if (u + 2 * EFAXB__CHOICE_LEN > sizeof r->meta / 2) { /* room for the command and env */
@@ -1121,8 +1145,10 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     efaxb__cat(r->meta, sizeof r->meta, &u, "]");
     if (ctx) {
         const efax_caps *c = efax_ctx_caps(ctx);
-        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"gpudirect\":%s,\"max_write\":%llu,\"unsolicited_write_recv\":%s",
-                   efaxb__tri(c->gpudirect), (unsigned long long)efax_ctx_max_chunk(ctx), efaxb__tri(c->unsolicited_write_recv));
+        efaxb__cat(r->meta, sizeof r->meta, &u,
+                   ",\"gpudirect\":%s,\"max_write\":%llu,\"unsolicited_write_recv\":%s",
+                   efaxb__tri(c->gpudirect), (unsigned long long)efax_ctx_max_chunk(ctx),
+                   efaxb__tri(c->unsolicited_write_recv));
         if (efax_ctx_peer_note(ctx)[0]) {
             efaxb__cat(r->meta, sizeof r->meta, &u, ",\"ranks_differ\":");
             efaxb__json_str(r->meta, sizeof r->meta, &u, efax_ctx_peer_note(ctx));

@@ -651,7 +651,7 @@ typedef struct efax__dev {
     } out[EFAX__OUTS];
     unsigned nout;
     unsigned long long *bad_d;
-    bool flush;                /* NIC writes need cudaDeviceFlushGPUDirectRDMAWrites before the GPU reads */
+    bool flush; /* NIC writes need cudaDeviceFlushGPUDirectRDMAWrites before the GPU reads */
 } efax__dev;
 
 EFAX_PRIVATE int efax__st_out_begin(void *u, uint64_t off, uint64_t len, uint64_t unit) {
@@ -744,17 +744,25 @@ EFAX_PRIVATE int efax__gdr_flush_need(const efax_caps *caps, int device, char *w
     }
     if (v == 0) return 0;
     if (cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) cc = 0;
-    if (cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device) != cudaSuccess) ordering = 0;
-    if (cudaDeviceGetAttribute(&opts, cudaDevAttrGPUDirectRDMAFlushWritesOptions, device) != cudaSuccess) opts = 0;
+    if (cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device) != cudaSuccess)
+        ordering = 0;
+    if (cudaDeviceGetAttribute(&opts, cudaDevAttrGPUDirectRDMAFlushWritesOptions, device) != cudaSuccess)
+        opts = 0;
     (void)cudaGetLastError();
-    if (v < 0 && (caps->gpudirect != 1 || cc >= 9 || ordering >= cudaGPUDirectRDMAWritesOrderingOwner)) return 0;
+    if (v < 0 && (caps->gpudirect != 1 || cc >= 9 || ordering >= cudaGPUDirectRDMAWritesOrderingOwner))
+        return 0;
     if (!(opts & cudaFlushGPUDirectRDMAWritesOptionHost)) {
-        snprintf(why, wl, "GPU %d (compute capability %d.x) needs NIC writes flushed before it reads them and offers no "
-                          "cudaDeviceFlushGPUDirectRDMAWrites", device, cc);
+        snprintf(
+            why, wl,
+            "GPU %d (compute capability %d.x) needs NIC writes flushed before it reads them and offers no "
+            "cudaDeviceFlushGPUDirectRDMAWrites",
+            device, cc);
         return -FI_ENOSYS;
     }
-    if (v > 0) snprintf(why, wl, "NIC writes flushed before GPU reads (forced by EFAX_GDR_FLUSH=1)");
-    else snprintf(why, wl, "NIC writes flushed before GPU reads (compute capability %d.x < 9.0)", cc);
+    if (v > 0)
+        snprintf(why, wl, "NIC writes flushed before GPU reads (forced by EFAX_GDR_FLUSH=1)");
+    else
+        snprintf(why, wl, "NIC writes flushed before GPU reads (compute capability %d.x < 9.0)", cc);
     return 1;
 }
 
@@ -908,9 +916,12 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
             snprintf(why, sizeof why, "provider %s offers no FI_HMEM", caps->provider);
         } else if (strcmp(tok, "staged") && caps->gpudirect == 0 && caps->cuda_api != 1) {
             rc = -EFAX_E_UNSUPPORTED; /* efax_mr_reg would refuse it too: the provider would copy with CUDA */
-            snprintf(why, sizeof why, "no GPUDirect: %s found no GPU peer-to-peer support (--cuda-api lets it copy "
-                                      "device memory with CUDA)", caps->provider);
-        } else if (!(rc = efax__dev_reg(ctx, b, s, len, access, tok, why, sizeof why))) break;
+            snprintf(why, sizeof why,
+                     "no GPUDirect: %s found no GPU peer-to-peer support (--cuda-api lets it copy "
+                     "device memory with CUDA)",
+                     caps->provider);
+        } else if (!(rc = efax__dev_reg(ctx, b, s, len, access, tok, why, sizeof why)))
+            break;
         if (forced) {
             efax_log(ctx, 0, "device memory: EFAX_MEM_PATH=%s cannot be used: %s", tok, why);
             return rc ? rc : -FI_ENOSYS;
@@ -921,9 +932,11 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
     if (!tok) return rc ? rc : -FI_ENOSYS;
     snprintf(b->path, sizeof b->path, "%s%s", tok, caps->gpudirect == 0 ? " (no GPUDirect)" : "");
     flush_why[0] = 0;
-    if (strcmp(tok, "staged") && (rc = efax__gdr_flush_need(caps, s->device, flush_why, sizeof flush_why)) < 0) {
+    if (strcmp(tok, "staged") &&
+        (rc = efax__gdr_flush_need(caps, s->device, flush_why, sizeof flush_why)) < 0) {
         if (rc == -EFAX_E_USAGE || forced) {
-            efax_log(ctx, 0, "device memory: %s", rc == -EFAX_E_USAGE ? "EFAX_GDR_FLUSH is not valid: expected 0 or 1" : flush_why);
+            efax_log(ctx, 0, "device memory: %s",
+                     rc == -EFAX_E_USAGE ? "EFAX_GDR_FLUSH is not valid: expected 0 or 1" : flush_why);
             return rc;
         }
         /* a pre-Hopper GPU without a flush: staged copies are ordered by CUDA, so the bytes are right */
@@ -939,8 +952,12 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
     }
     if (first) {
         char line[448];
-        if (tok == order) snprintf(line, sizeof line, "%s (%s)%s%s", tok, reason, s->flush ? "; " : "", s->flush ? flush_why : "");
-        else snprintf(line, sizeof line, "%s instead of %s (%s)%s%s", tok, order, note, s->flush ? "; " : "", s->flush ? flush_why : "");
+        if (tok == order)
+            snprintf(line, sizeof line, "%s (%s)%s%s", tok, reason, s->flush ? "; " : "",
+                     s->flush ? flush_why : "");
+        else
+            snprintf(line, sizeof line, "%s instead of %s (%s)%s%s", tok, order, note, s->flush ? "; " : "",
+                     s->flush ? flush_why : "");
         efax_ctx_set_mem_note(ctx, line);
     }
     return 0;

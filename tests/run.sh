@@ -326,6 +326,22 @@ caps_mismatch() {
 export -f caps_mismatch
 t fault/caps-mismatch-emulated-write 60 caps_mismatch "" emulated_write=1 "rank 1 (.*) emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) and rank 0 (.*) cannot say"
 t fault/caps-mismatch-unsolicited    60 caps_mismatch unsolicited_write_recv=1 unsolicited_write_recv=0 "rank 0 (.*) set efa's unsolicited write recv on and rank 1 (.*) off"
+# the largest write is the smallest any rank has (its fingerprint): one rank whose limit is 64 KiB
+# (as efa's device max_rdma_size or a fault layer's FI_OPT_MAX_RMA_SIZE would say) makes the other
+# cut every 1 MiB write into 16 posts, every byte checked
+max_write_cap() {
+  local port=$((20000 + RANDOM % 20000)) rc1
+  EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=m EFAX_CAPS_OVERRIDE=max_write=65536 \
+    "$B/write" --provider tcp --nics lo -c -b 1M -e 1M -n 4 -w 0 -q >"$LOGS/mw1.log" 2>&1 &
+  EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=m "$B/write" --provider tcp --nics lo -c -b 1M -e 1M -n 4 -w 0 \
+    --json "$LOGS/mw0.jsonl" || return 1
+  wait $!; rc1=$?
+  cat "$LOGS/mw1.log"
+  [ $rc1 = 0 ] && json_ok "$LOGS/mw0.jsonl" 1 && jq -e '.run.max_write == 65536 and .nics[0].ops == 64' "$LOGS/mw0.jsonl" ||
+    { echo "the writer did not cut its writes at the peer's 64 KiB:"; jq -c '{max_write: .run.max_write, ops: .nics[0].ops}' "$LOGS/mw0.jsonl"; return 1; }
+}
+export -f max_write_cap
+t tcp/max-write-smallest-rank        60 max_write_cap
 t fault/caps-override-bad            60 expect_fail 2 "EFAX_CAPS_OVERRIDE='emulated=1'" env EFAX_CAPS_OVERRIDE=emulated=1 "${MPIRUN[@]}" -np 2 -x EFAX_CAPS_OVERRIDE "$B/write" --provider tcp -n 1
 
 # --- host memory on many NICs: ranks share the NICs' PCIe switch groups (efax_topo_host_nics). In a
@@ -453,7 +469,7 @@ bad_rows() {
     "$B/bootstrap|--timeout x|--timeout" "$B/bootstrap|-b 1|unknown option" "$B/info|--memcpy 1|--memcpy" \
     "$B/info|--bogus|unknown option" "$B/xfer_test|--window 0|--window" \
     "env EFAX_LINE_GBPS=fast $B/write|-n 1|EFAX_LINE_GBPS" "env EFAX_LINE_GBPS=-1 $B/write|-n 1|EFAX_LINE_GBPS" \
-    "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
+    "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "$B/write|--cuda-api --no-cuda-api|contradict" "env EFAX_GDR_FLUSH=2 $B/write|-n 1|EFAX_GDR_FLUSH" "env EFAX_EFA_UNSOLICITED_WRITE_RECV=yes $B/write|-n 1|EFAX_EFA_UNSOLICITED_WRITE_RECV" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
     "env EFAX_RANK=x EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_RANK" \
     "env EFAX_RANK=0 EFAX_SIZE=0 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_SIZE" \
     "env EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=nohostport $B/bootstrap||EFAX_ROOT" \

@@ -438,7 +438,8 @@ static void test_host_nics(void) {
     CHECK(efax_topo_switch_groups(root, nics, nn, group) == 8);
     for (int i = 0; i < nn; i++)
         if (group[i] != i / 4) {
-            fprintf(stderr, "  p5 NIC %d (%s): switch group %d, expected %d\n", i, nicpci[i], group[i], i / 4);
+            fprintf(stderr, "  p5 NIC %d (%s): switch group %d, expected %d\n", i, nicpci[i], group[i],
+                    i / 4);
             failures++;
         }
     for (int r = 0; r < 8; r++) { /* 8 ranks unbound: 4 NICs each, the r-th switch */
@@ -450,16 +451,24 @@ static void test_host_nics(void) {
     }
     k = efax_topo_host_nics(root, nics, nn, -1, 3, 8, out, EFAX_MAX_NICS, why, sizeof why);
     CHECK(!strcmp(why, "PCIe switch group 3 of 8, local rank 3 of 8"));
-    CHECK(efax_topo_host_nics(root, nics, nn, -1, 9, 16, out, EFAX_MAX_NICS, NULL, 0) == 4 && out[0] == 4); /* 9 mod 8 */
-    CHECK(efax_topo_host_nics(root, nics, nn, -1, 0, 1, out, EFAX_MAX_NICS, NULL, 0) == 32); /* alone: every NIC */
-    CHECK(efax_topo_host_nics(root, nics, nn, -1, 0, 0, out, EFAX_MAX_NICS, NULL, 0) == 32); /* local_size unknown */
-    k = efax_topo_host_nics(root, nics, nn, -1, 1, 2, out, EFAX_MAX_NICS, why, sizeof why); /* 2 ranks: every other switch */
-    CHECK(k == 16 && out[0] == 4 && out[4] == 12 && !strcmp(why, "PCIe switch groups 1,3,5,7 of 8, local rank 1 of 2"));
+    CHECK(efax_topo_host_nics(root, nics, nn, -1, 9, 16, out, EFAX_MAX_NICS, NULL, 0) == 4 &&
+          out[0] == 4); /* 9 mod 8 */
+    CHECK(efax_topo_host_nics(root, nics, nn, -1, 0, 1, out, EFAX_MAX_NICS, NULL, 0) ==
+          32); /* alone: every NIC */
+    CHECK(efax_topo_host_nics(root, nics, nn, -1, 0, 0, out, EFAX_MAX_NICS, NULL, 0) ==
+          32); /* local_size unknown */
+    k = efax_topo_host_nics(root, nics, nn, -1, 1, 2, out, EFAX_MAX_NICS, why,
+                            sizeof why); /* 2 ranks: every other switch */
+    CHECK(k == 16 && out[0] == 4 && out[4] == 12 &&
+          !strcmp(why, "PCIe switch groups 1,3,5,7 of 8, local rank 1 of 2"));
     /* bound: node 1 holds switches 4-7; with 8 ranks, 4 expected there; local rank 5 takes switch 5 */
     CHECK(efax_topo_host_nics(root, nics, nn, 1, 5, 8, out, EFAX_MAX_NICS, NULL, 0) == 4 && out[0] == 20);
-    CHECK(efax_topo_host_nics(root, nics, nn, 1, 0, 2, out, EFAX_MAX_NICS, NULL, 0) == 16 && out[0] == 16); /* alone there */
-    CHECK(efax_topo_host_nics(root, nics, nn, 7, 0, 8, out, EFAX_MAX_NICS, NULL, 0) == 0); /* no NIC on that node */
-    CHECK(efax_topo_host_nics("/nonexistent", nics, nn, -1, 0, 8, out, EFAX_MAX_NICS, NULL, 0) == 0); /* no tree */
+    CHECK(efax_topo_host_nics(root, nics, nn, 1, 0, 2, out, EFAX_MAX_NICS, NULL, 0) == 16 &&
+          out[0] == 16); /* alone there */
+    CHECK(efax_topo_host_nics(root, nics, nn, 7, 0, 8, out, EFAX_MAX_NICS, NULL, 0) ==
+          0); /* no NIC on that node */
+    CHECK(efax_topo_host_nics("/nonexistent", nics, nn, -1, 0, 8, out, EFAX_MAX_NICS, NULL, 0) ==
+          0); /* no tree */
     /* p4d: one NIC per switch */
     snprintf(root, sizeof root, "%s/topo/p4d", here[0] ? here : ".");
     nn = read_list(root, "nics", nicpci, 32);
@@ -472,13 +481,15 @@ static void test_host_nics(void) {
     for (int r = 0; r < 8; r++) {
         k = efax_topo_host_nics(root, nics, nn, -1, r, 8, out, EFAX_MAX_NICS, NULL, 0);
         if (k != 1 || out[0] != r % 4) {
-            fprintf(stderr, "  p4d local rank %d of 8: %d NICs, first %d (expected NIC %d)\n", r, k, k ? out[0] : -1, r % 4);
+            fprintf(stderr, "  p4d local rank %d of 8: %d NICs, first %d (expected NIC %d)\n", r, k,
+                    k ? out[0] : -1, r % 4);
             failures++;
         }
     }
     /* a NIC whose path the tree lacks is in no group */
     snprintf(nics[1].pci, sizeof nics[1].pci, "0000:ff:00.0");
-    CHECK(efax_topo_switch_groups(root, nics, nn, group) == 3 && group[1] == -1 && group[0] == 0 && group[2] == 1);
+    CHECK(efax_topo_switch_groups(root, nics, nn, group) == 3 && group[1] == -1 && group[0] == 0 &&
+          group[2] == 1);
 }
 
 /* The connect fingerprint: what makes efa emulate writes between two ranks is refused, naming both;
@@ -487,7 +498,8 @@ static void test_fingerprint(void) {
     efax__fp a, b;
     char why[512], note[256];
     memset(&a, 0, sizeof a);
-    a.fi_version = FI_VERSION(2, 6), a.prov = EFAX_PROV_EFA, a.hmem = 1, a.gpudirect = 1, a.emulated_write = 0;
+    a.fi_version = FI_VERSION(2, 6), a.prov = EFAX_PROV_EFA, a.hmem = 1, a.gpudirect = 1,
+    a.emulated_write = 0;
     a.unsolicited_write_recv = 1, a.max_write = 1u << 30;
     b = a;
     note[0] = 0;
@@ -498,11 +510,13 @@ static void test_fingerprint(void) {
     b.emulated_write = -1; /* a rank that cannot say is not one that emulates */
     CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) == 0);
     a.emulated_write = 1;
-    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) == -EFAX_E_MISMATCH &&
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) ==
+              -EFAX_E_MISMATCH &&
           strstr(why, "rank 0 (h0) emulates") && strstr(why, "cannot say"));
     b = a;
     b.unsolicited_write_recv = 0;
-    CHECK(efax__fp_compare(&a, 0, "h0", &b, 3, "h3", why, sizeof why, note, sizeof note) == -EFAX_E_MISMATCH &&
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 3, "h3", why, sizeof why, note, sizeof note) ==
+              -EFAX_E_MISMATCH &&
           strstr(why, "rank 0 (h0) set efa's unsolicited write recv on and rank 3 (h3) off"));
     b.unsolicited_write_recv = -1; /* libfabric < 2.5 could not set it: flagged */
     note[0] = 0;
@@ -516,13 +530,15 @@ static void test_fingerprint(void) {
           strstr(note, "rank 2 GPUDirect NO, rank 0 yes"));
     /* tcp and shm: every efa field -1, nothing to say */
     memset(&a, 0, sizeof a);
-    a.fi_version = FI_VERSION(1, 17), a.prov = EFAX_PROV_TCP, a.gpudirect = a.emulated_write = a.unsolicited_write_recv = -1;
+    a.fi_version = FI_VERSION(1, 17), a.prov = EFAX_PROV_TCP,
+    a.gpudirect = a.emulated_write = a.unsolicited_write_recv = -1;
     b = a;
     note[0] = 0;
     CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) == 0 && !note[0]);
     /* the provider's kind comes from its name in one place */
     CHECK(efax__prov_of("efa") == EFAX_PROV_EFA && efax__prov_of("tcp;ofi_rxm") == EFAX_PROV_TCP);
-    CHECK(efax__prov_of("shm") == EFAX_PROV_SHM && efax__prov_of("sockets") == EFAX_PROV_OTHER && efax__prov_of(NULL) == EFAX_PROV_OTHER);
+    CHECK(efax__prov_of("shm") == EFAX_PROV_SHM && efax__prov_of("sockets") == EFAX_PROV_OTHER &&
+          efax__prov_of(NULL) == EFAX_PROV_OTHER);
     CHECK(efax__prov_of("efax") == EFAX_PROV_OTHER && efax__prov_of("ofi_rxm;tcp") == EFAX_PROV_OTHER);
 }
 
@@ -543,10 +559,12 @@ static void test_dmabuf(void) {
 
 typedef struct { const char *name; void (*fn)(void); } test;
 static const test tests[] = {
-    {"sizes", test_sizes}, {"options", test_options}, {"iters", test_iters}, {"imm", test_imm},
-    {"plan", test_plan}, {"pattern", test_pattern}, {"stats", test_stats}, {"errors", test_errors},
-    {"peer_data", test_peer_data}, {"matching", test_matching}, {"hints", test_hints}, {"chunk", test_chunk}, {"topology", test_topology},
-    {"host_nics", test_host_nics}, {"fingerprint", test_fingerprint}, {"dmabuf", test_dmabuf}};
+    {"sizes", test_sizes},       {"options", test_options},     {"iters", test_iters},
+    {"imm", test_imm},           {"plan", test_plan},           {"pattern", test_pattern},
+    {"stats", test_stats},       {"errors", test_errors},       {"peer_data", test_peer_data},
+    {"matching", test_matching}, {"hints", test_hints},         {"chunk", test_chunk},
+    {"topology", test_topology}, {"host_nics", test_host_nics}, {"fingerprint", test_fingerprint},
+    {"dmabuf", test_dmabuf}};
 
 int main(int argc, char **argv) {
     unsigned i;
