@@ -1646,9 +1646,10 @@ EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes) {
        kernel one rank keeps running (the proxy's producers) or launches (all2all's own chunk)
        holds up the copies the other rank's provider issued (docs/testing.md, one GPU). */
     if (c.shared[0] && !b->o.quiet)
-        printf("# GPU shared: %s. Their CUDA contexts take turns on it (time slices, unless MPS runs): device-memory "
-               "results are copies within one GPU's memory, plus the switches between the ranks' contexts wherever both "
-               "have GPU work at once (all2all, proxy); no link between GPUs is measured\n", c.shared);
+        printf("# GPU shared: %s. No link between GPUs is measured: device-memory results are copies within one GPU's "
+               "memory, and wherever the ranks have GPU work at once (all2all's copies, the proxy's producer kernel) "
+               "their processes' CUDA contexts take turns on it by time slices, unless MPS runs (docs/testing.md)\n",
+               c.shared);
     if (c.gbs <= 0) { /* said, so that a missing ceiling is not mistaken for a checked one */
         if (!b->o.quiet) printf("# ceiling: not measured: %s; results are not checked against one\n", c.what);
         return 0;

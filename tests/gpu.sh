@@ -146,8 +146,9 @@ rma_bw() {
   wait
   echo "$out" | tail -n 3
   [ $rc = 0 ] || { echo "fi_rma_bw $size: exit $rc (stalled or failed)"; return 1; }
-  # the table's MB/sec column (10^6 bytes/s) -> Gbps
-  gbps=$(echo "$out" | awk '/^[0-9]/ && NF >= 5 {v = $(NF-2)} END {if (v != "") printf "%.3f", v * 8 / 1000}')
+  # Gbps from the usec/xfer column (the second last): at 256 MiB the MB/sec column runs into the time
+  # column before it ("0.02s1126034.88"), so counting fields from the left or MB/sec cannot be trusted
+  gbps=$(echo "$out" | awk -v s="$size" '/^[0-9]/ && NF >= 5 {u = $(NF-1)} END {if (u + 0 > 0) printf "%.3f", s * 8 / (u * 1000)}')
   [ -n "$gbps" ] || return 1
   echo "{\"schema\":1,\"driver\":\"fi_rma_bw\",\"variant\":\"fi_rma_bw\",\"memory\":\"device\",\"mem_path\":\"fabtests\",\"size\":$size,\"gbps\":$gbps,\"run\":{\"libfabric\":\"2.6\",\"command\":\"fi_rma_bw -p shm -o writedata -D cuda -i $GPU_B/0 -W 16 -S $size -I $iters\"}}" >"$OUT/cur.tmp"
 }
@@ -168,6 +169,26 @@ if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 2.6 "* ]
   if [ "$NGPU" -lt 2 ]; then
     t "bench/gpu-share" 300 $B/gpu_share -s 64M -n 20
     cp "$OUT/cur.log" "$OUT/gpu_share.txt"
+    # all2all and the proxy again with the two processes under MPS, which runs both ranks' work on
+    # the GPU at once instead of by time slices: what the slices cost (EFAX_GPU_MPS=0 skips it;
+    # EFAX_GPU_MPS=1 in a row's env marks these runs)
+    if [ "${EFAX_GPU_MPS:-1}" != 0 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/efax-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/efax-mps-log
+      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+      if nvidia-cuda-mps-control -d; then
+        echo "== MPS: control daemon started (pipes in $CUDA_MPS_PIPE_DIRECTORY)"
+        t "bench/all2all-mps" 600 launch 2 $E EFAX_GPU_MPS=1 $B/all2all_cuda -b 1M -e 256M -f 4 --mem dma $J
+        t "bench/proxy-mps" 600 launch 2 $E EFAX_GPU_MPS=1 $B/proxy -b 1M -e 256M -f 4 --mem dma $J
+        echo quit | timeout 10 nvidia-cuda-mps-control
+        sleep 1
+        echo "== MPS: stopped"
+      else
+        echo "== MPS: nvidia-cuda-mps-control -d failed: all2all and the proxy under MPS not run"
+      fi
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    else
+      echo "== MPS: not run (EFAX_GPU_MPS=0 or no nvidia-cuda-mps-control)"
+    fi
   fi
 fi
 if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 1.17 "* ]]; then
@@ -188,23 +209,30 @@ if [ -s "$RES" ] && command -v jq >/dev/null; then
     echo; echo "== ratios (this run)"
     # every device-memory run measured its own ceiling: best and spread, as its header said
     grep '^bench/' "$OUT/ceilings.txt"
-    jq -r -s '
+    # --argjson shared: both ranks on one GPU, where all2all copies both ranks' buffers within its
+    # memory: busbw can reach at most a quarter of the copy ceiling (2 ranks: each iteration copies
+    # 2 x size bytes; busbw = size / time / 2)
+    jq -r -s --argjson shared "$((NGPU < 2))" '
       def r0: . * 10 | round / 10;
+      def pct(a; b): if (b // 0) > 0 then "\(a / b * 100 | r0)%" else "-" end;
+      def mps: (.run.env.EFAX_GPU_MPS // "") == "1";
       def b26: [.[] | select(.memory == "device" and (.run.libfabric // "") == "2.6" and (.run.env.EFAX_MEM_PATH // "") == "")];
+      def mpsnote: if mps then " (MPS)" else "" end;
       (b26 | map(select(.driver == "write" and .variant == "SingleDMA")) | map({key: (.size | tostring), value: .gbps}) | from_entries) as $w
       | ([.[] | select(.driver == "fi_rma_bw")] | map({key: (.size | tostring), value: .gbps}) | from_entries) as $f
       | (.[] | select(.driver == "write" and .variant == "SingleDMA" and .memory == "device" and .ceiling_gbps != null) |
-          "write \(.run.libfabric) \(.run.env.EFAX_MEM_PATH // "default") (\(.mem_path)) \(.size / 1048576)M: \(.gbps | r0) Gbps = \(.gbps / .ceiling_gbps * 100 | r0)% of its run\u0027s ceiling (best copy \(.ceiling_gbps | r0))"),
+          "write \(.run.libfabric) \(.run.env.EFAX_MEM_PATH // "default") (\(.mem_path)) \(.size / 1048576)M: \(.gbps | r0) Gbps = \(pct(.gbps; .ceiling_gbps)) of its run\u0027s ceiling (best copy \(.ceiling_gbps | r0))"),
         "efax write (default path, --window 16) beside fi_rma_bw (-W 16), Gbps:",
         (($w | keys) + ($f | keys) | unique | map(tonumber) | sort[] | tostring |
           "  \(tonumber / 1048576)M: efax \($w[.] // null | if . then r0 else "no result" end), fi_rma_bw \($f[.] // null | if . then r0 else "no result" end)" +
-          (if $w[.] and $f[.] then " = \($w[.] / $f[.] * 100 | round / 100)x" else "" end)),
+          (if ($w[.] // 0) > 0 and ($f[.] // 0) > 0 then " = \($w[.] / $f[.] * 100 | round / 100)x" else "" end)),
         (b26[] | select(.driver == "sendrecv" and (.variant | test("Stream"))) |
-          "sendrecv Stream \(.size / 1048576)M: \(.gbps | r0) Gbps = \(.gbps / ($w[.size | tostring] // 1e-9) * 100 | r0)% of write"),
+          "sendrecv Stream \(.size / 1048576)M: \(.gbps | r0) Gbps = \(pct(.gbps; $w[.size | tostring])) of write"),
         (b26[] | select(.driver == "all2all") |
-          "all2all \(.size / 1048576)M: busbw \(.busbw_gbs * 8 | r0) Gbps = \(.busbw_gbs * 8 / ($w[.size | tostring] // 1e-9) * 100 | r0)% of write"),
-        (b26 | map(select(.driver == "proxy")) | group_by(.size)[] | (map({key: .variant, value: .gbps}) | from_entries) as $p |
-          "proxy \(.[0].size / 1048576)M: CPU \($p.CPU | r0), GPU-NBI \($p["GPU-NBI"] | r0) = \($p["GPU-NBI"] / $p.CPU * 100 | r0)% of CPU, GPU-Blocking \($p["GPU-Blocking"] | r0) Gbps")
+          "all2all\(mpsnote) \(.size / 1048576)M: busbw \(.busbw_gbs * 8 | r0) Gbps = \(pct(.busbw_gbs * 8; $w[.size | tostring])) of write" +
+          (if $shared == 1 then ", \(pct(.busbw_gbs * 8; (.ceiling_gbps // 0) / 4)) of what one GPU allows (ceiling / 4)" else "" end)),
+        (b26 | map(select(.driver == "proxy")) | group_by([mps, .size])[] | (map({key: .variant, value: .gbps}) | from_entries) as $p |
+          "proxy\(.[0] | mpsnote) \(.[0].size / 1048576)M: CPU \($p.CPU // 0 | r0), GPU-NBI \($p["GPU-NBI"] // 0 | r0) = \(pct($p["GPU-NBI"] // 0; $p.CPU)) of CPU, GPU-Blocking \($p["GPU-Blocking"] // 0 | r0) Gbps")
     ' "$RES" 2>&1
     if [ -s "$OUT/gpu_share.txt" ]; then
       echo; echo "== two processes on one GPU without efax (gpu_share: GB/s; a2a busbw as all2all_cuda reports it)"
