@@ -4,8 +4,9 @@
 #          every check once per device-memory path (EFAX_MEM_PATH=dmabuf, hmem, staged), and the
 #          benchmarks, beside libfabric's own fi_rma_bw and the cudaMemcpyPeerAsync ceiling
 #   1.17   Debian's packages carried in .deb/ (no CUDA in that libfabric): the staged path
-# Leaves gpu.log, results.jsonl (every row, with run.libfabric and mem_path) and summary.txt
-# (checks, then the ratios the README quotes) in $OUT (or build/gpu-out).
+# Leaves gpu.log, results.jsonl (every row, with run.libfabric and mem_path), ceilings.txt (each
+# device-memory run's ceiling: best and spread) and summary.txt (checks, then the ratios the docs
+# quote: efax's write beside fi_rma_bw at every size) in $OUT (or build/gpu-out).
 #
 #   tests/gpu.sh [all|quick|checks|bench|ipc]
 #       all     checks (4K..256M) and benchmarks          quick   checks with small sizes
@@ -220,7 +221,7 @@ if [ -s "$RES" ] && command -v jq >/dev/null; then
       def mpsnote: if mps then " (MPS)" else "" end;
       (b26 | map(select(.driver == "write" and .variant == "SingleDMA")) | map({key: (.size | tostring), value: .gbps}) | from_entries) as $w
       | ([.[] | select(.driver == "fi_rma_bw")] | map({key: (.size | tostring), value: .gbps}) | from_entries) as $f
-      | (.[] | select(.driver == "write" and .variant == "SingleDMA" and .memory == "device" and .ceiling_gbps != null) |
+      | (.[] | select(.driver == "write" and .variant == "SingleDMA" and .memory == "device" and .ceiling_gbps != null and (.run.check | not)) |
           "write \(.run.libfabric) \(.run.env.EFAX_MEM_PATH // "default") (\(.mem_path)) \(.size / 1048576)M: \(.gbps | r0) Gbps = \(pct(.gbps; .ceiling_gbps)) of its run\u0027s ceiling (best copy \(.ceiling_gbps | r0))"),
         "efax write (default path, --window 16) beside fi_rma_bw (-W 16), Gbps:",
         (($w | keys) + ($f | keys) | unique | map(tonumber) | sort[] | tostring |
