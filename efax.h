@@ -2543,9 +2543,12 @@ EFAX_PRIVATE void efax__fp_of(const efax_caps *c, efax__fp *fp) {
    -EFAX_E_MISMATCH, why names both ranks and the difference): what makes efa emulate every write
    between the two, silently (efa_rdm_rma.h efa_rdm_rma_should_write_using_rdma, logged at INFO):
    one emulates RDMA writes and the other does not (both must support RDMA write), or they set
-   unsolicited write recv differently. Flagged (appended to note, returns 0): other libfabric
-   versions, FI_HMEM on one only (that rank stages device memory), GPUDirect on one only, and
-   unsolicited write recv that one rank could not set. Pure. */
+   unsolicited write recv differently. Refused too: another libfabric major version on a provider
+   other than efa (tcp from Debian's 1.17 and from 2.6.0 never completed a message between them
+   here: a 20 s timeout, not an error; efa negotiates its protocol per peer, efa_rdm_peer.h).
+   Flagged (appended to note, returns 0): other libfabric versions otherwise, FI_HMEM on one only
+   (that rank stages device memory), GPUDirect on one only, and unsolicited write recv that one
+   rank could not set. Pure. */
 EFAX_PRIVATE int efax__fp_compare(const efax__fp *a, int q, const char *qhost, const efax__fp *b, int p,
                                   const char *phost, char *why, size_t wl, char *note, size_t nl) {
     size_t u = strlen(note);
@@ -2569,6 +2572,14 @@ EFAX_PRIVATE int efax__fp_compare(const efax__fp *a, int q, const char *qhost, c
             "FI_EFA_USE_UNSOLICITED_WRITE_RECV alike on every rank",
             q, qhost, a->unsolicited_write_recv ? "on" : "off", p, phost,
             b->unsolicited_write_recv ? "on" : "off");
+        return -EFAX_E_MISMATCH;
+    }
+    if (a->prov != EFAX_PROV_EFA && FI_MAJOR(a->fi_version) != FI_MAJOR(b->fi_version)) {
+        snprintf(why, wl,
+                 "rank %d (%s) runs libfabric %u.%u and rank %d (%s) %u.%u: this provider's wire protocol is "
+                 "not the same across major versions; use one libfabric on every rank",
+                 q, qhost, FI_MAJOR(a->fi_version), FI_MINOR(a->fi_version), p, phost,
+                 FI_MAJOR(b->fi_version), FI_MINOR(b->fi_version));
         return -EFAX_E_MISMATCH;
     }
 #define EFAX__NOTE(...) (u < nl ? (void)(u += (size_t)snprintf(note + u, nl - u, __VA_ARGS__)) : (void)0)

@@ -359,6 +359,25 @@ max_write_cap() {
 }
 export -f max_write_cap
 t tcp/max-write-smallest-rank        60 max_write_cap
+# ranks on libfabric 1.17 and 2.x (tcp): refused at connect, named, on both ranks (they used to time
+# out after EFAX_TIMEOUT_MS: tcp's wire protocol differs between the two); needs a build of each
+lf_mismatch() {
+  local port=$((20000 + RANDOM % 20000)) other="" x rc0 rc1 mine
+  mine=$("$B/info" 2>/dev/null | sed -n 's/^# libfabric \([0-9]*\)\..*/\1/p')
+  for x in build/bootstrap build/lf-*/bootstrap; do
+    [ -x "$x" ] && [ "$("$(dirname "$x")/info" 2>/dev/null | sed -n 's/^# libfabric \([0-9]*\)\..*/\1/p')" != "$mine" ] && other=$x
+  done
+  [ -n "$other" ] || { echo "skipped: no build against another libfabric major version (make host LIBFABRIC=...)"; return 77; }
+  echo "this build: libfabric $mine.x ($B); the other: $other"
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=l "$other" --provider tcp >"$LOGS/lf1.log" 2>&1 &
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=l "$B/bootstrap" --provider tcp >"$LOGS/lf0.log" 2>&1; rc0=$?
+  wait $!; rc1=$?
+  cat "$LOGS/lf0.log" "$LOGS/lf1.log"
+  [ $rc0 = 1 ] && [ $rc1 = 1 ] && grep -q "rank 0 (.*) runs libfabric .* and rank 1 (.*)" "$LOGS/lf0.log" &&
+    grep -q "use one libfabric on every rank" "$LOGS/lf1.log"
+}
+export -f lf_mismatch
+t fault/libfabric-major-mismatch     60 lf_mismatch
 t fault/caps-override-bad            60 expect_fail 2 "EFAX_CAPS_OVERRIDE='emulated=1'" env EFAX_CAPS_OVERRIDE=emulated=1 "${MPIRUN[@]}" -np 2 -x EFAX_CAPS_OVERRIDE "$B/write" --provider tcp -n 1
 
 # --- host memory on many NICs: ranks share the NICs' PCIe switch groups (efax_topo_host_nics). In a

@@ -535,6 +535,13 @@ static void test_fingerprint(void) {
     b = a;
     note[0] = 0;
     CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) == 0 && !note[0]);
+    b.fi_version = FI_VERSION(2, 6); /* another major version: refused; another minor: flagged */
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) ==
+              -EFAX_E_MISMATCH &&
+          strstr(why, "rank 0 (h0) runs libfabric 1.17 and rank 1 (h1) 2.6"));
+    b.fi_version = FI_VERSION(1, 18);
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) == 0 &&
+          strstr(note, "rank 1 runs libfabric 1.18, rank 0 1.17"));
     /* the provider's kind comes from its name in one place */
     CHECK(efax__prov_of("efa") == EFAX_PROV_EFA && efax__prov_of("tcp;ofi_rxm") == EFAX_PROV_TCP);
     CHECK(efax__prov_of("shm") == EFAX_PROV_SHM && efax__prov_of("sockets") == EFAX_PROV_OTHER &&
