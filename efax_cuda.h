@@ -33,6 +33,11 @@
        libfabric must be built with CUDA (--with-cuda) and be >= 1.20 for dmabuf.
      - NVLink IPC fails to open a peer's handle: the GPUs must be in one process tree's view
        (same container) and peer access possible (`nvidia-smi topo -m`).
+     - "no GPUDirect" (efa): efa found no GPU peer-to-peer support (nvidia-peermem or dmabuf),
+       refused FI_OPT_CUDA_API_PERMITTED=false, and would copy device memory with CUDA; efax
+       stages it instead and says so in every row (`--cuda-api` lets efa copy, knowingly).
+     - EFAX_GDR_FLUSH=1 forces cudaDeviceFlushGPUDirectRDMAWrites before every read of device
+       memory the NIC wrote (by default only on GPUs before Hopper with GPUDirect), 0 never.
 
    License: MIT (see efax.h).
 */
