@@ -107,27 +107,82 @@ t header/g++-c++17   120 header_c g++ -x c++ -std=c++17 -Wall -Wextra -Wpedantic
 t header/nvcc        300 header_nvcc
 
 # --- the README's build lines, each run exactly as printed, in a scratch folder that holds the
-# sources (so the binaries it names land there); the binary must then load and answer --help
+# sources (so the binaries it names land there) and the README's first program (the code block
+# after the `<!-- readme-program: FILE -->` marker); the binary must then load and run: a driver
+# answers --help, the program run alone says how to launch it and exits 2
 readme_lines() { awk '/^```/ { blk = !blk; next } blk && /^(cc|nvcc) /' README.md; }
-readme_build() {
-  local line dir=$LOGS/readme-build-$1 out
+readme_program_name() { sed -n 's/^<!-- readme-program: \([A-Za-z0-9_.-]*\).*/\1/p' README.md | head -n 1; }
+readme_program() {
+  awk '/^<!-- readme-program:/ { m = 1; next } m && /^```/ { if (b) exit; b = 1; next } b' README.md
+}
+# readme_run_line N DIR: line N of readme_lines, run in DIR as printed; prints the binary's name
+readme_run_line() {
+  local line prog dir=$2
   line=$(readme_lines | sed -n "$1p")
-  [ -n "$line" ] || { echo "README.md has no build line $1"; return 1; }
+  [ -n "$line" ] || { echo "README.md has no build line $1" >&2; return 1; }
   if [[ $line == nvcc* ]] && ! command -v nvcc >/dev/null; then
-    [ -x /usr/local/cuda/bin/nvcc ] || { echo "skipped: no nvcc (on PATH or in /usr/local/cuda/bin)"; return 77; }
+    [ -x /usr/local/cuda/bin/nvcc ] || { echo "skipped: no nvcc (on PATH or in /usr/local/cuda/bin)" >&2; return 77; }
     PATH=/usr/local/cuda/bin:$PATH
   fi
   rm -rf "$dir" && mkdir -p "$dir" && ln -s "$PWD/drivers" "$PWD/efax.h" "$PWD/efax_cuda.h" "$PWD/efax_bench.h" "$dir/" || return 1
-  echo "\$ $line   (PKG_CONFIG_PATH=${PKG_CONFIG_PATH:-})"
-  (cd "$dir" && bash -c "$line") || { echo "the README's build line $1 failed as printed: $line"; return 1; }
-  out=$(awk '{ for (i = 1; i < NF; i++) if ($i == "-o") { print $(i + 1); exit } }' <<<"$line")
-  "$dir/$out" --help >/dev/null || { echo "$dir/$out built but does not run"; return 1; }
+  prog=$(readme_program_name)
+  [ -z "$prog" ] || readme_program >"$dir/$prog" || return 1
+  echo "\$ $line   (PKG_CONFIG_PATH=${PKG_CONFIG_PATH:-})" >&2
+  (cd "$dir" && bash -c "$line") >&2 || { echo "the README's build line $1 failed as printed: $line" >&2; return 1; }
+  awk '{ for (i = 1; i < NF; i++) if ($i == "-o") { print $(i + 1); exit } }' <<<"$line"
+}
+readme_build() {
+  local dir=$LOGS/readme-build-$1 out prog msg rc
+  out=$(readme_run_line "$1" "$dir") || return $?
+  prog=$(readme_program_name)
+  if [ -n "$prog" ] && readme_lines | sed -n "$1p" | grep -qw -- "$prog"; then
+    # the first program needs a launcher: alone it must name how to start it and exit 2
+    msg=$(env -u PMIX_NAMESPACE -u PMIX_RANK -u EFAX_ROOT -u EFAX_RANK -u EFAX_SIZE "$dir/$out" 2>&1); rc=$?
+    echo "$msg"
+    [ "$rc" = 2 ] && grep -q "no launcher found" <<<"$msg" || { echo "$dir/$out alone: exit $rc, expected 2 with 'no launcher found'"; return 1; }
+  else
+    "$dir/$out" --help >/dev/null || { echo "$dir/$out built but does not run"; return 1; }
+  fi
   echo "built $out; it runs (libfabric $(ldd "$dir/$out" | awk '/libfabric/ { print $3 }'))"
 }
-export -f readme_lines readme_build
+# readme_program_run PROVIDER [wrong]: the README's first program, built with the README's own
+# build line for it, run with 2 ranks under mpirun; it must check every byte and exit 0. With
+# "wrong", tests/corrupt_shim.c inverts one byte that tcp delivers into the program's buffer, and
+# the program's own check must report it and exit 1 (so its check can fail)
+readme_program_run() {
+  local p=$1 dir=$LOGS/readme-program-$1${2:+-$2} prog i out log rc
+  prog=$(readme_program_name)
+  [ -n "$prog" ] || { echo "README.md has no '<!-- readme-program: FILE -->' marker before its first program"; return 1; }
+  [ "$(readme_program | wc -l)" -ge 10 ] || { echo "README.md: no program in the code block after the marker"; return 1; }
+  i=$(readme_lines | grep -nw -- "$prog" | head -n 1 | cut -d: -f1)
+  [ -n "$i" ] || { echo "README.md shows no cc line that builds $prog"; return 1; }
+  out=$(readme_run_line "$i" "$dir") || return 1
+  log=$dir/run.log
+  if [ "${2:-}" = wrong ]; then
+    cc -shared -fPIC -O2 -Wall -Wextra -Werror tests/corrupt_shim.c -o "$dir/corrupt_shim.so" -ldl || return 1
+    (cd "$dir" && $MPIRUN_STR -np 2 -x EFAX_PROVIDER="$p" -x LD_PRELOAD="$PWD/corrupt_shim.so" "./$out") >"$log" 2>&1; rc=$?
+    cat "$log"
+    grep -q '^corrupt_shim: inverted' "$log" || { echo "the shim changed no byte: the test proves nothing"; return 1; }
+    [ "$rc" = 1 ] || { echo "expected exit 1 (a wrong byte), got $rc"; return 1; }
+    grep -q '^rank 1: [0-9]* bytes from rank 0, [1-9][0-9]* wrong' "$log" || { echo "the program did not report the wrong byte"; return 1; }
+  else
+    (cd "$dir" && $MPIRUN_STR -np 2 -x EFAX_PROVIDER="$p" "./$out") >"$log" 2>&1; rc=$?
+    cat "$log"
+    [ "$rc" = 0 ] || { echo "expected exit 0, got $rc"; return 1; }
+    grep -q '^rank 1: 1048576 bytes from rank 0, 0 wrong: success' "$log" || { echo "no 'rank 1: 1048576 bytes from rank 0, 0 wrong' line"; return 1; }
+  fi
+}
+export -f readme_lines readme_program_name readme_program readme_run_line readme_build readme_program_run
 n_lines=$(readme_lines | wc -l)
 [ "$n_lines" -ge 3 ] || t readme/build-lines-found 10 bash -c "echo 'README.md shows $n_lines build lines (cc/nvcc in a code block), expected at least 3'; false"
 for i in $(seq "$n_lines"); do t "readme/build-line-$i" 600 readme_build "$i"; done
+for p in tcp shm; do
+  if has_provider $p; then t "readme/program-$p" 120 readme_program_run $p
+  else skip=$((skip + 1)); echo "SKIP readme/program-$p: provider $p not available"; fi
+done
+if has_provider tcp; then t readme/program-wrong-byte 120 readme_program_run tcp wrong; fi
+# --- every relative link in the README and docs/ names a file that exists (and a heading in it)
+t docs/links 30 python3 tests/doc_links.py README.md docs/*.md
 
 # --- unit tests (no fabric)
 for u in $("$B/unit" --list); do t "unit/$u" 120 "$B/unit" "$u"; done
@@ -247,17 +302,34 @@ kill_rank() {
   echo "rank 0 exited $rc, $((SECONDS - start)) s after rank 1 was killed"
   [ $rc != 0 ] && [ $((SECONDS - start)) -lt 60 ] && grep -q "rank 1" "$LOGS/kill0.log"
 }
-# under mpirun the launcher ends the job and names the rank that died
+# under mpirun the launcher ends the job and names the rank that died. The victim is the rank that
+# wrote its own pid (a wrapper that execs the driver keeps the pid): Open MPI may start ranks under
+# a daemon rather than as mpirun's children, and on a loaded machine a child list can be empty.
 kill_rank_mpirun() {
-  local rc pid victim
-  mpirun --oversubscribe --bind-to none -np 2 "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/killm.log" 2>&1 & pid=$!
-  wait_for "$LOGS/killm.log" '^# sweep' 40 || { kill $pid; cat "$LOGS/killm.log"; return 1; }
-  # one of this mpirun's own ranks (a pattern over every process could hit another suite's run)
-  victim=$(pgrep -n -P $pid)
+  local rc pid victim pidf=$LOGS/killm.pid i
+  rm -f "$pidf".*
+  mpirun --oversubscribe --bind-to none -np 2 bash -c 'echo $$ >"$0.$OMPI_COMM_WORLD_RANK.tmp" &&
+    mv "$0.$OMPI_COMM_WORLD_RANK.tmp" "$0.$OMPI_COMM_WORLD_RANK" && exec "$@"' "$pidf" \
+    "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/killm.log" 2>&1 & pid=$!
+  wait_for "$LOGS/killm.log" '^# sweep' 40 || { kill $pid; wait $pid; cat "$LOGS/killm.log"; return 1; }
+  victim=$(cat "$pidf.1" 2>/dev/null)
+  if [ -z "$victim" ] || ! kill -0 "$victim" 2>/dev/null; then
+    kill $pid; wait $pid; cat "$LOGS/killm.log"
+    echo "rank 1 said no live pid in $pidf.1 ('$victim') although the run printed a sweep: nothing to kill"
+    return 1
+  fi
   kill -9 "$victim"
+  # the launcher must end the job on its own; bounded, so a launcher that hangs fails named
+  for ((i = 0; i < 400; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $pid 2>/dev/null; then
+    kill -9 $pid; wait $pid; cat "$LOGS/killm.log"
+    echo "mpirun (pid $pid) was still running 40 s after rank 1 (pid $victim) was killed"
+    return 1
+  fi
   wait $pid; rc=$?
   rm -f "/dev/shm/$victim:$(id -u):"*
   cat "$LOGS/killm.log"
+  echo "mpirun exited $rc after rank 1 (pid $victim) was killed"
   [ $rc != 0 ] && grep -qi "rank" "$LOGS/killm.log"
 }
 # wait_for FILE PATTERN SECONDS: until FILE has a line matching PATTERN (1 when it never came)
@@ -290,8 +362,8 @@ wrong_token() {
 export -f wait_for kill_rank kill_rank_mpirun version_mismatch wrong_token
 for p in tcp shm; do
   has_provider $p || continue
-  t fault/kill-rank-$p            60 kill_rank $p
-  t fault/kill-rank-mpirun-$p     60 kill_rank_mpirun $p
+  t fault/kill-rank-$p            120 kill_rank $p
+  t fault/kill-rank-mpirun-$p     120 kill_rank_mpirun $p
   t fault/corrupted-key-$p        60 "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --bad-key
   # an endpoint error on an event queue (where efa would abort() without one) fails the wait, named
   t fault/eq-error-$p             60 expect_fail 0 "reported an endpoint error on its event queue" "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --eq-error
@@ -305,14 +377,108 @@ t fault/eagain-storm-shm  300 env FI_SHM_TX_SIZE=4 FI_SHM_RX_SIZE=4 "${MPIRUN[@]
 t fault/version-mismatch  60 version_mismatch
 t fault/wrong-token       60 wrong_token
 
+# --- a capability fingerprint at connect (efax__fp_compare): one rank reports what makes efa emulate
+# every write between it and the others (EFAX_CAPS_OVERRIDE rehearses it on tcp); every rank refuses
+# at once, naming both ranks and the difference, exit 1; the same ranks alike run
+# caps_mismatch RANK0_OVERRIDE RANK1_OVERRIDE PATTERN
+caps_mismatch() {
+  local port=$((20000 + RANDOM % 20000)) rc0 rc1 what=$2
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=c EFAX_CAPS_OVERRIDE=$2 \
+    "$B/bootstrap" --provider tcp >"$LOGS/caps1.log" 2>&1 &
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=c EFAX_CAPS_OVERRIDE=$1 \
+    "$B/bootstrap" --provider tcp >"$LOGS/caps0.log" 2>&1; rc0=$?
+  wait $!; rc1=$?
+  cat "$LOGS/caps0.log" "$LOGS/caps1.log"
+  echo "rank 0 exited $rc0, rank 1 $rc1"
+  [ $rc0 = 1 ] && [ $rc1 = 1 ] && grep -q "$3" "$LOGS/caps0.log" && grep -q "$3" "$LOGS/caps1.log" || return 1
+  # both alike: no refusal
+  EFAX_CAPS_OVERRIDE=$what $MPIRUN_STR -np 2 -x EFAX_CAPS_OVERRIDE "$B/bootstrap" --provider tcp >"$LOGS/caps-alike.log" 2>&1 ||
+    { cat "$LOGS/caps-alike.log"; echo "ranks alike were refused"; return 1; }
+}
+export -f caps_mismatch
+t fault/caps-mismatch-emulated-write 60 caps_mismatch "" emulated_write=1 "rank 1 (.*) emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) and rank 0 (.*) cannot say"
+t fault/caps-mismatch-unsolicited    60 caps_mismatch unsolicited_write_recv=1 unsolicited_write_recv=0 "rank 0 (.*) set efa's unsolicited write recv on and rank 1 (.*) off"
+# the largest write is the smallest any rank has (its fingerprint): one rank whose limit is 64 KiB
+# (as efa's device max_rdma_size or a fault layer's FI_OPT_MAX_RMA_SIZE would say) makes the other
+# cut every 1 MiB write into 16 posts, every byte checked
+max_write_cap() {
+  local port=$((20000 + RANDOM % 20000)) rc1
+  EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=m EFAX_CAPS_OVERRIDE=max_write=65536 \
+    "$B/write" --provider tcp --nics lo -c -b 1M -e 1M -n 4 -w 0 -q >"$LOGS/mw1.log" 2>&1 &
+  EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=m "$B/write" --provider tcp --nics lo -c -b 1M -e 1M -n 4 -w 0 \
+    --json "$LOGS/mw0.jsonl" || return 1
+  wait $!; rc1=$?
+  cat "$LOGS/mw1.log"
+  [ $rc1 = 0 ] && json_ok "$LOGS/mw0.jsonl" 1 && jq -e '.run.max_write == 65536 and .nics[0].ops == 64' "$LOGS/mw0.jsonl" ||
+    { echo "the writer did not cut its writes at the peer's 64 KiB:"; jq -c '{max_write: .run.max_write, ops: .nics[0].ops}' "$LOGS/mw0.jsonl"; return 1; }
+}
+export -f max_write_cap
+t tcp/max-write-smallest-rank        60 max_write_cap
+# ranks on libfabric 1.17 and 2.x (tcp): refused at connect, named, on both ranks (they used to time
+# out after EFAX_TIMEOUT_MS: tcp's wire protocol differs between the two); needs a build of each
+lf_mismatch() {
+  local port=$((20000 + RANDOM % 20000)) other="" x rc0 rc1 mine
+  mine=$("$B/info" 2>/dev/null | sed -n 's/^# libfabric \([0-9]*\)\..*/\1/p')
+  # the other build runs without LD_LIBRARY_PATH (make test LIBFABRIC=... sets it for this one): its
+  # own run path, or the system's libfabric
+  for x in build/bootstrap build/lf-*/bootstrap; do
+    [ -x "$x" ] && [ "$(env -u LD_LIBRARY_PATH "$(dirname "$x")/info" 2>/dev/null | sed -n 's/^# libfabric \([0-9]*\)\..*/\1/p')" != "$mine" ] && other=$x
+  done
+  [ -n "$other" ] || { echo "skipped: no build against another libfabric major version (make host LIBFABRIC=...)"; return 77; }
+  echo "this build: libfabric $mine.x ($B); the other: $other"
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=l env -u LD_LIBRARY_PATH "$other" --provider tcp >"$LOGS/lf1.log" 2>&1 &
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=l "$B/bootstrap" --provider tcp >"$LOGS/lf0.log" 2>&1; rc0=$?
+  wait $!; rc1=$?
+  cat "$LOGS/lf0.log" "$LOGS/lf1.log"
+  [ $rc0 = 1 ] && [ $rc1 = 1 ] && grep -q "rank 0 (.*) runs libfabric .* and rank 1 (.*)" "$LOGS/lf0.log" &&
+    grep -q "use one libfabric on every rank" "$LOGS/lf1.log"
+}
+export -f lf_mismatch
+t fault/libfabric-major-mismatch     60 lf_mismatch
+t fault/caps-override-bad            60 expect_fail 2 "EFAX_CAPS_OVERRIDE='emulated=1'" env EFAX_CAPS_OVERRIDE=emulated=1 "${MPIRUN[@]}" -np 2 -x EFAX_CAPS_OVERRIDE "$B/write" --provider tcp -n 1
+
+# --- host memory on many NICs: ranks share the NICs' PCIe switch groups (efax_topo_host_nics). In a
+# network namespace, six veths stand for NICs: the synthetic p5 tree (tests/topo/p5/NOTE.md) with
+# class/net links puts two behind each of three switches; 4 ranks take groups 0,1,2,0, 2 ranks
+# groups {0,2} and {1}; which NICs each took is in the JSON (run.rank_nics)
+host_nics_switch() {
+  [ "$(id -u)" = 0 ] || { echo "skipped: network namespaces need root"; return 77; }
+  local ns=efax-topo-$$ tree=$PWD/$LOGS/topo-p5 i np
+  local pcis=(0000:44:00.0 0000:45:00.0 0000:54:00.0 0000:55:00.0 0000:64:00.0 0000:65:00.0)
+  rm -rf "$tree" && cp -a tests/topo/p5 "$tree" && mkdir -p "$tree/sys/class/net" || return 1
+  ip netns add $ns || { echo "skipped: cannot make a network namespace"; return 77; }
+  trap "ip netns del $ns 2>/dev/null" EXIT
+  ip netns exec $ns ip link set lo up
+  for i in 0 1 2 3 4 5; do
+    ip netns exec $ns ip link add n$i type veth peer name p$i &&
+      ip netns exec $ns ip addr add 10.98.$i.1/24 dev n$i &&
+      ip netns exec $ns ip link set n$i up && ip netns exec $ns ip link set p$i up || return 1
+    mkdir -p "$tree/sys/class/net/n$i" && ln -s "$tree/sys/bus/pci/devices/${pcis[$i]}" "$tree/sys/class/net/n$i/device"
+  done
+  for np in 4 2; do
+    ip netns exec $ns env EFAX_SYSFS_ROOT="$tree" $MPIRUN_STR -np $np -x EFAX_SYSFS_ROOT "$B/write" --provider tcp -c -b 4K -e 64K \
+      -f 16 -n 3 --json "$LOGS/hn$np.jsonl" || return 1
+    json_ok "$LOGS/hn$np.jsonl" 2 || return 1
+    jq -r '.run.rank_nics[]' "$LOGS/hn$np.jsonl" | head -n $np
+  done
+  # each rank's NICs, sorted: 4 ranks take switch groups 0,1,2,0; 2 ranks {0,2} and {1}
+  [ "$(jq -c '[.run.rank_nics[] | split(" ")[0] | split(",") | sort | join(",")]' "$LOGS/hn4.jsonl" | head -1)" = '["n0,n1","n2,n3","n4,n5","n0,n1"]' ] &&
+    [ "$(jq -c '[.run.rank_nics[] | split(" ")[0] | split(",") | sort | join(",")]' "$LOGS/hn2.jsonl" | head -1)" = '["n0,n1,n4,n5","n2,n3"]' ] ||
+    { echo "the ranks did not take their PCIe switch groups"; return 1; }
+}
+export -f host_nics_switch
+t topo/host-nics-by-switch 120 host_nics_switch
+
 # --- efa-faults/: the fault layer (EFAX_FAULTS, efax.h >>faults) makes tcp and shm behave as efa may:
 # completions out of order and late, writes overtaken by later notifications (reorder), posts
 # refused in bursts (eagain), injected operations lost after they were counted done (injectfail),
-# emulated writes on odd ranks (emulated), a 64 KiB max RMA size (smallrma). Every driver's checked
-# run under each family: where efa would still deliver, exit 0 with no wrong byte; where an
-# operation is lost (injectfail, all), exit 1 with the loss named by the rank that lost it; nothing
-# hangs (EFAX_TIMEOUT_MS 10 s). Each rank's last line says what the layer did; a batch left
-# ending on FI_MORE (unrung) is a failure everywhere.
+# emulated writes on every rank (emulated) or on odd ranks only (emulated=odd), a 64 KiB max RMA
+# size (smallrma). Every driver's checked run under each family: where efa would still deliver,
+# exit 0 with no wrong byte; where an operation is lost (injectfail, all), exit 1 with the loss
+# named by the rank that lost it; a peer whose writes are emulated while this rank's are not
+# (emulated=odd) is refused at connect, naming both (exit 1); nothing hangs (EFAX_TIMEOUT_MS 10 s).
+# Each rank's last line says what the layer did; a batch left ending on FI_MORE (unrung) is a
+# failure everywhere.
 faults_run() {
   local fam=$1 p=$2 d=$3 nics np args out=$LOGS/efa-faults-$1-$2-$3 rc
   nics=$(two_nics "$p")
@@ -342,6 +508,11 @@ faults_check() {
   fi
   lost=$(grep -o "injectfail failed=[0-9]* errored=[0-9]*" "$out.log" | grep -vc "failed=0 errored=0")
   case $fam in
+    emulated=odd)
+      [ "$rc" = 1 ] || { echo "exit $rc: a peer with emulated writes was not refused (exit 1)"; return 1; }
+      grep -q "emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) and rank" "$out.log" ||
+        { echo "the refusal does not name the ranks"; return 1; }
+      return 0 ;;
     injectfail|all)
       if [ "$rc" = 0 ]; then
         [ "$sums" = "$np" ] && [ "$lost" = 0 ] || { echo "exit 0, but the layer dropped an operation ($lost rank(s)) or a rank said nothing ($sums of $np)"; return 1; }
@@ -360,7 +531,8 @@ faults_check() {
       case $fam in # the family acted
         reorder) grep -q "reorder held=[1-9]" "$out.log" || { echo "reorder held nothing back"; return 1; } ;;
         eagain) grep -q "eagain refused=[1-9]" "$out.log" || { echo "eagain refused nothing"; return 1; } ;;
-        emulated) grep -q "emulated nics=[1-9]" "$out.log" && grep -q "emulates RDMA writes" "$out.log" || { echo "no NIC said emulated"; return 1; } ;;
+        emulated) [ "$(grep -c "emulated nics=[1-9]" "$out.log")" = "$np" ] && grep -q "emulates RDMA writes" "$out.log" ||
+          { echo "not every rank's NICs said their writes are emulated"; return 1; } ;;
         smallrma) [ "$(grep -c "smallrma nics=[1-9]" "$out.log")" = "$np" ] || { echo "not every rank's max RMA size was cut"; return 1; } ;;
       esac ;;
   esac
@@ -398,7 +570,7 @@ export -f faults_run faults_check fi_more_batches ctrl_slots incast_cq two_nics
 for p in tcp shm; do
   has_provider $p || continue
   for d in pingpong sendrecv write all2all bootstrap; do
-    for fam in reorder eagain injectfail emulated smallrma all; do
+    for fam in reorder eagain injectfail emulated emulated=odd smallrma all; do
       t efa-faults/$p-$d-$fam 120 faults_run $fam $p $d
     done
   done
@@ -502,7 +674,7 @@ bad_rows() {
     "$B/bootstrap|--timeout x|--timeout" "$B/bootstrap|-b 1|unknown option" "$B/info|--memcpy 1|--memcpy" \
     "$B/info|--bogus|unknown option" "$B/xfer_test|--window 0|--window" \
     "env EFAX_LINE_GBPS=fast $B/write|-n 1|EFAX_LINE_GBPS" "env EFAX_LINE_GBPS=-1 $B/write|-n 1|EFAX_LINE_GBPS" \
-    "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
+    "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "$B/write|--cuda-api --no-cuda-api|contradict" "env EFAX_GDR_FLUSH=2 $B/write|-n 1|EFAX_GDR_FLUSH" "env EFAX_EFA_UNSOLICITED_WRITE_RECV=yes $B/write|-n 1|EFAX_EFA_UNSOLICITED_WRITE_RECV" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
     "env EFAX_FAULTS=bogus $B/write|-n 1|EFAX_FAULTS='bogus'" "env EFAX_FAULTS=reorder:x $B/pingpong|-n 1|EFAX_FAULTS" \
     "env EFAX_FAULTS=smallrma=0 $B/all2all|-n 1|EFAX_FAULTS" "env EFAX_CQ_SIZE=5 $B/sendrecv|-n 1|EFAX_CQ_SIZE" \
     "env EFAX_RANK=x EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_RANK" \
