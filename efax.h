@@ -1834,8 +1834,10 @@ EFAX_PRIVATE void efax__cq_plan(int entries, int ctrl, int *window, int *cq_size
 
 #if defined(__GNUC__)
 #define EFAX__UNLIKELY(c) __builtin_expect(!!(c), 0)
+#define EFAX__COLD __attribute__((noinline, cold)) /* the layer's side of a wrapper stays out of the caller */
 #else
 #define EFAX__UNLIKELY(c) (c)
+#define EFAX__COLD
 #endif
 
 /* libfabric's headers are at least version a.b (>>context has the same test for its options) */
@@ -2251,7 +2253,7 @@ EFAX_PRIVATE void efax__f_ring(struct efax__fnic *f) {
 
 /* A post, with the layer on: refused (eagain), dropped with a later error (injectfail), held for
    the doorbell (FI_MORE), handed on late (reorder) or to the provider now. */
-EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
     struct efax__fnic *f = n->fault;
     efax__faults *fs = &f->ctx->faults;
     bool tx = p->kind != EFAX__FP_RECV && p->kind != EFAX__FP_TRECV;
@@ -2318,7 +2320,7 @@ EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
 /* fi_cq_read with the layer on: hands on late posts, reads from the provider into the layer's ring,
    then hands completions on: in any order (reorder), some held back for many polls, error entries
    as -FI_EAVAIL. */
-EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_entry *out, size_t count) {
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_entry *out, size_t count) {
     struct efax__fnic *f = n->fault;
     efax__faults *fs = &f->ctx->faults;
     bool reorder = efax__f_on(f, EFAX_FAULT_REORDER);
@@ -2400,7 +2402,7 @@ EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_entry *out,
     return given ? (ssize_t)given : -FI_EAGAIN;
 }
 
-EFAX_PRIVATE ssize_t efax__f_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e) {
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e) {
     struct efax__fnic *f = n->fault;
     if (!f->has_cur) return -FI_EAGAIN;
     *e = f->cur.e;
@@ -2413,7 +2415,7 @@ EFAX_PRIVATE ssize_t efax__f_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e)
 /* efax__post_nic returned: a batch it left ending on FI_MORE would sit unsent on efa until some
    later post (prov/efa/src/efa_data_path_ops.h rings only without FI_MORE). A sticky error, so a
    test of efax's posting sees it. */
-EFAX_PRIVATE void efax__f_bell_check(efax__nic *n) {
+EFAX__COLD EFAX_PRIVATE void efax__f_bell_check(efax__nic *n) {
     struct efax__fnic *f = n->fault;
     if (!f->nbell) return;
     f->ctx->faults.stats.unrung++;
@@ -2448,34 +2450,47 @@ static inline ssize_t efax__fi_sendmsg(efax__nic *n, const struct fi_msg *m, uin
     }
     return fi_sendmsg(n->ep, m, flags);
 }
-/* The injects: kind EFAX__FP_INJECT*, remote address and key for writes, data and tag where used. */
-static inline ssize_t efax__fi_inject_any(efax__nic *n, int kind, const void *buf, size_t len, uint64_t data, fi_addr_t a,
-                                          uint64_t raddr, uint64_t key, uint64_t tag) {
+/* The injects and receives with the layer on: the call's arguments as a post (kind EFAX__FP_*). */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_args(efax__nic *n, int kind, const void *buf, size_t len, uint64_t data, fi_addr_t a,
+                                       uint64_t raddr, uint64_t key, uint64_t tag, void *desc, void *ctx) {
     efax__fpost p;
-    if (EFAX__UNLIKELY(n->fault)) {
-        memset(&p, 0, sizeof p);
-        p.kind = kind, p.buf = buf, p.len = len, p.data = data, p.addr = a, p.riov.addr = raddr, p.riov.key = key;
-        p.riov.len = len, p.tag = tag;
-        return efax__f_post(n, &p);
-    }
-    switch (kind) {
-    case EFAX__FP_INJECT: return fi_inject(n->ep, buf, len, a);
-    case EFAX__FP_INJECTDATA: return fi_injectdata(n->ep, buf, len, data, a);
-    case EFAX__FP_INJECT_WRITE: return fi_inject_write(n->ep, buf, len, a, raddr, key);
-    case EFAX__FP_INJECT_WRITEDATA: return fi_inject_writedata(n->ep, buf, len, data, a, raddr, key);
-    default: return fi_tinjectdata(n->ep, buf, len, data, a, tag);
-    }
+    memset(&p, 0, sizeof p);
+    p.kind = kind, p.buf = buf, p.len = len, p.data = data, p.addr = a, p.riov.addr = raddr, p.riov.key = key;
+    p.riov.len = len, p.tag = tag, p.desc = desc, p.context = ctx;
+    p.iov.iov_base = (void *)(uintptr_t)buf, p.iov.iov_len = len;
+    return efax__f_post(n, &p);
 }
-static inline ssize_t efax__fi_recv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a, uint64_t tag, void *ctx,
-                                    bool tagged) {
-    efax__fpost p;
-    if (EFAX__UNLIKELY(n->fault)) {
-        memset(&p, 0, sizeof p);
-        p.kind = tagged ? EFAX__FP_TRECV : EFAX__FP_RECV, p.iov.iov_base = buf, p.iov.iov_len = len, p.desc = desc;
-        p.addr = a, p.tag = tag, p.context = ctx;
-        return efax__f_post(n, &p);
-    }
-    return tagged ? fi_trecv(n->ep, buf, len, desc, a, tag, 0, ctx) : fi_recv(n->ep, buf, len, desc, a, ctx);
+static inline ssize_t efax__fi_inject(efax__nic *n, const void *buf, size_t len, fi_addr_t a) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_INJECT, buf, len, 0, a, 0, 0, 0, NULL, NULL);
+    return fi_inject(n->ep, buf, len, a);
+}
+static inline ssize_t efax__fi_injectdata(efax__nic *n, const void *buf, size_t len, uint64_t data, fi_addr_t a) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_INJECTDATA, buf, len, data, a, 0, 0, 0, NULL, NULL);
+    return fi_injectdata(n->ep, buf, len, data, a);
+}
+static inline ssize_t efax__fi_inject_write(efax__nic *n, const void *buf, size_t len, fi_addr_t a, uint64_t raddr,
+                                            uint64_t key) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_INJECT_WRITE, buf, len, 0, a, raddr, key, 0, NULL, NULL);
+    return fi_inject_write(n->ep, buf, len, a, raddr, key);
+}
+static inline ssize_t efax__fi_inject_writedata(efax__nic *n, const void *buf, size_t len, uint64_t data, fi_addr_t a,
+                                                uint64_t raddr, uint64_t key) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECT_WRITEDATA, buf, len, data, a, raddr, key, 0, NULL, NULL);
+    return fi_inject_writedata(n->ep, buf, len, data, a, raddr, key);
+}
+static inline ssize_t efax__fi_tinjectdata(efax__nic *n, const void *buf, size_t len, uint64_t data, fi_addr_t a,
+                                           uint64_t tag) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_TINJECTDATA, buf, len, data, a, 0, 0, tag, NULL, NULL);
+    return fi_tinjectdata(n->ep, buf, len, data, a, tag);
+}
+static inline ssize_t efax__fi_recv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a, void *ctx) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_RECV, buf, len, 0, a, 0, 0, 0, desc, ctx);
+    return fi_recv(n->ep, buf, len, desc, a, ctx);
+}
+static inline ssize_t efax__fi_trecv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a, uint64_t tag, void *ctx) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_TRECV, buf, len, 0, a, 0, 0, tag, desc, ctx);
+    return fi_trecv(n->ep, buf, len, desc, a, tag, 0, ctx);
 }
 static inline ssize_t efax__fi_cq_read(efax__nic *n, struct fi_cq_data_entry *buf, size_t count) {
     if (EFAX__UNLIKELY(n->fault)) return efax__f_cq_read(n, buf, count);
@@ -2726,8 +2741,8 @@ EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
     op->kind = EFAX__OPK_CTRL;
     op->nic = (int)(n - ctx->nic);
     op->slot = slot;
-    rc = efax__fi_recv(n, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc, FI_ADDR_UNSPEC,
-                       EFAX__CTRL_TAG, &op->fctx, true);
+    rc = efax__fi_trecv(n, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc, FI_ADDR_UNSPEC,
+                        EFAX__CTRL_TAG, &op->fctx);
     if (rc == 0) n->ctrl_posted++;
     else op->kind = 0;
     return (int)rc;
@@ -4684,10 +4699,10 @@ EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint6
     if (x->op == EFAX_OP_WRITE) {
         const efax_rmr *rm = &x->rmr->remote[x->peer];
         uint64_t addr = rm->base + x->roff + s->off + s->posted, key = rm->key[rt->rnic];
-        return (int)efax__fi_inject_any(n, x->has_imm ? EFAX__FP_INJECT_WRITEDATA : EFAX__FP_INJECT_WRITE, buf, len, imm,
-                                        rt->fa, addr, key, 0);
+        return (int)(x->has_imm ? efax__fi_inject_writedata(n, buf, len, imm, rt->fa, addr, key)
+                                : efax__fi_inject_write(n, buf, len, rt->fa, addr, key));
     }
-    return (int)efax__fi_inject_any(n, x->has_imm ? EFAX__FP_INJECTDATA : EFAX__FP_INJECT, buf, len, imm, rt->fa, 0, 0, 0);
+    return (int)(x->has_imm ? efax__fi_injectdata(n, buf, len, imm, rt->fa) : efax__fi_inject(n, buf, len, rt->fa));
 }
 
 EFAX_PRIVATE void efax__op_free(efax__nic *n, efax_op *op) {
@@ -4799,8 +4814,8 @@ EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
         if (!x->status) {
             const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic];
             rc = op->split == EFAX__SPLIT_HALF ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
-                                               : (int)efax__fi_inject_any(n, EFAX__FP_INJECT_WRITEDATA, op->iov.iov_base, 0,
-                                                                          x->imm, rt->fa, op->riov.addr, op->riov.key, 0);
+                                               : (int)efax__fi_inject_writedata(n, op->iov.iov_base, 0, x->imm, rt->fa,
+                                                                                op->riov.addr, op->riov.key);
             if (rc == -FI_EAGAIN) {
                 n->stats.eagain++;
                 return;
@@ -5014,7 +5029,7 @@ EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
         op->iov.iov_base = (uint8_t *)x->lmr->ptr + x->loff;
         op->iov.iov_len = x->len;
         op->desc = x->lmr->desc[s->nic];
-        rc = (int)efax__fi_recv(n, op->iov.iov_base, x->len, op->desc, FI_ADDR_UNSPEC, 0, &op->fctx, false);
+        rc = (int)efax__fi_recv(n, op->iov.iov_base, x->len, op->desc, FI_ADDR_UNSPEC, &op->fctx);
         if (rc == -FI_EAGAIN) break;
         efax__seg_pop(&n->rxp_head, &n->rxp_tail);
         x->unposted--;
@@ -5606,8 +5621,8 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     memcpy(msg, &imm, 4);
     memset(msg + 4, 0, 4);
     for (;;) {
-        rc = (int)efax__fi_inject_any(n, EFAX__FP_TINJECTDATA, msg, sizeof msg, imm,
-                                      ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa, 0, 0, EFAX__CTRL_TAG);
+        rc = (int)efax__fi_tinjectdata(n, msg, sizeof msg, imm, ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa,
+                                       EFAX__CTRL_TAG);
         if (rc == 0) return 0;
         if (rc != -FI_EAGAIN) {
             efax_log(ctx, 0, "notify to rank %d (%s) on NIC %s failed: %s (%d)", peer, efax__host(ctx, peer),
