@@ -678,7 +678,7 @@ struct efax_boot {
        ends the collective with that code. efax_ctx_connect sets it to the context's progress. */
     int (*idle)(void *user);
     void *idle_user;
-    int idle_rc;             /* what idle returned when it ended a collective (for its message) */
+    int idle_rc; /* what idle returned when it ended a collective (for its message) */
 };
 
 /* Finds the launcher and joins the job: PMIx (mpirun, srun --mpi=pmix, prterun), or the TCP
@@ -896,13 +896,13 @@ enum {
 
 /* An EFAX_FAULTS value, parsed. */
 typedef struct efax_fault_spec {
-    unsigned families;        /* EFAX_FAULT_* bits; 0: off */
-    uint64_t seed;            /* when has_seed */
+    unsigned families; /* EFAX_FAULT_* bits; 0: off */
+    uint64_t seed;     /* when has_seed */
     bool has_seed;
-    uint64_t rma;             /* smallrma's max RMA size: 64 KiB, or smallrma=SIZE */
-    uint64_t inject_first;    /* injectfail=N: the N-th inject the provider takes is the first dropped
+    uint64_t rma;          /* smallrma's max RMA size: 64 KiB, or smallrma=SIZE */
+    uint64_t inject_first; /* injectfail=N: the N-th inject the provider takes is the first dropped
                                  (0: one of the 16th to 271st, drawn from the seed) */
-    bool emulated_odd;        /* emulated=odd: only odd ranks' writes are emulated */
+    bool emulated_odd;     /* emulated=odd: only odd ranks' writes are emulated */
 } efax_fault_spec;
 
 /* Parses an EFAX_FAULTS value (NULL or "": off). Returns 0, or -EFAX_E_USAGE with a one-line
@@ -911,17 +911,17 @@ EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why
 
 /* What the fault layer did so far in this process (zeroes when it is off). */
 typedef struct efax_fault_stats {
-    uint64_t held;            /* reorder: completions handed on later or out of order */
-    uint64_t deferred;        /* reorder: writes handed to the provider late */
-    uint64_t refused;         /* eagain: posts refused with -FI_EAGAIN */
-    uint64_t bursts;          /* eagain: bursts of refusals */
-    uint64_t failed;          /* injectfail: injected operations dropped, each with an error entry */
-    uint64_t errored;         /* injectfail: completions turned into error entries */
-    uint64_t emulated;        /* emulated: NICs that said their writes are emulated */
-    uint64_t capped;          /* smallrma: NICs whose max RMA size was cut */
-    uint64_t batched;         /* posts with FI_MORE that waited for the doorbell */
-    uint64_t interrupted;     /* posts refused while a batch with FI_MORE waited for its doorbell */
-    uint64_t unrung;          /* batches efax left ending on FI_MORE (a bug: must stay 0) */
+    uint64_t held;        /* reorder: completions handed on later or out of order */
+    uint64_t deferred;    /* reorder: writes handed to the provider late */
+    uint64_t refused;     /* eagain: posts refused with -FI_EAGAIN */
+    uint64_t bursts;      /* eagain: bursts of refusals */
+    uint64_t failed;      /* injectfail: injected operations dropped, each with an error entry */
+    uint64_t errored;     /* injectfail: completions turned into error entries */
+    uint64_t emulated;    /* emulated: NICs that said their writes are emulated */
+    uint64_t capped;      /* smallrma: NICs whose max RMA size was cut */
+    uint64_t batched;     /* posts with FI_MORE that waited for the doorbell */
+    uint64_t interrupted; /* posts refused while a batch with FI_MORE waited for its doorbell */
+    uint64_t unrung;      /* batches efax left ending on FI_MORE (a bug: must stay 0) */
 } efax_fault_stats;
 
 /* The fault families in force as a replayable EFAX_FAULTS value with its seed
@@ -929,7 +929,6 @@ typedef struct efax_fault_stats {
 EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx);
 /* The fault layer's counts for this process. */
 EFAX_API efax_fault_stats efax_ctx_fault_stats(const efax_ctx *ctx);
-
 
 // >>schedule --------------------------------------------------------------------------------
 
@@ -1170,22 +1169,22 @@ typedef struct efax__nic {
     uint64_t split_min;                  /* shm on libfabric 2.x: writes this large are split (0: never) */
     efax_op *retry;                      /* split-write posts the provider refused for now */
     efax_nic_stats stats;
-    int cq_size;                         /* entries the CQ was opened with (efax__cq_plan) */
-    int cq_incoming;                     /* of them, room for peers' writes with immediate data */
-    uint64_t expecting;                  /* chunks that expectations (efax_expect_write) await here now */
-    struct efax__fnic *fault;            /* the fault layer's state; NULL when it is off */
+    int cq_size;              /* entries the CQ was opened with (efax__cq_plan) */
+    int cq_incoming;          /* of them, room for peers' writes with immediate data */
+    uint64_t expecting;       /* chunks that expectations (efax_expect_write) await here now */
+    struct efax__fnic *fault; /* the fault layer's state; NULL when it is off */
 } efax__nic;
 
 /* The fault layer (>>faults): what EFAX_FAULTS asked for and what it did. */
 typedef struct efax__faults {
-    unsigned fams;             /* EFAX_FAULT_* (0: off) */
-    bool armed;                /* from efax_ctx_connect on: every rank draws from rank 0's seed */
+    unsigned fams; /* EFAX_FAULT_* (0: off) */
+    bool armed;    /* from efax_ctx_connect on: every rank draws from rank 0's seed */
     uint64_t seed;
-    uint64_t rma;              /* smallrma's max RMA size */
-    uint64_t inject_first;     /* injectfail=N (0: drawn) */
-    bool emulated_odd;         /* emulated=odd */
-    int rank_hint;             /* the launcher's rank (environment) for `emulated`, before connect */
-    char spec[112];            /* the replayable value: families and seed */
+    uint64_t rma;          /* smallrma's max RMA size */
+    uint64_t inject_first; /* injectfail=N (0: drawn) */
+    bool emulated_odd;     /* emulated=odd */
+    int rank_hint;         /* the launcher's rank (environment) for `emulated`, before connect */
+    char spec[112];        /* the replayable value: families and seed */
     efax_fault_stats stats;
 } efax__faults;
 
@@ -1843,15 +1842,17 @@ EFAX_PRIVATE void efax__cq_plan(int entries, int ctrl, int *window, int *cq_size
 /* libfabric's headers are at least version a.b (>>context has the same test for its options) */
 #define EFAX__F_FI_AT_LEAST(a, b) (FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(a, b))
 
-#define EFAX__F_HOLD 16     /* completions held back at once, at most (reorder) */
-#define EFAX__F_POSTS 64    /* posts the layer holds per NIC: late writes, doorbell batches */
-#define EFAX__F_ERRS 32     /* error entries waiting to be handed on per NIC */
+#define EFAX__F_HOLD 16  /* completions held back at once, at most (reorder) */
+#define EFAX__F_POSTS 64 /* posts the layer holds per NIC: late writes, doorbell batches */
+#define EFAX__F_ERRS 32  /* error entries waiting to be handed on per NIC */
 
 static const char *const efax__fault_names[] = {"reorder", "eagain", "injectfail", "emulated", "smallrma"};
 
 EFAX_PRIVATE int efax__f_bad(const char *spec, const char *what, char *why, size_t wl) {
-    snprintf(why, wl, "EFAX_FAULTS='%s' is not valid: %s; expected family,family,...[:seed] with families "
-             "reorder, eagain, injectfail[=N], emulated[=odd], smallrma[=SIZE] or all", spec, what);
+    snprintf(why, wl,
+             "EFAX_FAULTS='%s' is not valid: %s; expected family,family,...[:seed] with families "
+             "reorder, eagain, injectfail[=N], emulated[=odd], smallrma[=SIZE] or all",
+             spec, what);
     return -EFAX_E_USAGE;
 }
 
@@ -1885,7 +1886,8 @@ EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why
             uint64_t mul = *end == 'K' || *end == 'k' ? 1024u : *end == 'M' || *end == 'm' ? 1u << 20 : 1;
             if (mul > 1) end++;
             if (end == tok + 9 || *end || !(v * (double)mul >= 1) || v * (double)mul > (double)(1ull << 30)) {
-                snprintf(what, sizeof what, "smallrma size '%.40s' is not a size of 1 byte to 1G (K and M suffixes)", tok + 9);
+                snprintf(what, sizeof what,
+                         "smallrma size '%.40s' is not a size of 1 byte to 1G (K and M suffixes)", tok + 9);
                 return efax__f_bad(spec, what, why, wl);
             }
             out->rma = (uint64_t)(v * (double)mul);
@@ -1903,7 +1905,8 @@ EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why
             errno = 0;
             v = strtoull(tok + 11, &end, 10);
             if (errno || end == tok + 11 || *end || tok[11] == '-' || v < 1 || v > 1000000000ull) {
-                snprintf(what, sizeof what, "injectfail count '%.40s' is not a number of injects in [1, 1000000000]", tok + 11);
+                snprintf(what, sizeof what,
+                         "injectfail count '%.40s' is not a number of injects in [1, 1000000000]", tok + 11);
                 return efax__f_bad(spec, what, why, wl);
             }
             out->inject_first = v;
@@ -1923,49 +1926,58 @@ EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why
 }
 
 /* A post as the layer keeps it: every argument of the call, to hand to the provider later. */
-enum { EFAX__FP_WRITEMSG = 1, EFAX__FP_SENDMSG, EFAX__FP_INJECT, EFAX__FP_INJECTDATA, EFAX__FP_INJECT_WRITE,
-       EFAX__FP_INJECT_WRITEDATA, EFAX__FP_TINJECTDATA, EFAX__FP_RECV, EFAX__FP_TRECV };
+enum {
+    EFAX__FP_WRITEMSG = 1,
+    EFAX__FP_SENDMSG,
+    EFAX__FP_INJECT,
+    EFAX__FP_INJECTDATA,
+    EFAX__FP_INJECT_WRITE,
+    EFAX__FP_INJECT_WRITEDATA,
+    EFAX__FP_TINJECTDATA,
+    EFAX__FP_RECV,
+    EFAX__FP_TRECV
+};
 
 typedef struct efax__fpost {
-    int kind;                  /* EFAX__FP_* */
-    uint64_t release;          /* the NIC's poll count from which it may go to the provider */
-    uint64_t flags;            /* writemsg, sendmsg */
+    int kind;         /* EFAX__FP_* */
+    uint64_t release; /* the NIC's poll count from which it may go to the provider */
+    uint64_t flags;   /* writemsg, sendmsg */
     struct iovec iov;
     void *desc;
-    struct fi_rma_iov riov;    /* writes: remote address and key */
+    struct fi_rma_iov riov; /* writes: remote address and key */
     fi_addr_t addr;
     uint64_t data, tag;
     void *context;
-    const void *buf;           /* injects: the caller's bytes */
+    const void *buf; /* injects: the caller's bytes */
     size_t len;
 } efax__fpost;
 
 typedef struct efax__fent {
     struct fi_cq_data_entry e;
     uint64_t release;
-    bool held;                 /* held back when it was read */
+    bool held; /* held back when it was read */
 } efax__fent;
 
 typedef struct efax__ferr {
     struct fi_cq_err_entry e;
     uint64_t release;
-    bool synthetic;            /* made by the layer: its text is in data */
-    char data[256];            /* the provider's err_data copied (it reuses its buffer), or the layer's text */
+    bool synthetic; /* made by the layer: its text is in data */
+    char data[256]; /* the provider's err_data copied (it reuses its buffer), or the layer's text */
 } efax__ferr;
 
 struct efax__fnic {
     efax_ctx *ctx;
     efax__nic *n;
     uint64_t rng;
-    uint64_t polls;            /* fi_cq_read calls through the layer: its clock */
+    uint64_t polls;             /* fi_cq_read calls through the layer: its clock */
     uint64_t refuse, refuse_rx; /* eagain: transmits / receives are refused until `polls` reaches it */
-    uint64_t inject_left;      /* injectfail: injects until the next one fails */
-    efax__fent *ent;           /* a ring of completions read from the provider, not handed on */
+    uint64_t inject_left;       /* injectfail: injects until the next one fails */
+    efax__fent *ent;            /* a ring of completions read from the provider, not handed on */
     size_t cap, head, nent;
-    int held;                  /* of them, held back (release in the future) */
+    int held; /* of them, held back (release in the future) */
     efax__ferr err[EFAX__F_ERRS];
     int nerr;
-    efax__ferr cur;            /* the error entry -FI_EAVAIL announced, for fi_cq_readerr */
+    efax__ferr cur; /* the error entry -FI_EAVAIL announced, for fi_cq_readerr */
     bool has_cur;
     efax__fpost late[EFAX__F_POSTS]; /* posts to hand to the provider at their release, in order */
     int nlate;
@@ -1997,7 +2009,8 @@ EFAX_PRIVATE bool efax__f_on(const struct efax__fnic *f, unsigned fam) {
 /* The rank the launcher gave this process, from its environment: emulated=odd picks odd ranks
    before efax_ctx_connect knows them. 1 when no launcher variable says (emulated). */
 EFAX_PRIVATE int efax__f_rank_hint(void) {
-    static const char *const vars[] = {"EFAX_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"};
+    static const char *const vars[] = {"EFAX_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",
+                                       "PMI_RANK"};
     size_t i;
     for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
@@ -2014,7 +2027,8 @@ EFAX_PRIVATE int efax__f_rank_hint(void) {
 EFAX_PRIVATE void efax__faults_spec(efax_ctx *ctx) {
     efax__faults *fs = &ctx->faults;
     size_t u = 0, k;
-    if ((fs->fams & EFAX_FAULT_ALL) == EFAX_FAULT_ALL && fs->rma == (64u << 10) && !fs->inject_first && !fs->emulated_odd) {
+    if ((fs->fams & EFAX_FAULT_ALL) == EFAX_FAULT_ALL && fs->rma == (64u << 10) && !fs->inject_first &&
+        !fs->emulated_odd) {
         snprintf(fs->spec, sizeof fs->spec, "all:%llu", (unsigned long long)fs->seed);
         return;
     }
@@ -2026,9 +2040,11 @@ EFAX_PRIVATE void efax__faults_spec(efax_ctx *ctx) {
         if ((1u << k) == EFAX_FAULT_EMULATED && fs->emulated_odd && u < sizeof fs->spec)
             u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=odd");
         if ((1u << k) == EFAX_FAULT_INJECTFAIL && fs->inject_first && u < sizeof fs->spec)
-            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu", (unsigned long long)fs->inject_first);
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu",
+                                  (unsigned long long)fs->inject_first);
     }
-    if (u < sizeof fs->spec) snprintf(fs->spec + u, sizeof fs->spec - u, ":%llu", (unsigned long long)fs->seed);
+    if (u < sizeof fs->spec)
+        snprintf(fs->spec + u, sizeof fs->spec - u, ":%llu", (unsigned long long)fs->seed);
 }
 
 /* Reads $EFAX_FAULTS (once, in efax_ctx_init). Returns 0 or -EFAX_E_USAGE (one line logged). */
@@ -2114,8 +2130,11 @@ EFAX_PRIVATE int efax__getopt_max_rma(efax_ctx *ctx, efax__nic *n, size_t *v) {
     int rc = -FI_ENOPROTOOPT;
 #if EFAX__F_FI_AT_LEAST(2, 0)
     size_t got = 0, len = sizeof got;
-    if ((rc = fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_RMA_SIZE, &got, &len)) == 0 && len == sizeof got) *v = got;
-    else if (!rc) rc = -FI_EINVAL;
+    if ((rc = fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_RMA_SIZE, &got, &len)) == 0 &&
+        len == sizeof got)
+        *v = got;
+    else if (!rc)
+        rc = -FI_EINVAL;
 #else
     (void)n;
 #endif
@@ -2155,7 +2174,8 @@ EFAX_PRIVATE ssize_t efax__f_issue(efax__nic *n, const efax__fpost *p) {
     }
     case EFAX__FP_INJECT: return fi_inject(n->ep, p->buf, p->len, p->addr);
     case EFAX__FP_INJECTDATA: return fi_injectdata(n->ep, p->buf, p->len, p->data, p->addr);
-    case EFAX__FP_INJECT_WRITE: return fi_inject_write(n->ep, p->buf, p->len, p->addr, p->riov.addr, p->riov.key);
+    case EFAX__FP_INJECT_WRITE:
+        return fi_inject_write(n->ep, p->buf, p->len, p->addr, p->riov.addr, p->riov.key);
     case EFAX__FP_INJECT_WRITEDATA:
         return fi_inject_writedata(n->ep, p->buf, p->len, p->data, p->addr, p->riov.addr, p->riov.key);
     case EFAX__FP_TINJECTDATA: return fi_tinjectdata(n->ep, p->buf, p->len, p->data, p->addr, p->tag);
@@ -2172,11 +2192,14 @@ EFAX_PRIVATE bool efax__f_write(int kind) {
 }
 /* The flags a completion (or error entry) of such a post carries. */
 EFAX_PRIVATE uint64_t efax__f_flags(int kind) {
-    return kind == EFAX__FP_TINJECTDATA ? FI_SEND | FI_TAGGED : efax__f_write(kind) ? FI_RMA | FI_WRITE : FI_SEND | FI_MSG;
+    return kind == EFAX__FP_TINJECTDATA ? FI_SEND | FI_TAGGED
+           : efax__f_write(kind)        ? FI_RMA | FI_WRITE
+                                        : FI_SEND | FI_MSG;
 }
 
 /* An error entry for the CQ, handed on after `delay` polls; false when the NIC's queue is full. */
-EFAX_PRIVATE bool efax__f_error(struct efax__fnic *f, const struct fi_cq_err_entry *e, const char *text, uint64_t delay) {
+EFAX_PRIVATE bool efax__f_error(struct efax__fnic *f, const struct fi_cq_err_entry *e, const char *text,
+                                uint64_t delay) {
     efax__ferr *x;
     if (f->nerr == EFAX__F_ERRS) return false;
     x = &f->err[f->nerr++];
@@ -2184,7 +2207,8 @@ EFAX_PRIVATE bool efax__f_error(struct efax__fnic *f, const struct fi_cq_err_ent
     x->release = f->polls + delay;
     x->synthetic = text != NULL;
     x->data[0] = 0;
-    if (text) efax__copy(x->data, sizeof x->data, text);
+    if (text)
+        efax__copy(x->data, sizeof x->data, text);
     else if (e->err_data && e->err_data_size)
         memcpy(x->data, e->err_data, e->err_data_size < sizeof x->data ? e->err_data_size : sizeof x->data);
     x->e.err_data = NULL;
@@ -2195,7 +2219,10 @@ EFAX_PRIVATE bool efax__f_error(struct efax__fnic *f, const struct fi_cq_err_ent
 /* efa's provider errors for an operation whose peer did not answer (prov/efa/src/efa_errno.h and
    efa_errno_to_fi_errno there): what an injected operation failing later most likely carries. */
 EFAX_PRIVATE void efax__f_fail(struct efax__fnic *f, struct fi_cq_err_entry *e, const char *what) {
-    static const struct { int prov, err; const char *text; } codes[] = {
+    static const struct {
+        int prov, err;
+        const char *text;
+    } codes[] = {
         {13, FI_ECONNABORTED, "Unresponsive remote (was previously responsive)"},
         {15, FI_EHOSTUNREACH, "Unreachable remote - never received a response"},
         {10, FI_ENORX, "Destination resource not ready (no work queue entries posted on receive queue)"}};
@@ -2203,8 +2230,8 @@ EFAX_PRIVATE void efax__f_fail(struct efax__fnic *f, struct fi_cq_err_entry *e, 
     unsigned k = (unsigned)(efax__f_rand(f) % 3);
     e->err = codes[k].err;
     e->prov_errno = codes[k].prov;
-    snprintf(text, sizeof text, "%s [efa provider errno %d; injected by EFAX_FAULTS=%s: injectfail %s]", codes[k].text,
-             codes[k].prov, f->ctx->faults.spec, what);
+    snprintf(text, sizeof text, "%s [efa provider errno %d; injected by EFAX_FAULTS=%s: injectfail %s]",
+             codes[k].text, codes[k].prov, f->ctx->faults.spec, what);
     efax__f_error(f, e, text, efax__f_rand(f) % 16);
 }
 
@@ -2265,8 +2292,10 @@ EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
         uint64_t *until = tx ? &f->refuse : &f->refuse_rx;
         if (*until <= f->polls && efax__f_rand(f) % (tx ? 256 : 16) == 0) {
             uint64_t r = efax__f_rand(f) % 100;
-            *until = f->polls + (!tx ? 1 + efax__f_rand(f) % 8 : r < 70 ? 1 + efax__f_rand(f) % 16
-                                                     : r < 95 ? 16 + efax__f_rand(f) % 240 : 256 + efax__f_rand(f) % 1792);
+            *until = f->polls + (!tx      ? 1 + efax__f_rand(f) % 8
+                                 : r < 70 ? 1 + efax__f_rand(f) % 16
+                                 : r < 95 ? 16 + efax__f_rand(f) % 240
+                                          : 256 + efax__f_rand(f) % 1792);
             fs->stats.bursts++;
         }
         if (*until > f->polls) { /* every such post until the NIC has been polled that often */
@@ -2289,7 +2318,11 @@ EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
         e.flags = efax__f_flags(p->kind);
         e.data = p->data;
         e.tag = p->tag;
-        snprintf(what, sizeof what, "dropped this %s of %zu bytes", p->kind == EFAX__FP_TINJECTDATA ? "notification" : write ? "write" : "send", p->len);
+        snprintf(what, sizeof what, "dropped this %s of %zu bytes",
+                 p->kind == EFAX__FP_TINJECTDATA ? "notification"
+                 : write                         ? "write"
+                                                 : "send",
+                 p->len);
         efax__f_fail(f, &e, what);
         fs->stats.failed++;
         efax__f_ring(f); /* it was accepted, as far as efax can tell */
@@ -2299,8 +2332,8 @@ EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
        may overtake it. Only writes with a completion: the caller polls until it comes, which hands
        the write on. An inject is the caller's to forget: efa sends it without another call, and a
        held one would wait for a poll that may never come (a rank's last answer before a barrier). */
-    if (p->kind == EFAX__FP_WRITEMSG && efax__f_on(f, EFAX_FAULT_REORDER) && f->nlate + f->nbell < EFAX__F_POSTS &&
-        efax__f_rand(f) % 4 == 0) {
+    if (p->kind == EFAX__FP_WRITEMSG && efax__f_on(f, EFAX_FAULT_REORDER) &&
+        f->nlate + f->nbell < EFAX__F_POSTS && efax__f_rand(f) % 4 == 0) {
         efax__f_ring(f);
         p->release = f->polls + 1 + efax__f_delay(f);
         p->flags &= ~FI_MORE;
@@ -2310,10 +2343,12 @@ EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
     }
     if (tx && f->nbell) { /* ring: what waited for the doorbell goes first */
         efax__f_ring(f);
-        if (f->nlate && f->late[0].release == 0) return -FI_EAGAIN; /* the provider refused some: keep the order */
+        if (f->nlate && f->late[0].release == 0)
+            return -FI_EAGAIN; /* the provider refused some: keep the order */
     }
     rc = efax__f_issue(n, p);
-    if (rc == 0 && efax__f_inject(p->kind) && f->inject_left && efax__f_on(f, EFAX_FAULT_INJECTFAIL)) f->inject_left--;
+    if (rc == 0 && efax__f_inject(p->kind) && f->inject_left && efax__f_on(f, EFAX_FAULT_INJECTFAIL))
+        f->inject_left--;
     return rc;
 }
 
@@ -2350,7 +2385,8 @@ EFAX__COLD EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_
         for (k = 0; k < (size_t)got; k++) {
             efax__fent *x;
             efax_op *op = (efax_op *)tmp[k].op_context;
-            if (op && !(tmp[k].flags & FI_REMOTE_WRITE) && op->kind == EFAX__OPK_TX && efax__f_on(f, EFAX_FAULT_INJECTFAIL) && efax__f_rand(f) % 4096 == 0 &&
+            if (op && !(tmp[k].flags & FI_REMOTE_WRITE) && op->kind == EFAX__OPK_TX &&
+                efax__f_on(f, EFAX_FAULT_INJECTFAIL) && efax__f_rand(f) % 4096 == 0 &&
                 f->nerr < EFAX__F_ERRS) { /* a completion turned into an error entry with a provider errno */
                 struct fi_cq_err_entry e;
                 memset(&e, 0, sizeof e);
@@ -2421,9 +2457,11 @@ EFAX__COLD EFAX_PRIVATE void efax__f_bell_check(efax__nic *n) {
     f->ctx->faults.stats.unrung++;
     if (!f->unrung_logged) {
         f->unrung_logged = true;
-        efax_log(f->ctx, 0, "NIC %s: efax's posting returned with %d post(s) sent with FI_MORE and none without it after "
-                            "them: efa would not send them until some later post (its doorbell rings only without FI_MORE)",
-                 n->info.name, f->nbell);
+        efax_log(
+            f->ctx, 0,
+            "NIC %s: efax's posting returned with %d post(s) sent with FI_MORE and none without it after "
+            "them: efa would not send them until some later post (its doorbell rings only without FI_MORE)",
+            n->info.name, f->nbell);
     }
     if (!f->ctx->sticky_error) f->ctx->sticky_error = -FI_EOTHER;
 }
@@ -2434,8 +2472,10 @@ static inline ssize_t efax__fi_writemsg(efax__nic *n, const struct fi_msg_rma *m
     efax__fpost p;
     if (EFAX__UNLIKELY(n->fault)) {
         memset(&p, 0, sizeof p);
-        p.kind = EFAX__FP_WRITEMSG, p.flags = flags, p.iov = m->msg_iov[0], p.desc = m->desc ? m->desc[0] : NULL;
-        p.riov = m->rma_iov[0], p.addr = m->addr, p.data = m->data, p.context = m->context, p.len = m->msg_iov[0].iov_len;
+        p.kind = EFAX__FP_WRITEMSG, p.flags = flags, p.iov = m->msg_iov[0],
+        p.desc = m->desc ? m->desc[0] : NULL;
+        p.riov = m->rma_iov[0], p.addr = m->addr, p.data = m->data, p.context = m->context,
+        p.len = m->msg_iov[0].iov_len;
         return efax__f_post(n, &p);
     }
     return fi_writemsg(n->ep, m, flags);
@@ -2444,15 +2484,17 @@ static inline ssize_t efax__fi_sendmsg(efax__nic *n, const struct fi_msg *m, uin
     efax__fpost p;
     if (EFAX__UNLIKELY(n->fault)) {
         memset(&p, 0, sizeof p);
-        p.kind = EFAX__FP_SENDMSG, p.flags = flags, p.iov = m->msg_iov[0], p.desc = m->desc ? m->desc[0] : NULL;
+        p.kind = EFAX__FP_SENDMSG, p.flags = flags, p.iov = m->msg_iov[0],
+        p.desc = m->desc ? m->desc[0] : NULL;
         p.addr = m->addr, p.data = m->data, p.context = m->context, p.len = m->msg_iov[0].iov_len;
         return efax__f_post(n, &p);
     }
     return fi_sendmsg(n->ep, m, flags);
 }
 /* The injects and receives with the layer on: the call's arguments as a post (kind EFAX__FP_*). */
-EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_args(efax__nic *n, int kind, const void *buf, size_t len, uint64_t data, fi_addr_t a,
-                                       uint64_t raddr, uint64_t key, uint64_t tag, void *desc, void *ctx) {
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_args(efax__nic *n, int kind, const void *buf, size_t len,
+                                                  uint64_t data, fi_addr_t a, uint64_t raddr, uint64_t key,
+                                                  uint64_t tag, void *desc, void *ctx) {
     efax__fpost p;
     memset(&p, 0, sizeof p);
     p.kind = kind, p.buf = buf, p.len = len, p.data = data, p.addr = a, p.riov.addr = raddr, p.riov.key = key;
@@ -2461,35 +2503,43 @@ EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_args(efax__nic *n, int kind, const 
     return efax__f_post(n, &p);
 }
 static inline ssize_t efax__fi_inject(efax__nic *n, const void *buf, size_t len, fi_addr_t a) {
-    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_INJECT, buf, len, 0, a, 0, 0, 0, NULL, NULL);
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECT, buf, len, 0, a, 0, 0, 0, NULL, NULL);
     return fi_inject(n->ep, buf, len, a);
 }
-static inline ssize_t efax__fi_injectdata(efax__nic *n, const void *buf, size_t len, uint64_t data, fi_addr_t a) {
-    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_INJECTDATA, buf, len, data, a, 0, 0, 0, NULL, NULL);
+static inline ssize_t efax__fi_injectdata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                          fi_addr_t a) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECTDATA, buf, len, data, a, 0, 0, 0, NULL, NULL);
     return fi_injectdata(n->ep, buf, len, data, a);
 }
-static inline ssize_t efax__fi_inject_write(efax__nic *n, const void *buf, size_t len, fi_addr_t a, uint64_t raddr,
-                                            uint64_t key) {
-    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_INJECT_WRITE, buf, len, 0, a, raddr, key, 0, NULL, NULL);
+static inline ssize_t efax__fi_inject_write(efax__nic *n, const void *buf, size_t len, fi_addr_t a,
+                                            uint64_t raddr, uint64_t key) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECT_WRITE, buf, len, 0, a, raddr, key, 0, NULL, NULL);
     return fi_inject_write(n->ep, buf, len, a, raddr, key);
 }
-static inline ssize_t efax__fi_inject_writedata(efax__nic *n, const void *buf, size_t len, uint64_t data, fi_addr_t a,
-                                                uint64_t raddr, uint64_t key) {
+static inline ssize_t efax__fi_inject_writedata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                                fi_addr_t a, uint64_t raddr, uint64_t key) {
     if (EFAX__UNLIKELY(n->fault))
         return efax__f_post_args(n, EFAX__FP_INJECT_WRITEDATA, buf, len, data, a, raddr, key, 0, NULL, NULL);
     return fi_inject_writedata(n->ep, buf, len, data, a, raddr, key);
 }
-static inline ssize_t efax__fi_tinjectdata(efax__nic *n, const void *buf, size_t len, uint64_t data, fi_addr_t a,
-                                           uint64_t tag) {
-    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_TINJECTDATA, buf, len, data, a, 0, 0, tag, NULL, NULL);
+static inline ssize_t efax__fi_tinjectdata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                           fi_addr_t a, uint64_t tag) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_TINJECTDATA, buf, len, data, a, 0, 0, tag, NULL, NULL);
     return fi_tinjectdata(n->ep, buf, len, data, a, tag);
 }
 static inline ssize_t efax__fi_recv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a, void *ctx) {
-    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_RECV, buf, len, 0, a, 0, 0, 0, desc, ctx);
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_RECV, buf, len, 0, a, 0, 0, 0, desc, ctx);
     return fi_recv(n->ep, buf, len, desc, a, ctx);
 }
-static inline ssize_t efax__fi_trecv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a, uint64_t tag, void *ctx) {
-    if (EFAX__UNLIKELY(n->fault)) return efax__f_post_args(n, EFAX__FP_TRECV, buf, len, 0, a, 0, 0, tag, desc, ctx);
+static inline ssize_t efax__fi_trecv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a,
+                                     uint64_t tag, void *ctx) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_TRECV, buf, len, 0, a, 0, 0, tag, desc, ctx);
     return fi_trecv(n->ep, buf, len, desc, a, tag, 0, ctx);
 }
 static inline ssize_t efax__fi_cq_read(efax__nic *n, struct fi_cq_data_entry *buf, size_t count) {
@@ -2501,8 +2551,10 @@ static inline ssize_t efax__fi_cq_readerr(efax__nic *n, struct fi_cq_err_entry *
     return fi_cq_readerr(n->cq, e, 0);
 }
 /* The provider's text for an error entry; the layer's own for one it made. */
-static inline const char *efax__fi_cq_strerror(efax__nic *n, const struct fi_cq_err_entry *e, char *buf, size_t len) {
-    if (EFAX__UNLIKELY(n->fault) && e->err_data && e->err_data == (const void *)n->fault->cur.data && n->fault->cur.synthetic)
+static inline const char *efax__fi_cq_strerror(efax__nic *n, const struct fi_cq_err_entry *e, char *buf,
+                                               size_t len) {
+    if (EFAX__UNLIKELY(n->fault) && e->err_data && e->err_data == (const void *)n->fault->cur.data &&
+        n->fault->cur.synthetic)
         return (const char *)e->err_data;
     return fi_cq_strerror(n->cq, e->prov_errno, e->err_data, buf, len);
 }
@@ -2511,18 +2563,21 @@ static inline const char *efax__fi_cq_strerror(efax__nic *n, const struct fi_cq_
 EFAX_PRIVATE void efax__faults_summary(efax_ctx *ctx) {
     const efax_fault_stats *s = &ctx->faults.stats;
     if (!ctx->faults.fams || !ctx->faults.armed) return;
-    efax_log(ctx, 1, "EFAX_FAULTS=%s on rank %d: reorder held=%llu deferred=%llu; eagain refused=%llu bursts=%llu; "
-                     "injectfail failed=%llu errored=%llu; emulated nics=%llu; smallrma nics=%llu; doorbell batched=%llu "
-                     "interrupted=%llu unrung=%llu", ctx->faults.spec, ctx->rank, (unsigned long long)s->held,
-             (unsigned long long)s->deferred, (unsigned long long)s->refused, (unsigned long long)s->bursts,
-             (unsigned long long)s->failed, (unsigned long long)s->errored, (unsigned long long)s->emulated,
-             (unsigned long long)s->capped, (unsigned long long)s->batched, (unsigned long long)s->interrupted,
-             (unsigned long long)s->unrung);
+    efax_log(
+        ctx, 1,
+        "EFAX_FAULTS=%s on rank %d: reorder held=%llu deferred=%llu; eagain refused=%llu bursts=%llu; "
+        "injectfail failed=%llu errored=%llu; emulated nics=%llu; smallrma nics=%llu; doorbell batched=%llu "
+        "interrupted=%llu unrung=%llu",
+        ctx->faults.spec, ctx->rank, (unsigned long long)s->held, (unsigned long long)s->deferred,
+        (unsigned long long)s->refused, (unsigned long long)s->bursts, (unsigned long long)s->failed,
+        (unsigned long long)s->errored, (unsigned long long)s->emulated, (unsigned long long)s->capped,
+        (unsigned long long)s->batched, (unsigned long long)s->interrupted, (unsigned long long)s->unrung);
 }
 
-EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx) { return ctx && ctx->faults.fams ? ctx->faults.spec : ""; }
+EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx) {
+    return ctx && ctx->faults.fams ? ctx->faults.spec : "";
+}
 EFAX_API efax_fault_stats efax_ctx_fault_stats(const efax_ctx *ctx) { return ctx->faults.stats; }
-
 
 // >>context (implementation) -------------------------------------------------------------------
 
@@ -2663,7 +2718,8 @@ EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
     size_t rma = n->info.max_rma_size;
     /* the fault layer's `smallrma` answers here on either line */
     if (efax__getopt_max_rma(ctx, n, &rma) == 0 && rma != n->info.max_rma_size) {
-        efax_log(ctx, 2, "NIC %s: the endpoint's max_rma_size is %zu (fi_info: %zu)", n->info.name, rma, n->info.max_rma_size);
+        efax_log(ctx, 2, "NIC %s: the endpoint's max_rma_size is %zu (fi_info: %zu)", n->info.name, rma,
+                 n->info.max_rma_size);
         n->info.max_rma_size = rma;
     }
 #if EFAX__FI_AT_LEAST(2, 0)
@@ -2741,10 +2797,12 @@ EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
     op->kind = EFAX__OPK_CTRL;
     op->nic = (int)(n - ctx->nic);
     op->slot = slot;
-    rc = efax__fi_trecv(n, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc, FI_ADDR_UNSPEC,
-                        EFAX__CTRL_TAG, &op->fctx);
-    if (rc == 0) n->ctrl_posted++;
-    else op->kind = 0;
+    rc = efax__fi_trecv(n, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc,
+                        FI_ADDR_UNSPEC, EFAX__CTRL_TAG, &op->fctx);
+    if (rc == 0)
+        n->ctrl_posted++;
+    else
+        op->kind = 0;
     return (int)rc;
 }
 
@@ -3582,8 +3640,11 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
         }
         for (p = 0; p < size; p++)
             if (lim[p].fault_fams != ctx->faults.fams) {
-                efax_log(ctx, 0, "EFAX_FAULTS differs between ranks (rank %d: %s, this rank: %s): set it alike on every rank",
-                         p, lim[p].fault_fams ? "on" : "off", ctx->faults.fams ? efax_ctx_faults(ctx) : "off");
+                efax_log(ctx, 0,
+                         "EFAX_FAULTS differs between ranks (rank %d: %s, this rank: %s): set it alike on "
+                         "every rank",
+                         p, lim[p].fault_fams ? "on" : "off",
+                         ctx->faults.fams ? efax_ctx_faults(ctx) : "off");
                 free(lim);
                 free(all);
                 return -EFAX_E_USAGE;
@@ -4246,7 +4307,8 @@ EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, v
             (rc = efax__io_b(b, b->fd, (void *)(uintptr_t)in, len, true, deadline)) ||
             (rc = efax__io_b(b, b->fd, out, len * (size_t)b->size, false, deadline))) {
             if (rc == b->idle_rc)
-                efax__blog(b, 0, "rendezvous all-gather: this rank's fabric context failed while it waited: %s",
+                efax__blog(b, 0,
+                           "rendezvous all-gather: this rank's fabric context failed while it waited: %s",
                            efax_strerror(rc));
             else
                 efax__blog(b, 0, "rendezvous all-gather: lost rank 0 (%s): %s", b->hosts ? b->hosts[0] : "?",
@@ -4265,8 +4327,10 @@ EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, v
         }
         if (!rc) rc = efax__io_b(b, b->fds[i], (uint8_t *)out + (size_t)i * len, len, false, deadline);
         if (rc && rc == b->idle_rc) {
-            efax__blog(b, 0, "rendezvous all-gather: this rank's fabric context failed while it waited for rank %d: %s", i,
-                       efax_strerror(rc));
+            efax__blog(
+                b, 0,
+                "rendezvous all-gather: this rank's fabric context failed while it waited for rank %d: %s", i,
+                efax_strerror(rc));
             return rc;
         }
         if (rc) {
@@ -4702,7 +4766,8 @@ EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint6
         return (int)(x->has_imm ? efax__fi_inject_writedata(n, buf, len, imm, rt->fa, addr, key)
                                 : efax__fi_inject_write(n, buf, len, rt->fa, addr, key));
     }
-    return (int)(x->has_imm ? efax__fi_injectdata(n, buf, len, imm, rt->fa) : efax__fi_inject(n, buf, len, rt->fa));
+    return (int)(x->has_imm ? efax__fi_injectdata(n, buf, len, imm, rt->fa)
+                            : efax__fi_inject(n, buf, len, rt->fa));
 }
 
 EFAX_PRIVATE void efax__op_free(efax__nic *n, efax_op *op) {
@@ -4813,9 +4878,10 @@ EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
         int rc = 0;
         if (!x->status) {
             const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic];
-            rc = op->split == EFAX__SPLIT_HALF ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
-                                               : (int)efax__fi_inject_writedata(n, op->iov.iov_base, 0, x->imm, rt->fa,
-                                                                                op->riov.addr, op->riov.key);
+            rc = op->split == EFAX__SPLIT_HALF
+                     ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
+                     : (int)efax__fi_inject_writedata(n, op->iov.iov_base, 0, x->imm, rt->fa, op->riov.addr,
+                                                      op->riov.key);
             if (rc == -FI_EAGAIN) {
                 n->stats.eagain++;
                 return;
@@ -4901,8 +4967,11 @@ EFAX_PRIVATE int efax__close_batch(efax_ctx *ctx, efax__nic *n, efax_seg *s, uin
         if (rc != -FI_EAGAIN) return rc;
         efax__idle(got, &idle);
         if (efax__expired(&deadline, &spins, ctx->timeout_ms)) {
-            efax_log(ctx, 0, "NIC %s: posts sent with FI_MORE wait for one without it, and the provider refused that one "
-                             "for %d ms (-FI_EAGAIN)", n->info.name, ctx->timeout_ms);
+            efax_log(
+                ctx, 0,
+                "NIC %s: posts sent with FI_MORE wait for one without it, and the provider refused that one "
+                "for %d ms (-FI_EAGAIN)",
+                n->info.name, ctx->timeout_ms);
             return -FI_ETIMEDOUT;
         }
     }
@@ -5126,7 +5195,8 @@ EFAX_PRIVATE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int e
    wait on this context fails from here on (a sticky error), the one in progress first (#29 item 6).
    Before it surfaces, a wait for a transfer that injected has returned 0: an inject reports
    nothing else. */
-EFAX_PRIVATE void efax__lost_inject(efax_ctx *ctx, efax__nic *n, const struct fi_cq_err_entry *e, const char *ptxt) {
+EFAX_PRIVATE void efax__lost_inject(efax_ctx *ctx, efax__nic *n, const struct fi_cq_err_entry *e,
+                                    const char *ptxt) {
     int rank = -1, tag = -1, rc = -(int)(e->err ? e->err : FI_EOTHER);
     uint32_t seq = 0;
     char what[96] = "";
@@ -5135,11 +5205,16 @@ EFAX_PRIVATE void efax__lost_inject(efax_ctx *ctx, efax__nic *n, const struct fi
         efax_imm_decode((uint32_t)e->data, &rank, &tag, &seq);
         snprintf(what, sizeof what, " (immediate data: tag %d, sequence %u)", tag, seq);
     }
-    efax_log(ctx, 0, "NIC %s: an injected %s%s failed after efax counted it done: %s (provider errno %d: %s). An inject "
-                     "has no completion to fail, so its transfer cannot be named: what it carried never arrived, and "
-                     "every wait on this context fails from here on", n->info.name,
-             ctrl ? "notification" : (e->flags & FI_WRITE) ? "write" : "send", what, fi_strerror(-rc), e->prov_errno,
-             ptxt ? ptxt : "-");
+    efax_log(
+        ctx, 0,
+        "NIC %s: an injected %s%s failed after efax counted it done: %s (provider errno %d: %s). An inject "
+        "has no completion to fail, so its transfer cannot be named: what it carried never arrived, and "
+        "every wait on this context fails from here on",
+        n->info.name,
+        ctrl                    ? "notification"
+        : (e->flags & FI_WRITE) ? "write"
+                                : "send",
+        what, fi_strerror(-rc), e->prov_errno, ptxt ? ptxt : "-");
     if (!ctx->sticky_error) ctx->sticky_error = rc;
 }
 
@@ -5561,10 +5636,13 @@ EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
    after it was counted done): the error was described where it surfaced; this names the wait. */
 EFAX_PRIVATE int efax__sticky(efax_ctx *ctx, const efax_xfer *x) {
     if (x && x->op == EFAX_OP_RECV)
-        efax_log(ctx, 0, "the wait for a receive of up to %llu bytes on NIC %s ends on this context's earlier error: %s",
-                 (unsigned long long)x->len, ctx->nic[x->seg[0].nic].info.name, fi_strerror(-ctx->sticky_error));
+        efax_log(
+            ctx, 0,
+            "the wait for a receive of up to %llu bytes on NIC %s ends on this context's earlier error: %s",
+            (unsigned long long)x->len, ctx->nic[x->seg[0].nic].info.name, fi_strerror(-ctx->sticky_error));
     else if (x)
-        efax_log(ctx, 0, "the wait for a %s of %llu bytes to rank %d (%s) ends on this context's earlier error: %s",
+        efax_log(ctx, 0,
+                 "the wait for a %s of %llu bytes to rank %d (%s) ends on this context's earlier error: %s",
                  efax__opname(x->op), (unsigned long long)x->len, x->peer, efax__host(ctx, x->peer),
                  fi_strerror(-ctx->sticky_error));
     return ctx->sticky_error;
@@ -5621,7 +5699,8 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     memcpy(msg, &imm, 4);
     memset(msg + 4, 0, 4);
     for (;;) {
-        rc = (int)efax__fi_tinjectdata(n, msg, sizeof msg, imm, ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa,
+        rc = (int)efax__fi_tinjectdata(n, msg, sizeof msg, imm,
+                                       ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa,
                                        EFAX__CTRL_TAG);
         if (rc == 0) return 0;
         if (rc != -FI_EAGAIN) {
@@ -5632,8 +5711,8 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
         n->stats.eagain++;
         if ((rc = efax_progress(ctx)) < 0) {
             if (rc == ctx->sticky_error)
-                efax_log(ctx, 0, "notify to rank %d (%s), tag %d: ended by this context's earlier error: %s", peer,
-                         efax__host(ctx, peer), tag, fi_strerror(-rc));
+                efax_log(ctx, 0, "notify to rank %d (%s), tag %d: ended by this context's earlier error: %s",
+                         peer, efax__host(ctx, peer), tag, fi_strerror(-rc));
             return rc;
         }
         efax__idle(rc, &idle);
@@ -5700,9 +5779,11 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
             return -EFAX_E_STALE;
         }
         if (EFAX__UNLIKELY(ctx->sticky_error)) { /* an injected operation lost, or the endpoint: #29 item 6 */
-            efax_log(ctx, 0, "the wait for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived) ends on this "
-                             "context's earlier error: %s", count, peer, efax__host(ctx, peer), tag, seq, sl->count,
-                     fi_strerror(-ctx->sticky_error));
+            efax_log(
+                ctx, 0,
+                "the wait for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived) ends on this "
+                "context's earlier error: %s",
+                count, peer, efax__host(ctx, peer), tag, seq, sl->count, fi_strerror(-ctx->sticky_error));
             return ctx->sticky_error;
         }
         if (sl->count >= count) {
@@ -5981,15 +6062,22 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
             e->count += c;
         }
         if (!e->count) return -FI_EINVAL;
-        for (i = 0; i < ctx->nnic; i++) /* #29 item 8: what this target awaits must fit its completion queues */
+        for (i = 0; i < ctx->nnic;
+             i++) /* #29 item 8: what this target awaits must fit its completion queues */
             if (e->on_nic[i] && ctx->nic[i].expecting + e->on_nic[i] > (uint64_t)ctx->nic[i].cq_incoming) {
-                efax_log(ctx, 0, "expect_write from rank %d (%s), tag %d: this rank would then await %llu chunks at once on "
-                                 "NIC %s, and its completion queue has room for %d of peers' writes (%d entries in all): on "
-                                 "efa, whose writes with immediate data consume no receive, the excess overruns it and "
-                                 "completions are lost. Raise EFAX_CQ_SIZE (efax_ctx_desc.cq_size), write larger chunks, or "
-                                 "expect fewer writes at once", peer, efax__host(ctx, peer), tag,
-                         (unsigned long long)(ctx->nic[i].expecting + e->on_nic[i]), ctx->nic[i].info.name,
-                         ctx->nic[i].cq_incoming, ctx->nic[i].cq_size);
+                efax_log(
+                    ctx, 0,
+                    "expect_write from rank %d (%s), tag %d: this rank would then await %llu chunks at once "
+                    "on "
+                    "NIC %s, and its completion queue has room for %d of peers' writes (%d entries in all): "
+                    "on "
+                    "efa, whose writes with immediate data consume no receive, the excess overruns it and "
+                    "completions are lost. Raise EFAX_CQ_SIZE (efax_ctx_desc.cq_size), write larger chunks, "
+                    "or "
+                    "expect fewer writes at once",
+                    peer, efax__host(ctx, peer), tag,
+                    (unsigned long long)(ctx->nic[i].expecting + e->on_nic[i]), ctx->nic[i].info.name,
+                    ctx->nic[i].cq_incoming, ctx->nic[i].cq_size);
                 e->active = false;
                 return -FI_EOVERFLOW;
             }

@@ -793,7 +793,8 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
                     return -EFAX_E_USAGE;
                 }
             if (efax__env_int_quiet("EFAX_CQ_SIZE", 0, EFAX__CQ_MIN, 1 << 24, &iv)) {
-                snprintf(err, errlen, "EFAX_CQ_SIZE='%s' is not valid: expected completion-queue entries in [%d, %d]",
+                snprintf(err, errlen,
+                         "EFAX_CQ_SIZE='%s' is not valid: expected completion-queue entries in [%d, %d]",
                          getenv("EFAX_CQ_SIZE"), EFAX__CQ_MIN, 1 << 24);
                 return -EFAX_E_USAGE;
             }
@@ -1219,7 +1220,8 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
                efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && efax_ctx_mem_note(ctx)[0]) printf("# device memory: %s\n", efax_ctx_mem_note(ctx));
         if (ctx && efax_ctx_faults(ctx)[0])
-            printf("# faults: EFAX_FAULTS=%s (tcp and shm behaving as efa may; replay with this value)\n", efax_ctx_faults(ctx));
+            printf("# faults: EFAX_FAULTS=%s (tcp and shm behaving as efa may; replay with this value)\n",
+                   efax_ctx_faults(ctx));
         if (ctx) efaxb__print_nic_semantics(ctx);
         efaxb__print_nic_choice(r);
         free(r->nic_choice), r->nic_choice = NULL;

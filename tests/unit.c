@@ -421,29 +421,55 @@ static void test_topology(void) {
 /* EFAX_FAULTS values: every family, seeds, sizes; every bad value refused with a reason that names it
    and the families */
 static void test_faults(void) {
-    static const struct { const char *spec; int ok; unsigned fams; uint64_t seed; int has_seed; uint64_t rma, first; } c[] = {
-        {NULL, 1, 0, 0, 0, 65536, 0}, {"", 1, 0, 0, 0, 65536, 0}, {"reorder", 1, EFAX_FAULT_REORDER, 0, 0, 65536, 0},
-        {"eagain,injectfail", 1, EFAX_FAULT_EAGAIN | EFAX_FAULT_INJECTFAIL, 0, 0, 65536, 0},
-        {"all:42", 1, EFAX_FAULT_ALL, 42, 1, 65536, 0}, {"emulated,smallrma:0x10", 1, EFAX_FAULT_EMULATED | EFAX_FAULT_SMALLRMA, 16, 1, 65536, 0},
-        {"smallrma=4K", 1, EFAX_FAULT_SMALLRMA, 0, 0, 4096, 0}, {"smallrma=1M:7", 1, EFAX_FAULT_SMALLRMA, 7, 1, 1 << 20, 0},
-        {"injectfail=2", 1, EFAX_FAULT_INJECTFAIL, 0, 0, 65536, 2}, {"reorder,all", 1, EFAX_FAULT_ALL, 0, 0, 65536, 0},
-        {"bogus", 0, 0, 0, 0, 0, 0}, {"reorder,", 1, EFAX_FAULT_REORDER, 0, 0, 65536, 0}, {",", 0, 0, 0, 0, 0, 0},
-        {"all:", 0, 0, 0, 0, 0, 0}, {"all:x", 0, 0, 0, 0, 0, 0}, {"all:-1", 0, 0, 0, 0, 0, 0}, {":5", 0, 0, 0, 0, 0, 0},
-        {"smallrma=0", 0, 0, 0, 0, 0, 0}, {"smallrma=2G", 0, 0, 0, 0, 0, 0}, {"smallrma=4Q", 0, 0, 0, 0, 0, 0},
-        {"injectfail=0", 0, 0, 0, 0, 0, 0}, {"injectfail=x", 0, 0, 0, 0, 0, 0}, {"Reorder", 0, 0, 0, 0, 0, 0}};
+    static const struct {
+        const char *spec;
+        int ok;
+        unsigned fams;
+        uint64_t seed;
+        int has_seed;
+        uint64_t rma, first;
+    } c[] = {{NULL, 1, 0, 0, 0, 65536, 0},
+             {"", 1, 0, 0, 0, 65536, 0},
+             {"reorder", 1, EFAX_FAULT_REORDER, 0, 0, 65536, 0},
+             {"eagain,injectfail", 1, EFAX_FAULT_EAGAIN | EFAX_FAULT_INJECTFAIL, 0, 0, 65536, 0},
+             {"all:42", 1, EFAX_FAULT_ALL, 42, 1, 65536, 0},
+             {"emulated,smallrma:0x10", 1, EFAX_FAULT_EMULATED | EFAX_FAULT_SMALLRMA, 16, 1, 65536, 0},
+             {"smallrma=4K", 1, EFAX_FAULT_SMALLRMA, 0, 0, 4096, 0},
+             {"smallrma=1M:7", 1, EFAX_FAULT_SMALLRMA, 7, 1, 1 << 20, 0},
+             {"injectfail=2", 1, EFAX_FAULT_INJECTFAIL, 0, 0, 65536, 2},
+             {"reorder,all", 1, EFAX_FAULT_ALL, 0, 0, 65536, 0},
+             {"bogus", 0, 0, 0, 0, 0, 0},
+             {"reorder,", 1, EFAX_FAULT_REORDER, 0, 0, 65536, 0},
+             {",", 0, 0, 0, 0, 0, 0},
+             {"all:", 0, 0, 0, 0, 0, 0},
+             {"all:x", 0, 0, 0, 0, 0, 0},
+             {"all:-1", 0, 0, 0, 0, 0, 0},
+             {":5", 0, 0, 0, 0, 0, 0},
+             {"smallrma=0", 0, 0, 0, 0, 0, 0},
+             {"smallrma=2G", 0, 0, 0, 0, 0, 0},
+             {"smallrma=4Q", 0, 0, 0, 0, 0, 0},
+             {"injectfail=0", 0, 0, 0, 0, 0, 0},
+             {"injectfail=x", 0, 0, 0, 0, 0, 0},
+             {"Reorder", 0, 0, 0, 0, 0, 0}};
     for (unsigned i = 0; i < sizeof c / sizeof c[0]; i++) {
         efax_fault_spec f;
         char why[400];
         int rc = efax_faults_parse(c[i].spec, &f, why, sizeof why);
-        if (c[i].ok != (rc == 0) || (rc == 0 && (f.families != c[i].fams || f.has_seed != (bool)c[i].has_seed ||
-                                               (c[i].has_seed && f.seed != c[i].seed) || f.rma != c[i].rma ||
-                                               f.inject_first != c[i].first))) {
-            fprintf(stderr, "  EFAX_FAULTS='%s': rc %d, families %#x seed %llu rma %llu first %llu (%s)\n", c[i].spec ? c[i].spec : "(null)",
-                    rc, f.families, (unsigned long long)f.seed, (unsigned long long)f.rma, (unsigned long long)f.inject_first, why);
+        if (c[i].ok != (rc == 0) ||
+            (rc == 0 &&
+             (f.families != c[i].fams || f.has_seed != (bool)c[i].has_seed ||
+              (c[i].has_seed && f.seed != c[i].seed) || f.rma != c[i].rma || f.inject_first != c[i].first))) {
+            fprintf(stderr, "  EFAX_FAULTS='%s': rc %d, families %#x seed %llu rma %llu first %llu (%s)\n",
+                    c[i].spec ? c[i].spec : "(null)", rc, f.families, (unsigned long long)f.seed,
+                    (unsigned long long)f.rma, (unsigned long long)f.inject_first, why);
             failures++;
         }
-        if (rc && (!strstr(why, "EFAX_FAULTS='") || !strstr(why, "reorder, eagain, injectfail") || strchr(why, '\n'))) {
-            fprintf(stderr, "  EFAX_FAULTS='%s': the reason does not name the value and the families in one line: %s\n", c[i].spec, why);
+        if (rc && (!strstr(why, "EFAX_FAULTS='") || !strstr(why, "reorder, eagain, injectfail") ||
+                   strchr(why, '\n'))) {
+            fprintf(
+                stderr,
+                "  EFAX_FAULTS='%s': the reason does not name the value and the families in one line: %s\n",
+                c[i].spec, why);
             failures++;
         }
     }

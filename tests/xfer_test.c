@@ -79,7 +79,8 @@ int main(int argc, char **argv) {
     const char *provider = NULL, *nics = NULL;
     uint64_t max = 64ull << 20, chunk = 64 << 10;
     int window = 4, rc = 0, me, n, left, right, errors = 0;
-    bool staged = false, bad_key = false, eq_error = false, fi_more = false, lost_inject = false, incast = false;
+    bool staged = false, bad_key = false, eq_error = false, fi_more = false, lost_inject = false,
+         incast = false;
     efax_mem_ops hs_mem;
     efax_optdef defs[] = {
         {"provider", 0, EFAX_OPT_STR, &provider, 0, 0, NULL, "NAME", "provider"},
@@ -88,11 +89,20 @@ int main(int argc, char **argv) {
         {"chunk", 0, EFAX_OPT_SIZE, &chunk, 64, 1073741824.0, NULL, "SIZE", "write chunk (default 64K)"},
         {"window", 0, EFAX_OPT_INT, &window, 1, 1024, NULL, "N", "operations in flight per NIC (default 4)"},
         {"staged", 0, EFAX_OPT_FLAG, &staged, 0, 0, NULL, NULL, "move data through staging buffers"},
-        {"bad-key", 0, EFAX_OPT_FLAG, &bad_key, 0, 0, NULL, NULL, "fault: rank 0 writes with a corrupted remote key; the write must fail, precisely"},
-        {"eq-error", 0, EFAX_OPT_FLAG, &eq_error, 0, 0, NULL, NULL, "fault: an endpoint error appears on rank 0's event queue; its next wait must fail, naming the NIC, at once"},
-        {"incast", 0, EFAX_OPT_FLAG, &incast, 0, 0, NULL, NULL, "every other rank writes --max bytes / (ranks - 1) to rank 0 at once, in --chunk posts, while rank 0 does not poll for 300 ms; rank 0 expects all of it at once, which must fit its completion queue or fail, named (#29 item 8)"},
-        {"fi-more", 0, EFAX_OPT_FLAG, &fi_more, 0, 0, NULL, NULL, "post batches with FI_MORE (efax_ctx_desc.fi_more)"},
-        {"lost-inject", 0, EFAX_OPT_FLAG, &lost_inject, 0, 0, NULL, NULL, "fault (with EFAX_FAULTS=injectfail=2): rank 0's first small send is dropped after it was counted done; its waits must fail at once, that send's included"},
+        {"bad-key", 0, EFAX_OPT_FLAG, &bad_key, 0, 0, NULL, NULL,
+         "fault: rank 0 writes with a corrupted remote key; the write must fail, precisely"},
+        {"eq-error", 0, EFAX_OPT_FLAG, &eq_error, 0, 0, NULL, NULL,
+         "fault: an endpoint error appears on rank 0's event queue; its next wait must fail, naming the NIC, "
+         "at once"},
+        {"incast", 0, EFAX_OPT_FLAG, &incast, 0, 0, NULL, NULL,
+         "every other rank writes --max bytes / (ranks - 1) to rank 0 at once, in --chunk posts, while rank "
+         "0 does not poll for 300 ms; rank 0 expects all of it at once, which must fit its completion queue "
+         "or fail, named (#29 item 8)"},
+        {"fi-more", 0, EFAX_OPT_FLAG, &fi_more, 0, 0, NULL, NULL,
+         "post batches with FI_MORE (efax_ctx_desc.fi_more)"},
+        {"lost-inject", 0, EFAX_OPT_FLAG, &lost_inject, 0, 0, NULL, NULL,
+         "fault (with EFAX_FAULTS=injectfail=2): rank 0's first small send is dropped after it was counted "
+         "done; its waits must fail at once, that send's included"},
         {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}};
     static const uint64_t sizes[] = {1, 7, 64, 4095, 4096, 65537, (1 << 20) + 3, 16 << 20, 64 << 20};
     efax_boot boot;
@@ -166,7 +176,8 @@ int main(int argc, char **argv) {
            announcement must fail, naming the numbers, rather than let efa lose completions. */
         uint64_t part = (max / (uint64_t)(n > 1 ? n - 1 : 1)) & ~(uint64_t)4095, wrong = 0;
         if (n < 2 || !part) {
-            fprintf(stderr, "xfer_test: --incast needs 2 or more ranks and --max of at least 4K per writer\n");
+            fprintf(stderr,
+                    "xfer_test: --incast needs 2 or more ranks and --max of at least 4K per writer\n");
             rc = -EFAX_E_USAGE;
             goto out;
         }
@@ -181,9 +192,13 @@ int main(int argc, char **argv) {
             if (!rc) rc = efax_boot_barrier(&boot, -1);
             if (!rc) usleep(300000);
             for (int p = 1; p < n && p <= 256 && !rc; p++) rc = efax_expect_wait(&ctx, &ex[p - 1], -1);
-            for (int p = 1; p < n && !rc; p++) wrong += efax_pattern_check((uint8_t *)dst.ptr + part * (uint64_t)(p - 1), part, 0, p, 7, NULL);
-            printf("xfer_test: incast: %d writer(s) x %llu bytes in %llu-byte chunks into rank 0: %s, %llu wrong bytes\n", n - 1,
-                   (unsigned long long)part, (unsigned long long)chunk, rc ? efax_strerror(rc) : "all landed", (unsigned long long)wrong);
+            for (int p = 1; p < n && !rc; p++)
+                wrong +=
+                    efax_pattern_check((uint8_t *)dst.ptr + part * (uint64_t)(p - 1), part, 0, p, 7, NULL);
+            printf("xfer_test: incast: %d writer(s) x %llu bytes in %llu-byte chunks into rank 0: %s, %llu "
+                   "wrong bytes\n",
+                   n - 1, (unsigned long long)part, (unsigned long long)chunk,
+                   rc ? efax_strerror(rc) : "all landed", (unsigned long long)wrong);
             errors += wrong != 0;
         } else {
             efax_pattern_fill(src.ptr, part, 0, me, 7);
@@ -218,9 +233,11 @@ int main(int argc, char **argv) {
             t0 = efax_now_ns();
             if (!rc) rc = efax_wait(&ctx, &rx, 5000);
             rs = efax_wait(&ctx, &sx, 0);
-            printf("xfer_test: rank 0: the wait for the answer ended after %.0f ms with: %s (%d); the wait for the lost send "
-                   "itself: %s (%d); faults dropped %llu inject(s)\n", (double)(efax_now_ns() - t0) / 1e6, efax_strerror(rc), rc,
-                   efax_strerror(rs), rs, (unsigned long long)efax_ctx_fault_stats(&ctx).failed);
+            printf("xfer_test: rank 0: the wait for the answer ended after %.0f ms with: %s (%d); the wait "
+                   "for the lost send "
+                   "itself: %s (%d); faults dropped %llu inject(s)\n",
+                   (double)(efax_now_ns() - t0) / 1e6, efax_strerror(rc), rc, efax_strerror(rs), rs,
+                   (unsigned long long)efax_ctx_fault_stats(&ctx).failed);
             ok = rc != 0 && rc != -FI_ETIMEDOUT && rs != 0 && efax_now_ns() - t0 < 2000000000ull &&
                  efax_ctx_fault_stats(&ctx).failed == 1;
         } else {
@@ -232,7 +249,9 @@ int main(int argc, char **argv) {
         boot.idle = NULL; /* the context is dead by design: the verdict's collective must not drive it */
         efax_boot_sum(&boot, me == 0 ? ok : 0, &ok, -1);
         errors += ok != 1;
-        if (me == 0) printf("xfer_test: lost inject: %s\n", ok == 1 ? "named at once, the send's wait failed too" : "NOT REPORTED AS IT MUST BE");
+        if (me == 0)
+            printf("xfer_test: lost inject: %s\n",
+                   ok == 1 ? "named at once, the send's wait failed too" : "NOT REPORTED AS IT MUST BE");
         goto out;
     }
 
