@@ -1807,9 +1807,15 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
    control + EFAX__CQ_INCOMING; a given size shrinks the window to a quarter of what control
    leaves, so at least half of it is for incoming writes) and checks the protocol against it: a
    target announcing more chunks at once on a NIC than that room (efax_expect_write) fails, naming
-   the numbers, on every provider. tcp and shm queue overflowing completions in software. */
+   the numbers, on efa, under the fault layer, and wherever a size was given (efax__cq_enforced).
+   tcp and shm queue overflowing completions in software. */
 #define EFAX__CQ_INCOMING 16384
 #define EFAX__CQ_MIN 256
+
+/* Whether a target checks what it awaits against its CQ's room (efax_expect_write). */
+EFAX_PRIVATE bool efax__cq_enforced(const efax_ctx *ctx) {
+    return ctx->caps.prov == EFAX_PROV_EFA || ctx->faults.fams || ctx->cq_entries > 0;
+}
 
 EFAX_PRIVATE void efax__cq_plan(int entries, int ctrl, int *window, int *cq_size, int *incoming) {
     int w;
@@ -6062,8 +6068,10 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
             e->count += c;
         }
         if (!e->count) return -FI_EINVAL;
-        for (i = 0; i < ctx->nnic;
-             i++) /* #29 item 8: what this target awaits must fit its completion queues */
+        /* #29 item 8: what this target awaits must fit its completion queues where they can overrun:
+           on efa, under the fault layer (which plays efa), and wherever a size was given; tcp and shm
+           queue the rest in software, and chunk otherwise than efa (tcp: 128 KiB between hosts) */
+        for (i = 0; efax__cq_enforced(ctx) && i < ctx->nnic; i++)
             if (e->on_nic[i] && ctx->nic[i].expecting + e->on_nic[i] > (uint64_t)ctx->nic[i].cq_incoming) {
                 efax_log(
                     ctx, 0,
