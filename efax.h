@@ -811,8 +811,10 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
    errors), then posts queued chunks up to each NIC's window; every 1024th call it also reads
    each NIC's event queue, where a provider puts endpoint errors that belong to no operation
    (efa would abort() without one). Returns the number of completions handled, or a negative
-   code for a failure not tied to one transfer (an event-queue error is returned by this and
-   every later call: the endpoint is unusable). Every efax wait runs through it.
+   code for a failure not tied to one transfer. Two are sticky, returned by this and every later
+   call: an event-queue error (the endpoint is unusable), and an injected operation (a small send,
+   write or notification, counted done when posted) whose error entry came later: its transfer
+   cannot be named, so nothing after it can be trusted. Every efax wait runs through it.
    Not thread safe. */
 EFAX_API int efax_progress(efax_ctx *ctx);
 
@@ -820,7 +822,10 @@ EFAX_API int efax_progress(efax_ctx *ctx);
 EFAX_API bool efax_xfer_done(const efax_xfer *x);
 
 /* Progresses until x is done or timeout_ms passes (<0: the context's timeout). Returns
-   x->status, or -FI_ETIMEDOUT with a message naming the operation, peer and NIC. */
+   x->status, -FI_ETIMEDOUT with a message naming the operation, peer and NIC, or the context's
+   sticky error (efax_progress), even for a transfer already done: an injected operation that
+   failed may have been it. A transfer made of injects is done when posted, so a wait for it that
+   comes before its failure surfaced returns 0: an inject reports nothing else. */
 EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms);
 
 /* Like efax_wait for n transfers (pointers; NULL entries are skipped). */
@@ -3163,7 +3168,7 @@ EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, s
                : efax_topo_host_nics(root, infos, nsel, numa, d->local_rank, d->local_size, idx,
                                      EFAX_MAX_NICS, why, sizeof why);
     if (k > 0)
-        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "%s; host memory", why);
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "%.100s; host memory", why); /* bounded: gcc -O1 (make asan) sees a truncation */
     else
         k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
     free(infos);
