@@ -3167,8 +3167,7 @@ EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, s
     k = gpu[0] ? 0
                : efax_topo_host_nics(root, infos, nsel, numa, d->local_rank, d->local_size, idx,
                                      EFAX_MAX_NICS, why, sizeof why);
-    if (k > 0)
-        /* bounded: gcc -O1 (make asan) sees a truncation otherwise */
+    if (k > 0) /* why bounded: gcc -O1 (make asan) sees a truncation otherwise */
         snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "%.100s; host memory", why);
     else
         k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
