@@ -69,7 +69,7 @@ static int config(run *r, int k, int how, int grid, int block, uint64_t size, in
     efax_result_init(&res, label, "device", "nvlink", EFAX_RESULT_IPC, size, 1, r->all ? r->n : 1);
     efax_result_time(&res, &lat, 1, size, r->gi.nvlink_gbs * 8);
     res.iters = iters, res.wrong = *wrong;
-    efax_report_add(&r->b.rep, &res);
+    efax_report_add(r->b.rep, &res);
     return 0;
 }
 
@@ -112,7 +112,6 @@ static int setup(run *r) {
         (rc = efax_bench_buf(b, efax_mem_device(), (size_t)b->o.max_size * (size_t)(r->all ? r->n : 1), 0, &r->dst)) ||
         (rc = efax_ipc_open(&r->ipc, &b->boot, r->dst->ptr, r->dst->len)) || (rc = efax_ipc_open(&r->ipc_src, &b->boot, r->src->ptr, r->src->len)))
         return rc;
-    b->o.quiet = true; /* the report writes --json and --csv only */
     if ((rc = efax_bench_begin(b, "device")) || r->me != 0) return rc;
     printf("# %s: %d SMs, NVLink %d x v%d = %.0f GB/s one way (theoretical); pairs %s; %s; unroll %d, layout %s; GB/s of one copy, every copy verified\n",
            r->gi.name, r->gi.sms, r->gi.nvlinks, r->gi.nvlink_version, r->gi.nvlink_gbs, r->pairs, r->dir, r->unroll, r->layout);
@@ -137,6 +136,7 @@ int main(int argc, char **argv) {
         {"layout", 0, EFAX_OPT_CHOICE, &r.layout, 0, 0, "stride|block|tma", "HOW", "stride: grid-stride (default); block: a contiguous slice per block; tma: bulk copies (sm_90)"}, EFAX_OPT_END};
     memset(&r, 0, sizeof r), memset(&d, 0, sizeof d);
     r.pairs = "one", r.dir = "push", r.unroll = 8, r.layout = "stride";
+    d.own_table = true; /* the report writes --json and --csv only */
     d.driver = "ipc", d.extra = extra, d.min_size = 256 << 10, d.max_size = 1ull << 30, d.factor = 4, d.mem = "dma", d.gpu = true;
     d.about = "NVLink IPC writes between the GPUs of this host: grid x block sweep.";
     int rc = efax_bench_open(&r.b, &d, argc, argv); /* options, the launcher */

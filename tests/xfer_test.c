@@ -202,8 +202,17 @@ int main(int argc, char **argv) {
             if (!rc) rc = efax_boot_barrier(&boot, -1);
             ns = efax_plan(size, efax_ctx_nnics(&ctx), (efax_mode)mode, iter, 0, 0, seg);
             efax_imm_encode(me, TAG_W, (uint32_t)iter, &imm);
-            for (int s = 0; s < ns && !rc; s++)
-                rc = efax_send(&ctx, &xs[nx++], right, seg[s].nic, &src.mr, seg[s].off, seg[s].len, true, imm);
+            for (int s = 0; s < ns && !rc; s++) {
+                efax_send_desc sd = {0};
+                sd.to = right;
+                sd.nic = seg[s].nic;
+                sd.src = &src.mr;
+                sd.src_off = seg[s].off;
+                sd.size = seg[s].len;
+                sd.has_imm = true;
+                sd.imm = imm;
+                rc = efax_send(&ctx, &xs[nx++], &sd);
+            }
             for (int i = 0; i < nx && !rc; i++) rc = efax_wait(&ctx, &xs[i], -1);
             if (rc) break;
             for (int i = 0; i < nx; i++)
