@@ -52,50 +52,53 @@ extern "C" {
 
 /* Options every benchmark driver takes. efax_opts_init sets the defaults. */
 typedef struct efax_opts {
-    uint64_t min_size, max_size;   /* -b, -e (K/M/G suffixes, binary) */
-    double factor;                 /* -f: next size = size * factor */
-    int iters;                     /* -n (0: by size, see efax_opts_iters) */
-    int warmup;                    /* -w (-1: by size) */
-    bool check;                    /* -c: verify every byte of every iteration */
-    const char *provider;          /* --provider */
-    const char *nics;              /* --nics */
-    unsigned modes;                /* --mode: bit (1u << efax_mode) per mode */
-    const char *json, *csv;        /* --json FILE, --csv FILE */
-    bool quiet;                    /* --quiet: no table, no progress line */
-    double line_gbps;              /* --line-rate GBPS (0: $EFAX_LINE_GBPS, else the provider's) */
-    double line_gbps_env;          /* $EFAX_LINE_GBPS, read by efax_opts_parse (0: unset) */
-    int timeout_ms;                /* --timeout MS */
-    int window;                    /* --window N: messages in flight per iteration */
-    uint64_t chunk;                /* --chunk BYTES: most bytes one post carries (0: efax_ctx_chunk) */
-    double duration_s;             /* --duration S: repeat the sweep until S seconds passed */
-    const char *mem;               /* --mem host,pin,dma (efax_cuda.h builds) */
-    bool efa_shm;                  /* --efa-shm: efax_ctx_desc.efa_shm */
-    bool no_cuda_api;              /* --no-cuda-api: efax_ctx_desc.no_cuda_api */
+    uint64_t min_size, max_size; /* -b, -e (K/M/G suffixes, binary) */
+    double factor;               /* -f: next size = size * factor */
+    int iters;                   /* -n (0: by size, see efax_opts_iters) */
+    int warmup;                  /* -w (-1: by size) */
+    bool check;                  /* -c: verify every byte of every iteration */
+    const char *provider;        /* --provider */
+    const char *nics;            /* --nics */
+    unsigned modes;              /* --mode: bit (1u << efax_mode) per mode */
+    const char *json, *csv;      /* --json FILE, --csv FILE */
+    bool quiet;                  /* --quiet: no table, no progress line */
+    double line_gbps;            /* --line-rate GBPS (0: $EFAX_LINE_GBPS, else the provider's) */
+    double line_gbps_env;        /* $EFAX_LINE_GBPS, read by efax_opts_parse (0: unset) */
+    int timeout_ms;              /* --timeout MS */
+    int window;                  /* --window N: messages in flight per iteration */
+    uint64_t chunk;              /* --chunk BYTES: most bytes one post carries (0: efax_ctx_chunk) */
+    double duration_s;           /* --duration S: repeat the sweep until S seconds passed */
+    const char *mem;             /* --mem host,pin,dma (efax_cuda.h builds) */
+    bool efa_shm;                /* --efa-shm: efax_ctx_desc.efa_shm */
+    bool no_cuda_api;            /* --no-cuda-api: efax_ctx_desc.no_cuda_api */
     int argc;
     char **argv;
 } efax_opts;
 
 /* Kinds of option a driver can add to the common ones. */
 typedef enum efax_opt_type {
-    EFAX_OPT_FLAG = 1,     /* bool, no argument */
-    EFAX_OPT_INT,          /* int in [min, max] */
-    EFAX_OPT_SIZE,         /* uint64_t bytes with K/M/G suffix, in [min, max] */
-    EFAX_OPT_DOUBLE,       /* double in [min, max] */
-    EFAX_OPT_STR,          /* const char* */
-    EFAX_OPT_CHOICE        /* const char* that must be one of `choices` ("a|b|c") */
+    EFAX_OPT_FLAG = 1, /* bool, no argument */
+    EFAX_OPT_INT,      /* int in [min, max] */
+    EFAX_OPT_SIZE,     /* uint64_t bytes with K/M/G suffix, in [min, max] */
+    EFAX_OPT_DOUBLE,   /* double in [min, max] */
+    EFAX_OPT_STR,      /* const char* */
+    EFAX_OPT_CHOICE    /* const char* that must be one of `choices` ("a|b|c") */
 } efax_opt_type;
 
 /* The entry that ends a list of options. */
+/* (clang-format 14 would put the braced body on a continuation line) */
+// clang-format off
 #define EFAX_OPT_END {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}
+// clang-format on
 
 typedef struct efax_optdef {
-    const char *name;      /* long name without dashes */
-    char short_name;       /* 0 for none */
+    const char *name; /* long name without dashes */
+    char short_name;  /* 0 for none */
     efax_opt_type type;
     void *dst;
     double min, max;
     const char *choices;
-    const char *arg;       /* argument name shown in help */
+    const char *arg; /* argument name shown in help */
     const char *help;
 } efax_optdef;
 
@@ -132,18 +135,20 @@ EFAX_API uint64_t efax_opts_next_size(const efax_opts *o, uint64_t size);
 
 
 /* min/p50/avg/p99/max of n samples; sorts v. */
-typedef struct efax_stats { double min, p50, avg, p99, max; } efax_stats;
+typedef struct efax_stats {
+    double min, p50, avg, p99, max;
+} efax_stats;
 EFAX_API efax_stats efax_stats_of(double *v, int n);
 
 // >>results and the report --------------------------------------------------------------------
 
 /* What a result measures; its name is the "kind" of JSON and CSV records. */
 typedef enum efax_result_kind {
-    EFAX_RESULT_ONEWAY = 0,    /* "oneway": bytes one way, timed until the target confirmed */
-    EFAX_RESULT_ROUNDTRIP,     /* "roundtrip": a message and its answer (Gbps(rt) = size / round trip) */
-    EFAX_RESULT_HALFRTT,       /* "halfrtt": ping-pong, latency is half the round trip */
-    EFAX_RESULT_ALLTOALL,      /* "alltoall": nccl-tests' algbw and busbw */
-    EFAX_RESULT_IPC,           /* "ipc": NVLink copies between the GPUs of one host */
+    EFAX_RESULT_ONEWAY = 0, /* "oneway": bytes one way, timed until the target confirmed */
+    EFAX_RESULT_ROUNDTRIP,  /* "roundtrip": a message and its answer (Gbps(rt) = size / round trip) */
+    EFAX_RESULT_HALFRTT,    /* "halfrtt": ping-pong, latency is half the round trip */
+    EFAX_RESULT_ALLTOALL,   /* "alltoall": nccl-tests' algbw and busbw */
+    EFAX_RESULT_IPC,        /* "ipc": NVLink copies between the GPUs of one host */
     EFAX_RESULT_KIND_COUNT
 } efax_result_kind;
 
@@ -152,22 +157,25 @@ EFAX_API const char *efax_result_kind_name(efax_result_kind k);
 
 /* One measured row cell: a (size, variant) pair. */
 typedef struct efax_result {
-    char variant[40];          /* e.g. "Single", "Split", "Stream", "RoundTrip" */
-    char memory[16];           /* host, pinned, device */
-    char mem_path[16];         /* how device memory reached the NIC: host, dmabuf, hmem, staged */
+    char variant[40];  /* e.g. "Single", "Split", "Stream", "RoundTrip" */
+    char memory[16];   /* host, pinned, device */
+    char mem_path[16]; /* how device memory reached the NIC: host, dmabuf, hmem, staged */
     efax_result_kind kind;
-    uint64_t size;             /* bytes per message (all2all: per-rank send buffer) */
+    uint64_t size; /* bytes per message (all2all: per-rank send buffer) */
     int iters, window, peers;
-    double seconds;            /* sum of timed iterations */
-    uint64_t bytes;            /* bytes moved in the timed iterations (one direction) */
-    double gbps;               /* bytes*8/seconds/1e9 */
+    double seconds;              /* sum of timed iterations */
+    uint64_t bytes;              /* bytes moved in the timed iterations (one direction) */
+    double gbps;                 /* bytes*8/seconds/1e9 */
     double algbw_gbs, busbw_gbs; /* all2all (GB/s, nccl-tests definitions); 0 elsewhere */
-    double line_gbps;          /* line rate the % column uses (sum over the NICs used) */
-    efax_stats lat_us;         /* per-iteration time in microseconds */
-    int64_t wrong;             /* bytes that failed the check; -1 when not checked */
+    double line_gbps;            /* line rate the % column uses (sum over the NICs used) */
+    efax_stats lat_us;           /* per-iteration time in microseconds */
+    int64_t wrong;               /* bytes that failed the check; -1 when not checked */
     int nnic;
-    struct { char name[64]; uint64_t bytes, ops; } nic[EFAX_MAX_NICS];
-    char extra[2048];          /* more JSON members, written as they are (e.g. "ranks":[...]) */
+    struct {
+        char name[64];
+        uint64_t bytes, ops;
+    } nic[EFAX_MAX_NICS];
+    char extra[2048]; /* more JSON members, written as they are (e.g. "ranks":[...]) */
 } efax_result;
 
 /* Output of one driver run: the header block, the human table (one row per size, a column
@@ -185,17 +193,17 @@ typedef struct efax_report {
     bool header_printed;
     bool tty;
     uint64_t t0_ns;
-    char meta[12288];          /* the run's metadata as JSON members */
+    char meta[12288]; /* the run's metadata as JSON members */
     /* The fastest the bytes can physically move between the ranks (device memory on one host:
        cudaMemcpyPeerAsync between the two GPUs, measured in the same run by efax_cuda_ceiling).
        A device-memory result above it (plus EFAX_CEILING_TOLERANCE) cannot have had its bytes
        in place: it is refused as an error naming the ceiling, and efax_report_status fails. */
-    double ceiling_gbps;       /* per pair of ranks; 0: none known */
+    double ceiling_gbps; /* per pair of ranks; 0: none known */
     char ceiling_what[160];
     int refused;
-    char (*nic_choice)[256];   /* rank 0: every rank's NICs and how they were chosen */
-    int nresults;              /* results added (a run that measured nothing fails efax_report_status) */
-    int nwrong;                /* results with wrong bytes, and their "size variant (N bytes)" */
+    char (*nic_choice)[256]; /* rank 0: every rank's NICs and how they were chosen */
+    int nresults;            /* results added (a run that measured nothing fails efax_report_status) */
+    int nwrong;              /* results with wrong bytes, and their "size variant (N bytes)" */
     char wrong_rows[512];
 } efax_report;
 #define EFAXB__CHOICE_LEN 256
@@ -207,8 +215,8 @@ typedef struct efax_report {
 /* Opens the outputs and prints the header block (provider, libfabric version, hosts, NICs,
    memory, command line, FI_* and EFAX_* variables). Collective: gathers host names.
    Returns 0 or a negative code (a file that cannot be opened is named). */
-EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
-                              const char *memory, efax_ctx *ctx, efax_boot *boot);
+EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver, const char *memory,
+                              efax_ctx *ctx, efax_boot *boot);
 /* Adds a result: written to JSON and CSV at once, kept for the table row. */
 EFAX_API void efax_report_add(efax_report *r, const efax_result *res);
 /* Prints the table row of the results added since the last row. */
@@ -252,14 +260,14 @@ typedef struct efax_bench_desc {
     int min_ranks, max_ranks;    /* ranks the experiment needs (0: at least 2; max 0: no limit) */
     bool one_kind;               /* --mem must name one memory kind */
     bool gpu;                    /* needs a CUDA device: without one it says "skipped" and ends, status 0 */
-    bool own_options;            /* no sweep: d->extra alone is parsed (efax_args_parse); its entries may point
-                                    into b->o (provider, nics, timeout_ms), which efax_bench_open fills */
-    bool cold;                   /* efax_bench_connect does not warm the connections: the experiment's own
-                                    first messages open them (a broken pair is its result, not an error) */
-    unsigned modes;              /* the modes the experiment runs whatever --mode says (bits 1u << efax_mode;
-                                    0: --mode's); of these, all but Single run only with several NICs */
-    bool own_table;              /* the driver prints its own table: the report writes --json and --csv
-                                    alone (as --quiet) */
+    bool own_options; /* no sweep: d->extra alone is parsed (efax_args_parse); its entries may point
+                         into b->o (provider, nics, timeout_ms), which efax_bench_open fills */
+    bool cold;        /* efax_bench_connect does not warm the connections: the experiment's own
+                         first messages open them (a broken pair is its result, not an error) */
+    unsigned modes;   /* the modes the experiment runs whatever --mode says (bits 1u << efax_mode;
+                         0: --mode's); of these, all but Single run only with several NICs */
+    bool own_table;   /* the driver prints its own table: the report writes --json and --csv
+                         alone (as --quiet) */
     const efax_bench_xchg *xchg; /* the layout of the driver's exchange (efax_bench_exchange); NULL: none */
 } efax_bench_desc;
 
@@ -276,31 +284,31 @@ typedef struct efax_bench {
     efax_opts o;
     efax_boot boot;
     efax_ctx ctx;
-    efax_report *rep;          /* from efax_bench_begin */
+    efax_report *rep;             /* from efax_bench_begin */
     const efax_mem_ops *kinds[3]; /* the memory kinds --mem chose (and this machine can run) */
     int nk;
-    int rank, size;            /* after efax_bench_open */
+    int rank, size; /* after efax_bench_open */
     bool connected, begun;
-    efax_buf *bufs;            /* [EFAX_BENCH_BUFS] */
+    efax_buf *bufs; /* [EFAX_BENCH_BUFS] */
     int nbuf;
     void *allocs[EFAX_BENCH_ALLOCS];
     int nalloc;
-    uint64_t t_start, sweeps;  /* the soak: when the sweep started, whole sweeps done */
+    uint64_t t_start, sweeps; /* the soak: when the sweep started, whole sweeps done */
     /* with an exchange (efax_bench_desc.xchg), from efax_bench_connect: */
     efax_buf *xsrc[3], *xdst[3]; /* each memory kind's source and destination */
-    double *lat;               /* room for a step's times: efax_opts_iters at 1 byte, for every rank */
-    efax_xfer *xs;             /* [size * msgs]: this rank's writes of an iteration */
-    efax_expect *ex;           /* [size * msgs]: the writes into this rank of an iteration */
-    efax_write_desc *xw;       /* [size * msgs]: this rank's writes as it describes them */
+    double *lat;                 /* room for a step's times: efax_opts_iters at 1 byte, for every rank */
+    efax_xfer *xs;               /* [size * msgs]: this rank's writes of an iteration */
+    efax_expect *ex;             /* [size * msgs]: the writes into this rank of an iteration */
+    efax_write_desc *xw;         /* [size * msgs]: this rank's writes as it describes them */
 } efax_bench;
 
 /* One point of the sweep. Zero it before the first efax_bench_next. */
 typedef struct efax_bench_step {
-    uint64_t size;             /* bytes per message (the driver's size column) */
+    uint64_t size; /* bytes per message (the driver's size column) */
     efax_mode mode;
-    int k;                     /* memory kind: b->kinds[k] */
+    int k; /* memory kind: b->kinds[k] */
     const efax_mem_ops *kind;
-    int iters, warmup;         /* efax_opts_iters / efax_opts_warmup at size */
+    int iters, warmup; /* efax_opts_iters / efax_opts_warmup at size */
     bool started;
 } efax_bench_step;
 
@@ -323,7 +331,8 @@ EFAX_API int efax_bench_connect(efax_bench *b);
    (on none before efax_bench_connect: memory no NIC uses). A region peers write into
    (EFAX_MR_WRITE_DST) is exchanged with every rank, so it is collective then. *out gets it; it is
    freed by efax_bench_close. Returns 0 or a negative code. */
-EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access, efax_buf **out);
+EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access,
+                            efax_buf **out);
 
 /* Zeroed memory for n items of `size` bytes, freed by efax_bench_close; NULL when out of memory. */
 EFAX_API void *efax_bench_calloc(efax_bench *b, size_t n, size_t size);
@@ -365,13 +374,13 @@ EFAX_API uint64_t efax_bench_chunk(const efax_bench *b, const efax_mem_ops *kind
    bandwidth, with each host's sum (against the rails its writers use: line Gbit/s each, 0:
    unknown) and the aggregate. bytes: what one writer moves per iteration. Returns 0 or the
    bootstrap's error. */
-EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers, uint64_t bytes,
-                                double line);
+EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers,
+                                uint64_t bytes, double line);
 
 /* Starts a result of step st (efax_result_init): its label ("Split" + "DMA" + " " + suffix, which
    may be NULL), memory kind, the path buf's memory took (buf->path), and its shape. */
-EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf, const char *suffix,
-                                efax_result_kind kind, int window, int peers);
+EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf,
+                                const char *suffix, efax_result_kind kind, int window, int peers);
 
 /* Step 5: records a result. Collective: every rank passes the wrong bytes it counted (the sum is
    the result's, or -1 without -c); rank 0 adds the NIC counters and reports it (table row cell,
@@ -386,7 +395,8 @@ EFAX_API int efax_bench_close(efax_bench *b, int rc);
 /* For a driver with only its own options (no launcher, no sweep): parses argv against defs (efax_args_parse;
    driver and about name it in --help), printing "driver: reason" on stderr for a bad option. Returns 0,
    EFAX_BENCH_DONE after --help (exit status 0), or -EFAX_E_USAGE (exit status 2). */
-EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver, const char *about);
+EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver,
+                             const char *about);
 
 /* Writes one JSON Lines record to f (nothing when f is NULL): {"schema":1,"driver":"<driver>", the members fmt
    formats (printf; the caller escapes strings), }. For drivers that write records of their own shape. */
@@ -405,8 +415,8 @@ EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const
    destination dsts[k] with dst_access (EFAX_MR_*; exchanged when peers write it, as efax_bench_buf),
    len bytes each; the destinations are poisoned, so a check finds what did not land. Collective when
    the destinations are exchanged. Returns 0 or a negative code. */
-EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access, efax_buf **srcs,
-                             efax_buf **dsts);
+EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access,
+                             efax_buf **srcs, efax_buf **dsts);
 
 /* For experiments whose ranks each time their own iterations at once, where an iteration lasts as long as its
    slowest rank (all2all): gathers every rank's `iters` times (lat, microseconds; collective) and leaves in lat
@@ -437,13 +447,13 @@ enum { EFAX_BENCH_TAG_ACK = 1, EFAX_BENCH_TAG_READY = 2, EFAX_BENCH_TAG_DATA = 3
 
 /* The layout of a driver's exchange, fixed for the run (efax_bench_desc.xchg). */
 struct efax_bench_xchg {
-    int msgs;                  /* the most messages one rank writes another per iteration (0: --window) */
-    bool per_target;           /* a source region per target (all-to-all); else every target the same */
-    bool per_writer;           /* a destination region per writer (incast, all-to-all); else one */
-    bool unconfirmed;          /* no confirmations: every rank times its own iterations, each ending when
-                                  its writes completed and its writers' landed (all-to-all); else a
-                                  writer's iteration ends when every target confirmed */
-    uint64_t bytes;            /* each buffer's size (0: the slots that messages of -e bytes need) */
+    int msgs;         /* the most messages one rank writes another per iteration (0: --window) */
+    bool per_target;  /* a source region per target (all-to-all); else every target the same */
+    bool per_writer;  /* a destination region per writer (incast, all-to-all); else one */
+    bool unconfirmed; /* no confirmations: every rank times its own iterations, each ending when
+                         its writes completed and its writers' landed (all-to-all); else a
+                         writer's iteration ends when every target confirmed */
+    uint64_t bytes;   /* each buffer's size (0: the slots that messages of -e bytes need) */
 };
 
 /* A writer that posts through something other than this rank's context (efax_cuda.h's proxy, whose
@@ -463,8 +473,8 @@ typedef struct efax_bench_moves {
        pair, so the answer may depend on nothing but the arguments and user */
     bool (*writes)(const void *user, int from, int to, int nranks);
     const void *user;
-    uint64_t size;             /* bytes per message (0: the step's) */
-    int msgs;                  /* messages per writer and target (0: the layout's) */
+    uint64_t size;                   /* bytes per message (0: the step's) */
+    int msgs;                        /* messages per writer and target (0: the layout's) */
     const efax_bench_poster *poster; /* this rank's writes (NULL: efax_write on b->ctx) */
 } efax_bench_moves;
 
@@ -473,8 +483,8 @@ typedef struct efax_bench_moves {
    Appends this rank's iteration times (microseconds) at lat[*nlat] and advances *nlat where it
    times: on a writer (confirmed), on every rank that moves anything (unconfirmed); adds the wrong
    bytes it found to *wrong. Returns 0 or a negative code (logged). */
-EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv, double *lat,
-                                 int *nlat, int64_t *wrong);
+EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv,
+                                 double *lat, int *nlat, int64_t *wrong);
 
 #ifdef EFAX_CUDA_H
 // >>cuda glue (with efax_cuda.h) -------------------------------------------------------------
@@ -531,10 +541,22 @@ EFAX_API int efax_parse_size(const char *s, uint64_t *out) {
     }
     switch (toupper((unsigned char)*p)) {
     case 0: break;
-    case 'K': mul = 1ull << 10; p++; break;
-    case 'M': mul = 1ull << 20; p++; break;
-    case 'G': mul = 1ull << 30; p++; break;
-    case 'T': mul = 1ull << 40; p++; break;
+    case 'K':
+        mul = 1ull << 10;
+        p++;
+        break;
+    case 'M':
+        mul = 1ull << 20;
+        p++;
+        break;
+    case 'G':
+        mul = 1ull << 30;
+        p++;
+        break;
+    case 'T':
+        mul = 1ull << 40;
+        p++;
+        break;
     default: return -EFAX_E_USAGE;
     }
     if (*p == 'i' && mul > 1) p++;
@@ -555,60 +577,70 @@ EFAX_API const char *efax_fmt_size(uint64_t b, char *buf, size_t len) {
         if (b % 1024) break;
         b /= 1024;
     }
-    if (i < 0) snprintf(buf, len, "%llu", (unsigned long long)b);
-    else if (v == (double)(uint64_t)v) snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[i]);
-    else snprintf(buf, len, "%.1f%c", v, sfx[i]);
+    if (i < 0)
+        snprintf(buf, len, "%llu", (unsigned long long)b);
+    else if (v == (double)(uint64_t)v)
+        snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[i]);
+    else
+        snprintf(buf, len, "%.1f%c", v, sfx[i]);
     return buf;
 }
 
 EFAX_PRIVATE const efax_optdef *efaxb__find_opt(const efax_optdef *defs, const char *lname, char sname) {
     for (; defs && defs->name; defs++)
-        if ((lname && !strcmp(defs->name, lname)) || (!lname && sname && defs->short_name == sname)) return defs;
+        if ((lname && !strcmp(defs->name, lname)) || (!lname && sname && defs->short_name == sname))
+            return defs;
     return NULL;
 }
 
 EFAX_PRIVATE void efaxb__opt_label(const efax_optdef *d, char *buf, size_t len) {
-    if (d->short_name) snprintf(buf, len, "-%c/--%s", d->short_name, d->name);
-    else snprintf(buf, len, "--%s", d->name);
+    if (d->short_name)
+        snprintf(buf, len, "-%c/--%s", d->short_name, d->name);
+    else
+        snprintf(buf, len, "--%s", d->name);
 }
 
 EFAX_PRIVATE void efaxb__print_help(const efax_optdef *common, const efax_optdef *extra, const char *driver,
-                                   const char *about) {
+                                    const char *about) {
     const efax_optdef *sets[2];
     int k;
     sets[0] = extra;
     sets[1] = common;
-    printf("usage: %s [options]   (launch under mpirun/srun --mpi=pmix, or see efax.h for EFAX_ROOT)\n", driver);
+    printf("usage: %s [options]   (launch under mpirun/srun --mpi=pmix, or see efax.h for EFAX_ROOT)\n",
+           driver);
     if (about) printf("%s\n", about);
     printf("\noptions:\n");
     for (k = 0; k < 2; k++) {
         const efax_optdef *d;
         for (d = sets[k]; d && d->name; d++) {
             char lhs[64], rng[96] = "";
-            if (d->short_name) snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", d->short_name, d->name, d->arg ? " " : "", d->arg ? d->arg : "");
-            else snprintf(lhs, sizeof lhs, "    --%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+            if (d->short_name)
+                snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", d->short_name, d->name, d->arg ? " " : "",
+                         d->arg ? d->arg : "");
+            else
+                snprintf(lhs, sizeof lhs, "    --%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
             if (d->type == EFAX_OPT_CHOICE) snprintf(rng, sizeof rng, " [%s]", d->choices);
             printf("  %-28s %s%s\n", lhs, d->help ? d->help : "", rng);
         }
     }
     printf("  %-28s %s\n", "-h, --help", "this text");
-    printf("\nsizes take K, M, G suffixes (binary: 1K = 1024). Exit codes: 0 ok, 1 run failed, 2 bad usage.\n");
+    printf(
+        "\nsizes take K, M, G suffixes (binary: 1K = 1024). Exit codes: 0 ok, 1 run failed, 2 bad usage.\n");
 }
 
 EFAX_PRIVATE int efaxb__set_opt(const efax_optdef *d, const char *val, char *err, size_t el) {
     char lbl[64];
     efaxb__opt_label(d, lbl, sizeof lbl);
     switch (d->type) {
-    case EFAX_OPT_FLAG:
-        *(bool *)d->dst = true;
-        return 0;
+    case EFAX_OPT_FLAG: *(bool *)d->dst = true; return 0;
     case EFAX_OPT_INT: {
         char *end;
         long long v;
         errno = 0;
         v = strtoll(val, &end, 10);
         if (!*val || *end || errno || (double)v < d->min || (double)v > d->max) {
-            snprintf(err, el, "%s: '%s' is not valid: expected an integer in [%.0f, %.0f]", lbl, val, d->min, d->max);
+            snprintf(err, el, "%s: '%s' is not valid: expected an integer in [%.0f, %.0f]", lbl, val, d->min,
+                     d->max);
             return -EFAX_E_USAGE;
         }
         *(int *)d->dst = (int)v;
@@ -618,8 +650,9 @@ EFAX_PRIVATE int efaxb__set_opt(const efax_optdef *d, const char *val, char *err
         uint64_t v;
         char lo[32], hi[32];
         if (efax_parse_size(val, &v) || (double)v < d->min || (double)v > d->max) {
-            snprintf(err, el, "%s: '%s' is not valid: expected a size in [%s, %s] (bytes, or with K/M/G)", lbl, val,
-                     efax_fmt_size((uint64_t)d->min, lo, sizeof lo), efax_fmt_size((uint64_t)d->max, hi, sizeof hi));
+            snprintf(err, el, "%s: '%s' is not valid: expected a size in [%s, %s] (bytes, or with K/M/G)",
+                     lbl, val, efax_fmt_size((uint64_t)d->min, lo, sizeof lo),
+                     efax_fmt_size((uint64_t)d->max, hi, sizeof hi));
             return -EFAX_E_USAGE;
         }
         *(uint64_t *)d->dst = v;
@@ -631,7 +664,8 @@ EFAX_PRIVATE int efaxb__set_opt(const efax_optdef *d, const char *val, char *err
         errno = 0;
         v = strtod(val, &end);
         if (!*val || *end || errno || !(v >= d->min && v <= d->max)) {
-            snprintf(err, el, "%s: '%s' is not valid: expected a number in [%g, %g]", lbl, val, d->min, d->max);
+            snprintf(err, el, "%s: '%s' is not valid: expected a number in [%g, %g]", lbl, val, d->min,
+                     d->max);
             return -EFAX_E_USAGE;
         }
         *(double *)d->dst = v;
@@ -664,7 +698,7 @@ EFAX_PRIVATE int efaxb__set_opt(const efax_optdef *d, const char *val, char *err
 }
 
 EFAX_PRIVATE int efaxb__parse(int argc, char **argv, const efax_optdef *extra, const efax_optdef *common,
-                             const char *driver, const char *about, char *err, size_t errlen) {
+                              const char *driver, const char *about, char *err, size_t errlen) {
     int i, rc;
     err[0] = 0;
     for (i = 1; i < argc; i++) {
@@ -730,33 +764,54 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
     snprintf(eh, sizeof eh, "largest message (default %s)", efax_fmt_size(o->max_size, sz, sizeof sz));
     {
         int k = 0;
-#define EFAXB__OPT(l, s, t, d, lo, hi, ch, a, h)                                                    \
-    do {                                                                                           \
-        common[k].name = l; common[k].short_name = s; common[k].type = t; common[k].dst = d;       \
-        common[k].min = lo; common[k].max = hi; common[k].choices = ch; common[k].arg = a;         \
-        common[k].help = h; k++;                                                                   \
+#define EFAXB__OPT(l, s, t, d, lo, hi, ch, a, h)                                                             \
+    do {                                                                                                     \
+        common[k].name = l;                                                                                  \
+        common[k].short_name = s;                                                                            \
+        common[k].type = t;                                                                                  \
+        common[k].dst = d;                                                                                   \
+        common[k].min = lo;                                                                                  \
+        common[k].max = hi;                                                                                  \
+        common[k].choices = ch;                                                                              \
+        common[k].arg = a;                                                                                   \
+        common[k].help = h;                                                                                  \
+        k++;                                                                                                 \
     } while (0)
         EFAXB__OPT("min-size", 'b', EFAX_OPT_SIZE, &o->min_size, 1, 68719476736.0, NULL, "SIZE", bh);
         EFAXB__OPT("max-size", 'e', EFAX_OPT_SIZE, &o->max_size, 1, 68719476736.0, NULL, "SIZE", eh);
-        EFAXB__OPT("factor", 'f', EFAX_OPT_DOUBLE, &o->factor, 1.0, 1024, NULL, "F", "size multiplier between rows, > 1 (default 2)");
-        EFAXB__OPT("iters", 'n', EFAX_OPT_INT, &o->iters, 1, 10000000, NULL, "N", "timed iterations per size (default: by size)");
-        EFAXB__OPT("warmup", 'w', EFAX_OPT_INT, &o->warmup, 0, 1000000, NULL, "N", "untimed iterations first (default: by size)");
-        EFAXB__OPT("check", 'c', EFAX_OPT_FLAG, &o->check, 0, 0, NULL, NULL, "verify every byte of every iteration (outside the timing)");
-        EFAXB__OPT("provider", 0, EFAX_OPT_STR, &o->provider, 0, 0, NULL, "NAME", "libfabric provider: efa, tcp, shm, ... (default: efa > tcp > shm)");
-        EFAXB__OPT("nics", 0, EFAX_OPT_STR, &o->nics, 0, 0, NULL, "LIST", "comma-separated NIC names (default: all but loopback)");
-        EFAXB__OPT("mode", 0, EFAX_OPT_STR, &modes, 0, 0, NULL, "LIST", "single,split,roundrobin,stripe or all (default single)");
+        EFAXB__OPT("factor", 'f', EFAX_OPT_DOUBLE, &o->factor, 1.0, 1024, NULL, "F",
+                   "size multiplier between rows, > 1 (default 2)");
+        EFAXB__OPT("iters", 'n', EFAX_OPT_INT, &o->iters, 1, 10000000, NULL, "N",
+                   "timed iterations per size (default: by size)");
+        EFAXB__OPT("warmup", 'w', EFAX_OPT_INT, &o->warmup, 0, 1000000, NULL, "N",
+                   "untimed iterations first (default: by size)");
+        EFAXB__OPT("check", 'c', EFAX_OPT_FLAG, &o->check, 0, 0, NULL, NULL,
+                   "verify every byte of every iteration (outside the timing)");
+        EFAXB__OPT("provider", 0, EFAX_OPT_STR, &o->provider, 0, 0, NULL, "NAME",
+                   "libfabric provider: efa, tcp, shm, ... (default: efa > tcp > shm)");
+        EFAXB__OPT("nics", 0, EFAX_OPT_STR, &o->nics, 0, 0, NULL, "LIST",
+                   "comma-separated NIC names (default: all but loopback)");
+        EFAXB__OPT("mode", 0, EFAX_OPT_STR, &modes, 0, 0, NULL, "LIST",
+                   "single,split,roundrobin,stripe or all (default single)");
         EFAXB__OPT("json", 0, EFAX_OPT_STR, &o->json, 0, 0, NULL, "FILE", "write JSON Lines records");
         EFAXB__OPT("csv", 0, EFAX_OPT_STR, &o->csv, 0, 0, NULL, "FILE", "write CSV rows");
         EFAXB__OPT("quiet", 'q', EFAX_OPT_FLAG, &o->quiet, 0, 0, NULL, NULL, "no table and no progress line");
-        EFAXB__OPT("line-rate", 0, EFAX_OPT_DOUBLE, &o->line_gbps, 0.001, 100000, NULL, "GBPS", "line rate of one NIC in Gbit/s for the % column");
-        EFAXB__OPT("timeout", 0, EFAX_OPT_INT, &o->timeout_ms, 1, 86400000, NULL, "MS", "fail any wait longer than this (default 30000)");
-        EFAXB__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 250, NULL, "N", "messages in flight per iteration (default 1)");
+        EFAXB__OPT("line-rate", 0, EFAX_OPT_DOUBLE, &o->line_gbps, 0.001, 100000, NULL, "GBPS",
+                   "line rate of one NIC in Gbit/s for the % column");
+        EFAXB__OPT("timeout", 0, EFAX_OPT_INT, &o->timeout_ms, 1, 86400000, NULL, "MS",
+                   "fail any wait longer than this (default 30000)");
+        EFAXB__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 250, NULL, "N",
+                   "messages in flight per iteration (default 1)");
         EFAXB__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE",
                    "most bytes one post carries (default " EFAX_CHUNK_POLICY ")");
-        EFAXB__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S", "repeat the sweep until S seconds have passed (soak)");
-        EFAXB__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
-        EFAXB__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL, "efa: let its own shared memory carry same-host peers (default: the NIC does)");
-        EFAXB__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL, "the provider may not call CUDA: device memory by GPUDirect RDMA only");
+        EFAXB__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S",
+                   "repeat the sweep until S seconds have passed (soak)");
+        EFAXB__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST",
+                   "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
+        EFAXB__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL,
+                   "efa: let its own shared memory carry same-host peers (default: the NIC does)");
+        EFAXB__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL,
+                   "the provider may not call CUDA: device memory by GPUDirect RDMA only");
 #undef EFAXB__OPT
     }
     o->argc = argc;
@@ -768,9 +823,13 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         snprintf(buf, sizeof buf, "%s", modes);
         for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             efax_mode m;
-            if (!strcmp(tok, "all")) { o->modes = (1u << EFAX_MODE_COUNT) - 1; continue; }
+            if (!strcmp(tok, "all")) {
+                o->modes = (1u << EFAX_MODE_COUNT) - 1;
+                continue;
+            }
             if (efax_mode_parse(tok, &m)) {
-                snprintf(err, errlen, "--mode: '%s' is not valid: expected single, split, roundrobin, stripe or all", tok);
+                snprintf(err, errlen,
+                         "--mode: '%s' is not valid: expected single, split, roundrobin, stripe or all", tok);
                 return -EFAX_E_USAGE;
             }
             o->modes |= 1u << m;
@@ -787,20 +846,25 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         if (e && *e) {
             o->line_gbps_env = strtod(e, &end);
             if (*end || !(o->line_gbps_env > 0 && o->line_gbps_env <= 100000)) {
-                snprintf(err, errlen, "EFAX_LINE_GBPS='%s' is not valid: expected a line rate in Gbit/s in (0, 100000]", e);
+                snprintf(err, errlen,
+                         "EFAX_LINE_GBPS='%s' is not valid: expected a line rate in Gbit/s in (0, 100000]",
+                         e);
                 return -EFAX_E_USAGE;
             }
         }
         if ((rc = efax_env_check(err, errlen))) return rc;
     }
     if (!(o->factor > 1.0)) {
-        snprintf(err, errlen, "-f/--factor: %g is not valid: the size factor must be greater than 1", o->factor);
+        snprintf(err, errlen, "-f/--factor: %g is not valid: the size factor must be greater than 1",
+                 o->factor);
         return -EFAX_E_USAGE;
     }
     if (o->min_size > o->max_size) {
         char lo[32], hi[32];
-        snprintf(err, errlen, "-b/--min-size %s is larger than -e/--max-size %s: the smallest size must not exceed the largest",
-                 efax_fmt_size(o->min_size, lo, sizeof lo), efax_fmt_size(o->max_size, hi, sizeof hi));
+        snprintf(
+            err, errlen,
+            "-b/--min-size %s is larger than -e/--max-size %s: the smallest size must not exceed the largest",
+            efax_fmt_size(o->min_size, lo, sizeof lo), efax_fmt_size(o->max_size, hi, sizeof hi));
         return -EFAX_E_USAGE;
     }
     return 0;
@@ -863,7 +927,8 @@ EFAX_API efax_stats efax_stats_of(double *v, int n) {
 // >>results and the report (implementation) ---------------------------------------------------
 
 EFAX_API const char *efax_result_kind_name(efax_result_kind k) {
-    static const char *const names[EFAX_RESULT_KIND_COUNT] = {"oneway", "roundtrip", "halfrtt", "alltoall", "ipc"};
+    static const char *const names[EFAX_RESULT_KIND_COUNT] = {"oneway", "roundtrip", "halfrtt", "alltoall",
+                                                              "ipc"};
     return (unsigned)k < EFAX_RESULT_KIND_COUNT ? names[k] : "unknown";
 }
 
@@ -899,7 +964,9 @@ EFAX_PRIVATE double efaxb__line_rate(const efax_ctx *ctx, const efax_opts *o, in
     int i;
     if (nics > efax_ctx_nnics(ctx)) nics = efax_ctx_nnics(ctx);
     for (i = 0; i < nics; i++) {
-        double r = o->line_gbps > 0 ? o->line_gbps : o->line_gbps_env > 0 ? o->line_gbps_env : efax_ctx_nic(ctx, i)->link_gbps;
+        double r = o->line_gbps > 0       ? o->line_gbps
+                   : o->line_gbps_env > 0 ? o->line_gbps_env
+                                          : efax_ctx_nic(ctx, i)->link_gbps;
         if (r <= 0) return 0;
         sum += r;
     }
@@ -935,20 +1002,30 @@ EFAX_PRIVATE void efaxb__json_str(char *buf, size_t cap, size_t *used, const cha
     buf[u++] = '"';
     for (; s && *s && u + 8 < cap; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { buf[u++] = '\\'; buf[u++] = (char)c; }
-        else if (c == '\n') { buf[u++] = '\\'; buf[u++] = 'n'; }
-        else if (c == '\t') { buf[u++] = '\\'; buf[u++] = 't'; }
-        else if (c < 0x20 || c == 0x7f) u += (size_t)snprintf(buf + u, cap - u, "\\u%04x", c);
-        else buf[u++] = (char)c;
+        if (c == '"' || c == '\\') {
+            buf[u++] = '\\';
+            buf[u++] = (char)c;
+        } else if (c == '\n') {
+            buf[u++] = '\\';
+            buf[u++] = 'n';
+        } else if (c == '\t') {
+            buf[u++] = '\\';
+            buf[u++] = 't';
+        } else if (c < 0x20 || c == 0x7f)
+            u += (size_t)snprintf(buf + u, cap - u, "\\u%04x", c);
+        else
+            buf[u++] = (char)c;
     }
     buf[u++] = '"';
     buf[u] = 0;
     *used = u;
 }
 
+EFAX_PRIVATE void efaxb__cat(char *buf, size_t cap, size_t *used, const char *fmt, ...)
 #if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
+    __attribute__((format(printf, 4, 5)))
 #endif
+    ;
 EFAX_PRIVATE void efaxb__cat(char *buf, size_t cap, size_t *used, const char *fmt, ...) {
     va_list ap;
     int n;
@@ -961,8 +1038,10 @@ EFAX_PRIVATE void efaxb__cat(char *buf, size_t cap, size_t *used, const char *fm
 
 /* A finite number, or null: JSON has no NaN or infinity. */
 EFAX_PRIVATE void efaxb__json_num(char *buf, size_t cap, size_t *used, double v) {
-    if (v != v || v > 1e300 || v < -1e300) efaxb__cat(buf, cap, used, "null");
-    else efaxb__cat(buf, cap, used, "%.6g", v);
+    if (v != v || v > 1e300 || v < -1e300)
+        efaxb__cat(buf, cap, used, "null");
+    else
+        efaxb__cat(buf, cap, used, "%.6g", v);
 }
 
 /* Every rank's NICs and how they were chosen (efax_ctx_init: given, nearest the GPU, on the
@@ -972,12 +1051,16 @@ EFAX_PRIVATE int efaxb__gather_nic_choice(efax_report *r, const efax_ctx *ctx, e
     size_t u = 0;
     int i, rc;
     memset(mine, 0, sizeof mine);
-    for (i = 0; i < efax_ctx_nnics(ctx); i++) efaxb__cat(mine, sizeof mine, &u, "%s%s", i ? "," : "", efax_ctx_nic(ctx, i)->name);
+    for (i = 0; i < efax_ctx_nnics(ctx); i++)
+        efaxb__cat(mine, sizeof mine, &u, "%s%s", i ? "," : "", efax_ctx_nic(ctx, i)->name);
     efaxb__cat(mine, sizeof mine, &u, " (%s)", efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
-    r->nic_choice = r->rank == 0 ? (char (*)[EFAXB__CHOICE_LEN])calloc((size_t)boot->size, EFAXB__CHOICE_LEN) : NULL;
+    r->nic_choice =
+        r->rank == 0 ? (char(*)[EFAXB__CHOICE_LEN])calloc((size_t)boot->size, EFAXB__CHOICE_LEN) : NULL;
     if (r->rank == 0 && !r->nic_choice) return -FI_ENOMEM;
     {
-        char (*all)[EFAXB__CHOICE_LEN] = r->nic_choice ? r->nic_choice : (char (*)[EFAXB__CHOICE_LEN])calloc((size_t)boot->size, EFAXB__CHOICE_LEN);
+        char(*all)[EFAXB__CHOICE_LEN] =
+            r->nic_choice ? r->nic_choice
+                          : (char(*)[EFAXB__CHOICE_LEN])calloc((size_t)boot->size, EFAXB__CHOICE_LEN);
         if (!all) return -FI_ENOMEM;
         rc = efax_boot_allgather(boot, mine, sizeof mine, all, -1);
         if (all != r->nic_choice) free(all);
@@ -1020,22 +1103,28 @@ EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
             eu += (size_t)snprintf(emu_names + eu, sizeof emu_names - eu, "%s%s", eu ? "," : "", n->name);
         }
     }
-    printf("# message order: %s\n", sas == efax_ctx_nnics(ctx) ? "send-after-send (FI_ORDER_SAS granted)"
-                                    : "not ordered on every NIC (efax matches receives by immediate data)");
+    printf("# message order: %s\n",
+           sas == efax_ctx_nnics(ctx) ? "send-after-send (FI_ORDER_SAS granted)"
+                                      : "not ordered on every NIC (efax matches receives by immediate data)");
     if (strcmp(efax_ctx_provider(ctx), "efa")) {
         if (cuda_off) printf("# CUDA API in the provider: forbidden (FI_OPT_CUDA_API_PERMITTED=false)\n");
         return;
     }
     printf("# efa: same-host peers through %s; writes: %s; CUDA API in the provider: %s\n",
-           shm_on ? "efa's shared memory (--efa-shm: memcpy, not the NIC)" : shm_off ? "the NIC (shared memory off)"
-                                                                          : "whatever efa decides (this libfabric cannot say)",
-           emu ? "EMULATED with messages (not RDMA writes)" : real == efax_ctx_nnics(ctx) ? "RDMA writes (device)" : "unknown (libfabric < 1.18)",
+           shm_on    ? "efa's shared memory (--efa-shm: memcpy, not the NIC)"
+           : shm_off ? "the NIC (shared memory off)"
+                     : "whatever efa decides (this libfabric cannot say)",
+           emu                           ? "EMULATED with messages (not RDMA writes)"
+           : real == efax_ctx_nnics(ctx) ? "RDMA writes (device)"
+                                         : "unknown (libfabric < 1.18)",
            cuda_off ? "forbidden (GPUDirect RDMA only)" : "permitted");
-    if (emu) printf("# WARNING: efa emulates RDMA writes on NIC(s) %s: WRITE results there are not RDMA writes\n", emu_names);
+    if (emu)
+        printf("# WARNING: efa emulates RDMA writes on NIC(s) %s: WRITE results there are not RDMA writes\n",
+               emu_names);
 }
 
-EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
-                              const char *memory, efax_ctx *ctx, efax_boot *boot) {
+EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver, const char *memory,
+                              efax_ctx *ctx, efax_boot *boot) {
     size_t u = 0;
     int i;
     char tbuf[64];
@@ -1066,8 +1155,10 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     gmtime_r(&now, &tmv);
     strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tmv);
     /* the run's metadata, repeated in every JSON record so each stands alone */
-    efaxb__cat(r->meta, sizeof r->meta, &u, "\"run\":{\"efax\":\"%s\",\"libfabric\":\"%u.%u\",\"time\":\"%s\",\"ranks\":%d,",
-              EFAX_VERSION_STRING, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), tbuf, boot ? boot->size : 1);
+    efaxb__cat(r->meta, sizeof r->meta, &u,
+               "\"run\":{\"efax\":\"%s\",\"libfabric\":\"%u.%u\",\"time\":\"%s\",\"ranks\":%d,",
+               EFAX_VERSION_STRING, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), tbuf,
+               boot ? boot->size : 1);
     efaxb__cat(r->meta, sizeof r->meta, &u, "\"provider\":");
     efaxb__json_str(r->meta, sizeof r->meta, &u, ctx ? efax_ctx_provider(ctx) : "-");
     if (ctx && efax_ctx_mem_note(ctx)[0]) {
@@ -1092,14 +1183,18 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         efaxb__json_str(r->meta, sizeof r->meta, &u, n->pci);
         efaxb__cat(r->meta, sizeof r->meta, &u, ",\"link_gbps\":");
         efaxb__json_num(r->meta, sizeof r->meta, &u, n->link_gbps);
-        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s}",
-                  n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efaxb__tri(n->efa_shm), efaxb__tri(n->emulated_write),
-                  efaxb__tri(n->cuda_api));
+        efaxb__cat(r->meta, sizeof r->meta, &u,
+                   ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s}", n->numa,
+                   n->msg_order & FI_ORDER_SAS ? "true" : "false", efaxb__tri(n->efa_shm),
+                   efaxb__tri(n->emulated_write), efaxb__tri(n->cuda_api));
     }
     efaxb__cat(r->meta, sizeof r->meta, &u, "],\"nic_choice\":");
-    efaxb__json_str(r->meta, sizeof r->meta, &u, ctx && efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
-    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"huge_pages\":%s,\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
-              ctx && efax_ctx_huge_pages(ctx) ? "true" : "false", o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
+    efaxb__json_str(r->meta, sizeof r->meta, &u,
+                    ctx && efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
+    efaxb__cat(r->meta, sizeof r->meta, &u,
+               ",\"huge_pages\":%s,\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
+               ctx && efax_ctx_huge_pages(ctx) ? "true" : "false", o->window, (unsigned long long)o->chunk,
+               o->check ? "true" : "false");
     {
         char cmd[1024];
         size_t cu = 0;
@@ -1114,7 +1209,8 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         for (e = environ; e && *e; e++) {
             const char *eq = strchr(*e, '=');
             char key[128];
-            if (!eq || (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5)) || (size_t)(eq - *e) >= sizeof key) continue;
+            if (!eq || (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5)) || (size_t)(eq - *e) >= sizeof key)
+                continue;
             if (!strncmp(*e, "EFAX_TOKEN=", 11)) continue; /* a secret */
             memcpy(key, *e, (size_t)(eq - *e));
             key[eq - *e] = 0;
@@ -1126,13 +1222,16 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     }
     efaxb__cat(r->meta, sizeof r->meta, &u, "}}");
     if (r->csv)
-        fprintf(r->csv, "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_gbps,"
-                        "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes\n");
+        fprintf(
+            r->csv,
+            "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_"
+            "gbps,"
+            "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes\n");
     if (!o->quiet) {
         char sz[32], cs[32];
         printf("# efax %s %s\n", driver, EFAX_VERSION_STRING);
-        printf("# provider %s, libfabric %u.%u, %d rank(s) on", ctx ? efax_ctx_provider(ctx) : "-", FI_MAJOR(fi_version()),
-               FI_MINOR(fi_version()), boot ? boot->size : 1);
+        printf("# provider %s, libfabric %u.%u, %d rank(s) on", ctx ? efax_ctx_provider(ctx) : "-",
+               FI_MAJOR(fi_version()), FI_MINOR(fi_version()), boot ? boot->size : 1);
         for (i = 0; boot && i < boot->size; i++) {
             int j;
             for (j = 0; j < i; j++)
@@ -1144,13 +1243,18 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
             const efax_nic_info *n = efax_ctx_nic(ctx, i);
             printf(" %s", n->name);
             if (n->pci[0]) printf(" [%s]", n->pci);
-            if (o->line_gbps > 0) printf(" (line %.3g Gbps, given)", o->line_gbps);
-            else if (n->link_gbps > 0) printf(" (link %.3g Gbps)", n->link_gbps);
+            if (o->line_gbps > 0)
+                printf(" (line %.3g Gbps, given)", o->line_gbps);
+            else if (n->link_gbps > 0)
+                printf(" (link %.3g Gbps)", n->link_gbps);
         }
         printf("\n# memory %s%s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory,
-               !ctx || !strstr(memory, "host") ? "" : efax_ctx_huge_pages(ctx) ? " (huge pages from 2M)" : " (4K pages)", o->window,
-               o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (" EFAX_CHUNK_POLICY ")", o->check ? "every byte" : "off",
-               efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
+               !ctx || !strstr(memory, "host") ? ""
+               : efax_ctx_huge_pages(ctx)      ? " (huge pages from 2M)"
+                                               : " (4K pages)",
+               o->window, o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (" EFAX_CHUNK_POLICY ")",
+               o->check ? "every byte" : "off", efax_fmt_size(o->min_size, sz, sizeof sz),
+               efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && efax_ctx_mem_note(ctx)[0]) printf("# device memory: %s\n", efax_ctx_mem_note(ctx));
         if (ctx) efaxb__print_nic_semantics(ctx);
         efaxb__print_nic_choice(r);
@@ -1191,7 +1295,7 @@ EFAX_API int efax_report_status(const efax_report *r) {
 }
 
 EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
-    char buf[sizeof ((efax_report *)0)->meta + 8192]; /* the record, then the run's metadata */
+    char buf[sizeof((efax_report *)0)->meta + 8192]; /* the record, then the run's metadata */
     size_t u = 0;
     int i;
     if (r->rank != 0) return;
@@ -1200,9 +1304,10 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         double g = res->kind == EFAX_RESULT_ALLTOALL ? res->busbw_gbs * 8 : res->gbps;
         double lim = r->ceiling_gbps * (res->peers > 1 ? res->peers : 1);
         if (g > lim * (1 + EFAX_CEILING_TOLERANCE)) {
-            fprintf(stderr, "efax: error: %s %llu bytes: %.1f Gbps is above the ceiling of %.1f Gbps (%s): the bytes "
-                            "cannot have been in place, so this is no result\n", res->variant, (unsigned long long)res->size,
-                    g, lim, r->ceiling_what);
+            fprintf(stderr,
+                    "efax: error: %s %llu bytes: %.1f Gbps is above the ceiling of %.1f Gbps (%s): the bytes "
+                    "cannot have been in place, so this is no result\n",
+                    res->variant, (unsigned long long)res->size, g, lim, r->ceiling_what);
             r->refused++;
             return;
         }
@@ -1212,7 +1317,8 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         size_t w = strlen(r->wrong_rows);
         char sz[32];
         efaxb__cat(r->wrong_rows, sizeof r->wrong_rows, &w, "%s%s %s (%lld byte%s)", r->nwrong++ ? ", " : "",
-                  efax_fmt_size(res->size, sz, sizeof sz), res->variant, (long long)res->wrong, res->wrong == 1 ? "" : "s");
+                   efax_fmt_size(res->size, sz, sizeof sz), res->variant, (long long)res->wrong,
+                   res->wrong == 1 ? "" : "s");
     }
     if (r->json) {
         efaxb__cat(buf, sizeof buf, &u, "{\"schema\":1,\"driver\":");
@@ -1232,18 +1338,22 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
             efaxb__json_num(buf, sizeof buf, &u, r->ceiling_gbps);
         }
         efaxb__cat(buf, sizeof buf, &u, ",\"size\":%llu,\"iters\":%d,\"window\":%d,\"peers\":%d,\"seconds\":",
-                  (unsigned long long)res->size, res->iters, res->window, res->peers);
+                   (unsigned long long)res->size, res->iters, res->window, res->peers);
         efaxb__json_num(buf, sizeof buf, &u, res->seconds);
         efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"gbps\":", (unsigned long long)res->bytes);
         efaxb__json_num(buf, sizeof buf, &u, res->gbps);
         efaxb__cat(buf, sizeof buf, &u, ",\"gbs\":");
         efaxb__json_num(buf, sizeof buf, &u, res->gbps / 8);
         efaxb__cat(buf, sizeof buf, &u, ",\"line_gbps\":");
-        if (res->line_gbps > 0) efaxb__json_num(buf, sizeof buf, &u, res->line_gbps);
-        else efaxb__cat(buf, sizeof buf, &u, "null");
+        if (res->line_gbps > 0)
+            efaxb__json_num(buf, sizeof buf, &u, res->line_gbps);
+        else
+            efaxb__cat(buf, sizeof buf, &u, "null");
         efaxb__cat(buf, sizeof buf, &u, ",\"pct_line\":");
-        if (res->line_gbps > 0) efaxb__json_num(buf, sizeof buf, &u, efaxb__pct(res));
-        else efaxb__cat(buf, sizeof buf, &u, "null");
+        if (res->line_gbps > 0)
+            efaxb__json_num(buf, sizeof buf, &u, efaxb__pct(res));
+        else
+            efaxb__cat(buf, sizeof buf, &u, "null");
         efaxb__cat(buf, sizeof buf, &u, ",\"lat_us\":{\"min\":");
         efaxb__json_num(buf, sizeof buf, &u, res->lat_us.min);
         efaxb__cat(buf, sizeof buf, &u, ",\"p50\":");
@@ -1255,8 +1365,10 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         efaxb__cat(buf, sizeof buf, &u, ",\"max\":");
         efaxb__json_num(buf, sizeof buf, &u, res->lat_us.max);
         efaxb__cat(buf, sizeof buf, &u, "},\"wrong\":");
-        if (res->wrong < 0) efaxb__cat(buf, sizeof buf, &u, "null");
-        else efaxb__cat(buf, sizeof buf, &u, "%lld", (long long)res->wrong);
+        if (res->wrong < 0)
+            efaxb__cat(buf, sizeof buf, &u, "null");
+        else
+            efaxb__cat(buf, sizeof buf, &u, "%lld", (long long)res->wrong);
         if (res->kind == EFAX_RESULT_ALLTOALL) {
             efaxb__cat(buf, sizeof buf, &u, ",\"algbw_gbs\":");
             efaxb__json_num(buf, sizeof buf, &u, res->algbw_gbs);
@@ -1267,25 +1379,29 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         for (i = 0; i < res->nnic; i++) {
             efaxb__cat(buf, sizeof buf, &u, "%s{\"name\":", i ? "," : "");
             efaxb__json_str(buf, sizeof buf, &u, res->nic[i].name);
-            efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"ops\":%llu}", (unsigned long long)res->nic[i].bytes,
-                      (unsigned long long)res->nic[i].ops);
+            efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"ops\":%llu}",
+                       (unsigned long long)res->nic[i].bytes, (unsigned long long)res->nic[i].ops);
         }
         efaxb__cat(buf, sizeof buf, &u, "]%s%s,%s}\n", res->extra[0] ? "," : "", res->extra, r->meta);
         fputs(buf, r->json);
         fflush(r->json);
     }
     if (r->csv) {
-        fprintf(r->csv, "%s,%s,%s,%s,%s,%s,%llu,%d,%d,%d,%.6g,%.6g,", r->driver, res->variant, efax_result_kind_name(res->kind),
-                r->ctx ? efax_ctx_provider(r->ctx) : "-", res->memory, res->mem_path, (unsigned long long)res->size, res->iters,
-                res->window, res->peers, res->gbps, res->gbps / 8);
-        if (res->line_gbps > 0) fprintf(r->csv, "%.6g,%.6g,", efaxb__pct(res), res->line_gbps);
-        else fprintf(r->csv, ",,");
+        fprintf(r->csv, "%s,%s,%s,%s,%s,%s,%llu,%d,%d,%d,%.6g,%.6g,", r->driver, res->variant,
+                efax_result_kind_name(res->kind), r->ctx ? efax_ctx_provider(r->ctx) : "-", res->memory,
+                res->mem_path, (unsigned long long)res->size, res->iters, res->window, res->peers, res->gbps,
+                res->gbps / 8);
+        if (res->line_gbps > 0)
+            fprintf(r->csv, "%.6g,%.6g,", efaxb__pct(res), res->line_gbps);
+        else
+            fprintf(r->csv, ",,");
         fprintf(r->csv, "%.6g,%.6g,%.6g,%.6g,%.6g,", res->lat_us.min, res->lat_us.p50, res->lat_us.avg,
                 res->lat_us.p99, res->lat_us.max);
         if (res->wrong >= 0) fprintf(r->csv, "%lld", (long long)res->wrong);
         fprintf(r->csv, ",%.6g,%.6g,", res->algbw_gbs, res->busbw_gbs);
         for (i = 0; i < res->nnic; i++)
-            fprintf(r->csv, "%s%s=%llu", i ? ";" : "", res->nic[i].name, (unsigned long long)res->nic[i].bytes);
+            fprintf(r->csv, "%s%s=%llu", i ? ";" : "", res->nic[i].name,
+                    (unsigned long long)res->nic[i].bytes);
         fprintf(r->csv, "\n");
         fflush(r->csv);
     }
@@ -1296,7 +1412,10 @@ EFAX_API void efax_report_row(efax_report *r) {
     bool a2a;
     char sz[32];
     int64_t wrong = -1;
-    if (r->rank != 0 || r->nrow == 0) { r->nrow = 0; return; }
+    if (r->rank != 0 || r->nrow == 0) {
+        r->nrow = 0;
+        return;
+    }
     a2a = r->row[0].kind == EFAX_RESULT_ALLTOALL;
     if (r->tty) fprintf(stderr, "\r\033[K");
     if (!r->o->quiet) {
@@ -1305,9 +1424,11 @@ EFAX_API void efax_report_row(efax_report *r) {
             for (i = 0; i < r->nrow; i++) printf(" | %-*s", a2a ? 39 : 30, r->row[i].variant);
             printf("%s\n%8s", r->o->check ? " | " : "", "(bytes)");
             for (i = 0; i < r->nrow; i++) {
-                if (a2a) printf(" | %9s %9s %6s %11s", "algbw GB/s", "busbw GB/s", "%line", "p50 us");
-                else printf(" | %9s %6s %12s", r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "Gbps(rt)" : "Gbps", "%line",
-                            r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "rtt p50 us" : "p50 us");
+                if (a2a)
+                    printf(" | %9s %9s %6s %11s", "algbw GB/s", "busbw GB/s", "%line", "p50 us");
+                else
+                    printf(" | %9s %6s %12s", r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "Gbps(rt)" : "Gbps",
+                           "%line", r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "rtt p50 us" : "p50 us");
             }
             printf("%s\n", r->o->check ? " | #wrong" : "");
             r->header_printed = true;
@@ -1316,10 +1437,14 @@ EFAX_API void efax_report_row(efax_report *r) {
         for (i = 0; i < r->nrow; i++) {
             const efax_result *x = &r->row[i];
             char pct[16];
-            if (x->line_gbps > 0) snprintf(pct, sizeof pct, "%6.1f", efaxb__pct(x));
-            else snprintf(pct, sizeof pct, "%6s", "-");
-            if (a2a) printf(" | %10.3f %10.3f %6s %11.2f", x->algbw_gbs, x->busbw_gbs, pct, x->lat_us.p50);
-            else printf(" | %9.3f %6s %12.2f", x->gbps, pct, x->lat_us.p50);
+            if (x->line_gbps > 0)
+                snprintf(pct, sizeof pct, "%6.1f", efaxb__pct(x));
+            else
+                snprintf(pct, sizeof pct, "%6s", "-");
+            if (a2a)
+                printf(" | %10.3f %10.3f %6s %11.2f", x->algbw_gbs, x->busbw_gbs, pct, x->lat_us.p50);
+            else
+                printf(" | %9.3f %6s %12.2f", x->gbps, pct, x->lat_us.p50);
             if (x->wrong >= 0) wrong = (wrong < 0 ? 0 : wrong) + x->wrong;
         }
         if (r->o->check) printf(" | %lld", (long long)wrong);
@@ -1388,11 +1513,15 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
     rc = efax_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
 #endif
     if (rc < 0) return efax_bench_usage(b, "%s", err);
-    if (d->one_kind && b->nk > 1) return efax_bench_usage(b, "--mem: name one memory kind (host, pin or dma)");
+    if (d->one_kind && b->nk > 1)
+        return efax_bench_usage(b, "--mem: name one memory kind (host, pin or dma)");
 #ifdef EFAX_CUDA_H
     if (d->gpu && !efax_bench_gpu(d->driver)) return EFAX_BENCH_DONE;
 #endif
-    if (!b->nk) { printf("# %s\n", err); return EFAX_BENCH_DONE; }
+    if (!b->nk) {
+        printf("# %s\n", err);
+        return EFAX_BENCH_DONE;
+    }
     memset(&bd, 0, sizeof bd);
     bd.timeout_ms = b->o.timeout_ms;
     if ((rc = efax_boot_init(&b->boot, &bd))) return rc;
@@ -1400,17 +1529,22 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
     min = d->min_ranks > 0 ? d->min_ranks : 2;
     if (b->size < min || (d->max_ranks > 0 && b->size > d->max_ranks)) {
         const char *how = d->max_ranks == min ? "exactly" : "at least";
-        return efax_bench_usage(b, "needs %s %d ranks, not %d (e.g. mpirun -np %d %s)", how, min, b->size, min, argv[0]);
+        return efax_bench_usage(b, "needs %s %d ranks, not %d (e.g. mpirun -np %d %s)", how, min, b->size,
+                                min, argv[0]);
     }
     if (err[0] && b->rank == 0) printf("# %s\n", err); /* kinds this machine cannot run */
     return 0;
 }
 
 /* The exchange's messages per writer and target (efax_bench_xchg.msgs, resolved). */
-EFAX_PRIVATE int efaxb__msgs(const efax_bench *b) { return b->d.xchg->msgs > 0 ? b->d.xchg->msgs : b->o.window; }
+EFAX_PRIVATE int efaxb__msgs(const efax_bench *b) {
+    return b->d.xchg->msgs > 0 ? b->d.xchg->msgs : b->o.window;
+}
 
 /* The exchange's data tags of one memory kind: msgs, twice over when unconfirmed. */
-EFAX_PRIVATE int efaxb__kind_tags(const efax_bench *b) { return efaxb__msgs(b) * (b->d.xchg->unconfirmed ? 2 : 1); }
+EFAX_PRIVATE int efaxb__kind_tags(const efax_bench *b) {
+    return efaxb__msgs(b) * (b->d.xchg->unconfirmed ? 2 : 1);
+}
 
 /* The exchange's buffers, their tags prepared for staged writes, and the state of its messages. */
 EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
@@ -1424,7 +1558,8 @@ EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
             rc = efax_bench_buf(b, b->kinds[k], dst, EFAX_MR_WRITE_DST, &b->xdst[k]);
         if (!rc) b->xdst[k]->ops->poison(b->xdst[k], 0, dst);
         for (int q = 0; q < efaxb__kind_tags(b) && !rc; q++)
-            rc = efax_expect_prepare(&b->ctx, &b->xdst[k]->mr, EFAX_BENCH_TAG_DATA + k * efaxb__kind_tags(b) + q);
+            rc = efax_expect_prepare(&b->ctx, &b->xdst[k]->mr,
+                                     EFAX_BENCH_TAG_DATA + k * efaxb__kind_tags(b) + q);
     }
     b->xs = (efax_xfer *)efax_bench_calloc(b, n * msgs, sizeof *b->xs);
     b->ex = (efax_expect *)efax_bench_calloc(b, n * msgs, sizeof *b->ex);
@@ -1456,13 +1591,15 @@ EFAX_API int efax_bench_connect(efax_bench *b) {
     return b->d.xchg ? efaxb__xchg_init(b) : 0;
 }
 
-EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access, efax_buf **out) {
+EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access,
+                            efax_buf **out) {
     efax_buf *buf;
     int rc;
     if (b->nbuf == EFAX_BENCH_BUFS) return -FI_ENOMEM;
     buf = &b->bufs[b->nbuf++];
     if ((rc = efax_buf_alloc(b->connected ? &b->ctx : NULL, buf, kind, len, access))) return rc;
-    if (b->connected && (access & EFAX_MR_WRITE_DST) && (rc = efax_mr_exchange(&buf->mr, &b->boot))) return rc;
+    if (b->connected && (access & EFAX_MR_WRITE_DST) && (rc = efax_mr_exchange(&buf->mr, &b->boot)))
+        return rc;
     *out = buf;
     return 0;
 }
@@ -1483,7 +1620,8 @@ EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
     if (!memory) memory = efax_mem_names(b->kinds, b->nk, names, sizeof names);
     if (!(b->rep = (efax_report *)calloc(1, sizeof *b->rep))) return -FI_ENOMEM;
     b->begun = true;
-    if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot))) return rc;
+    if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot)))
+        return rc;
 #ifdef EFAX_CUDA_H
     if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efaxb__ceiling(b, 256u << 20);
 #endif
@@ -1537,7 +1675,9 @@ EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc) {
     st->iters = efax_opts_iters(&b->o, st->size);
     st->warmup = efax_opts_warmup(&b->o, st->size);
     if (b->connected) efax_ctx_stats_reset(&b->ctx);
-    if (b->begun) efax_report_progress(b->rep, "%s %llu bytes", efax_mode_label(st->mode), (unsigned long long)st->size);
+    if (b->begun)
+        efax_report_progress(b->rep, "%s %llu bytes", efax_mode_label(st->mode),
+                             (unsigned long long)st->size);
     return true;
 }
 
@@ -1554,21 +1694,24 @@ EFAX_API uint64_t efax_bench_chunk(const efax_bench *b, const efax_mem_ops *kind
    elsewhere. Returns 0, -FI_ENOMEM or the bootstrap's error. */
 EFAX_PRIVATE int efaxb__gather_slowest(efax_bench *b, double *lat, int iters, double **all) {
     double *a = (double *)calloc((size_t)iters * (size_t)b->size + 1, sizeof(double));
-    int rc = a ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, a, EFAX_TURN_MS) : -FI_ENOMEM;
+    int rc =
+        a ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, a, EFAX_TURN_MS) : -FI_ENOMEM;
     if (rc || b->rank != 0) {
         free(a);
         return rc;
     }
     for (int q = 0; q < b->size; q++)
         for (int it = 0; it < iters; it++)
-            if (a[(size_t)q * (size_t)iters + (size_t)it] > lat[it]) lat[it] = a[(size_t)q * (size_t)iters + (size_t)it];
+            if (a[(size_t)q * (size_t)iters + (size_t)it] > lat[it])
+                lat[it] = a[(size_t)q * (size_t)iters + (size_t)it];
     *all = a;
     return 0;
 }
 
-EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers, uint64_t bytes,
-                                double line) {
-    double line_per_host = line * (b->boot.local_size > 0 ? b->boot.local_size : 1), *all = NULL, sum = 0, host_sum = 0;
+EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers,
+                                uint64_t bytes, double line) {
+    double line_per_host = line * (b->boot.local_size > 0 ? b->boot.local_size : 1), *all = NULL, sum = 0,
+           host_sum = 0;
     size_t u = strlen(res->extra);
     int rc = efaxb__gather_slowest(b, lat, iters, &all);
     if (rc || b->rank != 0) return rc;
@@ -1581,8 +1724,8 @@ EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, in
         g = t > 0 ? (double)bytes * iters * 8 / (t * 1e3) : 0;
         sum += g, host_sum += g;
         printf(" rank %d (%s) %.3f Gbps", w, host, g);
-        u += (size_t)snprintf(res->extra + u, sizeof res->extra - u, "%s{\"rank\":%d,\"host\":\"%s\",\"gbps\":%.6g}", w ? "," : "", w,
-                              host, g);
+        u += (size_t)snprintf(res->extra + u, sizeof res->extra - u,
+                              "%s{\"rank\":%d,\"host\":\"%s\",\"gbps\":%.6g}", w ? "," : "", w, host, g);
         if (w + 1 < writers && !strcmp(b->boot.hosts[w + 1], host)) continue; /* not its host's last writer */
         printf("; host %s %.3f Gbps", host, host_sum);
         if (line_per_host > 0) printf(" = %.1f%% of the rails it used", 100 * host_sum / line_per_host);
@@ -1594,8 +1737,8 @@ EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, in
     return 0;
 }
 
-EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf, const char *suffix,
-                                efax_result_kind kind, int window, int peers) {
+EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf,
+                                const char *suffix, efax_result_kind kind, int window, int peers) {
     char label[sizeof res->variant];
     snprintf(label, sizeof label, "%s%s%s%s", efax_mode_label(st->mode), st->kind->label, suffix ? " " : "",
              suffix ? suffix : "");
@@ -1614,8 +1757,10 @@ EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong) {
 
 EFAX_API int efax_bench_close(efax_bench *b, int rc) {
     int i;
-    if (rc == EFAX_BENCH_DONE) rc = 0;
-    else if (!rc && b->begun) rc = efax_report_status(b->rep);
+    if (rc == EFAX_BENCH_DONE)
+        rc = 0;
+    else if (!rc && b->begun)
+        rc = efax_report_status(b->rep);
     efax_report_deinit(b->rep);
     free(b->rep);
     for (i = b->nbuf - 1; i >= 0; i--) efax_buf_free(&b->bufs[i]);
@@ -1626,7 +1771,8 @@ EFAX_API int efax_bench_close(efax_bench *b, int rc) {
     return efax_exit_code(rc);
 }
 
-EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver, const char *about) {
+EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver,
+                             const char *about) {
     char err[256] = "";
     int rc = efax_args_parse(argc, argv, defs, driver, about, err, sizeof err);
     if (rc < 0) fprintf(stderr, "%s: %s\n", driver, err);
@@ -1645,14 +1791,17 @@ EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...
 
 EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const char *name) {
     if (b->connected) efax_ctx_stats_reset(&b->ctx);
-    if (b->begun) efax_report_progress(b->rep, "%s %s %llu bytes", efax_mode_label(st->mode), name, (unsigned long long)st->size);
+    if (b->begun)
+        efax_report_progress(b->rep, "%s %s %llu bytes", efax_mode_label(st->mode), name,
+                             (unsigned long long)st->size);
 }
 
-EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access, efax_buf **srcs,
-                             efax_buf **dsts) {
+EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access,
+                             efax_buf **srcs, efax_buf **dsts) {
     int rc = 0;
     for (int k = 0; k < b->nk && !rc; k++)
-        if (!(rc = efax_bench_buf(b, b->kinds[k], len, src_access, &srcs[k])) && !(rc = efax_bench_buf(b, b->kinds[k], len, dst_access, &dsts[k])))
+        if (!(rc = efax_bench_buf(b, b->kinds[k], len, src_access, &srcs[k])) &&
+            !(rc = efax_bench_buf(b, b->kinds[k], len, dst_access, &dsts[k])))
             dsts[k]->ops->poison(dsts[k], 0, len);
     return rc;
 }
@@ -1679,10 +1828,10 @@ typedef struct efaxb__xstep {
     const efax_bench_moves *mv;
     efax_buf *src, *dst;
     uint64_t size;
-    int msgs, me, tag0;        /* tag0: the data tags of the step's memory kind */
-    int *to, nto;              /* the ranks it writes to, from the next one on */
-    int *from, nfrom;          /* the ranks that write to it, from the last one back */
-    bool self;                 /* it writes to itself: a local copy */
+    int msgs, me, tag0; /* tag0: the data tags of the step's memory kind */
+    int *to, nto;       /* the ranks it writes to, from the next one on */
+    int *from, nfrom;   /* the ranks that write to it, from the last one back */
+    bool self;          /* it writes to itself: a local copy */
 } efaxb__xstep;
 
 /* The source slot of message m to rank t, and the destination slot of message m from rank f. */
@@ -1724,7 +1873,8 @@ EFAX_PRIVATE int efaxb__confirm_ms(const efax_ctx *ctx) {
 }
 
 /* Waits for the notice (tag, seq) from rank peer, through the poster when there is one. */
-EFAX_PRIVATE int efaxb__notice(const efaxb__xstep *x, int peer, int tag, uint32_t seq, int timeout_ms, uint64_t *t_ns) {
+EFAX_PRIVATE int efaxb__notice(const efaxb__xstep *x, int peer, int tag, uint32_t seq, int timeout_ms,
+                               uint64_t *t_ns) {
     const efax_bench_poster *p = x->mv->poster;
     int rc;
     if (p) return p->wait(p->user, peer, tag, seq, timeout_ms, t_ns);
@@ -1754,7 +1904,8 @@ EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq) {
     int rc = 0;
     for (int i = 0; i < x->nfrom && !rc; i++)
         for (int m = 0; m < x->msgs && !rc; m++)
-            rc = efax_expect_write(ctx, &x->b->ex[i * x->msgs + m], efaxb__msg(x, &w, x->from[i], x->me, m, seq));
+            rc = efax_expect_write(ctx, &x->b->ex[i * x->msgs + m],
+                                   efaxb__msg(x, &w, x->from[i], x->me, m, seq));
     for (int i = 0; i < x->nfrom * x->msgs && !rc; i++) {
         uint64_t now = efax_now_ns();
         rc = efax_expect_wait(ctx, &x->b->ex[i], now < deadline ? (int)((deadline - now) / 1000000ull) : 0);
@@ -1774,7 +1925,8 @@ EFAX_PRIVATE int efaxb__check(const efaxb__xstep *x, uint64_t seq, int64_t *wron
             x->dst->ops->poison(x->dst, off, x->size);
         }
     }
-    for (int i = 0; i < x->nfrom && !rc; i++) rc = efax_notify(&x->b->ctx, x->from[i], EFAX_BENCH_TAG_READY, (uint32_t)seq);
+    for (int i = 0; i < x->nfrom && !rc; i++)
+        rc = efax_notify(&x->b->ctx, x->from[i], EFAX_BENCH_TAG_READY, (uint32_t)seq);
     return rc;
 }
 
@@ -1795,12 +1947,15 @@ EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *u
     if (!rc && p && nw && !(rc = p->post(p->user, b->xw, nw))) posted = true;
     for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(ctx, &b->xs[i], &b->xw[i], NULL);
     for (int m = 0; x->self && m < x->msgs && !rc; m++)
-        efax_buf_copy(x->dst, efaxb__dslot(x, x->me, m) * x->size, x->src, efaxb__sslot(x, x->me, m) * x->size, x->size);
+        efax_buf_copy(x->dst, efaxb__dslot(x, x->me, m) * x->size, x->src,
+                      efaxb__sslot(x, x->me, m) * x->size, x->size);
     if (!rc) rc = efaxb__take(x, seq);
-    for (int i = 0; confirmed && i < x->nfrom && !rc; i++) rc = efax_notify(ctx, x->from[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq);
+    for (int i = 0; confirmed && i < x->nfrom && !rc; i++)
+        rc = efax_notify(ctx, x->from[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq);
     for (int i = 0; confirmed && i < x->nto && !rc; i++)
         rc = efaxb__notice(x, x->to[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq, efaxb__confirm_ms(ctx), &t1);
-    if (posted && (frc = p->finish(p->user)) && !rc) rc = frc; /* even after a failure: nothing may stay in flight */
+    if (posted && (frc = p->finish(p->user)) && !rc)
+        rc = frc; /* even after a failure: nothing may stay in flight */
     for (int i = 0; !p && i < nw && !rc; i++) rc = efax_wait(ctx, &b->xs[i], -1);
     if (!rc && x->self) rc = efax_buf_settle(x->dst); /* the local copy (it overlapped the transfers) */
     if (!confirmed) t1 = efax_now_ns();
@@ -1808,26 +1963,30 @@ EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *u
     return rc || !b->o.check ? rc : efaxb__check(x, seq, wrong);
 }
 
-EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv, double *lat,
-                                 int *nlat, int64_t *wrong) {
+EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv,
+                                 double *lat, int *nlat, int64_t *wrong) {
     const efax_bench_xchg *l = b->d.xchg;
     efaxb__xstep x;
     int n = b->size, warm = st->warmup, rc = 0;
     bool timed;
     memset(&x, 0, sizeof x);
-    if (!l || !b->connected) return efax_bench_usage(b, "efax_bench_exchange: no exchange (efax_bench_desc.xchg) is connected");
+    if (!l || !b->connected)
+        return efax_bench_usage(b, "efax_bench_exchange: no exchange (efax_bench_desc.xchg) is connected");
     x.b = b, x.st = st, x.mv = mv, x.me = b->rank;
     x.src = b->xsrc[st->k], x.dst = b->xdst[st->k];
     x.size = mv->size ? mv->size : st->size;
     x.msgs = mv->msgs ? mv->msgs : efaxb__msgs(b);
     x.tag0 = EFAX_BENCH_TAG_DATA + st->k * efaxb__kind_tags(b);
-    if (x.msgs > efaxb__msgs(b) || (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||
+    if (x.msgs > efaxb__msgs(b) ||
+        (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||
         (uint64_t)x.msgs * (l->per_writer ? (uint64_t)n : 1) * x.size > x.dst->len)
-        return efax_bench_usage(b, "efax_bench_exchange: %d message(s) of %llu bytes do not fit the layout (%d, %zu bytes)",
-                                x.msgs, (unsigned long long)x.size, efaxb__msgs(b), x.dst->len);
+        return efax_bench_usage(
+            b, "efax_bench_exchange: %d message(s) of %llu bytes do not fit the layout (%d, %zu bytes)",
+            x.msgs, (unsigned long long)x.size, efaxb__msgs(b), x.dst->len);
     if (!(x.to = (int *)calloc(2 * (size_t)n, sizeof(int)))) return -FI_ENOMEM;
     x.from = x.to + n;
-    for (int k = 1; k < n; k++) { /* targets from the next rank on, writers from the last one back: spreads the load */
+    for (int k = 1; k < n;
+         k++) { /* targets from the next rank on, writers from the last one back: spreads the load */
         if (mv->writes(mv->user, x.me, (x.me + k) % n, n)) x.to[x.nto++] = (x.me + k) % n;
         if (mv->writes(mv->user, (x.me + n - k) % n, x.me, n)) x.from[x.nfrom++] = (x.me + n - k) % n;
     }
@@ -1842,7 +2001,8 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
         if (x.nto + x.nfrom + x.self > 0) rc = efaxb__iteration(&x, (uint64_t)(it + warm), &us, wrong);
         if (it >= 0 && timed) lat[(*nlat)++] = us;
     }
-    for (int i = 0; b->o.check && i < x.nto && !rc; i++) { /* the targets' last "cleared" notices are this step's */
+    for (int i = 0; b->o.check && i < x.nto && !rc;
+         i++) { /* the targets' last "cleared" notices are this step's */
         uint64_t t;
         rc = efaxb__notice(&x, x.to[i], EFAX_BENCH_TAG_READY, (uint32_t)(st->iters + warm - 1), -1, &t);
     }
@@ -1869,8 +2029,8 @@ EFAX_PRIVATE int efaxb__ceiling(efax_bench *b, size_t bytes) {
     r->ceiling_gbps = gbs * 8;
     snprintf(r->ceiling_what, sizeof r->ceiling_what, "%s", what);
     if (!b->o.quiet)
-        printf("# ceiling: %s = %.1f Gbps; a device-memory result above it +%.0f%% is refused\n", what, r->ceiling_gbps,
-               EFAX_CEILING_TOLERANCE * 100);
+        printf("# ceiling: %s = %.1f Gbps; a device-memory result above it +%.0f%% is refused\n", what,
+               r->ceiling_gbps, EFAX_CEILING_TOLERANCE * 100);
     return 0;
 }
 

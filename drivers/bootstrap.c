@@ -16,11 +16,13 @@ enum { OK = 0, SEND_BAD = 1, SEND_MISSING = 2, WRITE_BAD = 4, WRITE_MISSING = 8 
 
 typedef struct proof {
     efax_bench b;
-    uint64_t msg;              /* bytes per message */
-    int n, me, nn, maxn, nrx;  /* ranks, this rank, its NICs, the most NICs of any rank, messages it receives */
-    efax_buf *tx, *rx, *wd;    /* a source slot per (peer, NIC, op); receive slots; a write window per (peer, NIC) */
-    efax_xfer *xs;             /* the receives first, then per (peer, NIC) a WRITE and a SEND */
-    uint8_t *status, *all;     /* per (sender, its NIC): what went wrong on this rank; on every rank */
+    uint64_t msg; /* bytes per message */
+    /* ranks, this rank, its NICs, the most NICs of any rank, messages it receives */
+    int n, me, nn, maxn, nrx;
+    /* a source slot per (peer, NIC, op); receive slots; a write window per (peer, NIC) */
+    efax_buf *tx, *rx, *wd;
+    efax_xfer *xs;         /* the receives first, then per (peer, NIC) a WRITE and a SEND */
+    uint8_t *status, *all; /* per (sender, its NIC): what went wrong on this rank; on every rank */
 } proof;
 
 /* pattern iteration of the message rank src sends to rank dst from its NIC k (0: SEND, 1: WRITE) */
@@ -42,7 +44,8 @@ static int meet(proof *p) {
     p->n = p->b.boot.size;
     p->me = p->b.boot.rank;
     p->nn = efax_ctx_nnics(&p->b.ctx);
-    for (int i = 0; i < p->n; i++) { /* the most NICs of any rank; this rank receives one per NIC of every peer */
+    for (int i = 0; i < p->n;
+         i++) { /* the most NICs of any rank; this rank receives one per NIC of every peer */
         int m = efax_ctx_peer_nnics(&p->b.ctx, i);
         p->maxn = m > p->maxn ? m : p->maxn;
         p->nrx += i != p->me ? m : 0;
@@ -67,9 +70,12 @@ static int setup(proof *p) {
     p->status = (uint8_t *)efax_bench_calloc(&p->b, n * maxn, 1);
     p->all = (uint8_t *)efax_bench_calloc(&p->b, n * n * maxn, 1);
     if (!p->xs || !p->status || !p->all) return -FI_ENOMEM;
-    rc = efax_bench_buf(&p->b, efax_mem_host(), n * nn * 2 * p->msg, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &p->tx);
+    rc =
+        efax_bench_buf(&p->b, efax_mem_host(), n * nn * 2 * p->msg, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &p->tx);
     if (!rc) rc = efax_bench_buf(&p->b, efax_mem_host(), nrx * p->msg, EFAX_MR_RECV, &p->rx);
-    if (!rc) rc = efax_bench_buf(&p->b, efax_mem_host(), n * maxn * p->msg, EFAX_MR_WRITE_DST, &p->wd); /* exchanged */
+    if (!rc)
+        rc = efax_bench_buf(&p->b, efax_mem_host(), n * maxn * p->msg, EFAX_MR_WRITE_DST,
+                            &p->wd); /* exchanged */
     if (rc) return rc;
     for (int s = 0; s < p->n * p->nn * 2; s++) { /* slot s: to rank s / 2nn, from NIC s / 2 % nn, op s % 2 */
         uint64_t iter = iter_of(s / (2 * p->nn), s / 2 % p->nn, s % 2);
@@ -130,7 +136,8 @@ static void send_status(proof *p, int i) {
     if (src < 0 || src >= p->n || src == p->me || tag >= p->maxn) return;
     st = &p->status[src * p->maxn + tag];
     *st &= (uint8_t)~SEND_MISSING;
-    if (x->rx_len != p->msg || p->rx->ops->check(p->rx, (uint64_t)i * p->msg, p->msg, src, iter_of(p->me, tag, 0)))
+    if (x->rx_len != p->msg ||
+        p->rx->ops->check(p->rx, (uint64_t)i * p->msg, p->msg, src, iter_of(p->me, tag, 0)))
         *st |= SEND_BAD;
 }
 
@@ -158,17 +165,20 @@ static int prove(proof *p) {
         for (int k = 0; i != p->me && k < efax_ctx_peer_nnics(&p->b.ctx, i); k++)
             p->status[i * p->maxn + k] = (uint8_t)(SEND_MISSING | write_status(p, i, k));
     for (int i = 0; i < p->nrx; i++) send_status(p, i);
-    return efax_boot_allgather(&p->b.boot, p->status, (size_t)p->n * (size_t)p->maxn, p->all, -1); /* every view */
+    return efax_boot_allgather(&p->b.boot, p->status, (size_t)p->n * (size_t)p->maxn, p->all,
+                               -1); /* every view */
 }
 
 /* Rank 0: one failed pair and NIC, said. */
 static void say_failed(const proof *p, int i, int j, int k, int f) {
-    printf("FAIL rank %d (%s) -> rank %d (%s) from NIC %d:%s%s%s%s\n", i, p->b.boot.hosts[i], j, p->b.boot.hosts[j], k,
-           f & SEND_MISSING ? " SEND never arrived" : "", f & SEND_BAD ? " SEND data wrong" : "",
-           f & WRITE_MISSING ? " WRITE never arrived" : "", f & WRITE_BAD ? " WRITE data wrong" : "");
+    printf("FAIL rank %d (%s) -> rank %d (%s) from NIC %d:%s%s%s%s\n", i, p->b.boot.hosts[i], j,
+           p->b.boot.hosts[j], k, f & SEND_MISSING ? " SEND never arrived" : "",
+           f & SEND_BAD ? " SEND data wrong" : "", f & WRITE_MISSING ? " WRITE never arrived" : "",
+           f & WRITE_BAD ? " WRITE data wrong" : "");
 }
 
-/* Rank 0: the matrix (row: sender, column: receiver) and each failed pair and NIC. Returns how many failed. */
+/* Rank 0: the matrix (row: sender, column: receiver) and each failed pair and NIC. Returns how many
+   failed. */
 static int report(const proof *p) {
     int n = p->n, bad = 0;
     printf("\n%-10s", "from\\to");
@@ -191,8 +201,9 @@ static int report(const proof *p) {
                 say_failed(p, i, j, k, f);
             }
     if (!bad)
-        printf("all %d×%d pairs OK (SEND and WRITE with immediate data on every NIC, %llu bytes each, checked)\n", n,
-               n - 1, (unsigned long long)p->msg);
+        printf("all %d×%d pairs OK (SEND and WRITE with immediate data on every NIC, %llu bytes each, "
+               "checked)\n",
+               n, n - 1, (unsigned long long)p->msg);
     return bad;
 }
 
@@ -202,10 +213,12 @@ int main(int argc, char **argv) {
     int rc;
     proof p;
     efax_optdef defs[] = {
-        {"provider", 0, EFAX_OPT_STR, &p.b.o.provider, 0, 0, NULL, "NAME", "libfabric provider (default efa > tcp > shm)"},
+        {"provider", 0, EFAX_OPT_STR, &p.b.o.provider, 0, 0, NULL, "NAME",
+         "libfabric provider (default efa > tcp > shm)"},
         {"nics", 0, EFAX_OPT_STR, &p.b.o.nics, 0, 0, NULL, "LIST", "comma-separated NIC names"},
         {"size", 's', EFAX_OPT_SIZE, &p.msg, 1, 16777216, NULL, "SIZE", "bytes per message (default 4K)"},
-        {"timeout", 0, EFAX_OPT_INT, &p.b.o.timeout_ms, 1, 86400000, NULL, "MS", "fail any wait longer than this"},
+        {"timeout", 0, EFAX_OPT_INT, &p.b.o.timeout_ms, 1, 86400000, NULL, "MS",
+         "fail any wait longer than this"},
         EFAX_OPT_END,
     };
     memset(&p, 0, sizeof p);
@@ -218,11 +231,14 @@ int main(int argc, char **argv) {
     d.min_ranks = 1;
     d.cold = true;
     rc = efax_bench_open(&p.b, &d, argc, argv); /* its own options, the launcher */
-    if (!rc) rc = efax_bench_connect(&p.b); /* the NICs, endpoint names; cold: the connections are what is proven */
+    if (!rc)
+        rc =
+            efax_bench_connect(&p.b); /* the NICs, endpoint names; cold: the connections are what is proven */
     if (!rc) rc = meet(&p);
     if (!rc) rc = setup(&p);
     if (!rc) rc = prove(&p);
-    if (!rc) rc = efax_boot_sum(&p.b.boot, p.me == 0 ? report(&p) : 0, &bad, -1); /* rank 0's verdict, for all */
+    if (!rc)
+        rc = efax_boot_sum(&p.b.boot, p.me == 0 ? report(&p) : 0, &bad, -1); /* rank 0's verdict, for all */
     rc = efax_bench_close(&p.b, rc);
     return rc ? rc : bad ? 1 : 0;
 }

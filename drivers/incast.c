@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
     d.min_size = 4096;
     d.xchg = &x;
     rc = efax_bench_open(&b, &d, argc, argv); /* options, memory kinds, the launcher */
-    if (!rc) rc = efax_bench_connect(&b); /* NICs, connections, the exchange's buffers */
+    if (!rc) rc = efax_bench_connect(&b);     /* NICs, connections, the exchange's buffers */
     if (!rc) rc = efax_bench_begin(&b, NULL); /* the report's header (and the GPU ceiling) */
     while (!rc && efax_bench_next(&b, &st, &rc)) rc = measure(&b, &st);
     return efax_bench_close(&b, rc);

@@ -25,9 +25,9 @@ typedef struct echo {
     efax_mr *tx, *rx; /* with -c each holds two halves: iteration parity picks one */
     uint8_t *txb, *rxb;
     efax_xfer r, s;
-    efax_send_desc sd;  /* the SendRecv message in flight */
-    efax_write_desc w;  /* the WriteImm message in flight */
-    double *lat;        /* rank 0: the timed round trips' halves (microseconds) */
+    efax_send_desc sd; /* the SendRecv message in flight */
+    efax_write_desc w; /* the WriteImm message in flight */
+    double *lat;       /* rank 0: the timed round trips' halves (microseconds) */
 } echo;
 
 /* Which half iteration seq uses: alternating with -c (the other one is being checked or
@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
     d.extra = extra;
     d.min_size = 1;
     d.max_size = 1 << 20;
-    d.modes = 1u << EFAX_MODE_SINGLE; /* the variants are the experiment's; --mode does not apply */
+    d.modes = 1u << EFAX_MODE_SINGLE;         /* the variants are the experiment's; --mode does not apply */
     rc = efax_bench_open(&b, &d, argc, argv); /* options (sizes 1 B .. 1 MiB), the launcher */
     if (!rc) rc = efax_bench_connect(&b);
     /* a send and a receive buffer (two halves each for -c), registered on every NIC */

@@ -26,17 +26,19 @@ enum { STREAM = 0, ROUNDTRIP = 1 };
 typedef struct run {
     efax_bench b;
     efax_bench_step st;
-    int v, W, ntx, nrx, nlat; /* the variant, its messages per iteration (--window for Stream, 1); list lengths */
-    efax_buf *srcs[3], *dsts[3], *src, *dst; /* max(window, 2) slots of max_size each, per kind; the current */
-    efax_xfer *tx, *rx;       /* the operations posted and not yet waited for */
-    double *lat;              /* rank 0's nlat times of the variant */
-    int64_t wrong;            /* the bytes this rank found wrong in it */
+    int v, W;                    /* the variant, its messages per iteration (--window for Stream, 1) */
+    int ntx, nrx, nlat;          /* list lengths */
+    efax_buf *srcs[3], *dsts[3]; /* max(window, 2) slots of max_size each, per memory kind */
+    efax_buf *src, *dst;         /* the current kind's */
+    efax_xfer *tx, *rx;          /* the operations posted and not yet waited for */
+    double *lat;                 /* rank 0's nlat times of the variant */
+    int64_t wrong;               /* the bytes this rank found wrong in it */
 } run;
 
 /* Posts one piece of message m as a send to peer (from buf at off), or as a receive on the NIC it
    arrives at. A send's immediate data is m << 8 | segment s, naming the piece. */
-static int post_piece(run *r, bool send, int peer, efax_buf *buf, uint64_t off, const efax_plan_seg *seg, uint64_t m,
-                      int s) {
+static int post_piece(run *r, bool send, int peer, efax_buf *buf, uint64_t off, const efax_plan_seg *seg,
+                      uint64_t m, int s) {
     efax_send_desc sd;
     int nic;
     if (!send) {
@@ -77,13 +79,16 @@ static int64_t check_pieces(run *r, uint64_t seq, int n) {
     for (int i = 0; i < n; i++) {
         const efax_xfer *x = &r->rx[i];
         uint32_t m = (uint32_t)x->rx_data >> 8, s = (uint32_t)x->rx_data & 0xff;
-        int ns = m < (uint32_t)r->W ? efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg) : 0;
-        if (seen && x->rx_has_data && s < (uint32_t)ns && !seen[m * EFAX_MAX_NICS + s]++ && x->rx_len == seg[s].len)
+        int ns = m < (uint32_t)r->W
+                     ? efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg)
+                     : 0;
+        if (seen && x->rx_has_data && s < (uint32_t)ns && !seen[m * EFAX_MAX_NICS + s]++ &&
+            x->rx_len == seg[s].len)
             continue;
         if (!wrong)
             fprintf(stderr,
-                    "sendrecv: rank %d: receive %d took piece %u of message %u (immediate data %#llx, %llu bytes): "
-                    "not one of this iteration's, or taken twice\n",
+                    "sendrecv: rank %d: receive %d took piece %u of message %u (immediate data %#llx, "
+                    "%llu bytes): not one of this iteration's, or taken twice\n",
                     r->b.rank, i, s, m, (unsigned long long)x->rx_data, (unsigned long long)x->rx_len);
         wrong += (int64_t)(x->len ? x->len : 1);
     }
@@ -116,7 +121,8 @@ static int send_iter(run *r, int k, uint64_t seq, bool timed) {
     bool rt = r->v == ROUNDTRIP, c = r->b.o.check;
     int slot = rt ? (int)(seq & 1) : 0, rc = 0;
     uint64_t t0;
-    for (int m = 0; c && m < r->W; m++) r->src->ops->fill(r->src, (uint64_t)m * r->st.size, r->st.size, 0, seq * 1000);
+    for (int m = 0; c && m < r->W; m++)
+        r->src->ops->fill(r->src, (uint64_t)m * r->st.size, r->st.size, 0, seq * 1000);
     if (c && !rt && seq > 0) rc = efax_wait_imm(&r->b.ctx, k, EFAX_BENCH_TAG_READY, (uint32_t)seq - 1, 1, -1);
     t0 = efax_now_ns();
     if (rt && !rc) rc = post(r, false, k, r->dst, seq, slot);
@@ -156,10 +162,13 @@ static int turn(run *r, int k) {
     if (!rc) rc = efax_boot_barrier(&r->b.boot, EFAX_TURN_MS); /* our turn: receives are posted */
     for (int it = -warm; it < r->st.iters && !rc && (me == 0 || me == k); it++) {
         uint64_t seq = (uint64_t)(it + warm);
-        if (me == 0) rc = send_iter(r, k, seq, it >= 0);
-        else rc = answer_iter(r, k, seq, seq < (uint64_t)last);
+        if (me == 0)
+            rc = send_iter(r, k, seq, it >= 0);
+        else
+            rc = answer_iter(r, k, seq, seq < (uint64_t)last);
     }
-    if (!rc && me == 0 && c && !rt) rc = efax_wait_imm(&r->b.ctx, k, EFAX_BENCH_TAG_READY, (uint32_t)last, 1, -1);
+    if (!rc && me == 0 && c && !rt)
+        rc = efax_wait_imm(&r->b.ctx, k, EFAX_BENCH_TAG_READY, (uint32_t)last, 1, -1);
     return rc;
 }
 
@@ -202,11 +211,11 @@ int main(int argc, char **argv) {
     memset(&d, 0, sizeof d);
     d.driver = "sendrecv";
     d.about = "Two-sided SEND/RECV, rank 0 <-> rank k: one-way streaming bandwidth and round-trip time.";
-    d.window = 8; /* many messages in flight for the streaming number */
+    d.window = 8;                               /* many messages in flight for the streaming number */
     rc = efax_bench_open(&r.b, &d, argc, argv); /* options, memory kinds, the launcher */
-    if (!rc) rc = efax_bench_connect(&r.b); /* NICs, connections */
+    if (!rc) rc = efax_bench_connect(&r.b);     /* NICs, connections */
     if (!rc) rc = setup(&r);
-    if (!rc) rc = efax_bench_begin(&r.b, NULL); /* the report's header (and the GPU ceiling) */
+    if (!rc) rc = efax_bench_begin(&r.b, NULL);      /* the report's header (and the GPU ceiling) */
     while (!rc && efax_bench_next(&r.b, &r.st, &rc)) /* every size, mode and memory kind: both variants */
         if (!(rc = measure(&r, STREAM))) rc = measure(&r, ROUNDTRIP);
     return efax_bench_close(&r.b, rc);

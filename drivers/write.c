@@ -62,7 +62,8 @@ int main(int argc, char **argv) {
     efax_bench_xchg x; /* --window messages from a writer to each target, into one region */
     efax_optdef extra[] = {
         {"targets", 0, EFAX_OPT_CHOICE, &r.targets, 0, 0, "one|all|pairs", "WHICH",
-         "one: rank 0 -> each rank in turn (default); all: every rank at once; pairs: rank i -> i + n/2, all at once"},
+         "one: rank 0 -> each rank in turn (default); all: every rank at once; pairs: rank i -> i + n/2, all "
+         "at once"},
         EFAX_OPT_END,
     };
     int rc;
@@ -80,7 +81,7 @@ int main(int argc, char **argv) {
     r.pairs = !strcmp(r.targets, "pairs");
     if (!rc && r.pairs && r.b.size % 2)
         rc = efax_bench_usage(&r.b, "--targets pairs needs an even number of ranks (%d)", r.b.size);
-    if (!rc) rc = efax_bench_connect(&r.b); /* NICs, connections, the exchange's buffers */
+    if (!rc) rc = efax_bench_connect(&r.b);     /* NICs, connections, the exchange's buffers */
     if (!rc) rc = efax_bench_begin(&r.b, NULL); /* the report's header (and the GPU ceiling) */
     while (!rc && efax_bench_next(&r.b, &r.st, &rc)) rc = measure(&r);
     return efax_bench_close(&r.b, rc);

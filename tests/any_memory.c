@@ -26,7 +26,8 @@ static void *garbage(size_t size, bool undefined) {
 }
 
 /* The write of round r from rank 0 into rank 1, as both sides describe it. */
-static const efax_write_desc *the_write(efax_write_desc *w, const efax_buf *src, const efax_buf *dst, uint32_t r) {
+static const efax_write_desc *the_write(efax_write_desc *w, const efax_buf *src, const efax_buf *dst,
+                                        uint32_t r) {
     memset(w, 0, sizeof *w);
     w->from = 0;
     w->to = 1;
@@ -86,24 +87,30 @@ int main(int argc, char **argv) {
     efax_expect *ex = (efax_expect *)garbage(sizeof *ex, undefined);
     efax_ctx_desc cd;
     int64_t wrong = 0, all = 0;
-    int rc = !boot || !ctx || !src || !dst || !wx || !sx || !ex ? -FI_ENOMEM : 0, made = 0; /* made: inits called */
+    int made = 0; /* inits called */
+    int rc = !boot || !ctx || !src || !dst || !wx || !sx || !ex ? -FI_ENOMEM : 0;
     memset(&cd, 0, sizeof cd); /* a desc is an input: zeroed means defaults */
     cd.provider = argc > 2 && !strcmp(argv[1], "--provider") ? argv[2] : NULL;
     if (!rc && ++made) rc = efax_boot_init(boot, NULL);
     if (!rc && boot->size != 2) rc = -EFAX_E_USAGE;
     if (!rc && ++made) rc = efax_ctx_init(ctx, &cd);
     if (!rc) rc = efax_ctx_connect(ctx, boot);
-    if (!rc && ++made) rc = efax_buf_alloc(ctx, src, efax_mem_host(), 2 * SIZE, EFAX_MR_SEND | EFAX_MR_WRITE_SRC);
-    if (!rc && ++made) rc = efax_buf_alloc(ctx, dst, efax_mem_host(), 2 * SIZE, EFAX_MR_RECV | EFAX_MR_WRITE_DST);
+    if (!rc && ++made)
+        rc = efax_buf_alloc(ctx, src, efax_mem_host(), 2 * SIZE, EFAX_MR_SEND | EFAX_MR_WRITE_SRC);
+    if (!rc && ++made)
+        rc = efax_buf_alloc(ctx, dst, efax_mem_host(), 2 * SIZE, EFAX_MR_RECV | EFAX_MR_WRITE_DST);
     if (!rc) rc = efax_mr_exchange(&dst->mr, boot);
     for (uint32_t r = 1; r <= 2 && !rc; r++) { /* twice: the structs again, as the first round left them */
         int64_t got = round_trip(ctx, boot, src, dst, wx, sx, ex, r);
-        if (got < 0) rc = (int)got;
-        else wrong += got;
+        if (got < 0)
+            rc = (int)got;
+        else
+            wrong += got;
     }
     if (!rc) rc = efax_boot_sum(boot, wrong, &all, -1);
     if (!rc && boot->rank == 0)
-        printf("any_memory: a write and a send, twice, through garbage structs: %lld wrong bytes\n", (long long)all);
+        printf("any_memory: a write and a send, twice, through garbage structs: %lld wrong bytes\n",
+               (long long)all);
     if (rc) fprintf(stderr, "any_memory: %s\n", efax_strerror(rc));
     if (made >= 4) efax_buf_free(dst);
     if (made >= 3) efax_buf_free(src);
