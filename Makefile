@@ -38,7 +38,7 @@ CUDA_LIBS := -ldl
 DRIVERS      := info bootstrap pingpong sendrecv write all2all incast
 TESTS        := unit xfer_test any_memory
 CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda incast_cuda affinity queue proxy ipc
-CUDA_TESTS   := cuda_test
+CUDA_TESTS   := cuda_test gpu_share
 
 # B: the build folder (build/asan for the sanitizer build)
 B        ?= build

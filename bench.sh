@@ -307,6 +307,19 @@ if [ -n "$DRIVER" ]; then
   exit $rc
 fi
 
+# wait_listen PREFIX PORT: until a fabtests server (run under PREFIX: nothing here, a lab host's
+# exec in the lab) listens on its out-of-band TCP PORT, at most 30 s; a fixed sleep let a loaded
+# machine start the client first, which then failed with "connection refused"
+wait_listen() {
+  local i
+  for ((i = 0; i < 300; i++)); do
+    # shellcheck disable=SC2086
+    $1 ss -Hltn "sport = :$2" 2>/dev/null | grep -q . && return 0
+    sleep 0.1
+  done
+  echo "bench.sh: the fabtests server did not listen on port $2 within 30 s (its log says why)" >&2
+  return 1
+}
 # fi_rma_bw NAME HOST_ARGS SIZE ITERS [SERVER_PREFIX CLIENT_PREFIX SERVER_ADDR]: fabtests' RMA
 # bandwidth benchmark, -o writedata with 64 writes in flight (its default window), the plain
 # fi_writedata loop efax's write is compared with; its client's output to $OUT/NAME.txt. By default
@@ -319,7 +332,7 @@ fi_bw() {
   # shellcheck disable=SC2086
   timeout 120 $sp "$FI_RMA_BW" "${args[@]}" ${7:-} >>"$OUT/$name.server.txt" 2>&1 &
   server=$!
-  sleep 0.5
+  wait_listen "$sp" "$port" || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; return 1; }
   # shellcheck disable=SC2086
   timeout 120 $cp "$FI_RMA_BW" "${args[@]}" ${8:-} "$addr" >>"$OUT/$name.txt" 2>&1
   kill "$server" 2>/dev/null
@@ -394,7 +407,7 @@ fi_pp() {
   echo "fi_pingpong -p $prov -e rdm -B $port $* & fi_pingpong -p $prov -e rdm -P $port $* 127.0.0.1" >>"$OUT/commands.txt"
   timeout 120 fi_pingpong -p "$prov" -e rdm -B "$port" "$@" >"$OUT/$name.server.txt" 2>&1 &
   server=$!
-  sleep 0.5
+  wait_listen "" "$port" || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; return 1; }
   timeout 120 fi_pingpong -p "$prov" -e rdm -P "$port" "$@" 127.0.0.1 >>"$OUT/$name.txt" 2>&1
   kill "$server" 2>/dev/null   # its own server only: it is left waiting when the client failed
   wait "$server" 2>/dev/null

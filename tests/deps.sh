@@ -3,7 +3,7 @@
 #   tests/deps.sh build   compiler, pkg-config, libfabric and PMIx headers
 #   tests/deps.sh test    + Open MPI (mpirun), fi_info/fi_pingpong, jq, iproute2, clang, clang-format, valgrind,
 #                         gnuplot, python3, chromium (renders bench.sh's results page), and Slurm
-#   tests/deps.sh bench   + Open MPI, fi_pingpong, gnuplot
+#   tests/deps.sh bench   + Open MPI, fi_pingpong, gnuplot, ss (iproute2)
 #   tests/deps.sh slurm   Slurm for the lab's cluster: munge, slurmctld, slurmd, srun, Slurm's
 #                         PMIx plugin (slurm-wlm-basic-plugins; on a machine with systemd the
 #                         packages enable their own services, which efax does not use)
@@ -38,6 +38,7 @@ if [ "$what" = test ]; then
 fi
 if [ "$what" = bench ] || [ "$what" = test ]; then
   have_cmd gnuplot || want_pkg gnuplot-nox
+  have_cmd ss || want_pkg iproute2   # bench.sh waits for fabtests' servers to listen
 fi
 if [ "$what" = test ]; then
   have_cmd python3 || want_pkg python3

@@ -291,17 +291,34 @@ kill_rank() {
   echo "rank 0 exited $rc, $((SECONDS - start)) s after rank 1 was killed"
   [ $rc != 0 ] && [ $((SECONDS - start)) -lt 60 ] && grep -q "rank 1" "$LOGS/kill0.log"
 }
-# under mpirun the launcher ends the job and names the rank that died
+# under mpirun the launcher ends the job and names the rank that died. The victim is the rank that
+# wrote its own pid (a wrapper that execs the driver keeps the pid): Open MPI may start ranks under
+# a daemon rather than as mpirun's children, and on a loaded machine a child list can be empty.
 kill_rank_mpirun() {
-  local rc pid victim
-  mpirun --oversubscribe --bind-to none -np 2 "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/killm.log" 2>&1 & pid=$!
-  wait_for "$LOGS/killm.log" '^# sweep' 40 || { kill $pid; cat "$LOGS/killm.log"; return 1; }
-  # one of this mpirun's own ranks (a pattern over every process could hit another suite's run)
-  victim=$(pgrep -n -P $pid)
+  local rc pid victim pidf=$LOGS/killm.pid i
+  rm -f "$pidf".*
+  mpirun --oversubscribe --bind-to none -np 2 bash -c 'echo $$ >"$0.$OMPI_COMM_WORLD_RANK.tmp" &&
+    mv "$0.$OMPI_COMM_WORLD_RANK.tmp" "$0.$OMPI_COMM_WORLD_RANK" && exec "$@"' "$pidf" \
+    "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/killm.log" 2>&1 & pid=$!
+  wait_for "$LOGS/killm.log" '^# sweep' 40 || { kill $pid; wait $pid; cat "$LOGS/killm.log"; return 1; }
+  victim=$(cat "$pidf.1" 2>/dev/null)
+  if [ -z "$victim" ] || ! kill -0 "$victim" 2>/dev/null; then
+    kill $pid; wait $pid; cat "$LOGS/killm.log"
+    echo "rank 1 said no live pid in $pidf.1 ('$victim') although the run printed a sweep: nothing to kill"
+    return 1
+  fi
   kill -9 "$victim"
+  # the launcher must end the job on its own; bounded, so a launcher that hangs fails named
+  for ((i = 0; i < 400; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $pid 2>/dev/null; then
+    kill -9 $pid; wait $pid; cat "$LOGS/killm.log"
+    echo "mpirun (pid $pid) was still running 40 s after rank 1 (pid $victim) was killed"
+    return 1
+  fi
   wait $pid; rc=$?
   rm -f "/dev/shm/$victim:$(id -u):"*
   cat "$LOGS/killm.log"
+  echo "mpirun exited $rc after rank 1 (pid $victim) was killed"
   [ $rc != 0 ] && grep -qi "rank" "$LOGS/killm.log"
 }
 # wait_for FILE PATTERN SECONDS: until FILE has a line matching PATTERN (1 when it never came)
@@ -334,8 +351,8 @@ wrong_token() {
 export -f wait_for kill_rank kill_rank_mpirun version_mismatch wrong_token
 for p in tcp shm; do
   has_provider $p || continue
-  t fault/kill-rank-$p            60 kill_rank $p
-  t fault/kill-rank-mpirun-$p     60 kill_rank_mpirun $p
+  t fault/kill-rank-$p            120 kill_rank $p
+  t fault/kill-rank-mpirun-$p     120 kill_rank_mpirun $p
   t fault/corrupted-key-$p        60 "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --bad-key
   # an endpoint error on an event queue (where efa would abort() without one) fails the wait, named
   t fault/eq-error-$p             60 expect_fail 0 "reported an endpoint error on its event queue" "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --eq-error
