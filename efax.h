@@ -858,9 +858,9 @@ typedef struct efax_write_desc {
     int tag;                   /* every chunk carries immediate data (from, tag, seq): the target
                                   counts them under (from, tag) */
     uint32_t seq;
-    /* the writer's alone (the target ignores them; NULL: none): */
-    bool (*ready)(void *user, uint64_t off, uint64_t len); /* a chunk is posted only once
-                                  ready(ready_user, off, len) says its source bytes are in place */
+    /* the writer's alone (the target ignores them; NULL: none). A chunk is posted only once
+       ready(ready_user, off, len) says its source bytes are in place: */
+    bool (*ready)(void *user, uint64_t off, uint64_t len);
     void *ready_user;
     efax_done_fn on_done;      /* called inside efax_progress once the write is done */
     void *done_user;
@@ -1903,9 +1903,10 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
 
 /* The one place an efax_ctx_desc's defaults are resolved (zeroed fields, then the environment):
    imm_tags 64, window 256 (each NIC clamps it to its transmit queue), timeout_ms $EFAX_TIMEOUT_MS or
-   30000, nics $EFAX_NICS, mem_path $EFAX_MEM_PATH, efa_shm and no_cuda_api from $EFAX_EFA_SHM / $EFAX_CUDA_API, shm_split
-   $EFAX_SHM_SPLIT or 512 KiB (the crossover: 2.6.0 on the 2-core machine, split slower at 64-128 KiB, level at 256 KiB, 1.3-1.7x from 512 KiB),
-   huge_pages $EFAX_HUGE_PAGES or by the NICs (efax__ctx_open). */
+   30000, nics $EFAX_NICS, mem_path $EFAX_MEM_PATH, efa_shm and no_cuda_api from $EFAX_EFA_SHM /
+   $EFAX_CUDA_API, shm_split $EFAX_SHM_SPLIT or 512 KiB (the crossover: 2.6.0 on the 2-core machine,
+   split slower at 64-128 KiB, level at 256 KiB, 1.3-1.7x from 512 KiB), huge_pages $EFAX_HUGE_PAGES or
+   by the NICs (efax__ctx_open). */
 EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, efax_ctx_desc *d) {
     int rc, v;
     if (desc) *d = *desc;

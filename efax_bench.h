@@ -539,25 +539,11 @@ EFAX_API int efax_parse_size(const char *s, uint64_t *out) {
         v = v * 10 + d;
         p++;
     }
-    switch (toupper((unsigned char)*p)) {
-    case 0: break;
-    case 'K':
-        mul = 1ull << 10;
+    if (*p) { /* a binary multiple: K, M, G or T */
+        const char *units = "KMGT", *u = strchr(units, toupper((unsigned char)*p));
+        if (!u) return -EFAX_E_USAGE;
+        mul = 1ull << (10 * (u - units + 1));
         p++;
-        break;
-    case 'M':
-        mul = 1ull << 20;
-        p++;
-        break;
-    case 'G':
-        mul = 1ull << 30;
-        p++;
-        break;
-    case 'T':
-        mul = 1ull << 40;
-        p++;
-        break;
-    default: return -EFAX_E_USAGE;
     }
     if (*p == 'i' && mul > 1) p++;
     if ((*p == 'B' || *p == 'b') && mul > 1) p++;
