@@ -46,6 +46,8 @@
        efax_write / efax_send / efax_recv   start a transfer (an efax_xfer); efax_progress moves it
        efax_wait          wait for a transfer, with a timeout; efax_wait_imm counts a peer's arrivals
        efax_notify        a tiny control message that the peer counts like a write's immediate data
+       efax_os_counters_nic   what the OS counts for a NIC (efa hw_counters, an interface's
+                          statistics): bytes, packets, retransmits, drops
 
    Config macros (define before including)
    ---------------------------------------
@@ -74,8 +76,9 @@
                            never do (default: they do unless a NIC is tcp; efax_ctx_host_alloc)
        EFAX_CUDA_API       0: the provider may not call CUDA (FI_OPT_CUDA_API_PERMITTED=false):
                            device memory by GPUDirect RDMA only (--no-cuda-api)
-       EFAX_SYSFS_ROOT     read the PCI topology from ROOT/sys instead of /sys (a recorded tree,
-                           e.g. tests/topo/p5); without EFAX_NICS a rank uses the NICs nearest
+       EFAX_SYSFS_ROOT     read the PCI topology and the OS's NIC counters from ROOT/sys (and
+                           ROOT/proc/net/snmp) instead of /sys (a recorded tree, e.g. tests/topo/p5;
+                           tests/topo/counters); without EFAX_NICS a rank uses the NICs nearest
                            its GPU (device memory) or on its CPU's NUMA node (host memory)
 
    Troubleshooting
@@ -910,6 +913,53 @@ typedef struct efax_ipc_record {
    opened). Returns 0, -EFAX_E_VERSION or -EFAX_E_PEER (why says). Pure; thread safe. */
 EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local, char *why, size_t wl);
 
+// >>counters --------------------------------------------------------------------------------
+
+/* What the operating system counts for a NIC, beside efax's own counters (efax_nic_stats): the
+   NIC's or the interface's counters, read from sysfs under efax_topo_sysfs_root(), so that a run
+   can say what the wire did (retransmits, drops) and a transfer engine can watch its rails.
+     efa  <root>/sys/class/infiniband/<device>/ports/1/hw_counters/<name>: the efa kernel driver's
+          port statistics (tx_bytes, rx_bytes, tx_pkts, rdma_write_bytes, rdma_write_recv_bytes,
+          retrans_pkts, rx_drops, ...; drivers/infiniband/hw/efa/efa_verbs.c in Linux). The
+          device of domain "rdmap16s27-rdm" is "rdmap16s27".
+     net  <root>/sys/class/net/<interface>/statistics/<name>: a tcp rail's interface (rx_bytes,
+          tx_packets, tx_dropped, ...).
+     tcp  <root>/proc/net/snmp, its "Tcp:" lines (OutSegs, RetransSegs, InErrs, ...): the counters
+          of this process's network namespace, shared by every interface in it.
+   Values are the raw counters, sorted by name; efax_os_counters_delta subtracts two readings. */
+#define EFAX_OS_COUNTERS_MAX 32
+typedef struct efax_os_counters {
+    char source[8];            /* "efa", "net", "tcp", or "" when the OS has none for the NIC */
+    char dev[64];              /* what was read: "rdmap16s27", "r0", "/proc/net/snmp" */
+    int n;
+    char name[EFAX_OS_COUNTERS_MAX][32];
+    uint64_t value[EFAX_OS_COUNTERS_MAX];
+} efax_os_counters;
+
+/* Reads the OS's counters of NIC `nic` (efax_ctx_nic, efax_topo_list) into out: an efa NIC's
+   hw_counters, else the statistics of the interface the NIC is named after. Returns 0, or
+   -FI_ENOENT with out->n = 0 when the OS has none for it (shm; an interface in another network
+   namespace). Reads a few dozen small files: not for a timed loop. Thread safe. */
+EFAX_API int efax_os_counters_nic(const efax_nic_info *nic, efax_os_counters *out);
+
+/* Reads this network namespace's TCP counters (<root>/proc/net/snmp). Returns 0 or -FI_ENOENT.
+   Thread safe. */
+EFAX_API int efax_os_counters_tcp(efax_os_counters *out);
+
+/* out = after - before, counter by counter (names in both; a counter that went backwards, reset
+   or wrapped, counts from 0). out may be after. Pure. */
+EFAX_API void efax_os_counters_delta(const efax_os_counters *before, const efax_os_counters *after,
+                                     efax_os_counters *out);
+
+/* The value of counter `name`, or -1 when c has no such counter. Pure. */
+EFAX_API int64_t efax_os_counter(const efax_os_counters *c, const char *name);
+
+/* What the counters (a delta) say the wire lost: *lost the packets sent again or dropped, *sent
+   the packets sent. efa: retrans_pkts + rx_drops of tx_pkts; tcp: RetransSegs of OutSegs; net:
+   tx_dropped + rx_dropped + tx_errors + rx_errors of tx_packets. Returns 0, or -FI_ENOENT (both
+   0) when c holds none of them. Pure. */
+EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, uint64_t *sent);
+
 // >>private types (declared here so callers can embed them; do not touch their fields) ---------
 
 #define EFAX__ADDR_MAX 96
@@ -1053,6 +1103,7 @@ struct efax_ctx {
 #include <net/if.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <dirent.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_ext.h> /* efa's endpoint options (FI_OPT_EFA_EMULATED_WRITE) */
 #ifndef EFAX_NO_PMIX
@@ -4549,6 +4600,135 @@ EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const cha
     }
     if (local) *local = here;
     return 0;
+}
+
+// >>counters (implementation) ------------------------------------------------------------------
+
+/* Inserts (name, value) into c, keeping names sorted; drops what does not fit. */
+EFAX_PRIVATE void efax__osc_add(efax_os_counters *c, const char *name, uint64_t value) {
+    int i = c->n, j;
+    if (c->n >= EFAX_OS_COUNTERS_MAX || strlen(name) >= sizeof c->name[0]) return;
+    while (i > 0 && strcmp(c->name[i - 1], name) > 0) i--;
+    for (j = c->n; j > i; j--) {
+        memcpy(c->name[j], c->name[j - 1], sizeof c->name[0]);
+        c->value[j] = c->value[j - 1];
+    }
+    efax__copy(c->name[i], sizeof c->name[0], name);
+    c->value[i] = value;
+    c->n++;
+}
+
+/* Every file of dir holding one unsigned number, as a counter. Returns how many were read. */
+EFAX_PRIVATE int efax__osc_dir(efax_os_counters *c, const char *dir) {
+    char path[PATH_MAX], buf[64], *end;
+    struct dirent *de;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    while ((de = readdir(d))) {
+        unsigned long long v;
+        if (de->d_name[0] == '.') continue;
+        /* hw_counters/lifespan is how long the kernel caches the values (ms), not a counter */
+        if (!strcmp(de->d_name, "lifespan")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (efax__read_sysfs(path, buf, sizeof buf) || !isdigit((unsigned char)buf[0])) continue;
+        errno = 0;
+        v = strtoull(buf, &end, 10);
+        if (errno || *end) continue;
+        efax__osc_add(c, de->d_name, (uint64_t)v);
+    }
+    closedir(d);
+    return c->n;
+}
+
+EFAX_API int efax_os_counters_nic(const efax_nic_info *nic, efax_os_counters *out) {
+    char dev[64], dir[PATH_MAX], *dash;
+    const char *root = efax_topo_sysfs_root();
+    memset(out, 0, sizeof *out);
+    if (!strncmp(nic->provider, "efa", 3)) {
+        efax__copy(dev, sizeof dev, nic->name);
+        if ((dash = strrchr(dev, '-')) && (!strcmp(dash, "-rdm") || !strcmp(dash, "-dgrm"))) *dash = 0;
+        snprintf(dir, sizeof dir, "%s/sys/class/infiniband/%s/ports/1/hw_counters", root, dev);
+        if (efax__osc_dir(out, dir)) {
+            efax__copy(out->source, sizeof out->source, "efa");
+            efax__copy(out->dev, sizeof out->dev, dev);
+            return 0;
+        }
+        return -FI_ENOENT;
+    }
+    snprintf(dir, sizeof dir, "%s/sys/class/net/%s/statistics", root, nic->name);
+    if (!nic->name[0] || strchr(nic->name, '/') || !efax__osc_dir(out, dir)) return -FI_ENOENT;
+    efax__copy(out->source, sizeof out->source, "net");
+    efax__copy(out->dev, sizeof out->dev, nic->name);
+    return 0;
+}
+
+EFAX_API int efax_os_counters_tcp(efax_os_counters *out) {
+    /* RtoAlgorithm, RtoMin, RtoMax and MaxConn are settings and CurrEstab a gauge: not counted */
+    static const char *const skip[] = {"RtoAlgorithm", "RtoMin", "RtoMax", "MaxConn", "CurrEstab"};
+    char path[PATH_MAX], names[1024], values[1024], *ns, *vs, *n, *v;
+    FILE *f;
+    memset(out, 0, sizeof *out);
+    snprintf(path, sizeof path, "%s/proc/net/snmp", efax_topo_sysfs_root());
+    if (!(f = fopen(path, "r"))) return -FI_ENOENT;
+    /* a "Tcp:" line of names, then one of values */
+    while (fgets(names, sizeof names, f)) {
+        if (strncmp(names, "Tcp:", 4) || !fgets(values, sizeof values, f) || strncmp(values, "Tcp:", 4)) continue;
+        n = strtok_r(names + 4, " \n", &ns);
+        v = strtok_r(values + 4, " \n", &vs);
+        for (; n && v; n = strtok_r(NULL, " \n", &ns), v = strtok_r(NULL, " \n", &vs)) {
+            unsigned k;
+            bool keep = isdigit((unsigned char)v[0]) != 0;
+            for (k = 0; k < sizeof skip / sizeof skip[0]; k++) keep = keep && strcmp(n, skip[k]);
+            if (keep) efax__osc_add(out, n, (uint64_t)strtoull(v, NULL, 10));
+        }
+        break;
+    }
+    fclose(f);
+    if (!out->n) return -FI_ENOENT;
+    efax__copy(out->source, sizeof out->source, "tcp");
+    efax__copy(out->dev, sizeof out->dev, "/proc/net/snmp");
+    return 0;
+}
+
+EFAX_API void efax_os_counters_delta(const efax_os_counters *before, const efax_os_counters *after,
+                                     efax_os_counters *out) {
+    efax_os_counters d;
+    int i;
+    memset(&d, 0, sizeof d);
+    efax__copy(d.source, sizeof d.source, after->source);
+    efax__copy(d.dev, sizeof d.dev, after->dev);
+    for (i = 0; i < after->n; i++) {
+        int64_t b = efax_os_counter(before, after->name[i]);
+        if (b < 0) continue;
+        efax__osc_add(&d, after->name[i], after->value[i] >= (uint64_t)b ? after->value[i] - (uint64_t)b : after->value[i]);
+    }
+    *out = d;
+}
+
+EFAX_API int64_t efax_os_counter(const efax_os_counters *c, const char *name) {
+    int i;
+    for (i = 0; c && i < c->n; i++)
+        if (!strcmp(c->name[i], name)) return (int64_t)(c->value[i] & INT64_MAX);
+    return -1;
+}
+
+EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, uint64_t *sent) {
+    static const char *const efa[] = {"retrans_pkts", "rx_drops"};
+    static const char *const tcp[] = {"RetransSegs"};
+    static const char *const net[] = {"tx_dropped", "rx_dropped", "tx_errors", "rx_errors"};
+    const char *const *names = efa;
+    const char *of = "tx_pkts";
+    int n = 2, i, found = 0;
+    *lost = *sent = 0;
+    if (!strcmp(c->source, "tcp")) names = tcp, n = 1, of = "OutSegs";
+    else if (!strcmp(c->source, "net")) names = net, n = 4, of = "tx_packets";
+    else if (strcmp(c->source, "efa")) return -FI_ENOENT;
+    for (i = 0; i < n; i++) {
+        int64_t v = efax_os_counter(c, names[i]);
+        if (v >= 0) *lost += (uint64_t)v, found++;
+    }
+    if (efax_os_counter(c, of) >= 0) *sent = (uint64_t)efax_os_counter(c, of), found++;
+    return found ? 0 : -FI_ENOENT;
 }
 
 #ifdef __cplusplus
