@@ -554,7 +554,9 @@ enum { EFAX_BOOT_NONE = 0, EFAX_BOOT_PMIX, EFAX_BOOT_TCP, EFAX_BOOT_SINGLE };
 typedef struct efax_boot_desc {
     int timeout_ms;          /* 0: $EFAX_TIMEOUT_MS, else 30000 */
     bool allow_single;       /* with no launcher, run as rank 0 of 1 instead of failing */
-    const char *force;       /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic) */
+    const char *force;       /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic); "single":
+                                rank 0 of 1 whatever launched it (a rank's own loopback checks,
+                                beside the job's boot: efax's doctor) */
     efax_log_fn log;
     void *log_user;
 } efax_boot_desc;
@@ -814,7 +816,8 @@ EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t
    the target fills the same to know what lands (efax_expect_write), so the two cannot disagree
    (build it in one function both sides call). Zeroed fields mean defaults. */
 typedef struct efax_write_desc {
-    int from, to;              /* the writer's rank and the target's */
+    int from, to;              /* the writer's rank and the target's (may be the same: a loopback
+                                  through the NIC) */
     const efax_mr *src;        /* the writer's region (only the writer reads it) */
     uint64_t src_off;
     const efax_mr *dst;        /* the target's region: exchanged (efax_mr_exchange) on the writer,
@@ -3096,6 +3099,7 @@ EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, e
     else memset(d, 0, sizeof *d);
     b->log = d->log, b->log_user = d->log_user; /* errors below are logged */
     if (d->timeout_ms <= 0 && (rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &d->timeout_ms))) return rc;
+    if (d->force && !strcmp(d->force, "single")) return 0;
     if (!d->force) d->force = getenv("EFAX_BOOTSTRAP");
     if (d->force && *d->force && strcmp(d->force, "pmix") && strcmp(d->force, "tcp")) {
         efax__blog(b, 0, "EFAX_BOOTSTRAP='%s': expected pmix or tcp", d->force);
@@ -3154,7 +3158,9 @@ EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
     b->size = 1;
     if ((rc = efax__boot_defaults(b, desc, &d))) return rc;
     b->timeout_ms = d.timeout_ms;
-    if (!strcmp(d.force ? d.force : "", "tcp") || (!(d.force && *d.force) && root && *root)) {
+    if (d.force && !strcmp(d.force, "single")) {
+        b->kind = EFAX_BOOT_SINGLE;
+    } else if (!strcmp(d.force ? d.force : "", "tcp") || (!(d.force && *d.force) && root && *root)) {
         rc = efax__boot_tcp(b, root);
     } else if ((d.force && !strcmp(d.force, "pmix")) || getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
 #ifndef EFAX_NO_PMIX
@@ -4348,8 +4354,9 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
         efax_log(ctx, 0, "%s: desc.%s is rank %d, but this is rank %d", side, writer ? "from" : "to", me, ctx->rank);
         return -FI_EINVAL;
     }
-    if (peer < 0 || peer >= ctx->size || peer == ctx->rank) {
-        efax_log(ctx, 0, "%s: desc.%s is rank %d: expected another rank of 0..%d", side, writer ? "to" : "from", peer, ctx->size - 1);
+    /* this rank itself is a peer too: the write loops back through the NIC (efax's doctor checks each NIC so) */
+    if (peer < 0 || peer >= ctx->size) {
+        efax_log(ctx, 0, "%s: desc.%s is rank %d: expected a rank of 0..%d", side, writer ? "to" : "from", peer, ctx->size - 1);
         return -FI_EINVAL;
     }
     if (w->tag <= EFAX_TAG_INTERNAL || w->tag >= ctx->ntags) {
