@@ -35,7 +35,7 @@ NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/loca
 NVFLAGS ?= -O2 -g -arch=sm_90 -Xcompiler -Wall,-Wextra -Werror all-warnings
 CUDA_LIBS := -ldl
 
-DRIVERS      := info doctor bootstrap pingpong sendrecv write all2all
+DRIVERS      := info doctor rails bootstrap pingpong sendrecv write all2all
 TESTS        := unit xfer_test
 CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda doctor_cuda affinity queue proxy ipc
 CUDA_TESTS   := cuda_test
