@@ -315,7 +315,10 @@ static void check_nic(doctor *d, const efax_nic_info *ni, int node, int nodes) {
     if (ni->cq_data_size < 4)
         add(d, L_FAIL, "nic", sub, "use a provider with 4 bytes of CQ data (efa, tcp, shm)",
             "carries %zu bytes of immediate data; efax needs 4 (rank, tag, sequence)", ni->cq_data_size);
-    if (ni->link_gbps <= 0 && !strcmp(ni->provider, "shm"))
+    if (getenv("EFAX_LINE_GBPS") && strtod(getenv("EFAX_LINE_GBPS"), NULL) > 0)
+        add(d, L_INFO, "nic", sub, NULL, "line rate %s Gbps, as EFAX_LINE_GBPS says (the provider's: %s)", getenv("EFAX_LINE_GBPS"),
+            ni->link_gbps > 0 ? gb : "none");
+    else if (ni->link_gbps <= 0 && !strcmp(ni->provider, "shm"))
         add(d, L_INFO, "nic", sub, NULL, "shared memory has no line rate: its results are held against memcpy (./info --memcpy)");
     else if (ni->link_gbps <= 0)
         add(d, L_WARN, "nic", sub, "pass --line-rate GBPS (or EFAX_LINE_GBPS) with the rate the link really has",
@@ -701,7 +704,7 @@ int main(int argc, char **argv) {
         {"timeout", 0, EFAX_OPT_INT, &d.timeout_ms, 100, 3600000, NULL, "MS", "how long each check waits (default 10000)"},
         EFAX_OPT_END};
     efax_boot_desc bd;
-    char provs[256], pick[32], *mine, *all;
+    char provs[256], pick[32], first_facts[512] = "", *mine, *all;
     FILE *jf = NULL, *cf = NULL;
     int rc, hosts = 0, n[L_COUNT] = {0};
     rc = efax_bench_args(argc, argv, defs, "doctor", "Checks that this node (every node, under a launcher) is ready for efax: "
@@ -733,41 +736,37 @@ int main(int argc, char **argv) {
     if (!mine || !all) return 1;
     pack(&d, mine, PACKED);
     if ((rc = efax_boot_allgather(&d.job, mine, PACKED, all, -1))) return efax_exit_code(rc);
-    for (int r = 0; r < d.job.size; r++) {
-        char *p = all + (size_t)r * PACKED;
-        char facts[512];
-        int k;
+    for (int r = 0, first = -1; r < d.job.size; r++) {
+        char *p = all + (size_t)r * PACKED, facts[512];
         p[PACKED - 1] = 0;
         if (!strchr(p, '\t')) continue; /* not the first rank of its host */
         hosts++;
-        snprintf(facts, sizeof facts, "%.*s", (int)(strchr(p, '\n') ? strchr(p, '\n') - p : 0), p);
+        snprintf(facts, sizeof facts, "%.*s", (int)strcspn(p, "\n"), p);
         if (d.job.rank == 0) {
-            if (cf && r == 0) fprintf(cf, "host,level,check,subject,text,fix\n");
-            printf("%s# efax doctor %s, host %s (rank %d of %d)\n", r ? "\n" : "", EFAX_VERSION_STRING, d.job.hosts[r], r, d.job.size);
+            if (cf && first < 0) fprintf(cf, "host,level,check,subject,text,fix\n");
+            printf("%s# efax doctor %s, host %s (rank %d of %d)\n", r ? "\n" : "", EFAX_VERSION_STRING, d.job.hosts[r], r,
+                   d.job.size);
             show(&d, d.job.hosts[r], p, true, jf, cf, n);
         } else {
-            char *save = NULL, *line = strtok_r(p, "\n", &save);
-            for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-                if ((k = atoi(line)) >= 0 && k < L_COUNT) n[k]++;
+            for (char *line = strchr(p, '\n'); line && line[1]; line = strchr(line + 1, '\n'))
+                if (atoi(line + 1) >= 0 && atoi(line + 1) < L_COUNT) n[atoi(line + 1)]++;
+        }
+        if (first < 0) {
+            first = r;
+            snprintf(first_facts, sizeof first_facts, "%s", facts);
+            continue;
         }
         /* hosts must agree on libfabric, provider and NIC names (NCCL #1921: "unexpected number of remote rails") */
-        for (int q = 0; q < r; q++) {
-            char *o = all + (size_t)q * PACKED;
-            size_t ol = strchr(o, '\n') ? (size_t)(strchr(o, '\n') - o) : 0;
-            if (!strchr(o, '\t')) continue;
-            if (ol != strlen(facts) || strncmp(o, facts, ol)) {
-                n[L_FAIL]++;
-                if (d.job.rank == 0) {
-                    char t[1400];
-                    snprintf(t, sizeof t, "0\thosts\t%s\t%s has '%.*s', %s has '%s'\tthe same libfabric, provider and NIC names on "
-                             "every host (efax matches NICs by name)\n", d.job.hosts[r], d.job.hosts[q], (int)ol, o, d.job.hosts[r],
-                             facts);
-                    t[0] = (char)('0' + L_FAIL);
-                    n[L_FAIL]--; /* show() counts it */
-                    show(&d, "*", t, false, jf, cf, n);
-                }
+        if (strcmp(facts, first_facts)) {
+            n[L_FAIL]++;
+            if (d.job.rank == 0) {
+                char t[1400];
+                snprintf(t, sizeof t, "%d\thosts\t%s\t%s has '%s', %s has '%s'\tthe same libfabric, provider and NIC names "
+                         "on every host (efax matches NICs by name)\n", L_FAIL, d.job.hosts[r], d.job.hosts[first],
+                         first_facts, d.job.hosts[r], facts);
+                n[L_FAIL]--; /* show() counts it */
+                show(&d, "*", t, false, jf, cf, n);
             }
-            break;
         }
     }
     if (d.job.rank == 0) {
