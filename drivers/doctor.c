@@ -63,7 +63,7 @@ static void add(doctor *d, int level, const char *check, const char *subject, co
     f->level = level;
     snprintf(f->check, sizeof f->check, "%s", check);
     snprintf(f->subject, sizeof f->subject, "%s", subject ? subject : "");
-    snprintf(f->fix, sizeof f->fix, "%s", fix ? fix : "");
+    snprintf(f->fix, sizeof f->fix, "%s", fix && (level == L_WARN || level == L_FAIL) ? fix : ""); /* a fix only for a fault */
     va_start(ap, fmt);
     vsnprintf(f->text, sizeof f->text, fmt, ap);
     va_end(ap);
@@ -459,8 +459,8 @@ static void check_host(doctor *d, const char *prov) {
     }
     {
         int nodes = numa_nodes(), node = my_numa();
-        add(d, L_INFO, "cpu", "", NULL, "%ld CPUs, %d NUMA node(s); this process %s", sysconf(_SC_NPROCESSORS_ONLN), nodes,
-            node >= 0 ? "is bound to one node" : "may run on every node (unbound)");
+        add(d, L_INFO, "cpu", "", NULL, "%ld CPUs, %d NUMA node(s)%s", sysconf(_SC_NPROCESSORS_ONLN), nodes,
+            nodes < 2 ? "" : node >= 0 ? "; this process is bound to one" : "; this process may run on every one (unbound)");
     }
 }
 

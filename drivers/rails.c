@@ -339,8 +339,8 @@ static void suspects(rails *r, int flagged) {
                 if (u < sizeof list)
                     u += (size_t)snprintf(list + u, sizeof list - u, "%s\"%s %s %s\"", n ? "," : "", host(r, h), nic_name(r, k),
                                           role ? "receiving" : "sending");
-                printf("# suspect: %s %s, %s (all %d of its paths flagged)\n", host(r, h), nic_name(r, k),
-                       role ? "receiving" : "sending", in);
+                printf("# suspect: %s %s, %s (%d of %d path(s) flagged)\n", host(r, h), nic_name(r, k),
+                       role ? "receiving" : "sending", in, in);
                 n++;
             }
     if (flagged && r->boot.size == 2)
