@@ -38,7 +38,7 @@ CUDA_LIBS := -ldl
 DRIVERS      := info doctor rails bootstrap pingpong sendrecv write all2all
 TESTS        := unit xfer_test
 CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda doctor_cuda affinity queue proxy ipc
-CUDA_TESTS   := cuda_test
+CUDA_TESTS   := cuda_test gpu_share
 
 # B: the build folder (build/asan for the sanitizer build)
 B        ?= build

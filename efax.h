@@ -409,8 +409,8 @@ typedef struct efax_mr_desc {
        once the transfer completed, so a completion they report means the bytes are in place.
        efax_wait_imm only counts arrivals: after it, call efax_buf_settle or the hook yourself.
        A writer's own completion says nothing about the target's copy: reuse a source once the
-       target has confirmed. efax_cuda.h's hook synchronizes the buffer's whole device (no
-       timeout: CUDA has none). Returns 0 or a negative code. */
+       target has confirmed. efax_cuda.h's hook waits for events on the streams the provider and
+       the buffer's local copies use, polled against timeout_ms. Returns 0 or a negative code. */
     int (*settle)(void *user, int timeout_ms);
     void *settle_user;
 } efax_mr_desc;

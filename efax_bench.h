@@ -186,7 +186,7 @@ typedef struct efax_report {
        A device-memory result above it (plus EFAX_CEILING_TOLERANCE) cannot have had its bytes
        in place: it is refused as an error naming the ceiling, and efax_report_status fails. */
     double ceiling_gbps;       /* per pair of ranks; 0: none known */
-    char ceiling_what[160];
+    char ceiling_what[192];
     int refused;
     char (*nic_choice)[256];   /* rank 0: every rank's NICs and how they were chosen */
     int nresults;              /* results added (a run that measured nothing fails efax_report_status) */
@@ -428,9 +428,10 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
 // >>cuda glue (with efax_cuda.h) -------------------------------------------------------------
 
 /* Measures what no device-memory result between this job's ranks can pass (efax_cuda_ceiling:
-   cudaMemcpyPeerAsync between the GPUs of one host, `bytes` per copy), sets it as the report's
-   ceiling and prints it in the header, or says why there is none. Collective. Returns 0 or a
-   negative code. */
+   cudaMemcpyPeerAsync between the GPUs of one host, `bytes` per copy, the best of several after a
+   warm-up), sets it as the report's ceiling and prints it in the header with its spread, or says
+   why there is none; when ranks share a GPU, a header line says so and what that measures.
+   Collective. Returns 0 or a negative code. */
 EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes);
 
 /* Whether this machine has a CUDA device: 1; else 0, after printing "driver: skipped: no CUDA device (why)" on
@@ -1637,19 +1638,28 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
 
 EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes) {
     efax_report *r = &b->rep;
-    double gbs = 0;
-    char what[160] = "";
-    int rc = efax_cuda_ceiling(&b->boot, bytes, &gbs, what, sizeof what);
+    efax_ceiling c;
+    int rc = efax_cuda_ceiling(&b->boot, bytes, &c);
     if (rc || b->rank != 0) return rc;
-    if (gbs <= 0) { /* said, so that a missing ceiling is not mistaken for a checked one */
-        if (!b->o.quiet) printf("# ceiling: not measured: %s; results are not checked against one\n", what);
+    /* Ranks that share a GPU are separate processes, each with its own CUDA context: unless MPS
+       runs, the GPU runs one context at a time and switches between them by time slices, so a
+       kernel one rank keeps running (the proxy's producers) or launches (all2all's own chunk)
+       holds up the copies the other rank's provider issued (docs/testing.md, one GPU). */
+    if (c.shared[0] && !b->o.quiet)
+        printf("# GPU shared: %s. No link between GPUs is measured: device-memory results are copies within one GPU's "
+               "memory, and wherever the ranks have GPU work at once (all2all's copies, the proxy's producer kernel) "
+               "their processes' CUDA contexts take turns on it by time slices, unless MPS runs (docs/testing.md)\n",
+               c.shared);
+    if (c.gbs <= 0) { /* said, so that a missing ceiling is not mistaken for a checked one */
+        if (!b->o.quiet) printf("# ceiling: not measured: %s; results are not checked against one\n", c.what);
         return 0;
     }
-    r->ceiling_gbps = gbs * 8;
-    snprintf(r->ceiling_what, sizeof r->ceiling_what, "%s", what);
+    r->ceiling_gbps = c.gbs * 8;
+    snprintf(r->ceiling_what, sizeof r->ceiling_what, "%s, best of %d copies", c.what, c.copies);
     if (!b->o.quiet)
-        printf("# ceiling: %s = %.1f Gbps; a device-memory result above it +%.0f%% is refused\n", what, r->ceiling_gbps,
-               EFAX_CEILING_TOLERANCE * 100);
+        printf("# ceiling: %s: best %.1f GB/s, spread %.1f-%.1f over %d copies (after %d untimed) = %.1f Gbps; a "
+               "device-memory result above it +%.0f%% is refused\n", c.what, c.gbs, c.low_gbs, c.gbs, c.copies, c.warmup,
+               r->ceiling_gbps, EFAX_CEILING_TOLERANCE * 100);
     return 0;
 }
 

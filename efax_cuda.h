@@ -114,13 +114,26 @@ EFAX_API const efax_mem_ops *efax_mem_device(void);
 EFAX_API int efax_cuda_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg,
                                   size_t len);
 
+/* What efax_cuda_ceiling measured. */
+typedef struct efax_ceiling {
+    double gbs;                /* the best timed copy of the slowest pair of GPUs, GB/s; 0: none measured */
+    double low_gbs;            /* that pair's slowest timed copy: gbs - low_gbs is the spread */
+    int copies;                /* timed copies per pair */
+    int warmup;                /* untimed copies before them */
+    char what[160];            /* what was measured, or why nothing was */
+    char shared[192];          /* "" or which ranks share one GPU ("ranks 0,1 share GPU 0 (0000:19:00.0)") */
+} efax_ceiling;
+
 /* Measures what no device-memory transfer between this job's ranks can pass: rank 0 copies
-   `bytes` with cudaMemcpyPeerAsync from its GPU to the GPU of every other rank on its host (best
-   of 5 after a warm-up; the slowest pair counts). Ranks on other hosts add no ceiling here (their
-   NICs' line rate bounds them). On rank 0 *gbs gets the ceiling in GB/s and `what` says what was
-   measured, or *gbs 0 and `what` why nothing was (every peer on another host, a GPU not visible).
+   `bytes` with cudaMemcpyPeerAsync from its GPU to the GPU of every other rank on its host (a
+   copy within one GPU's memory where the ranks share it). Per pair: copies for at least 25 ms
+   untimed (clocks and caches settle), then 20 back to back, each timed by events between its
+   neighbours (no launch gap inside a timing); the best counts, the slowest is kept as the spread,
+   and the slowest pair counts. Ranks on other hosts add no ceiling here (their NICs' line rate
+   bounds them). On rank 0 `out` gets it, or gbs 0 and `what` saying why nothing was measured
+   (every peer on another host, a GPU not visible), and `shared` which ranks share a GPU.
    efax_bench.h holds results against it. Collective over boot. Returns 0 or a negative code. */
-EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, double *gbs, char *what, size_t wl);
+EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, efax_ceiling *out);
 
 /* Whether any of the kinds is device memory (the context should ask for FI_HMEM). */
 EFAX_API bool efax_cuda_wants_hmem(const efax_mem_ops *const *kinds, int n);
@@ -643,6 +656,7 @@ typedef struct efax__dev {
     uint8_t *bounce;           /* staged: pinned host memory the NICs use */
     cudaStream_t out_s, in_s;
     cudaStream_t copy_s;       /* local copies (efax_buf_copy), overlapping what the provider moves in */
+    cudaEvent_t settle_ev[2];  /* efax__dev_settle's: the legacy default stream's, and copy_s's */
     struct {
         uint64_t off, len, unit;
         unsigned ncells;
@@ -721,19 +735,48 @@ EFAX_PRIVATE const efax_stage_ops *efax__cuda_stage_ops(void) {
     return &ops;
 }
 
-/* Waits until copies that a provider started into this device buffer have finished. shm's CUDA
-   IPC path completes a write or receive once it has *issued* a device-to-device cudaMemcpy in
-   the target's current context (prov/shm smr_progress_ipc -> ofi_copy_to_hmem_iov ->
-   cudaMemcpy, which does not wait for device-to-device copies: CUDA's "API synchronization
-   behavior"). Synchronizing the buffer's device waits for every stream of that context, the
-   provider's own CUDA runtime's included (both use the device's primary context). */
+/* Waits until copies that a provider started into this device buffer, and the buffer's own local
+   copies (efax__dev_copy), have finished; -FI_ETIMEDOUT, named, once timeout_ms passed (a wedged
+   copy ends the run instead of hanging it; < 0: 30000, the library's default). shm's CUDA IPC path
+   completes a write or receive once it has *issued* a device-to-device cudaMemcpy in the target
+   (prov/shm smr_progress_ipc -> ofi_copy_to_hmem_iov -> ofi_cudaMemcpy, src/hmem_cuda.c), which
+   does not wait for device-to-device copies (CUDA's "API synchronization behavior"). That
+   cudaMemcpy runs on the legacy default stream of the device's primary context, which libfabric's
+   CUDA runtime and this one share; it is the only stream libfabric 2.6.0 copies on (its
+   cuMemcpyDtoDAsync is never called). An event recorded there after it fires once the copy ran
+   (the legacy stream also waits for every blocking stream of the context); local copies run on
+   copy_s, a non-blocking stream, which gets an event of its own. Both are polled against the
+   deadline. This used to be cudaDeviceSynchronize, which has no timeout and waits for every
+   kernel of the process, a persistent producer kernel's too. */
 EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
     efax__dev *s = (efax__dev *)u;
-    int cur = -1, rc;
-    (void)timeout_ms; /* cudaDeviceSynchronize has no timeout; a copy engine that never ends is a dead GPU */
+    int cur = -1, rc = 0, n = 0, i;
+    uint64_t deadline = efax_now_ns() + (uint64_t)(timeout_ms < 0 ? 30000 : timeout_ms) * 1000000ull;
+    unsigned spins = 0;
     if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
     if (cur != s->device && (rc = EFAX_CUDA(cudaSetDevice(s->device)))) return rc;
-    rc = EFAX_CUDA(cudaDeviceSynchronize());
+    for (i = 0; i < 2 && !rc; i++)
+        if (!s->settle_ev[i]) rc = EFAX_CUDA(cudaEventCreateWithFlags(&s->settle_ev[i], cudaEventDisableTiming));
+    if (!rc) rc = EFAX_CUDA(cudaEventRecord(s->settle_ev[n++], cudaStreamLegacy));
+    if (!rc && s->copy_s) rc = EFAX_CUDA(cudaEventRecord(s->settle_ev[n++], s->copy_s));
+    for (i = 0; i < n && !rc;) {
+        cudaError_t e = cudaEventQuery(s->settle_ev[i]);
+        if (e == cudaSuccess) {
+            i++;
+            continue;
+        }
+        if (e != cudaErrorNotReady) {
+            rc = efax_cuda_check(e, i ? "cudaEventQuery(the buffer's local copy)" : "cudaEventQuery(the provider's copies)",
+                                 __FILE__, __LINE__);
+            break;
+        }
+        if ((++spins & 63) == 0 && efax_now_ns() > deadline) {
+            efax_log(NULL, 0, "device memory on GPU %d: %s did not finish within %d ms (a copy or kernel on that GPU is "
+                              "wedged, or the GPU is shared with work that holds it)", s->device,
+                     i ? "the buffer's own local copy" : "the copies the provider issued into it", timeout_ms < 0 ? 30000 : timeout_ms);
+            rc = -FI_ETIMEDOUT;
+        }
+    }
     if (cur >= 0 && cur != s->device) cudaSetDevice(cur);
     return rc;
 }
@@ -880,6 +923,8 @@ EFAX_PRIVATE void efax__dev_release(efax_buf *b) {
     if (s->out_s) cudaStreamSynchronize(s->out_s), cudaStreamDestroy(s->out_s);
     if (s->in_s) cudaStreamSynchronize(s->in_s), cudaStreamDestroy(s->in_s);
     if (s->copy_s) cudaStreamSynchronize(s->copy_s), cudaStreamDestroy(s->copy_s);
+    for (int i = 0; i < 2; i++)
+        if (s->settle_ev[i]) cudaEventDestroy(s->settle_ev[i]);
     for (unsigned k = 0; k < EFAX__OUTS; k++)
         for (unsigned c = 0; c < s->out[k].nev; c++) cudaEventDestroy(s->out[k].ev[c]);
     if (s->bounce) cudaFreeHost(s->bounce);
@@ -957,7 +1002,9 @@ EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *s
     EFAX_CUDA(cudaMemcpyAsync(d, from, len, cudaMemcpyDeviceToDevice, s->copy_s));
 }
 
-EFAX_PRIVATE int efax__dev_buf_settle(efax_buf *b) { return b->impl ? efax__dev_settle(b->impl, -1) : 0; }
+EFAX_PRIVATE int efax__dev_buf_settle(efax_buf *b) {
+    return b->impl ? efax__dev_settle(b->impl, b->mr.ctx ? efax_ctx_timeout_ms(b->mr.ctx) : -1) : 0;
+}
 
 EFAX_API const efax_mem_ops *efax_mem_pinned(void) { /* host memory's pattern and copy on pinned pages */
     static const efax_mem_ops ops = {"pinned", "Pin", efax__pinned_alloc, efax__pinned_release, efax__host_fill,
@@ -1003,36 +1050,58 @@ EFAX_API int efax_cuda_mem_select(const char *list, const efax_mem_ops **kinds, 
     return *n ? 0 : 1;
 }
 
-/* cudaMemcpyPeerAsync from device `from` to `to`: best GB/s of 5 copies of `bytes` after one. */
-EFAX_PRIVATE int efax__peer_copy_gbs(int from, int to, size_t bytes, double *gbs) {
+#define EFAX__CEIL_COPIES 20
+#define EFAX__CEIL_WARM_MS 25
+#define EFAX__CEIL_WARM_MAX 400
+
+/* cudaMemcpyPeerAsync from device `from` to `to` (the same device: a copy within its memory):
+   untimed copies for EFAX__CEIL_WARM_MS (at most EFAX__CEIL_WARM_MAX), then EFAX__CEIL_COPIES
+   queued back to back behind one more untimed copy, with an event between each two, so that
+   every timing spans exactly one copy and no host gap; *best and *low in GB/s. */
+EFAX_PRIVATE int efax__peer_copy_gbs(int from, int to, size_t bytes, double *best, double *low, int *warm) {
     void *a = NULL, *b = NULL;
     cudaStream_t st = NULL;
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    int cur = 0, rc, peer = 0;
-    float ms, best = 0;
+    cudaEvent_t ev[EFAX__CEIL_COPIES + 1];
+    int cur = 0, rc, peer = 0, i, nev = 0;
+    uint64_t t0;
     cudaGetDevice(&cur);
-    *gbs = 0;
+    *best = *low = 0, *warm = 0;
+    memset(ev, 0, sizeof ev);
     if ((rc = EFAX_CUDA(cudaSetDevice(to))) || (rc = EFAX_CUDA(cudaMalloc(&b, bytes))) || (rc = EFAX_CUDA(cudaSetDevice(from))) ||
         (rc = EFAX_CUDA(cudaMalloc(&a, bytes))) || (rc = EFAX_CUDA(cudaMemset(a, 1, bytes))) ||
-        (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking))) || (rc = EFAX_CUDA(cudaEventCreate(&e0))) ||
-        (rc = EFAX_CUDA(cudaEventCreate(&e1))))
+        (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking))))
         goto out;
+    for (; nev < EFAX__CEIL_COPIES + 1 && !rc; nev++) rc = EFAX_CUDA(cudaEventCreate(&ev[nev]));
+    if (rc) goto out;
     if (from != to && cudaDeviceCanAccessPeer(&peer, from, to) == cudaSuccess && peer) {
         cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
         if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) { rc = EFAX_CUDA(e); goto out; }
         (void)cudaGetLastError();
     }
-    for (int i = 0; i < 6 && !rc; i++) {
-        if ((rc = EFAX_CUDA(cudaEventRecord(e0, st))) || (rc = EFAX_CUDA(cudaMemcpyPeerAsync(b, to, a, from, bytes, st))) ||
-            (rc = EFAX_CUDA(cudaEventRecord(e1, st))) || (rc = EFAX_CUDA(cudaEventSynchronize(e1))) ||
-            (rc = EFAX_CUDA(cudaEventElapsedTime(&ms, e0, e1))))
-            break;
-        if (i > 0 && ms > 0 && (best == 0 || ms < best)) best = ms;
+    t0 = efax_now_ns();
+    while (!rc && *warm < EFAX__CEIL_WARM_MAX && (*warm < 2 || efax_now_ns() - t0 < EFAX__CEIL_WARM_MS * 1000000ull)) {
+        for (i = 0; i < 4 && !rc; i++, ++*warm) rc = EFAX_CUDA(cudaMemcpyPeerAsync(b, to, a, from, bytes, st));
+        if (!rc) rc = EFAX_CUDA(cudaStreamSynchronize(st));
     }
-    if (!rc && best > 0) *gbs = (double)bytes / (best * 1e-3) / 1e9;
+    if (!rc) { /* one more, so the stream is busy when ev[0] is recorded */
+        rc = EFAX_CUDA(cudaMemcpyPeerAsync(b, to, a, from, bytes, st));
+        ++*warm;
+    }
+    for (i = 0; i <= EFAX__CEIL_COPIES && !rc; i++) {
+        if ((rc = EFAX_CUDA(cudaEventRecord(ev[i], st)))) break;
+        if (i < EFAX__CEIL_COPIES) rc = EFAX_CUDA(cudaMemcpyPeerAsync(b, to, a, from, bytes, st));
+    }
+    if (!rc) rc = EFAX_CUDA(cudaEventSynchronize(ev[EFAX__CEIL_COPIES]));
+    for (i = 0; i < EFAX__CEIL_COPIES && !rc; i++) {
+        float ms = 0;
+        double g;
+        if ((rc = EFAX_CUDA(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]))) || ms <= 0) break;
+        g = (double)bytes / (ms * 1e-3) / 1e9;
+        if (g > *best) *best = g;
+        if (*low == 0 || g < *low) *low = g;
+    }
 out:
-    if (e0) cudaEventDestroy(e0);
-    if (e1) cudaEventDestroy(e1);
+    for (i = 0; i < nev; i++) cudaEventDestroy(ev[i]);
     if (st) cudaStreamDestroy(st);
     if (a) cudaFree(a);
     if (b) cudaFree(b);
@@ -1040,11 +1109,13 @@ out:
     return rc;
 }
 
-EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, double *gbs, char *what, size_t wl) {
+EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, efax_ceiling *out) {
     struct who { char host[64]; char pci[32]; } me, *all;
-    int dev = 0, rc = 0, p;
-    *gbs = 0;
-    snprintf(what, wl, "every other rank runs on another host (its NICs' line rate bounds it)");
+    int dev = 0, rc = 0, p, q;
+    size_t u = 0;
+    memset(out, 0, sizeof *out);
+    out->copies = EFAX__CEIL_COPIES;
+    snprintf(out->what, sizeof out->what, "every other rank runs on another host (its NICs' line rate bounds it)");
     memset(&me, 0, sizeof me);
     efax__copy(me.host, sizeof me.host, boot->host);
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(me.pci, sizeof me.pci, dev) != cudaSuccess) {
@@ -1057,22 +1128,46 @@ EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, double *gbs, char 
         free(all);
         return rc;
     }
+    /* ranks whose GPUs are one: each group once, named by its first rank */
+    for (p = 0; p < boot->size; p++) {
+        int n = 0, first = 1, d = -1;
+        char ranks[96] = "";
+        size_t ru = 0;
+        if (!all[p].pci[0]) continue;
+        for (q = 0; q < p; q++)
+            if (!strcmp(all[q].host, all[p].host) && !strcmp(all[q].pci, all[p].pci)) break;
+        if (q < p) continue;
+        for (q = p; q < boot->size; q++)
+            if (!strcmp(all[q].host, all[p].host) && !strcmp(all[q].pci, all[p].pci)) {
+                n++;
+                if (ru < sizeof ranks) ru += (size_t)snprintf(ranks + ru, sizeof ranks - ru, "%s%d", first ? "" : ",", q);
+                first = 0;
+            }
+        if (n < 2 || u >= sizeof out->shared) continue;
+        if (strcmp(all[p].host, me.host) || cudaDeviceGetByPCIBusId(&d, all[p].pci) != cudaSuccess) (void)cudaGetLastError(), d = -1;
+        if (d >= 0)
+            u += (size_t)snprintf(out->shared + u, sizeof out->shared - u, "%sranks %s share GPU %d (%s)", u ? "; " : "", ranks, d,
+                                  all[p].pci);
+        else
+            u += (size_t)snprintf(out->shared + u, sizeof out->shared - u, "%sranks %s share GPU %s on %s", u ? "; " : "", ranks,
+                                  all[p].pci, all[p].host);
+    }
     for (p = 1; p < boot->size && !rc; p++) {
-        int to = -1;
-        double pair = 0;
+        int to = -1, warm = 0;
+        double best = 0, low = 0;
         if (strcmp(all[p].host, me.host)) continue;
         if (!all[p].pci[0] || cudaDeviceGetByPCIBusId(&to, all[p].pci) != cudaSuccess) {
             (void)cudaGetLastError();
-            if (*gbs <= 0)
-                snprintf(what, wl, "rank %d's GPU (%s) is not visible to rank 0 (CUDA_VISIBLE_DEVICES per rank?)", p,
+            if (out->gbs <= 0)
+                snprintf(out->what, sizeof out->what, "rank %d's GPU (%s) is not visible to rank 0 (CUDA_VISIBLE_DEVICES per rank?)", p,
                          all[p].pci[0] ? all[p].pci : "unknown");
             continue;
         }
-        if ((rc = efax__peer_copy_gbs(dev, to, bytes, &pair))) break;
-        if (pair > 0 && (*gbs == 0 || pair < *gbs)) {
-            *gbs = pair;
-            snprintf(what, wl, "cudaMemcpyPeerAsync GPU %d -> GPU %d, %zu MiB: %.1f GB/s, measured in this run", dev, to,
-                     bytes >> 20, pair);
+        if ((rc = efax__peer_copy_gbs(dev, to, bytes, &best, &low, &warm))) break;
+        if (best > 0 && (out->gbs == 0 || best < out->gbs)) {
+            out->gbs = best, out->low_gbs = low, out->warmup = warm;
+            snprintf(out->what, sizeof out->what, "cudaMemcpyPeerAsync GPU %d -> GPU %d%s, %zu MiB, measured in this run", dev, to,
+                     dev == to ? " (one GPU: a copy within its memory)" : "", bytes >> 20);
         }
     }
     free(all);

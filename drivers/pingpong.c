@@ -91,6 +91,9 @@ static int measure(efax_bench *b, echo *e, const efax_bench_step *st) {
     efax_bench_variant(b, st, e->variant == SENDRECV ? "SendRecv" : "WriteImm"); /* its own NIC counters and progress line */
     if (e->me == 1 && e->variant == SENDRECV) rc = efax_recv(e->ctx, &e->r, 0, e->rx, 0, size);
     if (b->o.check && e->me <= 1) efax_pattern_fill(e->txb, size, 0, e->me, 0), efax_poison(e->rxb, 2 * size);
+    /* the peer writes only once this side's buffer is cleared: a split shm write's first half is
+       copied by the writer itself, at once, and a late poison erased it (seen under load) */
+    if (!rc && b->o.check) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);
     /* without -c one timestamp per round trip times them back to back (average = total time /
        iterations, as in fi_pingpong); with -c the checks between them are excluded. efax_ticks
        (rdtsc ~10 ns; clock_gettime ~25 ns under a hypervisor), converted with the loop's rate. */

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <unistd.h>
 
 enum { TAG_A = 1, TAG_B = 2, TAG_C = 3, TAG_DONE = 4, PRODUCERS = 4, BIG = 8 << 20, SMALL = 4096, CHUNK = 1 << 20 };
 
@@ -34,6 +36,76 @@ __global__ void k_semantics(efax_proxy_dev p, volatile uint64_t *quiet_at, uint6
 
 static int failures;
 #define EXPECT(c, ...) do { if (!(c)) { fprintf(stderr, "cuda_test: FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); failures++; } } while (0)
+
+/* Spins until *release is set: a copy or kernel that never ends, as far as a waiter can tell. */
+__global__ void k_hold(volatile const int *release) {
+    if (threadIdx.x == 0)
+        while (!*release) __nanosleep(256);
+}
+
+static void *release_later(void *arg) { /* the backstop: a settle without a deadline returns after 3 s, not never */
+    usleep(3000000);
+    __atomic_store_n((int *)arg, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* A device buffer's settle (the hook efax_expect_wait and efax_wait call) ends with -FI_ETIMEDOUT,
+   named, when a copy on the stream the provider copies on (the legacy default stream) never
+   finishes, and returns at once while a kernel that has nothing to do with the buffer runs on a
+   non-blocking stream of its own (the proxy's producers): cudaDeviceSynchronize, which it used to
+   be, waited for both (a backstop thread releases the kernel after 3 s, so that code fails here
+   instead of hanging). */
+static void check_settle(efax_ctx *ctx) {
+    efax_buf b;
+    int *release = NULL, *release_d = NULL, rc;
+    cudaStream_t own = NULL;
+    pthread_t backstop;
+    uint64_t t0;
+    double ms;
+    memset(&b, 0, sizeof b);
+    if (efax_buf_alloc(ctx, &b, efax_mem_device(), 1 << 20, EFAX_MR_WRITE_DST)) { EXPECT(0, "settle: cannot allocate"); return; }
+    if (!b.mr.settle) { /* staged: the provider never copies into device memory itself */
+        printf("cuda_test: settle: not on the %s path (no provider copies into device memory to wait for)\n", b.path);
+        efax_buf_free(&b);
+        return;
+    }
+    if (EFAX_CUDA(cudaHostAlloc((void **)&release, sizeof(int), cudaHostAllocMapped)) ||
+        EFAX_CUDA(cudaHostGetDevicePointer((void **)&release_d, release, 0)) ||
+        EFAX_CUDA(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking))) {
+        EXPECT(0, "settle: CUDA set-up failed");
+        goto out;
+    }
+    /* a kernel on a stream of its own: not the buffer's business */
+    *release = 0;
+    k_hold<<<1, 32, 0, own>>>(release_d);
+    pthread_create(&backstop, NULL, release_later, release);
+    t0 = efax_now_ns();
+    rc = b.mr.settle(b.mr.settle_user, 10000);
+    ms = (double)(efax_now_ns() - t0) / 1e6;
+    EXPECT(rc == 0 && ms < 1000, "settle waited %.0f ms (rc %d) for a kernel on another non-blocking stream", ms, rc);
+    __atomic_store_n(release, 1, __ATOMIC_SEQ_CST);
+    pthread_join(backstop, NULL);
+    EXPECT(!EFAX_CUDA(cudaStreamSynchronize(own)), "settle: the held kernel did not end");
+    /* a copy that does not end on the legacy stream (a kernel there stands in for it) */
+    *release = 0;
+    k_hold<<<1, 32, 0, cudaStreamLegacy>>>(release_d);
+    pthread_create(&backstop, NULL, release_later, release);
+    t0 = efax_now_ns();
+    rc = b.mr.settle(b.mr.settle_user, 300);
+    ms = (double)(efax_now_ns() - t0) / 1e6;
+    EXPECT(rc == -FI_ETIMEDOUT && ms >= 290 && ms < 2500, "settle over a wedged copy returned %d after %.0f ms; expected -FI_ETIMEDOUT "
+           "after 300 ms", rc, ms);
+    __atomic_store_n(release, 1, __ATOMIC_SEQ_CST);
+    pthread_join(backstop, NULL);
+    rc = b.mr.settle(b.mr.settle_user, 10000);
+    EXPECT(rc == 0, "settle after the copy ended returned %d", rc);
+    printf("cuda_test: settle (%s): ends a wedged copy with -FI_ETIMEDOUT (the error above is expected) and ignores a "
+           "kernel on another stream\n", b.path);
+out:
+    if (own) cudaStreamDestroy(own);
+    if (release) cudaFreeHost(release);
+    efax_buf_free(&b);
+}
 
 /* The check must be able to fail: a pattern-filled buffer checks clean; one byte changed (in
    device memory, through the CUDA API, as a NIC would leave it) is exactly one wrong byte
@@ -100,6 +172,7 @@ int main(int argc, char **argv) {
         goto out;
     check_the_check(&ctx, efax_mem_device(), boot.rank);
     check_the_check(&ctx, efax_mem_pinned(), boot.rank);
+    if (boot.rank == 0) check_settle(&ctx);
     /* pinned memory: the GPU writes its data in place, the NIC reads it, the target checks it */
     if ((rc = efax_buf_alloc(&ctx, &src, efax_mem_pinned(), window, EFAX_MR_WRITE_SRC)) ||
         (rc = efax_buf_alloc(&ctx, &dst, efax_mem_pinned(), window, EFAX_MR_WRITE_DST)) || (rc = efax_mr_exchange(&dst.mr, &boot)))

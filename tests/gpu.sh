@@ -4,8 +4,9 @@
 #          every check once per device-memory path (EFAX_MEM_PATH=dmabuf, hmem, staged), and the
 #          benchmarks, beside libfabric's own fi_rma_bw and the cudaMemcpyPeerAsync ceiling
 #   1.17   Debian's packages carried in .deb/ (no CUDA in that libfabric): the staged path
-# Leaves gpu.log, results.jsonl (every row, with run.libfabric and mem_path) and summary.txt
-# (checks, then the ratios the README quotes) in $OUT (or build/gpu-out).
+# Leaves gpu.log, results.jsonl (every row, with run.libfabric and mem_path), ceilings.txt (each
+# device-memory run's ceiling: best and spread) and summary.txt (checks, then the ratios the docs
+# quote: efax's write beside fi_rma_bw at every size) in $OUT (or build/gpu-out).
 #
 #   tests/gpu.sh [all|quick|checks|bench|ipc]
 #       all     checks (4K..256M) and benchmarks          quick   checks with small sizes
@@ -15,6 +16,9 @@
 #   EFAX_GPU_PATHS="dmabuf hmem staged"   which device-memory paths the 2.6 checks force
 #
 # Ranks are started with efax's TCP rendezvous (no PMIx needed there), one per GPU, provider shm.
+# On a one-GPU machine both ranks share GPU 0: two processes, two CUDA contexts taking turns on it
+# (docs/testing.md says what that measures); gpu_share then measures what two processes sharing the
+# GPU can do without efax, and the summary shows it beside efax's all2all and proxy.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-out}
@@ -22,7 +26,7 @@ mkdir -p "$OUT"
 LOG=$OUT/gpu.log
 RES=$OUT/results.jsonl
 SUM=$OUT/summary.txt
-: >"$LOG"; : >"$RES"; : >"$SUM"
+: >"$LOG"; : >"$RES"; : >"$SUM"; : >"$OUT/ceilings.txt"
 WHAT=${1:-all}
 case $WHAT in all|quick|checks|bench|ipc) ;; *) echo "gpu.sh: '$WHAT': use all, quick, checks, bench or ipc" >&2; exit 2 ;; esac
 exec > >(tee -a "$LOG") 2>&1
@@ -32,6 +36,9 @@ export FI_PROVIDER=shm EFAX_PROVIDER=shm EFAX_TIMEOUT_MS=60000
 echo "== $(date -u +%FT%TZ) $(hostname): $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -8 | tr '\n' ';')"
 nvidia-smi topo -m 2>/dev/null | head -4
 NGPU=$(nvidia-smi -L | wc -l)
+# fi_rma_bw's server and efax's rank 1 use GPU 1 where there is one; on one GPU both use GPU 0
+GPU_B=$((NGPU > 1 ? 1 : 0))
+[ "$NGPU" -ge 2 ] || echo "== one GPU: both ranks share GPU 0 (two processes, two CUDA contexts taking turns on it; docs/testing.md)"
 
 LINES=${EFAX_GPU_LINES:-}
 if [ -z "$LINES" ]; then
@@ -85,13 +92,15 @@ launch() {
 }
 export OUT
 export -f launch
-# t NAME LIMIT CMD...: a check or benchmark; its JSON (written to $OUT/cur.tmp) goes to results.jsonl
+# t NAME LIMIT CMD...: a check or benchmark; its JSON (written to $OUT/cur.tmp) goes to results.jsonl,
+# its ceiling and shared-GPU header lines to ceilings.txt
 t() {
   local name=$1 lim=$2 rc err0; shift 2
   echo; echo "== $name"
   rm -f "$OUT/cur.tmp"
   err0=$(cat "$OUT/ranks.err" 2>/dev/null | wc -l)
-  timeout --kill-after=5 "$lim" bash -c '"$@"' "$name" "$@"; rc=$?
+  timeout --kill-after=5 "$lim" bash -c '"$@"' "$name" "$@" | tee "$OUT/cur.log"; rc=${PIPESTATUS[0]}
+  grep -E '^# (ceiling|GPU shared):' "$OUT/cur.log" | sed "s|^# |$name: |" >>"$OUT/ceilings.txt"
   [ -f "$OUT/cur.tmp" ] && cat "$OUT/cur.tmp" >>"$RES"
   # a run that was asked for JSON and wrote no row measured nothing: that is no pass
   if [ $rc = 0 ] && [[ " $* " == *" --json "* ]] && [ ! -s "$OUT/cur.tmp" ]; then echo "$name: exit 0 but no result rows"; rc=1; fi
@@ -125,33 +134,63 @@ if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ]; then
 fi
 
 # ---- benchmarks (libfabric 2.6, shm's CUDA IPC path, device memory on both sides)
-# fi_rma_bw SIZE: libfabric's own RMA benchmark, GPU 1 serves, GPU 0 writes; prints Gbps
+# fi_rma_bw SIZE: libfabric's own RMA benchmark, the server on GPU $GPU_B, the writer on GPU 0, 16
+# writes in flight as efax's --window 16 (its default 64 would hold 2 x 64 x 256 MiB of device
+# memory per process), enough iterations that each size runs for milliseconds; prints Gbps
 rma_bw() {
-  local port=$((40000 + RANDOM % 10000)) size=$1 out gbps rc
+  local port=$((40000 + RANDOM % 10000)) size=$1 out gbps rc iters
+  iters=$((size <= 4194304 ? 2000 : size <= 16777216 ? 500 : size <= 67108864 ? 200 : 100))
   [ -x "$PFX_26/bin/fi_rma_bw" ] || { echo "no fi_rma_bw"; return 1; }
-  env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 1 -S "$size" -I 100 -E="$port" >/dev/null 2>&1 &
+  env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i "$GPU_B" -W 16 -S "$size" -I "$iters" -E="$port" >/dev/null 2>&1 &
   sleep 1
-  out=$(env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 0 -S "$size" -I 100 -E="$port" 127.0.0.1 2>&1); rc=$?
+  out=$(env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 0 -W 16 -S "$size" -I "$iters" -E="$port" 127.0.0.1 2>&1); rc=$?
   wait
   echo "$out" | tail -n 3
   [ $rc = 0 ] || { echo "fi_rma_bw $size: exit $rc (stalled or failed)"; return 1; }
-  # the table's MB/sec column (10^6 bytes/s) -> Gbps
-  gbps=$(echo "$out" | awk '/^[0-9]/ && NF >= 5 {v = $(NF-2)} END {if (v != "") printf "%.3f", v * 8 / 1000}')
+  # Gbps from the usec/xfer column (the second last): at 256 MiB the MB/sec column runs into the time
+  # column before it ("0.02s1126034.88"), so counting fields from the left or MB/sec cannot be trusted
+  gbps=$(echo "$out" | awk -v s="$size" '/^[0-9]/ && NF >= 5 {u = $(NF-1)} END {if (u + 0 > 0) printf "%.3f", s * 8 / (u * 1000)}')
   [ -n "$gbps" ] || return 1
-  echo "{\"schema\":1,\"driver\":\"fi_rma_bw\",\"variant\":\"fi_rma_bw\",\"memory\":\"device\",\"mem_path\":\"fabtests\",\"size\":$size,\"gbps\":$gbps,\"run\":{\"libfabric\":\"2.6\",\"command\":\"fi_rma_bw -p shm -o writedata -D cuda -S $size -I 100\"}}" >"$OUT/cur.tmp"
+  echo "{\"schema\":1,\"driver\":\"fi_rma_bw\",\"variant\":\"fi_rma_bw\",\"memory\":\"device\",\"mem_path\":\"fabtests\",\"size\":$size,\"gbps\":$gbps,\"run\":{\"libfabric\":\"2.6\",\"command\":\"fi_rma_bw -p shm -o writedata -D cuda -i $GPU_B/0 -W 16 -S $size -I $iters\"}}" >"$OUT/cur.tmp"
 }
 export -f rma_bw env_for
+export GPU_B
 if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 2.6 "* ]]; then
   L=2.6 B=build/gpu-2.6 E="env $(env_for 2.6)"
   for P in ${EFAX_GPU_PATHS:-dmabuf hmem staged}; do
     t "bench/write-$P" 600 launch 2 $E EFAX_MEM_PATH=$P $B/write_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
   done
   t "bench/write-default" 600 launch 2 $E $B/write_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
-  for s in 1048576 4194304 16777216 67108864; do t "bench/fi_rma_bw-$s" 130 rma_bw $s; done
+  for s in 1048576 4194304 16777216 67108864 268435456; do t "bench/fi_rma_bw-$s" 130 rma_bw $s; done
   t "bench/sendrecv" 600 launch 2 $E $B/sendrecv_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
   t "bench/all2all" 600 launch 2 $E $B/all2all_cuda -b 1M -e 256M -f 4 --mem dma $J
   t "bench/proxy" 600 launch 2 $E $B/proxy -b 1M -e 256M -f 4 --mem dma $J
   t "bench/write-pinned" 600 launch 2 $E $B/write_cuda -b 1M -e 256M -f 4 --mem pin --window 16 $J
+  # two processes on one GPU, without efax: what the all2all and proxy figures are read against
+  if [ "$NGPU" -lt 2 ]; then
+    t "bench/gpu-share" 300 $B/gpu_share -s 64M -n 20
+    cp "$OUT/cur.log" "$OUT/gpu_share.txt"
+    # all2all and the proxy again with the two processes under MPS, which runs both ranks' work on
+    # the GPU at once instead of by time slices: what the slices cost (EFAX_GPU_MPS=0 skips it;
+    # EFAX_GPU_MPS=1 in a row's env marks these runs)
+    if [ "${EFAX_GPU_MPS:-1}" != 0 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/efax-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/efax-mps-log
+      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+      if nvidia-cuda-mps-control -d; then
+        echo "== MPS: control daemon started (pipes in $CUDA_MPS_PIPE_DIRECTORY)"
+        t "bench/all2all-mps" 600 launch 2 $E EFAX_GPU_MPS=1 $B/all2all_cuda -b 1M -e 256M -f 4 --mem dma $J
+        t "bench/proxy-mps" 600 launch 2 $E EFAX_GPU_MPS=1 $B/proxy -b 1M -e 256M -f 4 --mem dma $J
+        echo quit | timeout 10 nvidia-cuda-mps-control
+        sleep 1
+        echo "== MPS: stopped"
+      else
+        echo "== MPS: nvidia-cuda-mps-control -d failed: all2all and the proxy under MPS not run"
+      fi
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    else
+      echo "== MPS: not run (EFAX_GPU_MPS=0 or no nvidia-cuda-mps-control)"
+    fi
+  fi
 fi
 if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 1.17 "* ]]; then
   t "bench/1.17-write-staged" 600 launch 2 env $(env_for 1.17) build/gpu-1.17/write_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
@@ -165,27 +204,41 @@ if [ "$NGPU" -ge 2 ] && [ "$WHAT" != checks ] && [ "$WHAT" != quick ]; then
   fi
 fi
 
-# ---- the ratios the issue and README quote, from this run's rows
+# ---- the ratios the issue and docs quote, from this run's rows
 if [ -s "$RES" ] && command -v jq >/dev/null; then
   {
     echo; echo "== ratios (this run)"
-    jq -r -s '
+    # every device-memory run measured its own ceiling: best and spread, as its header said
+    grep '^bench/' "$OUT/ceilings.txt"
+    # --argjson shared: both ranks on one GPU, where all2all copies both ranks' buffers within its
+    # memory: busbw can reach at most a quarter of the copy ceiling (2 ranks: each iteration copies
+    # 2 x size bytes; busbw = size / time / 2)
+    jq -r -s --argjson shared "$((NGPU < 2))" '
       def r0: . * 10 | round / 10;
+      def pct(a; b): if (b // 0) > 0 then "\(a / b * 100 | r0)%" else "-" end;
+      def mps: (.run.env.EFAX_GPU_MPS // "") == "1";
       def b26: [.[] | select(.memory == "device" and (.run.libfabric // "") == "2.6" and (.run.env.EFAX_MEM_PATH // "") == "")];
-      (map(select(.ceiling_gbps != null)) | first | .ceiling_gbps) as $ceil
-      | (b26 | map(select(.driver == "write" and .variant == "SingleDMA")) | map({key: (.size | tostring), value: .gbps}) | from_entries) as $w
+      def mpsnote: if mps then " (MPS)" else "" end;
+      (b26 | map(select(.driver == "write" and .variant == "SingleDMA")) | map({key: (.size | tostring), value: .gbps}) | from_entries) as $w
       | ([.[] | select(.driver == "fi_rma_bw")] | map({key: (.size | tostring), value: .gbps}) | from_entries) as $f
-      | "ceiling: cudaMemcpyPeerAsync between the ranks\u0027 GPUs = \($ceil // 0 | r0) Gbps",
-        (.[] | select(.driver == "write" and .variant == "SingleDMA" and .memory == "device") |
-          "write \(.run.libfabric) \(.run.env.EFAX_MEM_PATH // "default") (\(.mem_path)) \(.size / 1048576)M: \(.gbps | r0) Gbps = \(.gbps / $ceil * 100 | r0)% of the ceiling" +
-          (if $f[.size | tostring] then ", \(.gbps / $f[.size | tostring] | . * 100 | round / 100)x fi_rma_bw (\($f[.size | tostring] | r0))" else "" end)),
+      | (.[] | select(.driver == "write" and .variant == "SingleDMA" and .memory == "device" and .ceiling_gbps != null and (.run.check | not)) |
+          "write \(.run.libfabric) \(.run.env.EFAX_MEM_PATH // "default") (\(.mem_path)) \(.size / 1048576)M: \(.gbps | r0) Gbps = \(pct(.gbps; .ceiling_gbps)) of its run\u0027s ceiling (best copy \(.ceiling_gbps | r0))"),
+        "efax write (default path, --window 16) beside fi_rma_bw (-W 16), Gbps:",
+        (($w | keys) + ($f | keys) | unique | map(tonumber) | sort[] | tostring |
+          "  \(tonumber / 1048576)M: efax \($w[.] // null | if . then r0 else "no result" end), fi_rma_bw \($f[.] // null | if . then r0 else "no result" end)" +
+          (if ($w[.] // 0) > 0 and ($f[.] // 0) > 0 then " = \($w[.] / $f[.] * 100 | round / 100)x" else "" end)),
         (b26[] | select(.driver == "sendrecv" and (.variant | test("Stream"))) |
-          "sendrecv Stream \(.size / 1048576)M: \(.gbps | r0) Gbps = \(.gbps / ($w[.size | tostring] // 1e-9) * 100 | r0)% of write"),
+          "sendrecv Stream \(.size / 1048576)M: \(.gbps | r0) Gbps = \(pct(.gbps; $w[.size | tostring])) of write"),
         (b26[] | select(.driver == "all2all") |
-          "all2all \(.size / 1048576)M: busbw \(.busbw_gbs * 8 | r0) Gbps = \(.busbw_gbs * 8 / ($w[.size | tostring] // 1e-9) * 100 | r0)% of write"),
-        (b26 | map(select(.driver == "proxy")) | group_by(.size)[] | (map({key: .variant, value: .gbps}) | from_entries) as $p |
-          "proxy \(.[0].size / 1048576)M: CPU \($p.CPU | r0), GPU-NBI \($p["GPU-NBI"] | r0) = \($p["GPU-NBI"] / $p.CPU * 100 | r0)% of CPU, GPU-Blocking \($p["GPU-Blocking"] | r0) Gbps")
+          "all2all\(mpsnote) \(.size / 1048576)M: busbw \(.busbw_gbs * 8 | r0) Gbps = \(pct(.busbw_gbs * 8; $w[.size | tostring])) of write" +
+          (if $shared == 1 then ", \(pct(.busbw_gbs * 8; (.ceiling_gbps // 0) / 4)) of what one GPU allows (ceiling / 4)" else "" end)),
+        (b26 | map(select(.driver == "proxy")) | group_by([mps, .size])[] | (map({key: .variant, value: .gbps}) | from_entries) as $p |
+          "proxy\(.[0] | mpsnote) \(.[0].size / 1048576)M: CPU \($p.CPU // 0 | r0), GPU-NBI \($p["GPU-NBI"] // 0 | r0) = \(pct($p["GPU-NBI"] // 0; $p.CPU)) of CPU, GPU-Blocking \($p["GPU-Blocking"] // 0 | r0) Gbps")
     ' "$RES" 2>&1
+    if [ -s "$OUT/gpu_share.txt" ]; then
+      echo; echo "== two processes on one GPU without efax (gpu_share: GB/s; a2a busbw as all2all_cuda reports it)"
+      grep -E '^(pull|h2d|a2a)' "$OUT/gpu_share.txt"
+    fi
     echo; echo "wrong bytes in any row: $(jq -s '[.[] | select((.wrong // 0) > 0)] | length' "$RES") row(s)"
   } | tee -a "$SUM"
 fi
