@@ -39,8 +39,8 @@ typedef struct sample {
 
 /* One directed rail: host a's NIC to host b's NIC (or every NIC at once). */
 typedef struct path {
-    int from, to, nic;                 /* ranks; NIC index or ALL */
-    double gbps[8];                    /* per round */
+    int from, to, nic; /* ranks; NIC index or ALL */
+    double gbps[8];    /* per round */
     uint64_t lost, sent, bytes;
     double best, x_median, pct_line;
     bool slow, lossy;
@@ -54,7 +54,7 @@ typedef struct rails {
     efax_xfer *xs;
     efax_expect *ex;
     int nnic;
-    size_t slen;                       /* bytes of one sample */
+    size_t slen; /* bytes of one sample */
     sample *mine, *all;
     path *paths;
     int npath;
@@ -78,13 +78,16 @@ static const char *host(const rails *r, int rank) { return efax_ctx_host(&r->ctx
 /* Message m of iteration i from `from` to `to`, as both sides describe it. */
 static void msg(const rails *r, efax_write_desc *w, int from, int to, int nic, uint64_t i, int m) {
     memset(w, 0, sizeof *w);
-    w->from = from, w->to = to;
-    w->src = &r->src.mr, w->dst = &r->dst.mr;
+    w->from = from;
+    w->to = to;
+    w->src = &r->src.mr;
+    w->dst = &r->dst.mr;
     w->src_off = w->dst_off = ((i % 2) * (uint64_t)r->o.window + (uint64_t)m) * r->o.size;
     w->size = r->o.size;
     w->mode = nic == ALL ? EFAX_MODE_SPLIT : EFAX_MODE_ROUNDROBIN; /* round-robin's index picks the NIC */
     w->index = nic == ALL ? 0 : (uint64_t)nic;
-    w->chunk = efax_ctx_nnics(&r->ctx) && !strncmp(efax_ctx_nic(&r->ctx, 0)->provider, "tcp", 3) ? 128u << 10 : 1u << 20;
+    w->chunk = efax_ctx_nnics(&r->ctx) && !strncmp(efax_ctx_nic(&r->ctx, 0)->provider, "tcp", 3) ? 128u << 10
+                                                                                                 : 1u << 20;
     w->tag = TAG_DATA + (int)(i % 2) * r->o.window + m;
     w->seq = (uint32_t)i;
 }
@@ -121,7 +124,8 @@ static int target(rails *r, int from, int nic, uint64_t iters) {
             rc = efax_expect_write(&r->ctx, &r->ex[m], &w);
         }
         for (int m = 0; m < W && !rc; m++) rc = efax_expect_wait(&r->ctx, &r->ex[m], -1);
-        if (!rc) rc = efax_notify_nic(&r->ctx, from, nic == ALL ? 0 : nic, TAG_ACK + (int)(i % 2), (uint32_t)i);
+        if (!rc)
+            rc = efax_notify_nic(&r->ctx, from, nic == ALL ? 0 : nic, TAG_ACK + (int)(i % 2), (uint32_t)i);
     }
     return rc;
 }
@@ -137,7 +141,9 @@ static void read_os(const rails *r, int nic, sample *s) {
     if (efax_os_counters_tcp(&s->os[s->nos]) == 0) s->nos++;
 }
 
-static sample *sample_at(const rails *r, sample *base, int rank) { return (sample *)((char *)base + (size_t)rank * r->slen); }
+static sample *sample_at(const rails *r, sample *base, int rank) {
+    return (sample *)((char *)base + (size_t)rank * r->slen);
+}
 
 /* One measurement: rank a writes to rank b over `nic` (or every NIC); every rank takes part in
    the barrier and the gather. Rank 0 returns the samples in r->all. */
@@ -153,7 +159,8 @@ static int measure(rails *r, int a, int b, int nic, uint64_t iters) {
         rc = me == a ? writer(r, b, nic, iters, &s->us) : target(r, a, nic, iters);
         read_os(r, nic, s);
         for (int k = 0; k < r->nnic; k++) s->own[k] = efax_ctx_stats(&r->ctx, k);
-        for (int i = 0; i < s->nos && i < before->nos; i++) efax_os_counters_delta(&before->os[i], &s->os[i], &s->os[i]);
+        for (int i = 0; i < s->nos && i < before->nos; i++)
+            efax_os_counters_delta(&before->os[i], &s->os[i], &s->os[i]);
         s->bytes = iters * (uint64_t)r->o.window * r->o.size;
     }
     if (rc) goto out;
@@ -176,7 +183,9 @@ static void loss_of(const rails *r, int a, int b, uint64_t *lost, uint64_t *sent
             uint64_t l = 0, n = 0;
             if (strcmp(s->os[i].source, "tcp") || efax_os_counters_loss(&s->os[i], &l, &n)) continue;
             *lost += l;
-            if (!side) *sent += n, tcp = true;
+            if (side) continue;
+            *sent += n;
+            tcp = true;
         }
     }
     for (int side = 0; side < 2; side++) {
@@ -193,9 +202,11 @@ static void loss_of(const rails *r, int a, int b, uint64_t *lost, uint64_t *sent
 static void json_counters(FILE *f, const sample *s) {
     fprintf(f, "[");
     for (int i = 0; i < s->nos; i++) {
-        fprintf(f, "%s{\"source\":\"%s\",\"dev\":\"%s\",\"delta\":{", i ? "," : "", s->os[i].source, s->os[i].dev);
+        fprintf(f, "%s{\"source\":\"%s\",\"dev\":\"%s\",\"delta\":{", i ? "," : "", s->os[i].source,
+                s->os[i].dev);
         for (int j = 0; j < s->os[i].n; j++)
-            fprintf(f, "%s\"%s\":%llu", j ? "," : "", s->os[i].name[j], (unsigned long long)s->os[i].value[j]);
+            fprintf(f, "%s\"%s\":%llu", j ? "," : "", s->os[i].name[j],
+                    (unsigned long long)s->os[i].value[j]);
         fprintf(f, "}}");
     }
     fprintf(f, "]");
@@ -204,7 +215,10 @@ static void json_counters(FILE *f, const sample *s) {
 static path *path_of(rails *r, int a, int b, int nic) {
     for (int i = 0; i < r->npath; i++)
         if (r->paths[i].from == a && r->paths[i].to == b && r->paths[i].nic == nic) return &r->paths[i];
-    r->paths[r->npath] = (path){.from = a, .to = b, .nic = nic};
+    memset(&r->paths[r->npath], 0, sizeof r->paths[0]);
+    r->paths[r->npath].from = a;
+    r->paths[r->npath].to = b;
+    r->paths[r->npath].nic = nic;
     return &r->paths[r->npath++];
 }
 
@@ -218,18 +232,26 @@ static void record(rails *r, int round, int a, int b, int nic) {
     p->gbps[round] = g;
     p->lost += lost, p->sent += sent, p->bytes += w->bytes;
     if (!r->o.quiet)
-        printf("  round %d  %s %s -> %s %s: %8.3f Gbps  (%llu MiB in %.0f ms; OS: %llu of %llu packets resent or dropped)\n",
+        printf("  round %d  %s %s -> %s %s: %8.3f Gbps  (%llu MiB in %.0f ms; OS: %llu of %llu packets "
+               "resent or dropped)\n",
                round + 1, host(r, a), nic_name(r, nic), host(r, b), nic_name(r, nic), g,
-               (unsigned long long)(w->bytes >> 20), w->us / 1e3, (unsigned long long)lost, (unsigned long long)sent);
+               (unsigned long long)(w->bytes >> 20), w->us / 1e3, (unsigned long long)lost,
+               (unsigned long long)sent);
     if (!r->jf) return;
-    fprintf(r->jf, "{\"schema\":1,\"driver\":\"rails\",\"kind\":\"measurement\",\"round\":%d,\"from\":\"%s\",\"to\":\"%s\","
-            "\"nic\":\"%s\",\"bytes\":%llu,\"seconds\":%.6g,\"gbps\":%.6g,\"lost\":%llu,\"sent\":%llu,\"nics\":[", round + 1,
-            host(r, a), host(r, b), nic_name(r, nic), (unsigned long long)w->bytes, w->us / 1e6, g, (unsigned long long)lost,
-            (unsigned long long)sent);
+    fprintf(
+        r->jf,
+        "{\"schema\":1,\"driver\":\"rails\",\"kind\":\"measurement\",\"round\":%d,\"from\":\"%s\",\"to\":\"%"
+        "s\","
+        "\"nic\":\"%s\",\"bytes\":%llu,\"seconds\":%.6g,\"gbps\":%.6g,\"lost\":%llu,\"sent\":%llu,\"nics\":[",
+        round + 1, host(r, a), host(r, b), nic_name(r, nic), (unsigned long long)w->bytes, w->us / 1e6, g,
+        (unsigned long long)lost, (unsigned long long)sent);
     for (int k = 0; k < r->nnic; k++)
-        fprintf(r->jf, "%s{\"name\":\"%s\",\"tx_bytes\":%llu,\"tx_ops\":%llu,\"eagain\":%llu,\"rx_bytes\":%llu,\"rx_ops\":%llu}",
-                k ? "," : "", nic_name(r, k), (unsigned long long)w->own[k].tx_bytes, (unsigned long long)w->own[k].tx_ops,
-                (unsigned long long)w->own[k].eagain, (unsigned long long)sample_at(r, r->all, b)->own[k].rx_bytes,
+        fprintf(r->jf,
+                "%s{\"name\":\"%s\",\"tx_bytes\":%llu,\"tx_ops\":%llu,\"eagain\":%llu,\"rx_bytes\":%llu,\"rx_"
+                "ops\":%llu}",
+                k ? "," : "", nic_name(r, k), (unsigned long long)w->own[k].tx_bytes,
+                (unsigned long long)w->own[k].tx_ops, (unsigned long long)w->own[k].eagain,
+                (unsigned long long)sample_at(r, r->all, b)->own[k].rx_bytes,
                 (unsigned long long)sample_at(r, r->all, b)->own[k].rx_ops);
     fprintf(r->jf, "],\"os_writer\":");
     json_counters(r->jf, w);
@@ -259,18 +281,21 @@ static int verdicts(rails *r) {
         for (int k = 0; k < r->o.rounds; k++)
             if (p->gbps[k] > p->best) p->best = p->gbps[k];
     }
-    printf("\n# rails: each NIC alone (its best of %d rounds) against the median NIC of its direction, and the line rate\n",
+    printf("\n# rails: each NIC alone (its best of %d rounds) against the median NIC of its direction, and "
+           "the line rate\n",
            r->o.rounds);
-    printf("%-24s %-8s %10s %9s %7s %22s  %s\n", "from -> to", "NIC", "Gbps", "x median", "%line", "OS: resent/dropped",
-           "verdict");
-    if (r->cf) fprintf(r->cf, "from,to,nic,gbps,x_median,median_gbps,line_gbps,pct_line,lost,sent,slow,lossy\n");
+    printf("%-24s %-8s %10s %9s %7s %22s  %s\n", "from -> to", "NIC", "Gbps", "x median", "%line",
+           "OS: resent/dropped", "verdict");
+    if (r->cf)
+        fprintf(r->cf, "from,to,nic,gbps,x_median,median_gbps,line_gbps,pct_line,lost,sent,slow,lossy\n");
     for (int i = 0; i < r->npath; i++) {
         path *p = &r->paths[i];
         double v[EFAX_MAX_NICS], med = 0, line = p->nic == ALL ? 0 : line_rate(r, p->nic);
         int n = 0;
         char dir[80], loss[48], pct[16], xm[16], verdict[160];
         for (int j = 0; j < r->npath; j++)
-            if (r->paths[j].from == p->from && r->paths[j].to == p->to && r->paths[j].nic != ALL) v[n++] = r->paths[j].best;
+            if (r->paths[j].from == p->from && r->paths[j].to == p->to && r->paths[j].nic != ALL)
+                v[n++] = r->paths[j].best;
         qsort(v, (size_t)n, sizeof v[0], cmp_double);
         if (n) med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
         if (p->nic == ALL) {
@@ -286,34 +311,45 @@ static int verdicts(rails *r) {
         p->pct_line = line > 0 ? 100 * p->best / line : -1;
         snprintf(dir, sizeof dir, "%s -> %s", host(r, p->from), host(r, p->to));
         if (p->sent)
-            snprintf(loss, sizeof loss, "%llu/%llu (%.2f%%)", (unsigned long long)p->lost, (unsigned long long)p->sent,
-                     100.0 * (double)p->lost / (double)p->sent);
-        else snprintf(loss, sizeof loss, "-");
-        if (p->pct_line >= 0) snprintf(pct, sizeof pct, "%.1f", p->pct_line);
-        else snprintf(pct, sizeof pct, "-");
-        if (p->nic == ALL) snprintf(xm, sizeof xm, "-");
-        else snprintf(xm, sizeof xm, "%.2f", p->x_median);
+            snprintf(loss, sizeof loss, "%llu/%llu (%.2f%%)", (unsigned long long)p->lost,
+                     (unsigned long long)p->sent, 100.0 * (double)p->lost / (double)p->sent);
+        else
+            snprintf(loss, sizeof loss, "-");
+        if (p->pct_line >= 0)
+            snprintf(pct, sizeof pct, "%.1f", p->pct_line);
+        else
+            snprintf(pct, sizeof pct, "-");
+        if (p->nic == ALL)
+            snprintf(xm, sizeof xm, "-");
+        else
+            snprintf(xm, sizeof xm, "%.2f", p->x_median);
         if (p->slow || p->lossy) {
             flagged++;
             snprintf(verdict, sizeof verdict, "FLAGGED %s%s%s: %s %s -> %s %s", p->slow ? "SLOW" : "",
-                     p->slow && p->lossy ? "+" : "", p->lossy ? "LOSSY" : "", host(r, p->from), nic_name(r, p->nic),
-                     host(r, p->to), nic_name(r, p->nic));
+                     p->slow && p->lossy ? "+" : "", p->lossy ? "LOSSY" : "", host(r, p->from),
+                     nic_name(r, p->nic), host(r, p->to), nic_name(r, p->nic));
         } else if (p->nic == ALL) {
-            snprintf(verdict, sizeof verdict, "every NIC at once: %.0f%% of the NICs' sum", 100 * p->x_median);
+            snprintf(verdict, sizeof verdict, "every NIC at once: %.0f%% of the NICs' sum",
+                     100 * p->x_median);
         } else {
             snprintf(verdict, sizeof verdict, "ok");
         }
-        printf("%-24s %-8s %10.3f %9s %7s %22s  %s\n", dir, nic_name(r, p->nic), p->best, xm, pct, loss, verdict);
+        printf("%-24s %-8s %10.3f %9s %7s %22s  %s\n", dir, nic_name(r, p->nic), p->best, xm, pct, loss,
+               verdict);
         if (r->jf)
-            fprintf(r->jf, "{\"schema\":1,\"driver\":\"rails\",\"kind\":\"path\",\"from\":\"%s\",\"to\":\"%s\",\"nic\":\"%s\","
-                    "\"gbps\":%.6g,\"x_median\":%.6g,\"median_gbps\":%.6g,\"line_gbps\":%.6g,\"pct_line\":%.6g,\"lost\":%llu,"
-                    "\"sent\":%llu,\"slow\":%s,\"lossy\":%s}\n", host(r, p->from), host(r, p->to), nic_name(r, p->nic), p->best,
-                    p->x_median, med, line, p->pct_line, (unsigned long long)p->lost, (unsigned long long)p->sent,
+            fprintf(r->jf,
+                    "{\"schema\":1,\"driver\":\"rails\",\"kind\":\"path\",\"from\":\"%s\",\"to\":\"%s\","
+                    "\"nic\":\"%s\","
+                    "\"gbps\":%.6g,\"x_median\":%.6g,\"median_gbps\":%.6g,\"line_gbps\":%.6g,\"pct_line\":%."
+                    "6g,\"lost\":%llu,"
+                    "\"sent\":%llu,\"slow\":%s,\"lossy\":%s}\n",
+                    host(r, p->from), host(r, p->to), nic_name(r, p->nic), p->best, p->x_median, med, line,
+                    p->pct_line, (unsigned long long)p->lost, (unsigned long long)p->sent,
                     p->slow ? "true" : "false", p->lossy ? "true" : "false");
         if (r->cf)
-            fprintf(r->cf, "%s,%s,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%llu,%llu,%d,%d\n", host(r, p->from), host(r, p->to),
-                    nic_name(r, p->nic), p->best, p->x_median, med, line, p->pct_line, (unsigned long long)p->lost,
-                    (unsigned long long)p->sent, p->slow, p->lossy);
+            fprintf(r->cf, "%s,%s,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%llu,%llu,%d,%d\n", host(r, p->from),
+                    host(r, p->to), nic_name(r, p->nic), p->best, p->x_median, med, line, p->pct_line,
+                    (unsigned long long)p->lost, (unsigned long long)p->sent, p->slow, p->lossy);
     }
     return flagged;
 }
@@ -337,17 +373,20 @@ static void suspects(rails *r, int flagged) {
                 }
                 if (!in || bad < in) continue;
                 if (u < sizeof list)
-                    u += (size_t)snprintf(list + u, sizeof list - u, "%s\"%s %s %s\"", n ? "," : "", host(r, h), nic_name(r, k),
-                                          role ? "receiving" : "sending");
+                    u += (size_t)snprintf(list + u, sizeof list - u, "%s\"%s %s %s\"", n ? "," : "",
+                                          host(r, h), nic_name(r, k), role ? "receiving" : "sending");
                 printf("# suspect: %s %s, %s (%d of %d path(s) flagged)\n", host(r, h), nic_name(r, k),
                        role ? "receiving" : "sending", in, in);
                 n++;
             }
     if (flagged && r->boot.size == 2)
-        printf("# with two hosts both ends of a flagged rail are suspects: a third host (or another peer) tells them apart\n");
+        printf("# with two hosts both ends of a flagged rail are suspects: a third host (or another peer) "
+               "tells them apart\n");
     if (flagged && !n) printf("# no one NIC explains every flag: look at the flagged paths above\n");
     if (r->jf)
-        fprintf(r->jf, "{\"schema\":1,\"driver\":\"rails\",\"kind\":\"summary\",\"flagged\":%d,\"paths\":%d,\"suspects\":[%s]}\n",
+        fprintf(r->jf,
+                "{\"schema\":1,\"driver\":\"rails\",\"kind\":\"summary\",\"flagged\":%d,\"paths\":%d,"
+                "\"suspects\":[%s]}\n",
                 flagged, r->npath, list);
 }
 
@@ -365,11 +404,15 @@ static int setup(rails *r) {
         for (int j = 0; j < i; j++)
             if (!strcmp(r->boot.hosts[i], r->boot.hosts[j])) {
                 if (r->boot.rank == 0)
-                    fprintf(stderr, "rails: ranks %d and %d both run on %s: start one rank per host (mpirun --map-by node, "
-                                    "srun --ntasks-per-node=1)\n", j, i, r->boot.hosts[i]);
+                    fprintf(stderr,
+                            "rails: ranks %d and %d both run on %s: start one rank per host (mpirun --map-by "
+                            "node, "
+                            "srun --ntasks-per-node=1)\n",
+                            j, i, r->boot.hosts[i]);
                 return -EFAX_E_USAGE;
             }
-    if ((rc = efax_ctx_init(&r->ctx, &cd)) || (rc = efax_ctx_connect(&r->ctx, &r->boot)) || (rc = efax_ctx_warmup(&r->ctx)))
+    if ((rc = efax_ctx_init(&r->ctx, &cd)) || (rc = efax_ctx_connect(&r->ctx, &r->boot)) ||
+        (rc = efax_ctx_warmup(&r->ctx)))
         return rc;
     r->nnic = efax_ctx_nnics(&r->ctx);
     if ((rc = efax_buf_alloc(&r->ctx, &r->src, efax_mem_host(), len, EFAX_MR_WRITE_SRC))) return rc;
@@ -380,42 +423,59 @@ static int setup(rails *r) {
     r->ex = (efax_expect *)calloc((size_t)r->o.window, sizeof *r->ex);
     r->mine = (sample *)calloc(1, r->slen);
     r->all = (sample *)calloc((size_t)r->boot.size, r->slen);
-    r->paths = (path *)calloc((size_t)r->boot.size * (size_t)r->boot.size * (size_t)(r->nnic + 1), sizeof *r->paths);
+    r->paths =
+        (path *)calloc((size_t)r->boot.size * (size_t)r->boot.size * (size_t)(r->nnic + 1), sizeof *r->paths);
     return r->xs && r->ex && r->mine && r->all && r->paths ? 0 : -FI_ENOMEM;
 }
 
 int main(int argc, char **argv) {
     static rails r; /* not on the stack: its boot and context are large */
     efax_optdef defs[] = {
-        {"provider", 0, EFAX_OPT_STR, &r.o.provider, 0, 0, NULL, "NAME", "provider (default: efa, else tcp, else shm)"},
-        {"nics", 0, EFAX_OPT_STR, &r.o.nics, 0, 0, NULL, "LIST", "the rails to test (default: the NICs efax opens)"},
-        {"size", 's', EFAX_OPT_SIZE, &r.o.size, 4096, 1073741824.0, NULL, "BYTES", "bytes per write (default 1M)"},
+        {"provider", 0, EFAX_OPT_STR, &r.o.provider, 0, 0, NULL, "NAME",
+         "provider (default: efa, else tcp, else shm)"},
+        {"nics", 0, EFAX_OPT_STR, &r.o.nics, 0, 0, NULL, "LIST",
+         "the rails to test (default: the NICs efax opens)"},
+        {"size", 's', EFAX_OPT_SIZE, &r.o.size, 4096, 1073741824.0, NULL, "BYTES",
+         "bytes per write (default 1M)"},
         {"bytes", 'B', EFAX_OPT_SIZE, &r.o.bytes, 65536, 1099511627776.0, NULL, "BYTES",
          "bytes each NIC moves per measurement (default: half a second at the line rate, else 256M)"},
-        {"window", 0, EFAX_OPT_INT, &r.o.window, 1, 64, NULL, "N", "writes per iteration; two iterations in flight (default 8)"},
-        {"rounds", 0, EFAX_OPT_INT, &r.o.rounds, 1, 8, NULL, "N", "interleaved rounds; a NIC's best counts (default 2)"},
-        {"slow", 0, EFAX_OPT_DOUBLE, &r.o.slow, 0.01, 1, NULL, "RATIO", "flag a NIC below RATIO x the median NIC (default 0.8)"},
+        {"window", 0, EFAX_OPT_INT, &r.o.window, 1, 64, NULL, "N",
+         "writes per iteration; two iterations in flight (default 8)"},
+        {"rounds", 0, EFAX_OPT_INT, &r.o.rounds, 1, 8, NULL, "N",
+         "interleaved rounds; a NIC's best counts (default 2)"},
+        {"slow", 0, EFAX_OPT_DOUBLE, &r.o.slow, 0.01, 1, NULL, "RATIO",
+         "flag a NIC below RATIO x the median NIC (default 0.8)"},
         {"lossy", 0, EFAX_OPT_DOUBLE, &r.o.lossy, 0.0001, 1, NULL, "RATIO",
          "flag a NIC whose OS counts more than RATIO of its packets resent or dropped (default 0.01)"},
-        {"line-rate", 0, EFAX_OPT_DOUBLE, &r.o.line_gbps, 0.001, 100000, NULL, "GBPS", "one NIC's line rate (default: "
+        {"line-rate", 0, EFAX_OPT_DOUBLE, &r.o.line_gbps, 0.001, 100000, NULL, "GBPS",
+         "one NIC's line rate (default: "
          "EFAX_LINE_GBPS, else the provider's)"},
         {"expect-healthy", 0, EFAX_OPT_FLAG, &r.o.expect_healthy, 0, 0, NULL, NULL, "a flagged NIC exits 1"},
-        {"json", 0, EFAX_OPT_STR, &r.o.json, 0, 0, NULL, "FILE", "every measurement and path as JSON records"},
+        {"json", 0, EFAX_OPT_STR, &r.o.json, 0, 0, NULL, "FILE",
+         "every measurement and path as JSON records"},
         {"csv", 0, EFAX_OPT_STR, &r.o.csv, 0, 0, NULL, "FILE", "every path as a CSV row"},
         {"quiet", 'q', EFAX_OPT_FLAG, &r.o.quiet, 0, 0, NULL, NULL, "only the verdict table"},
-        {"timeout", 0, EFAX_OPT_INT, &r.o.timeout_ms, 100, 86400000, NULL, "MS", "each wait's limit (default EFAX_TIMEOUT_MS)"},
+        {"timeout", 0, EFAX_OPT_INT, &r.o.timeout_ms, 100, 86400000, NULL, "MS",
+         "each wait's limit (default EFAX_TIMEOUT_MS)"},
         EFAX_OPT_END};
     efax_boot_desc bd;
     int rc, flagged = 0;
     uint64_t iters;
-    r.o.size = 1 << 20, r.o.window = 8, r.o.rounds = 2, r.o.slow = 0.8, r.o.lossy = 0.01;
-    rc = efax_bench_args(argc, argv, defs, "rails", "Finds the slow or lossy rail: every NIC alone, then all together, between "
-                         "every pair of hosts, both ways; flags a NIC below 80% of the median or losing packets.");
+    r.o.size = 1 << 20;
+    r.o.window = 8;
+    r.o.rounds = 2;
+    r.o.slow = 0.8;
+    r.o.lossy = 0.01;
+    rc = efax_bench_args(
+        argc, argv, defs, "rails",
+        "Finds the slow or lossy rail: every NIC alone, then all together, between "
+        "every pair of hosts, both ways; flags a NIC below 80% of the median or losing packets.");
     if (rc) return rc == EFAX_BENCH_DONE ? 0 : 2;
     memset(&bd, 0, sizeof bd);
     if ((rc = efax_boot_init(&r.boot, &bd))) return efax_exit_code(rc);
     if (r.boot.size < 2) {
-        fprintf(stderr, "rails: needs two hosts or more (one rank each): mpirun -H a,b --map-by node ./rails\n");
+        fprintf(stderr,
+                "rails: needs two hosts or more (one rank each): mpirun -H a,b --map-by node ./rails\n");
         return 2;
     }
     if ((rc = setup(&r))) goto done;
@@ -436,26 +496,30 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (r.boot.rank == 0) {
-        printf("# efax rails %s: %d hosts, %d NIC(s) each (%s", EFAX_VERSION_STRING, r.boot.size, r.nnic, efax_ctx_provider(&r.ctx));
+        printf("# efax rails %s: %d hosts, %d NIC(s) each (%s", EFAX_VERSION_STRING, r.boot.size, r.nnic,
+               efax_ctx_provider(&r.ctx));
         for (int k = 0; k < r.nnic; k++) printf("%s%s", k ? "," : ": ", nic_name(&r, k));
-        printf("); %llu MiB per NIC per measurement (%llu x %d writes of %llu KiB), %d rounds, flags below %.0f%% of the "
-               "median or above %.2g%% lost\n", (unsigned long long)((iters * (uint64_t)r.o.window * r.o.size) >> 20),
-               (unsigned long long)iters, r.o.window, (unsigned long long)(r.o.size >> 10), r.o.rounds, 100 * r.o.slow,
-               100 * r.o.lossy);
+        printf("); %llu MiB per NIC per measurement (%llu x %d writes of %llu KiB), %d rounds, flags below "
+               "%.0f%% of the "
+               "median or above %.2g%% lost\n",
+               (unsigned long long)((iters * (uint64_t)r.o.window * r.o.size) >> 20),
+               (unsigned long long)iters, r.o.window, (unsigned long long)(r.o.size >> 10), r.o.rounds,
+               100 * r.o.slow, 100 * r.o.lossy);
         fflush(stdout);
     }
     /* warm-up, not recorded: every pair, both ways, every NIC alone (TCP opens its window) */
     for (int a = 0; a < r.boot.size && !rc; a++)
         for (int b = 0; b < r.boot.size && !rc; b++)
             for (int k = 0; k < r.nnic && !rc && a != b; k++) rc = measure(&r, a, b, k, 2);
-    /* every pair, both ways; each NIC alone then all at once; odd rounds backwards, so neither end always goes first */
+    /* every pair, both ways, each NIC alone then all at once; odd rounds backwards (no end always first) */
     for (int round = 0; round < r.o.rounds && !rc; round++)
         for (int a = 0; a < r.boot.size && !rc; a++)
             for (int b = 0; b < r.boot.size && !rc; b++) {
                 if (a == b) continue;
                 for (int j = 0; j <= r.nnic && !rc; j++) {
                     int nic = round % 2 ? (j == 0 ? ALL : r.nnic - j) : (j == r.nnic ? ALL : j);
-                    uint64_t n = nic == ALL ? iters * (uint64_t)r.nnic : iters; /* 'all': every NIC moves as much as alone */
+                    uint64_t n = nic == ALL ? iters * (uint64_t)r.nnic
+                                            : iters; /* 'all': every NIC moves as much as alone */
                     if (!(rc = measure(&r, a, b, nic, n)) && r.boot.rank == 0) {
                         record(&r, round, a, b, nic);
                         fflush(stdout);
@@ -464,14 +528,18 @@ int main(int argc, char **argv) {
             }
     if (!rc && r.boot.rank == 0) {
         flagged = verdicts(&r);
-        if (flagged) printf("\n# rails: %d path(s) FLAGGED\n", flagged);
-        else printf("\n# rails: every rail healthy (none below %.0f%% of the median, none losing over %.2g%% of its packets)\n",
-                    100 * r.o.slow, 100 * r.o.lossy);
+        if (flagged)
+            printf("\n# rails: %d path(s) FLAGGED\n", flagged);
+        else
+            printf("\n# rails: every rail healthy (none below %.0f%% of the median, none losing over %.2g%% "
+                   "of its packets)\n",
+                   100 * r.o.slow, 100 * r.o.lossy);
         for (int i = 0; i < r.npath && flagged; i++) {
             const path *p = &r.paths[i];
             if (!p->slow && !p->lossy) continue;
-            printf("# FLAGGED %s %s -> %s %s:%s%s\n", host(&r, p->from), nic_name(&r, p->nic), host(&r, p->to), nic_name(&r, p->nic),
-                   p->slow ? " slow" : "", p->lossy ? " losing packets" : "");
+            printf("# FLAGGED %s %s -> %s %s:%s%s\n", host(&r, p->from), nic_name(&r, p->nic),
+                   host(&r, p->to), nic_name(&r, p->nic), p->slow ? " slow" : "",
+                   p->lossy ? " losing packets" : "");
         }
         suspects(&r, flagged);
     }
@@ -487,7 +555,11 @@ done:
     efax_buf_free(&r.src);
     efax_ctx_deinit(&r.ctx);
     efax_boot_deinit(&r.boot);
-    free(r.xs), free(r.ex), free(r.mine), free(r.all), free(r.paths);
+    free(r.xs);
+    free(r.ex);
+    free(r.mine);
+    free(r.all);
+    free(r.paths);
     if (rc) return efax_exit_code(rc);
     return flagged && r.o.expect_healthy ? 1 : 0;
 }
