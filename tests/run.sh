@@ -107,27 +107,82 @@ t header/g++-c++17   120 header_c g++ -x c++ -std=c++17 -Wall -Wextra -Wpedantic
 t header/nvcc        300 header_nvcc
 
 # --- the README's build lines, each run exactly as printed, in a scratch folder that holds the
-# sources (so the binaries it names land there); the binary must then load and answer --help
+# sources (so the binaries it names land there) and the README's first program (the code block
+# after the `<!-- readme-program: FILE -->` marker); the binary must then load and run: a driver
+# answers --help, the program run alone says how to launch it and exits 2
 readme_lines() { awk '/^```/ { blk = !blk; next } blk && /^(cc|nvcc) /' README.md; }
-readme_build() {
-  local line dir=$LOGS/readme-build-$1 out
+readme_program_name() { sed -n 's/^<!-- readme-program: \([A-Za-z0-9_.-]*\).*/\1/p' README.md | head -n 1; }
+readme_program() {
+  awk '/^<!-- readme-program:/ { m = 1; next } m && /^```/ { if (b) exit; b = 1; next } b' README.md
+}
+# readme_run_line N DIR: line N of readme_lines, run in DIR as printed; prints the binary's name
+readme_run_line() {
+  local line prog dir=$2
   line=$(readme_lines | sed -n "$1p")
-  [ -n "$line" ] || { echo "README.md has no build line $1"; return 1; }
+  [ -n "$line" ] || { echo "README.md has no build line $1" >&2; return 1; }
   if [[ $line == nvcc* ]] && ! command -v nvcc >/dev/null; then
-    [ -x /usr/local/cuda/bin/nvcc ] || { echo "skipped: no nvcc (on PATH or in /usr/local/cuda/bin)"; return 77; }
+    [ -x /usr/local/cuda/bin/nvcc ] || { echo "skipped: no nvcc (on PATH or in /usr/local/cuda/bin)" >&2; return 77; }
     PATH=/usr/local/cuda/bin:$PATH
   fi
   rm -rf "$dir" && mkdir -p "$dir" && ln -s "$PWD/drivers" "$PWD/efax.h" "$PWD/efax_cuda.h" "$PWD/efax_bench.h" "$dir/" || return 1
-  echo "\$ $line   (PKG_CONFIG_PATH=${PKG_CONFIG_PATH:-})"
-  (cd "$dir" && bash -c "$line") || { echo "the README's build line $1 failed as printed: $line"; return 1; }
-  out=$(awk '{ for (i = 1; i < NF; i++) if ($i == "-o") { print $(i + 1); exit } }' <<<"$line")
-  "$dir/$out" --help >/dev/null || { echo "$dir/$out built but does not run"; return 1; }
+  prog=$(readme_program_name)
+  [ -z "$prog" ] || readme_program >"$dir/$prog" || return 1
+  echo "\$ $line   (PKG_CONFIG_PATH=${PKG_CONFIG_PATH:-})" >&2
+  (cd "$dir" && bash -c "$line") >&2 || { echo "the README's build line $1 failed as printed: $line" >&2; return 1; }
+  awk '{ for (i = 1; i < NF; i++) if ($i == "-o") { print $(i + 1); exit } }' <<<"$line"
+}
+readme_build() {
+  local dir=$LOGS/readme-build-$1 out prog msg rc
+  out=$(readme_run_line "$1" "$dir") || return $?
+  prog=$(readme_program_name)
+  if [ -n "$prog" ] && readme_lines | sed -n "$1p" | grep -qw -- "$prog"; then
+    # the first program needs a launcher: alone it must name how to start it and exit 2
+    msg=$(env -u PMIX_NAMESPACE -u PMIX_RANK -u EFAX_ROOT -u EFAX_RANK -u EFAX_SIZE "$dir/$out" 2>&1); rc=$?
+    echo "$msg"
+    [ "$rc" = 2 ] && grep -q "no launcher found" <<<"$msg" || { echo "$dir/$out alone: exit $rc, expected 2 with 'no launcher found'"; return 1; }
+  else
+    "$dir/$out" --help >/dev/null || { echo "$dir/$out built but does not run"; return 1; }
+  fi
   echo "built $out; it runs (libfabric $(ldd "$dir/$out" | awk '/libfabric/ { print $3 }'))"
 }
-export -f readme_lines readme_build
+# readme_program_run PROVIDER [wrong]: the README's first program, built with the README's own
+# build line for it, run with 2 ranks under mpirun; it must check every byte and exit 0. With
+# "wrong", tests/corrupt_shim.c inverts one byte that tcp delivers into the program's buffer, and
+# the program's own check must report it and exit 1 (so its check can fail)
+readme_program_run() {
+  local p=$1 dir=$LOGS/readme-program-$1${2:+-$2} prog i out log rc
+  prog=$(readme_program_name)
+  [ -n "$prog" ] || { echo "README.md has no '<!-- readme-program: FILE -->' marker before its first program"; return 1; }
+  [ "$(readme_program | wc -l)" -ge 10 ] || { echo "README.md: no program in the code block after the marker"; return 1; }
+  i=$(readme_lines | grep -nw -- "$prog" | head -n 1 | cut -d: -f1)
+  [ -n "$i" ] || { echo "README.md shows no cc line that builds $prog"; return 1; }
+  out=$(readme_run_line "$i" "$dir") || return 1
+  log=$dir/run.log
+  if [ "${2:-}" = wrong ]; then
+    cc -shared -fPIC -O2 -Wall -Wextra -Werror tests/corrupt_shim.c -o "$dir/corrupt_shim.so" -ldl || return 1
+    (cd "$dir" && $MPIRUN_STR -np 2 -x EFAX_PROVIDER="$p" -x LD_PRELOAD="$PWD/corrupt_shim.so" "./$out") >"$log" 2>&1; rc=$?
+    cat "$log"
+    grep -q '^corrupt_shim: inverted' "$log" || { echo "the shim changed no byte: the test proves nothing"; return 1; }
+    [ "$rc" = 1 ] || { echo "expected exit 1 (a wrong byte), got $rc"; return 1; }
+    grep -q '^rank 1: [0-9]* bytes from rank 0, [1-9][0-9]* wrong' "$log" || { echo "the program did not report the wrong byte"; return 1; }
+  else
+    (cd "$dir" && $MPIRUN_STR -np 2 -x EFAX_PROVIDER="$p" "./$out") >"$log" 2>&1; rc=$?
+    cat "$log"
+    [ "$rc" = 0 ] || { echo "expected exit 0, got $rc"; return 1; }
+    grep -q '^rank 1: 1048576 bytes from rank 0, 0 wrong: success' "$log" || { echo "no 'rank 1: 1048576 bytes from rank 0, 0 wrong' line"; return 1; }
+  fi
+}
+export -f readme_lines readme_program_name readme_program readme_run_line readme_build readme_program_run
 n_lines=$(readme_lines | wc -l)
 [ "$n_lines" -ge 3 ] || t readme/build-lines-found 10 bash -c "echo 'README.md shows $n_lines build lines (cc/nvcc in a code block), expected at least 3'; false"
 for i in $(seq "$n_lines"); do t "readme/build-line-$i" 600 readme_build "$i"; done
+for p in tcp shm; do
+  if has_provider $p; then t "readme/program-$p" 120 readme_program_run $p
+  else skip=$((skip + 1)); echo "SKIP readme/program-$p: provider $p not available"; fi
+done
+if has_provider tcp; then t readme/program-wrong-byte 120 readme_program_run tcp wrong; fi
+# --- every relative link in the README and docs/ names a file that exists (and a heading in it)
+t docs/links 30 python3 tests/doc_links.py README.md docs/*.md
 
 # --- unit tests (no fabric)
 for u in $("$B/unit" --list); do t "unit/$u" 120 "$B/unit" "$u"; done
