@@ -334,6 +334,17 @@ EFAX_API const char *efax_ctx_nic_addr(const efax_ctx *ctx, int i, char *buf, si
 EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i);
 /* Zeroes every NIC's counters. */
 EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx);
+
+/* How long local NIC i took to start, in nanoseconds: efax_ctx_init opening its fabric, domain,
+   CQ, AV and endpoint; efax_ctx_connect inserting every peer's addresses into its AV; and every
+   efax_mr_reg so far registering on it (regs of them). A run header's cold start: a slow start
+   shows where it is (a ~4 s first transfer from lazy address insertion on 16x16 EFA NICs:
+   Mooncake's EFA notes). */
+typedef struct efax_nic_cold {
+    uint64_t open_ns, connect_ns, reg_ns;
+    uint32_t regs;
+} efax_nic_cold;
+EFAX_API efax_nic_cold efax_ctx_cold(const efax_ctx *ctx, int i);
 /* A line saying how device memory reaches this context's NICs and why ("dmabuf: ..."), set by
    efax_cuda.h when it registers device memory; "" when none was. The report prints it. */
 EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx);
@@ -1039,6 +1050,7 @@ typedef struct efax__nic {
     uint64_t split_min;                  /* shm on libfabric 2.x: writes this large are split (0: never) */
     efax_op *retry;                      /* split-write posts the provider refused for now */
     efax_nic_stats stats;
+    efax_nic_cold cold;                  /* efax_ctx_cold */
 } efax__nic;
 
 struct efax_ctx {
@@ -2010,8 +2022,11 @@ EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi
     ctx->huge_pages = d->huge_pages >= 0;
     for (i = 0; i < nsel; i++) {
         const efax_nic_info *ni = &ctx->nic[i].info;
+        uint64_t t0 = efax_now_ns();
         ctx->nnic = i + 1;
-        if ((rc = efax__open_nic(ctx, &ctx->nic[i], chosen[i], d->window))) return rc;
+        rc = efax__open_nic(ctx, &ctx->nic[i], chosen[i], d->window);
+        ctx->nic[i].cold.open_ns = efax_now_ns() - t0;
+        if (rc) return rc;
         if (ni->cq_data_size < 4) {
             efax_log(ctx, 0, "NIC %s offers %zu bytes of immediate data; efax needs 4", ni->name, ni->cq_data_size);
             return -EFAX_E_UNSUPPORTED;
@@ -2079,6 +2094,13 @@ EFAX_API const efax_nic_info *efax_ctx_nic(const efax_ctx *ctx, int i) {
     return i >= 0 && i < ctx->nnic ? &ctx->nic[i].info : NULL;
 }
 EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i) { return ctx->nic[i].stats; }
+
+EFAX_API efax_nic_cold efax_ctx_cold(const efax_ctx *ctx, int i) {
+    efax_nic_cold z;
+    if (i >= 0 && i < ctx->nnic) return ctx->nic[i].cold;
+    memset(&z, 0, sizeof z);
+    return z;
+}
 EFAX_API const char *efax_ctx_nic_addr(const efax_ctx *ctx, int i, char *buf, size_t len) {
     size_t l = len;
     if (i < 0 || i >= ctx->nnic || !len) return "";
@@ -2250,8 +2272,10 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             /* insert the NIC we send to, and every NIC of the peer that sends to us here */
             for (j = 0; j < all[p].nnic; j++) {
                 fi_addr_t fa = FI_ADDR_NOTAVAIL;
+                uint64_t t0 = efax_now_ns();
                 if (j != out && efax__match(&all[p], j, &me) != i) continue;
                 rc = fi_av_insert(n->av, all[p].nic[j].addr, 1, &fa, 0, NULL);
+                n->cold.connect_ns += efax_now_ns() - t0;
                 if (rc != 1) {
                     efax_log(ctx, 0, "fi_av_insert of rank %d (%s) NIC %s into NIC %s failed: %s", p,
                              all[p].host, all[p].nic[j].name, n->info.name, fi_strerror(rc < 0 ? -rc : FI_EOTHER));
@@ -2297,8 +2321,11 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
     mr->settle_user = desc->settle_user;
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
+        uint64_t t0 = efax_now_ns();
         rc = efax__reg(ctx, n, desc->ptr, desc->len, fa, desc->iface, desc->device,
                        desc->dmabuf ? desc->dmabuf_fd : -1, desc->dmabuf_offset, desc->device_only, &mr->mr[i]);
+        n->cold.reg_ns += efax_now_ns() - t0;
+        n->cold.regs++;
         if (rc) {
             efax_log(ctx, rc == -FI_ENOSYS || desc->iface != FI_HMEM_SYSTEM ? 2 : 0,
                      "registering %zu bytes of %s memory%s on NIC %s failed: %s (%d)", desc->len,
