@@ -304,7 +304,9 @@ typedef struct efax_ctx_desc {
 /* Per-NIC traffic counters (this process, since init or efax_ctx_stats_reset). */
 typedef struct efax_nic_stats {
     uint64_t tx_bytes, tx_ops;     /* bytes and operations this NIC carried out */
-    uint64_t rx_bytes, rx_ops;     /* receives and remote writes with data that landed here */
+    uint64_t rx_bytes, rx_ops;     /* receives, and remote writes with data that landed here (their
+                                      bytes once efax_expect_wait saw them land; rx_ops as each chunk
+                                      lands) */
     uint64_t eagain;               /* posts the provider refused for now (-FI_EAGAIN) */
 } efax_nic_stats;
 
@@ -865,6 +867,9 @@ typedef struct efax_expect {
     int ncells, cells_done, status;
     bool active;
     uint32_t on_nic[EFAX_MAX_NICS]; /* ordinary regions: chunks to count on each local NIC */
+    uint64_t on_nic_bytes[EFAX_MAX_NICS]; /* bytes the plan lands on each local NIC: its rx_bytes once
+                                             landed (a remote write's completion carries no length
+                                             on every provider: tcp reports 0) */
     uint16_t want[256], got[256];
 } efax_expect;
 
@@ -3758,8 +3763,8 @@ EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n) {
         for (i = 0; i < got; i++) {
             efax_op *op = (efax_op *)e[i].op_context;
             if (!op || (e[i].flags & FI_REMOTE_WRITE)) {
-                /* a peer's write with immediate data landed here */
-                n->stats.rx_bytes += e[i].len;
+                /* a peer's write with immediate data landed here: its bytes are credited by
+                   efax_expect_wait (a remote write's completion has no length on tcp) */
                 n->stats.rx_ops++;
                 if (e[i].flags & FI_REMOTE_CQ_DATA) efax__count_imm(ctx, e[i].data, (int)(n - ctx->nic));
                 continue;
@@ -4499,7 +4504,9 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
         n = efax_plan(size, writer_nnic, mode, w.index, 0, 0, segs);
         for (i = 0; i < n; i++) { /* each piece's chunks, counted on the NIC they arrive on here */
             uint32_t c = efax_plan_chunks(&segs[i], 1, efax_chunk_clamp(chunk, ctx->max_chunk));
-            e->on_nic[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS] += c;
+            int here = ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS;
+            e->on_nic[here] += c;
+            e->on_nic_bytes[here] += segs[i].len;
             e->count += c;
         }
         return e->count ? 0 : -FI_EINVAL;
@@ -4518,6 +4525,7 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     n = efax_plan(size, writer_nnic, mode, w.index, 0, 0, segs);
     if (n < 0) return n;
     for (i = 0; i < n; i++) { /* how many pieces (one per segment it meets) each cell comes in */
+        e->on_nic_bytes[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS] += segs[i].len;
         if (!segs[i].len) e->want[0]++;
         else
             for (uint64_t c = segs[i].off / e->unit; c <= (segs[i].off + segs[i].len - 1) / e->unit; c++) e->want[c]++;
@@ -4535,6 +4543,12 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     return 0;
 }
 
+/* A write that landed: each local NIC's rx_bytes gets what the plan put on it. */
+EFAX_PRIVATE void efax__credit_rx(efax_ctx *ctx, const efax_expect *e) {
+    int i;
+    for (i = 0; i < ctx->nnic && i < EFAX_MAX_NICS; i++) ctx->nic[i].stats.rx_bytes += e->on_nic_bytes[i];
+}
+
 EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     uint64_t deadline;
     unsigned spins = 0, idle = 0;
@@ -4543,6 +4557,7 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     if (!e->mr->stage) {
         e->active = false;
         rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
+        if (!rc) efax__credit_rx(ctx, e);
         if (!rc && e->mr->settle) rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
         return rc;
     }
@@ -4561,6 +4576,7 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     rc = e->mr->stage->in_wait(e->mr->stage_user, efax__remaining_ms(deadline) + 1);
     ctx->stage_rx[e->tag][e->peer].e = NULL;
     e->active = false;
+    if (!e->status && !rc) efax__credit_rx(ctx, e);
     return e->status ? e->status : rc;
 }
 
