@@ -74,12 +74,20 @@
                            copy half each, at once (default 524288; 0: never)
        EFAX_HUGE_PAGES     1: host buffers of 2 MiB and more ask for transparent huge pages, 0: they
                            never do (default: they do unless a NIC is tcp; efax_ctx_host_alloc)
-       EFAX_CUDA_API       0: the provider may not call CUDA (FI_OPT_CUDA_API_PERMITTED=false):
-                           device memory by GPUDirect RDMA only (--no-cuda-api)
+       EFAX_CUDA_API       whether the provider may call CUDA to move device memory
+                           (FI_OPT_CUDA_API_PERMITTED). Unset: on efa with device memory it may
+                           not (GPUDirect RDMA only; where efa has none the run says "no
+                           GPUDirect" and stages device memory); 1: it may (--cuda-api); 0: it
+                           may not on any provider, and refusing fails the run (--no-cuda-api)
+       EFAX_EFA_UNSOLICITED_WRITE_RECV  efa (libfabric 2.5+): 1 (default, efa's own) or 0, set
+                           on every endpoint; ranks that differ are refused at connect
+       EFAX_CAPS_OVERRIDE  for tests and rehearsals: "emulated_write=1,gpudirect=0,..." replaces
+                           what this rank reports about its provider (efax_caps)
        EFAX_SYSFS_ROOT     read the PCI topology and the OS's NIC counters from ROOT/sys (and
-                           ROOT/proc/net/snmp) instead of /sys (a recorded tree, e.g. tests/topo/p5;
-                           tests/topo/counters); without EFAX_NICS a rank uses the NICs nearest
-                           its GPU (device memory) or on its CPU's NUMA node (host memory)
+                           ROOT/proc/net/snmp) instead of /sys (e.g. the synthetic tests/topo/p5,
+                           tests/topo/counters); without EFAX_NICS a rank uses the NICs
+                           nearest its GPU (device memory), or its share of the PCIe switch
+                           groups (host memory), else those on its CPU's NUMA node
 
    Troubleshooting
    ---------------
@@ -133,7 +141,7 @@
 /* Wire format of everything ranks exchange; ranks with different values refuse each other.
    (Overridable only so the tests can build a mismatched peer.) */
 #ifndef EFAX_WIRE_VERSION
-#define EFAX_WIRE_VERSION 2u
+#define EFAX_WIRE_VERSION 3u /* 3: the connect hello carries a capability fingerprint */
 #endif
 
 #ifndef EFAX_API
@@ -153,18 +161,19 @@ extern "C" {
    Functions return 0 or a negative value: -FI_Exxx or -EFAX_Exxx. */
 enum {
     EFAX_E_BASE = 5000,
-    EFAX_E_USAGE = EFAX_E_BASE,  /* bad option or argument (drivers exit 2) */
-    EFAX_E_NOPROV,               /* provider not available on this host */
-    EFAX_E_NONIC,                /* requested NIC not offered by the provider */
-    EFAX_E_LAUNCH,               /* no PMIx and no rendezvous variables */
-    EFAX_E_BOOT,                 /* bootstrap failure (PMIx or TCP rendezvous) */
-    EFAX_E_VERSION,              /* a peer runs another efax wire version */
-    EFAX_E_PEER,                 /* a peer sent something malformed or was lost */
-    EFAX_E_BOUNDS,               /* offset/size outside a registered window */
-    EFAX_E_STALE,                /* immediate data of another iteration arrived */
-    EFAX_E_VERIFY,               /* data check failed */
-    EFAX_E_CUDA,                 /* a CUDA call failed (efax_cuda.h) */
-    EFAX_E_UNSUPPORTED,          /* the provider or build cannot do what was asked */
+    EFAX_E_USAGE = EFAX_E_BASE, /* bad option or argument (drivers exit 2) */
+    EFAX_E_NOPROV,              /* provider not available on this host */
+    EFAX_E_NONIC,               /* requested NIC not offered by the provider */
+    EFAX_E_LAUNCH,              /* no PMIx and no rendezvous variables */
+    EFAX_E_BOOT,                /* bootstrap failure (PMIx or TCP rendezvous) */
+    EFAX_E_VERSION,             /* a peer runs another efax wire version */
+    EFAX_E_PEER,                /* a peer sent something malformed or was lost */
+    EFAX_E_BOUNDS,              /* offset/size outside a registered window */
+    EFAX_E_STALE,               /* immediate data of another iteration arrived */
+    EFAX_E_VERIFY,              /* data check failed */
+    EFAX_E_CUDA,                /* a CUDA call failed (efax_cuda.h) */
+    EFAX_E_UNSUPPORTED,         /* the provider or build cannot do what was asked */
+    EFAX_E_MISMATCH,            /* ranks' providers differ where efa would silently emulate */
     EFAX_E_END
 };
 
@@ -214,7 +223,12 @@ typedef struct efax_nic_info {
     /* efa only, once the endpoint is open (-1: not efa, or this libfabric cannot say): */
     int efa_shm;            /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
     int emulated_write;     /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
-    int cuda_api;           /* 0: FI_OPT_CUDA_API_PERMITTED set false (GPUDirect only), -1: untouched */
+    int cuda_api;           /* FI_OPT_CUDA_API_PERMITTED: 0 set false (GPUDirect only), 1 set true
+                               (--cuda-api), -1 untouched */
+    int gpudirect;          /* 1: the provider took FI_OPT_CUDA_API_PERMITTED=false, so it moves device
+                               memory by the NIC; 0: it refused (efa: no GPU peer-to-peer support);
+                               -1: not asked */
+    int unsolicited_write_recv; /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV as efax set it (2.5+), -1 not */
     bool hmem;              /* FI_HMEM offered */
     bool loopback;          /* the loopback interface (tcp) */
 } efax_nic_info;
@@ -236,8 +250,9 @@ EFAX_API int efax_topo_providers(char *buf, size_t len);
    RDM protocol, the fabric "efa"). Thread safe. */
 EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len);
 
-/* Where efax reads the PCI tree: $EFAX_SYSFS_ROOT, a directory holding a recorded "sys" tree
-   (tests/topo/p5 and tests/topo/p4d are a p5's and a p4d's), or "" for the live /sys. Every
+/* Where efax reads the PCI tree: $EFAX_SYSFS_ROOT, a directory holding a "sys" tree (tests/topo/p5
+   and tests/topo/p4d are synthetic ones shaped like a p5's and a p4d's: their NOTE.md), or "" for
+   the live /sys. Every
    topology path is root + "/sys/...". Thread safe. */
 EFAX_API const char *efax_topo_sysfs_root(void);
 
@@ -258,6 +273,25 @@ EFAX_API int efax_topo_pci_numa(const char *root, const char *pci);
 EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci, int numa,
                             int *out, int max);
 
+/* Groups NICs by the PCIe switch they hang off, read under root: NICs whose PCI paths agree on all
+   but their last two components (the NIC and the switch port above it) share a switch (a p5: 8
+   groups of 4, a p4d: 4 of 1). group[i] gets NIC i's group, numbered in the order of the groups'
+   PCI paths, so every rank of a host numbers them alike; -1 for a NIC with no PCI path there.
+   Returns the number of groups (0: no NIC has a PCI path). Thread safe. */
+EFAX_API int efax_topo_switch_groups(const char *root, const efax_nic_info *nics, int nnics, int *group);
+
+/* Which of `nics` a rank moving host memory uses by default: whole PCIe switch groups
+   (efax_topo_switch_groups), shared out among the local_size ranks of the host as device memory
+   effectively is (each GPU's rank takes the switch it sits behind). Local rank i takes group
+   i mod G when there are G groups or fewer than ranks, else every group g with g mod local_size
+   == i. numa >= 0 (the rank is bound to a node): only the groups with NICs on that node, shared
+   among the ranks expected there (local_size in proportion to the groups). local_size <= 0
+   counts as 1. out: indices into nics, at most max; why (may be NULL) gets which groups, e.g.
+   "PCIe switch group 2 of 8, local rank 2 of 8". Returns how many (0: no groups known: no
+   preference). Thread safe. */
+EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, int nnics, int numa,
+                                 int local_rank, int local_size, int *out, int max, char *why, size_t wl);
+
 // >>context ---------------------------------------------------------------------------------
 
 typedef struct efax_ctx efax_ctx;
@@ -273,11 +307,14 @@ typedef struct efax_ctx_desc {
                                Groups separated by ';' ("r0,r1;r2,r3") give each rank of a host
                                its own NICs: local rank i takes group i mod the group count */
     int local_rank;         /* this rank's index on its host (efax_boot.local_rank) for NIC groups */
+    int local_size;         /* ranks on this host (efax_boot.local_size): without nics, ranks moving
+                               host memory share the NICs' PCIe switch groups (efax_topo_host_nics);
+                               0: this rank alone */
     char near_pci[16];      /* PCI address of this rank's GPU when it moves device memory
                                (efax_cuda_near fills it): without nics / $EFAX_NICS, the NICs
-                               nearest it are used; "" (host memory): the NICs on the NUMA node
-                               of the CPU this rank runs on (efax_topo_near); with neither known,
-                               every NIC */
+                               nearest it are used; "" (host memory): this rank's share of the
+                               PCIe switch groups (efax_topo_host_nics), else the NICs on the NUMA
+                               node it is bound to (efax_topo_near); with none known, every NIC */
     int max_nics;           /* cap on NICs opened (0: no cap) */
     int window;             /* operations in flight per NIC (0: min(provider tx size, 256)) */
     int timeout_ms;         /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
@@ -293,9 +330,16 @@ typedef struct efax_ctx_desc {
                                unless a NIC is tcp */
     bool efa_shm;           /* efa: let its own shared memory carry peers on this host (default
                                off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
-    bool no_cuda_api;       /* FI_OPT_CUDA_API_PERMITTED = false: the provider may not call CUDA,
-                               so device memory moves by GPUDirect RDMA or not at all (proves the
-                               pure path; $EFAX_CUDA_API=0 too). Fails where the provider cannot */
+    int cuda_api;           /* whether the provider may call CUDA (FI_OPT_CUDA_API_PERMITTED) to move
+                               device memory. 0: $EFAX_CUDA_API, else the default: on efa with
+                               hmem it may not (GPUDirect RDMA only, as aws-ofi-nccl sets it), and
+                               where efa refuses (no GPU peer-to-peer support) device memory is
+                               staged through host memory and said so ("no GPUDirect"); other
+                               providers are left alone. 1 (--cuda-api, EFAX_CUDA_API=1): it may,
+                               knowingly (efa without GPUDirect then copies with CUDA). -1
+                               (--no-cuda-api, EFAX_CUDA_API=0): it may not, on every provider,
+                               and a provider that refuses fails efax_ctx_init */
+    bool no_cuda_api;       /* the older spelling of cuda_api = -1 */
     efax_log_fn log;        /* NULL: stderr */
     void *log_user;
     int log_level;          /* most verbose level logged (0: errors and warnings; 2 adds info) */
@@ -309,6 +353,47 @@ typedef struct efax_nic_stats {
                                       lands) */
     uint64_t eagain;               /* posts the provider refused for now (-FI_EAGAIN) */
 } efax_nic_stats;
+
+/* Which provider a context runs on: the one place efax tells providers apart by name
+   (efax__prov_of); everything else reads efax_caps. */
+typedef enum efax_prov { EFAX_PROV_OTHER = 0, EFAX_PROV_EFA, EFAX_PROV_TCP, EFAX_PROV_SHM } efax_prov;
+
+/* What the context's provider can do and how efax drives it, resolved once by efax_ctx_init from
+   what libfabric answered (fi_getinfo, fi_getopt, fi_setopt). Every decision that depends on the
+   provider reads this, never the provider's name. An int field is 1/0, or -1 where it does not
+   apply (not efa) or this libfabric cannot say. efax_ctx_connect exchanges the fields marked
+   "fingerprint" with every rank (efax_ctx_peer_note). */
+typedef struct efax_caps {
+    efax_prov prov;
+    char provider[32];          /* as libfabric names it: "efa", "tcp;ofi_rxm", "shm" */
+    uint32_t fi_version;        /* the libfabric loaded (fi_version()); fingerprint */
+    uint64_t mr_mode;           /* mr_mode bits granted, over every NIC */
+    size_t cq_data_size;        /* immediate data bytes, the smallest of the NICs (efax needs 4) */
+    size_t inject_msg_size;     /* largest send by inject, the smallest of the NICs' endpoints */
+    size_t inject_rma_size;     /* largest write by inject, likewise */
+    uint64_t max_write;         /* the largest single write: EFAX_MAX_CHUNK, each NIC's max_msg_size and
+                                   FI_OPT_MAX_RMA_SIZE, and on efa the device's max_rdma_size (read
+                                   through an efa-direct endpoint, 2.x); efax_ctx_max_chunk is the
+                                   job's (the smallest over every rank, after connect) */
+    char max_write_from[64];    /* what set max_write */
+    bool hmem;                  /* FI_HMEM granted: device memory can be registered; fingerprint */
+    int gpudirect;              /* 1: device memory moves by the NIC (efa took CUDA_API_PERMITTED=false),
+                                   0: no GPUDirect (efa refused: no GPU peer-to-peer support), -1: not
+                                   asked (no hmem, or not efa); fingerprint */
+    int cuda_api;               /* FI_OPT_CUDA_API_PERMITTED: 0 false, 1 true (--cuda-api), -1 untouched */
+    int emulated_write;         /* 1: a NIC emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE);
+                                   fingerprint */
+    int unsolicited_write_recv; /* efa: FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV as efax set it on every
+                                   rank; fingerprint */
+    int efa_shm;                /* efa: 1 its own shared memory carries same-host peers, 0 the NIC */
+    bool eq_required;           /* without a bound event queue the provider abort()s on some errors
+                                   (efa: efa_base_ep_write_eq_error) */
+    bool whole_writes;          /* a write is one copy however it is cut (shm): write whole messages */
+    bool chunk_between_hosts;   /* writes between hosts go in 128 KiB posts (tcp: efax_opts_chunk) */
+    bool split_writes;          /* shm on 2.x: large writes are copied half by each side */
+    bool small_pages;           /* host buffers without huge pages (tcp: efax_ctx_host_alloc says why) */
+    bool stale_name_retry;      /* fi_enable's -FI_EBUSY means a dead process's region: rename (shm) */
+} efax_caps;
 
 /* Opens a context: the provider's NICs (each with fabric, domain, CQ, AV and RDM endpoint).
    ctx must stay at one address until efax_ctx_deinit. Returns 0, -EFAX_E_NOPROV (message
@@ -355,6 +440,11 @@ EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note);
 EFAX_API bool efax_ctx_huge_pages(const efax_ctx *ctx);
 /* The provider the context opened ("tcp;ofi_rxm", "shm", "efa"). */
 EFAX_API const char *efax_ctx_provider(const efax_ctx *ctx);
+/* What the context's provider can do (efax_caps), resolved by efax_ctx_init. */
+EFAX_API const efax_caps *efax_ctx_caps(const efax_ctx *ctx);
+/* What efax_ctx_connect found different between ranks without refusing them (libfabric
+   versions, FI_HMEM, GPUDirect), one clause per difference; "" when every rank is alike. */
+EFAX_API const char *efax_ctx_peer_note(const efax_ctx *ctx);
 /* How this rank's NICs were chosen ("--nics", "nearest GPU 0000:53:00.0", ...), for run headers. */
 EFAX_API const char *efax_ctx_nic_choice(const efax_ctx *ctx);
 /* Every wait's limit in milliseconds (efax_ctx_desc.timeout_ms, resolved). */
@@ -524,7 +614,8 @@ struct efax_buf {
     void *ptr;               /* where the data lives (host or device address) */
     size_t len;
     efax_mr mr;              /* what the NICs use: ptr itself, or a staging buffer */
-    char path[16];           /* host, pinned, dmabuf, hmem, staged */
+    char path[32];           /* host, pinned, dmabuf, hmem, staged; " (no GPUDirect)" added where the
+                                provider had none (efax_caps.gpudirect 0) */
     void *impl;              /* the kind's own state */
 };
 
@@ -806,19 +897,22 @@ EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, 
                        uint64_t min_stripe, efax_plan_seg *out);
 
 /* The largest chunk efax posts as one write, whatever --chunk says (0 included): efa carries a
-   write with immediate data as one hardware RDMA write, of at most the device's max_rdma_size
-   and efa's write segment (1 GiB: prov/efa efa_env.c efa_write_segment_size, efa_device.c), and
-   its max_msg_size (UINT64_MAX) does not say so. Applied on every provider, so writer and
-   target count the same chunks. */
+   write with immediate data as one hardware RDMA write (efa_rdm_pke.c efa_rdm_pke_write asserts
+   it), cut at MIN(efa's write segment, 1 GiB by default, and the device's max_rdma_size)
+   (efa_rdm_ope.c efa_rdm_ope_post_remote_write; efa_env.c efa_write_segment_size), and neither
+   its max_msg_size nor its RDM endpoint's FI_OPT_MAX_RMA_SIZE (both UINT64_MAX) says so. The
+   device's own limit, where libfabric tells it, lowers efax_caps.max_write below this. Applied
+   on every provider, so writer and target count the same chunks. */
 #define EFAX_MAX_CHUNK (1ull << 30)
 
 /* The chunk a write uses: `chunk` (0: as large as allowed) clamped to `limit` and to
    EFAX_MAX_CHUNK (limit 0: EFAX_MAX_CHUNK alone). Pure. */
 EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit);
 
-/* The largest chunk this context's writes use: EFAX_MAX_CHUNK, each NIC's max_msg_size and
-   max_rma_size, and after efax_ctx_connect the same over every rank (writer and target must
-   agree on the chunk count). efax_write and efax_expect_write clamp to it. */
+/* The largest chunk this context's writes use: efax_caps.max_write (EFAX_MAX_CHUNK, each NIC's
+   max_msg_size and FI_OPT_MAX_RMA_SIZE, efa's device max_rdma_size), and after efax_ctx_connect the
+   smallest over every rank (writer and target must agree on the chunk count). efax_write and
+   efax_expect_write clamp to it. */
 EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx);
 
 /* How many posts (chunks of at most `chunk` bytes; 0 or more than EFAX_MAX_CHUNK count as
@@ -1085,7 +1179,11 @@ struct efax_ctx {
     char mem_note[192];        /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
     int eq_error;              /* an endpoint error from an EQ: every later progress returns it */
     uint64_t max_chunk;        /* efax_ctx_max_chunk */
-    bool efa_shm, no_cuda_api; /* efax_ctx_desc's, with the environment applied */
+    bool efa_shm;              /* efax_ctx_desc's, with the environment applied */
+    int cuda_api;              /* efax_ctx_desc.cuda_api resolved: 0 default, 1 permit, -1 forbid */
+    int uwr;                   /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV to set (efax__ctx_defaults) */
+    efax_caps caps;            /* efax_ctx_caps */
+    char peer_note[256];       /* efax_ctx_peer_note */
     char nic_choice[128];      /* how the NICs were chosen, for the run header */
     unsigned eq_tick;          /* progress calls, to read the EQs every 1024th */
 };
@@ -1157,6 +1255,7 @@ EFAX_API const char *efax_strerror(int code) {
     case EFAX_E_VERIFY: return "data check failed";
     case EFAX_E_CUDA: return "CUDA call failed";
     case EFAX_E_UNSUPPORTED: return "not supported by this provider or build";
+    case EFAX_E_MISMATCH: return "ranks' provider capabilities differ";
     default: break;
     }
     return fi_strerror(code);
@@ -1359,7 +1458,7 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
     efax__copy(n->name, sizeof n->name, fi->domain_attr->name);
     efax__copy(n->fabric, sizeof n->fabric, fi->fabric_attr->name);
     n->numa = -1;
-    n->efa_shm = n->emulated_write = n->cuda_api = -1;
+    n->efa_shm = n->emulated_write = n->cuda_api = n->gpudirect = n->unsolicited_write_recv = -1;
     n->caps = fi->caps;
     n->mode = fi->mode;
     n->mr_mode = (uint64_t)fi->domain_attr->mr_mode;
@@ -1448,6 +1547,83 @@ EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nni
     if (numa < 0) return 0;
     for (i = 0; i < nnics; i++)
         if (nics[i].numa == numa && n < max) out[n++] = i;
+    return n;
+}
+
+/* A NIC's switch key: its PCI path without the last two components (the NIC and the switch
+   port above it), joined by '/'; "" when its path is unknown or too short to have a parent. */
+EFAX_PRIVATE void efax__switch_key(const char *root, const char *pci, char *key, size_t len) {
+    char comp[16][16];
+    int n = efax__pci_path(root, pci, comp, 16), i;
+    size_t u = 0;
+    key[0] = 0;
+    if (n < 2) return;
+    if (n == 2) n = 3; /* a NIC straight under its host bridge: the bridge is its group */
+    for (i = 0; i < n - 2 && u + 17 < len; i++)
+        u += (size_t)snprintf(key + u, len - u, "%s%s", i ? "/" : "", comp[i]);
+}
+
+EFAX_API int efax_topo_switch_groups(const char *root, const efax_nic_info *nics, int nnics, int *group) {
+    char(*key)[272] = NULL;
+    int i, j, ngroups = 0;
+    if (nnics <= 0) return 0;
+    if (!(key = (char(*)[272])calloc((size_t)nnics, sizeof *key))) {
+        for (i = 0; i < nnics; i++) group[i] = -1;
+        return 0;
+    }
+    for (i = 0; i < nnics; i++) efax__switch_key(root, nics[i].pci, key[i], sizeof key[i]);
+    /* group number = how many distinct keys sort before this one: the same on every rank */
+    for (i = 0; i < nnics; i++) {
+        group[i] = -1;
+        if (!key[i][0]) continue;
+        group[i] = 0;
+        for (j = 0; j < nnics; j++) {
+            int k;
+            if (!key[j][0] || strcmp(key[j], key[i]) >= 0) continue;
+            for (k = 0; k < j; k++)
+                if (!strcmp(key[k], key[j])) break;
+            if (k == j) group[i]++;
+        }
+        if (group[i] + 1 > ngroups) ngroups = group[i] + 1;
+    }
+    free(key);
+    return ngroups;
+}
+
+EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, int nnics, int numa,
+                                 int local_rank, int local_size, int *out, int max, char *why, size_t wl) {
+    int group[256], cand[256], ncand = 0, ngroups, share, mine, i, j, n = 0;
+    bool take[256];
+    size_t u = 0;
+    char list[160];
+    if (why && wl) why[0] = 0;
+    if (nnics <= 0 || nnics > 256 || (ngroups = efax_topo_switch_groups(root, nics, nnics, group)) == 0)
+        return 0;
+    if (local_size < 1) local_size = 1;
+    if (local_rank < 0) local_rank = 0;
+    for (j = 0; j < ngroups; j++) { /* the groups this rank may take: all, or those on its node */
+        bool here = numa < 0;
+        for (i = 0; i < nnics && !here; i++) here = group[i] == j && nics[i].numa == numa;
+        if (here) cand[ncand++] = j;
+    }
+    if (ncand == 0) return 0; /* bound to a node without NICs: no preference */
+    /* how many of the host's ranks share these groups: all of them, or those expected on this node */
+    share = numa < 0 || ncand == ngroups ? local_size : (local_size * ncand + ngroups - 1) / ngroups;
+    if (share < 1) share = 1;
+    memset(take, 0, sizeof take);
+    if (share >= ncand)
+        take[cand[local_rank % ncand]] = true;
+    else
+        for (j = 0; j < ncand; j++) take[cand[j]] = j % share == local_rank % share;
+    list[0] = 0;
+    for (j = 0, mine = 0; j < ngroups; j++)
+        if (take[j] && u + 8 < sizeof list)
+            u += (size_t)snprintf(list + u, sizeof list - u, "%s%d", mine++ ? "," : "", j);
+    for (i = 0; i < nnics; i++)
+        if (group[i] >= 0 && take[group[i]] && n < max) out[n++] = i;
+    if (why && wl)
+        snprintf(why, wl, "PCIe switch group%s %s of %d%s, local rank %d of %d", mine > 1 ? "s" : "", list,
+                 ngroups, numa >= 0 && ncand < ngroups ? " on this NUMA node" : "", local_rank, local_size);
     return n;
 }
 
@@ -1583,22 +1759,40 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
    1.21, FI_OPT_MAX_*_SIZE / FI_OPT_INJECT_*_SIZE taken from 2.0 (where efa implements them). */
 #define EFAX__FI_AT_LEAST(a, b) (FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(a, b))
 
-/* Limits the open endpoint reports (fi_endpoint(3) FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE,
-   FI_OPT_INJECT_RMA_SIZE), which can be smaller than fi_info's: efa's inject sizes depend on
-   the endpoint (prov/efa/src/rdm/efa_rdm_ep_fiops.c), and its max_rma_size is the device's
-   max_rdma_size while max_msg_size says UINT64_MAX. A provider without an option answers
-   -FI_ENOPROTOOPT and fi_info's value stays. */
+/* The one place efax tells providers apart by name: libfabric's prov_name of the fabric opened
+   ("tcp;ofi_rxm" is tcp under the rxm utility). Every other decision reads efax_caps. */
+EFAX_PRIVATE efax_prov efax__prov_of(const char *prov_name) {
+    size_t n = prov_name ? strcspn(prov_name, ";") : 0;
+    if (n == 3 && !strncmp(prov_name, "efa", 3)) return EFAX_PROV_EFA;
+    if (n == 3 && !strncmp(prov_name, "tcp", 3)) return EFAX_PROV_TCP;
+    if (n == 3 && !strncmp(prov_name, "shm", 3)) return EFAX_PROV_SHM;
+    return EFAX_PROV_OTHER;
+}
+
 /* Endpoint options set before fi_enable (fi_endpoint(3): both must be set before enabling).
    - FI_OPT_SHARED_MEMORY_PERMITTED (1.21+), efa only: without it efa moves data between ranks
      of one host through its own shm provider (fi_efa(7)), so an 8-ranks-per-node all-to-all
      would measure memcpy, not the NIC; aws-ofi-nccl sets it false (nccl_ofi_ofiutils.cpp).
      Off unless asked (efa_shm); libfabric older than 1.21 cannot be told, and says so.
-   - FI_OPT_CUDA_API_PERMITTED (1.18+) = false when asked (no_cuda_api): the provider may then
-     move device memory only by GPUDirect RDMA (efa refuses the option without it:
-     efa_rdm_ep_fiops.c), so a run that works proves the pure path. aws-ofi-nccl sets it false
-     where GPUDirect is there. */
+   - FI_OPT_CUDA_API_PERMITTED (1.18+) = false: the provider may then move device memory only by
+     GPUDirect RDMA. efa refuses it (-FI_EOPNOTSUPP) when it found no GPU peer-to-peer support
+     (efa_rdm_ep_fiops.c efa_rdm_ep_set_cuda_api_permitted; efa_hmem.c logs that only at INFO),
+     and then registers CUDA memory with a software key and moves it by CUDA copies
+     (efa_rdm_mr.c), dmabuf included: a run would say "dmabuf" and measure cudaMemcpy. So by
+     default efa with device memory gets false, as aws-ofi-nccl does wherever GDR is there
+     (nccl_ofi_ofiutils.cpp), and a refusal is recorded as "no GPUDirect" (info.gpudirect 0):
+     efax_cuda.h then stages device memory through host memory, and efax_mr_reg refuses CUDA
+     memory on such a NIC. cuda_api 1 (--cuda-api) asks the same question, then permits the CUDA
+     calls knowingly; cuda_api -1 (--no-cuda-api) forbids them on any provider and fails where
+     refused (proves the pure path).
+   - FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV (2.5+), efa only: set on every rank to the same value
+     (ctx->uwr), because efa emulates writes with immediate data to a peer whose setting differs
+     (efa_rdm_rma.h efa_rdm_rma_should_write_using_rdma, logged at INFO only); the connect
+     fingerprint then refuses ranks that set it differently. */
 EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
-    bool efa = !strcmp(n->info.provider, "efa");
+    bool efa = ctx->caps.prov == EFAX_PROV_EFA;
+    bool ask = ctx->cuda_api < 0 || (efa && n->fi && (n->fi->caps & FI_HMEM)); /* whether to ask for false */
+    bool first = n == ctx->nic; /* what holds for every NIC is said once */
 #if EFAX__FI_AT_LEAST(1, 21)
     if (efa) {
         bool permit = ctx->efa_shm;
@@ -1612,47 +1806,89 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
         efax_log(ctx, 2, "NIC %s: libfabric %d.%d cannot switch off efa's shared memory (1.21+); "
                          "FI_EFA_ENABLE_SHM_TRANSFER=0 does", n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
 #endif
-    if (ctx->no_cuda_api) {
+#if EFAX__FI_AT_LEAST(2, 5)
+    if (efa) {
+        bool use = ctx->uwr != 0;
+        int rc =
+            fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, &use, sizeof use);
+        n->info.unsolicited_write_recv = rc ? -1 : use;
+        if (rc && first)
+            efax_log(ctx, 1, "NIC %s: FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV=%s refused (%s)", n->info.name,
+                     use ? "true" : "false", fi_strerror(-rc));
+    }
+#endif
+    if (ask) {
 #if EFAX__FI_AT_LEAST(1, 18)
         bool permit = false;
         int rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permit, sizeof permit);
-        if (rc) {
+        n->info.gpudirect = rc == 0;
+        n->info.cuda_api = rc ? -1 : 0;
+        if (rc && ctx->cuda_api < 0) {
             efax_log(ctx, 0, "NIC %s (%s): FI_OPT_CUDA_API_PERMITTED=false refused (%s): this provider or host has no "
                              "GPUDirect RDMA path for device memory; run without --no-cuda-api / EFAX_CUDA_API=0",
                      n->info.name, n->info.provider, fi_strerror(-rc));
             return rc;
         }
-        n->info.cuda_api = 0;
+        if (rc && first)
+            efax_log(ctx, 1,
+                     "NIC %s: no GPUDirect: efa refused FI_OPT_CUDA_API_PERMITTED=false (%s: it found no GPU "
+                     "peer-to-peer support) and would move device memory by CUDA copies; %s",
+                     n->info.name, fi_strerror(-rc),
+                     ctx->cuda_api > 0 ? "permitted by --cuda-api" : "device memory is staged");
+        if (ctx->cuda_api > 0) { /* --cuda-api: the answer is recorded, the calls permitted knowingly */
+            permit = true;
+            if (fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permit, sizeof permit) ==
+                0)
+                n->info.cuda_api = 1;
+        }
 #else
-        efax_log(ctx, 0, "--no-cuda-api needs libfabric 1.18+ (FI_OPT_CUDA_API_PERMITTED); this build has %d.%d",
-                 FI_MAJOR_VERSION, FI_MINOR_VERSION);
-        return -EFAX_E_UNSUPPORTED;
+        if (ctx->cuda_api < 0) {
+            efax_log(ctx, 0,
+                     "--no-cuda-api needs libfabric 1.18+ (FI_OPT_CUDA_API_PERMITTED); this build has %d.%d",
+                     FI_MAJOR_VERSION, FI_MINOR_VERSION);
+            return -EFAX_E_UNSUPPORTED;
+        }
+        if (first)
+            efax_log(ctx, 1,
+                     "NIC %s: libfabric %d.%d cannot forbid efa's CUDA calls (1.18+): whether device memory "
+                     "moves by GPUDirect is unknown",
+                     n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
 #endif
     }
     (void)efa;
     return 0;
 }
 
-/* efa only: whether it emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE, 1.18+:
-   the device has no RDMA write, or it is switched off). Such a "write" is not one; aws-ofi-nccl
-   refuses emulated writes for its RDMA protocol (platform-aws.cpp). Recorded per NIC for the
-   run header and metadata. */
+/* Whether the provider emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE, 1.18+: on
+   efa the device has no RDMA write, or it is switched off). Such a "write" is not one;
+   aws-ofi-nccl refuses emulated writes for its RDMA protocol (platform-aws.cpp). Asked of every
+   provider (the others answer -FI_ENOPROTOOPT: -1), so a fault layer at efax's boundary can
+   answer for them. It reflects the local device only (efa_rdm_ep_fiops.c getopt): a peer that
+   differs is caught by the connect fingerprint. */
 EFAX_PRIVATE void efax__ep_emulated(efax_ctx *ctx, efax__nic *n) {
 #if EFAX__FI_AT_LEAST(1, 18)
     bool emulated = false;
     size_t len = sizeof emulated;
-    if (strcmp(n->info.provider, "efa")) return;
     if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &emulated, &len) == 0 && len == sizeof emulated) {
         n->info.emulated_write = emulated;
         if (emulated)
-            efax_log(ctx, 1, "NIC %s: efa emulates RDMA writes with messages on this device: WRITE results are not "
-                             "RDMA writes", n->info.name);
+            efax_log(ctx, 1,
+                     "NIC %s: %s emulates RDMA writes with messages on this device: WRITE results are not "
+                     "RDMA writes",
+                     n->info.name, n->info.provider);
     }
 #else
     (void)ctx, (void)n;
 #endif
 }
 
+/* Limits the open endpoint reports (fi_endpoint(3) FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE,
+   FI_OPT_INJECT_RMA_SIZE, 2.0+), which can be smaller than fi_info's: efa's inject sizes depend on
+   the endpoint (prov/efa/src/rdm/efa_rdm_ep_fiops.c). efa's RDM endpoint answers max_rma_size
+   with fi_info's max_msg_size, UINT64_MAX (efa_rdm_ep_fiops.c: base_ep.max_rma_size =
+   info->ep_attr->max_msg_size), not the device's max_rdma_size: that one only an efa-direct
+   endpoint tells (efax__efa_max_rdma). A provider without an option answers -FI_ENOPROTOOPT and
+   fi_info's value stays. */
 EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
 #if EFAX__FI_AT_LEAST(2, 0)
     static const int opt[3] = {FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE};
@@ -1671,6 +1907,47 @@ EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
 #else
     (void)ctx, (void)n;
 #endif
+}
+
+/* efa: the device's max_rdma_size, the most one hardware RDMA write carries. efa cuts a write at
+   MIN(1 GiB, max_rdma_size) (efa_rdm_ope.c efa_rdm_ope_post_remote_write) and asserts that a write
+   with immediate data is one hardware write (efa_rdm_pke.c efa_rdm_pke_write), so efax's chunks
+   must not exceed it. The RDM endpoint does not say it (efax__ep_limits); an endpoint of the
+   efa-direct fabric on the same device does (efa_base_ep.c: max_rma_size = the device's
+   max_rdma_size; efa_ep.c getopt), without being enabled (no queue pair is made). libefa's
+   efadv_query_device would too, at the price of linking it: efax asks libfabric only. Returns 0
+   when it cannot tell (libfabric 1.x has no efa-direct; no such domain). Once per context. */
+EFAX_PRIVATE uint64_t efax__efa_max_rdma(const char *domain) {
+    uint64_t out = 0;
+#if EFAX__FI_AT_LEAST(2, 0)
+    struct fi_info *h = fi_allocinfo(), *fi = NULL;
+    struct fid_fabric *fab = NULL;
+    struct fid_domain *dom = NULL;
+    struct fid_ep *ep = NULL;
+    size_t v = 0, len = sizeof v;
+    if (!h) return 0;
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+    h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA | FI_ASYNC_IOV;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    h->fabric_attr->prov_name = strdup("efa");
+    h->fabric_attr->name = strdup("efa-direct");
+    h->domain_attr->name = strdup(domain);
+    if (h->fabric_attr->prov_name && h->fabric_attr->name && h->domain_attr->name &&
+        fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, h, &fi) == 0 && fi &&
+        fi_fabric(fi->fabric_attr, &fab, NULL) == 0 && fi_domain(fab, fi, &dom, NULL) == 0 &&
+        fi_endpoint(dom, fi, &ep, NULL) == 0 &&
+        fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_RMA_SIZE, &v, &len) == 0 && len == sizeof v)
+        out = v;
+    if (ep) fi_close(&ep->fid);
+    if (dom) fi_close(&dom->fid);
+    if (fab) fi_close(&fab->fid);
+    if (fi) fi_freeinfo(fi);
+    fi_freeinfo(h);
+#else
+    (void)domain;
+#endif
+    return out;
 }
 
 EFAX_PRIVATE int efax__fierr(const efax_ctx *ctx, int rc, const char *what, const char *nic) {
@@ -1697,6 +1974,21 @@ EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
 
 EFAX_PRIVATE uint64_t efax__new_key(efax_ctx *ctx) { return ++ctx->next_key; }
 
+#ifdef FI_MR_DMABUF
+/* The dmabuf of a registration whose first byte, ptr, sits `off` bytes into the dmabuf `fd`:
+   fi_mr(3) takes base_addr as the start of the dmabuf's mapping, not of the range registered,
+   and the region's address is base_addr + offset (prov/efa/src/efa_mr.c efa_mr_reg_ibv_mr,
+   include/ofi_mr.h ofi_mr_get_iov_from_dmabuf). efax_cuda.h exports a dmabuf starting at the
+   buffer (off 0), where both readings agree. */
+EFAX_PRIVATE void efax__dmabuf_fill(struct fi_mr_dmabuf *db, int fd, uint64_t off, size_t len, void *ptr) {
+    memset(db, 0, sizeof *db);
+    db->fd = fd;
+    db->offset = off;
+    db->len = len;
+    db->base_addr = (void *)((uintptr_t)ptr - (uintptr_t)off);
+}
+#endif
+
 EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, uint64_t access,
                            int iface, int device, int dmabuf_fd, uint64_t dmabuf_off, bool device_only,
                            struct fid_mr **mr) {
@@ -1722,11 +2014,7 @@ EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, u
 #ifdef FI_MR_DMABUF
         {
             struct fi_mr_dmabuf db;
-            memset(&db, 0, sizeof db);
-            db.fd = dmabuf_fd;
-            db.offset = dmabuf_off;
-            db.len = len;
-            db.base_addr = buf;
+            efax__dmabuf_fill(&db, dmabuf_fd, dmabuf_off, len, buf);
             attr.dmabuf = &db;
             flags |= FI_MR_DMABUF;
             rc = fi_mr_regattr(n->domain, &attr, flags, mr);
@@ -1796,7 +2084,7 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         eqa.flags = FI_WRITE;
         if ((rc = fi_eq_open(n->fabric, &eqa, &n->eq, NULL))) {
             n->eq = NULL;
-            if (!strcmp(n->info.provider, "efa")) return efax__fierr(ctx, rc, "fi_eq_open", n->info.name);
+            if (ctx->caps.eq_required) return efax__fierr(ctx, rc, "fi_eq_open", n->info.name);
             efax_log(ctx, 2, "NIC %s: no event queue (fi_eq_open: %s): provider errors come on the CQ only",
                      n->info.name, fi_strerror(-rc));
         }
@@ -1820,14 +2108,14 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
     if ((rc = fi_ep_bind(n->ep, &n->av->fid, 0)))
         return efax__fierr(ctx, rc, "fi_ep_bind(av)", n->info.name);
     if (n->eq && (rc = fi_ep_bind(n->ep, &n->eq->fid, 0))) {
-        if (!strcmp(n->info.provider, "efa")) return efax__fierr(ctx, rc, "fi_ep_bind(eq)", n->info.name);
+        if (ctx->caps.eq_required) return efax__fierr(ctx, rc, "fi_ep_bind(eq)", n->info.name);
         efax_log(ctx, 2, "NIC %s: the provider takes no event queue (fi_ep_bind: %s)", n->info.name, fi_strerror(-rc));
         fi_close(&n->eq->fid);
         n->eq = NULL;
     }
     if ((rc = efax__ep_options(ctx, n))) return rc;
     rc = fi_enable(n->ep);
-    if (rc == -FI_EBUSY && !strcmp(n->info.provider, "shm")) rc = efax__shm_enable_renamed(ctx, n);
+    if (rc == -FI_EBUSY && ctx->caps.stale_name_retry) rc = efax__shm_enable_renamed(ctx, n);
     if (rc) return efax__fierr(ctx, rc, "fi_enable", n->info.name);
     efax__ep_limits(ctx, n);
     efax__ep_emulated(ctx, n);
@@ -1875,7 +2163,10 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
 
 /* The one place an efax_ctx_desc's defaults are resolved (zeroed fields, then the environment):
    imm_tags 64, window 256 (each NIC clamps it to its transmit queue), timeout_ms $EFAX_TIMEOUT_MS or
-   30000, nics $EFAX_NICS, efa_shm and no_cuda_api from $EFAX_EFA_SHM / $EFAX_CUDA_API, shm_split
+   30000, nics $EFAX_NICS, efa_shm and cuda_api from $EFAX_EFA_SHM / $EFAX_CUDA_API (unset: the default;
+   1 permit; 0 forbid; no_cuda_api is cuda_api -1), efa's unsolicited write recv from
+   $EFAX_EFA_UNSOLICITED_WRITE_RECV, else off where FI_EFA_USE_UNSOLICITED_WRITE_RECV switches it off,
+   else on (efa's own default, what aws-ofi-nccl runs; the same on every rank or refused), shm_split
    $EFAX_SHM_SPLIT or 512 KiB (the crossover: 2.6.0 on the 2-core machine, split slower at 64-128 KiB, level at 256 KiB, 1.3-1.7x from 512 KiB),
    huge_pages $EFAX_HUGE_PAGES or by the NICs (efax__ctx_open). */
 EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, efax_ctx_desc *d) {
@@ -1893,8 +2184,21 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
     if (!d->nics || !*d->nics) d->nics = getenv("EFAX_NICS");
     if ((rc = efax__env_int("EFAX_EFA_SHM", 0, 0, 1, &v))) return rc;
     d->efa_shm = d->efa_shm || v;
-    if ((rc = efax__env_int("EFAX_CUDA_API", 1, 0, 1, &v))) return rc;
-    d->no_cuda_api = d->no_cuda_api || !v;
+    if (d->no_cuda_api && d->cuda_api > 0) {
+        efax_log(ctx, 0, "--cuda-api and --no-cuda-api contradict each other: pass one");
+        return -EFAX_E_USAGE;
+    }
+    if (d->no_cuda_api) d->cuda_api = -1;
+    if ((rc = efax__env_int("EFAX_CUDA_API", -1, 0, 1, &v))) return rc;
+    if (!d->cuda_api) d->cuda_api = v < 0 ? 0 : v ? 1 : -1;
+    d->no_cuda_api = d->cuda_api < 0;
+    { /* efa's own switch (prov/efa efa_env.c) turns it off whatever the option says: count it */
+        const char *fe = getenv("FI_EFA_USE_UNSOLICITED_WRITE_RECV");
+        bool off = fe && (!strcmp(fe, "0") || !strcasecmp(fe, "false") || !strcasecmp(fe, "no") ||
+                          !strcasecmp(fe, "off"));
+        if ((rc = efax__env_int("EFAX_EFA_UNSOLICITED_WRITE_RECV", off ? 0 : 1, 0, 1, &ctx->uwr))) return rc;
+        if (off) ctx->uwr = 0;
+    }
     if (!d->shm_split) {
         if ((rc = efax__env_int("EFAX_SHM_SPLIT", 512 << 10, 0, INT_MAX, &v))) return rc;
         d->shm_split = v ? v : -1;
@@ -1985,15 +2289,17 @@ EFAX_PRIVATE int efax__ctx_named_nics(efax_ctx *ctx, const efax_ctx_desc *d, str
 /* Step 2b, no NICs given: those a device backs (a PCI function: EFA devices, physical interfaces),
    not bridges, veths or docker0, whose addresses may mean the local host on every node; without
    any, every NIC but loopback; without those, loopback. Of those, the NICs nearest this rank's
-   GPU (device memory) or on its CPU's NUMA node (host memory): a p5 has 32 NICs, 4 behind each
-   GPU's PCIe switch. Fills chosen; returns how many. */
+   GPU (device memory); for host memory this rank's share of the PCIe switch groups (a p5 has 32
+   NICs, 4 behind each GPU's switch: 8 ranks a node each opening all 32, or 16 of their NUMA node,
+   would make 128-256 endpoints and register every buffer 16-32 times), else the NICs on the NUMA
+   node it is bound to. Fills chosen; returns how many. */
 EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, struct fi_info **dom, int ndom,
                                         struct fi_info **chosen) {
     efax_nic_info tmp, *infos;
     int level = 0, nsel = 0, i, k, numa, idx[EFAX_MAX_NICS];
     struct fi_info *nearer[EFAX_MAX_NICS];
     const char *root = efax_topo_sysfs_root();
-    char gpu[16];
+    char gpu[16], why[120] = "";
     for (i = 0; i < ndom; i++) {
         efax__fill_info(dom[i], &tmp);
         if (!tmp.loopback) level = level > 1 ? level : tmp.pci[0] ? 2 : 1;
@@ -2008,23 +2314,157 @@ EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, s
     efax__copy(gpu, sizeof gpu, d->near_pci);
     numa = gpu[0] ? -1 : efax__cpu_numa(root);
     for (i = 0; i < nsel; i++) efax__fill_info(chosen[i], &infos[i]);
-    k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
+    k = gpu[0] ? 0
+               : efax_topo_host_nics(root, infos, nsel, numa, d->local_rank, d->local_size, idx,
+                                     EFAX_MAX_NICS, why, sizeof why);
+    if (k > 0)
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "%s; host memory", why);
+    else
+        k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
     free(infos);
     if (k <= 0) return nsel;
     for (i = 0; i < k; i++) nearer[i] = chosen[idx[i]];
     for (i = 0; i < k; i++) chosen[i] = nearer[i];
     if (gpu[0]) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
-    else snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (where this rank is bound)", numa);
+    else if (!why[0])
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (where this rank is bound)", numa);
     return k;
 }
 
+/* Step 1b: what the provider is, before any NIC opens: efax__prov_of's kind and what follows from
+   it alone. The rest of efax_caps comes from the open NICs (efax__caps_nics). */
+EFAX_PRIVATE void efax__caps_prov(efax_ctx *ctx, const struct fi_info *fi, const efax_ctx_desc *d) {
+    efax_caps *c = &ctx->caps;
+    memset(c, 0, sizeof *c);
+    efax__copy(c->provider, sizeof c->provider,
+               fi && fi->fabric_attr ? fi->fabric_attr->prov_name : ctx->provider);
+    c->prov = efax__prov_of(c->provider);
+    c->fi_version = fi_version();
+    c->gpudirect = c->cuda_api = c->emulated_write = c->unsolicited_write_recv = c->efa_shm = -1;
+    c->eq_required = c->prov == EFAX_PROV_EFA;
+    c->whole_writes = c->prov == EFAX_PROV_SHM;
+    c->chunk_between_hosts = c->prov == EFAX_PROV_TCP;
+    /* 1.x's shm cannot overlap the two copies (efax__post_split says why) */
+    c->split_writes = c->prov == EFAX_PROV_SHM && FI_MAJOR(fi_version()) >= 2 && d->shm_split > 0;
+    c->small_pages = c->prov == EFAX_PROV_TCP;
+    c->stale_name_retry = c->prov == EFAX_PROV_SHM;
+}
+
+/* $EFAX_CAPS_OVERRIDE ("emulated_write=1,gpudirect=0"): replaces what this rank reports about its
+   provider in efax_caps, and so in the run header and the connect fingerprint, never what the
+   provider itself does (what efax decides from efax_caps follows it: device memory is staged
+   under gpudirect=0, writes are cut at max_write). It rehearses on tcp and shm what a mixed EFA
+   cluster prints and proves that efax_ctx_connect refuses it (tests/run.sh fault/caps-*). Fields:
+   emulated_write, unsolicited_write_recv, gpudirect (-1, 0 or 1), hmem (0 or 1), max_write
+   (bytes, 4096 up to what the provider allows: lowers it). Returns 0 or -EFAX_E_USAGE. */
+EFAX_PRIVATE int efax__caps_override(efax_ctx *ctx) {
+    static const char *const names[5] = {"emulated_write", "unsolicited_write_recv", "gpudirect", "hmem",
+                                         "max_write"};
+    const char *env = getenv("EFAX_CAPS_OVERRIDE");
+    char buf[256], *tok, *save = NULL;
+    efax_caps *c = &ctx->caps;
+    if (!env || !*env) return 0;
+    efax__copy(buf, sizeof buf, env);
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '='), *end = NULL;
+        int k = 5, *dst[3];
+        unsigned long long v = 0;
+        bool ok = false;
+        dst[0] = &c->emulated_write, dst[1] = &c->unsolicited_write_recv, dst[2] = &c->gpudirect;
+        for (k = 0; eq && k < 5; k++)
+            if ((size_t)(eq - tok) == strlen(names[k]) && !strncmp(tok, names[k], (size_t)(eq - tok))) break;
+        if (!eq) k = 5;
+        if (k < 4) ok = !strcmp(eq + 1, "0") || !strcmp(eq + 1, "1") || (k < 3 && !strcmp(eq + 1, "-1"));
+        if (k == 4) {
+            errno = 0;
+            v = strtoull(eq + 1, &end, 10);
+            ok = isdigit((unsigned char)eq[1]) && !*end && !errno && v >= 4096 && v <= c->max_write;
+        }
+        if (!ok) {
+            efax_log(
+                ctx, 0,
+                "EFAX_CAPS_OVERRIDE='%s': '%s' is not valid: expected NAME=VALUE pairs: emulated_write, "
+                "unsolicited_write_recv, gpudirect (-1, 0, 1), hmem (0, 1) or max_write (4096..%llu bytes)",
+                env, tok, (unsigned long long)c->max_write);
+            return -EFAX_E_USAGE;
+        }
+        if (k == 4) {
+            efax_log(ctx, 1,
+                     "EFAX_CAPS_OVERRIDE: this rank's largest write is %llu bytes (the provider's %llu)", v,
+                     (unsigned long long)c->max_write);
+            c->max_write = v;
+            snprintf(c->max_write_from, sizeof c->max_write_from, "EFAX_CAPS_OVERRIDE");
+            continue;
+        }
+        efax_log(ctx, 1, "EFAX_CAPS_OVERRIDE: this rank reports %s=%d (the provider said %d)", names[k],
+                 atoi(eq + 1), k == 3 ? (int)c->hmem : *dst[k]);
+        if (k == 3)
+            c->hmem = atoi(eq + 1) != 0;
+        else
+            *dst[k] = atoi(eq + 1);
+    }
+    return 0;
+}
+
+/* An int attribute over the NICs: the first NIC's, or 1 where any says 1 (emulated, ...). */
+EFAX_PRIVATE int efax__tri_any(int acc, int v, bool first) {
+    return first ? v : acc == 1 || v == 1 ? 1 : acc < v ? acc : v;
+}
+
+/* Step 3b: the rest of efax_caps, from the open NICs; then $EFAX_CAPS_OVERRIDE. */
+EFAX_PRIVATE int efax__caps_nics(efax_ctx *ctx) {
+    efax_caps *c = &ctx->caps;
+    uint64_t dev = 0;
+    int i, rc;
+    c->max_write = EFAX_MAX_CHUNK;
+    snprintf(c->max_write_from, sizeof c->max_write_from, "EFAX_MAX_CHUNK");
+    c->hmem = ctx->nnic > 0;
+    for (i = 0; i < ctx->nnic; i++) {
+        const efax_nic_info *n = &ctx->nic[i].info;
+        bool first = i == 0;
+        c->mr_mode |= n->mr_mode;
+        c->hmem = c->hmem && ctx->nic[i].fi && (ctx->nic[i].fi->caps & FI_HMEM);
+        if (first || n->cq_data_size < c->cq_data_size) c->cq_data_size = n->cq_data_size;
+        if (first || n->inject_size < c->inject_msg_size) c->inject_msg_size = n->inject_size;
+        if (first || n->inject_rma_size < c->inject_rma_size) c->inject_rma_size = n->inject_rma_size;
+        if (n->max_msg_size && n->max_msg_size < c->max_write) {
+            c->max_write = n->max_msg_size;
+            snprintf(c->max_write_from, sizeof c->max_write_from, "max_msg_size of NIC %.24s", n->name);
+        }
+        if (n->max_rma_size && n->max_rma_size < c->max_write) {
+            c->max_write = n->max_rma_size;
+            snprintf(c->max_write_from, sizeof c->max_write_from, "FI_OPT_MAX_RMA_SIZE of NIC %.24s",
+                     n->name);
+        }
+        if (first || n->gpudirect < c->gpudirect) c->gpudirect = n->gpudirect; /* one NIC without it: none */
+        c->cuda_api = efax__tri_any(c->cuda_api, n->cuda_api, first);
+        c->emulated_write = efax__tri_any(c->emulated_write, n->emulated_write, first);
+        c->unsolicited_write_recv =
+            efax__tri_any(c->unsolicited_write_recv, n->unsolicited_write_recv, first);
+        c->efa_shm = efax__tri_any(c->efa_shm, n->efa_shm, first);
+    }
+    if (c->prov == EFAX_PROV_EFA && ctx->nnic > 0 && (dev = efax__efa_max_rdma(ctx->nic[0].info.name)) > 0 &&
+        dev < c->max_write) {
+        c->max_write = dev;
+        snprintf(c->max_write_from, sizeof c->max_write_from, "the device's max_rdma_size (efa-direct)");
+    }
+    if (c->prov == EFAX_PROV_EFA && !dev)
+        efax_log(ctx, 2,
+                 "efa: the device's max_rdma_size is unknown (no efa-direct endpoint: libfabric %u.%u); "
+                 "writes are cut at %llu bytes",
+                 FI_MAJOR(fi_version()), FI_MINOR(fi_version()), (unsigned long long)c->max_write);
+    if ((rc = efax__caps_override(ctx))) return rc;
+    ctx->max_chunk = c->max_write;
+    return 0;
+}
+
 /* Step 3: opens the chosen NICs (efax__open_nic), checks each carries 4 bytes of immediate data,
-   and takes the largest chunk all of them write. Returns 0 or a negative code (logged). */
+   and resolves the capabilities (efax__caps_nics). Returns 0 or a negative code (logged). */
 EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi_info **chosen, int nsel) {
     int i, rc;
     if (!(ctx->nic = (efax__nic *)calloc((size_t)nsel, sizeof(efax__nic)))) return -FI_ENOMEM;
-    ctx->max_chunk = EFAX_MAX_CHUNK;
-    ctx->huge_pages = d->huge_pages >= 0;
+    ctx->huge_pages =
+        d->huge_pages > 0 || (!d->huge_pages && !ctx->caps.small_pages); /* efax_ctx_host_alloc */
     for (i = 0; i < nsel; i++) {
         const efax_nic_info *ni = &ctx->nic[i].info;
         uint64_t t0 = efax_now_ns();
@@ -2036,14 +2476,10 @@ EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi
             efax_log(ctx, 0, "NIC %s offers %zu bytes of immediate data; efax needs 4", ni->name, ni->cq_data_size);
             return -EFAX_E_UNSUPPORTED;
         }
-        if (ni->max_msg_size && ni->max_msg_size < ctx->max_chunk) ctx->max_chunk = ni->max_msg_size;
-        if (ni->max_rma_size && ni->max_rma_size < ctx->max_chunk) ctx->max_chunk = ni->max_rma_size;
-        /* 1.x's shm cannot overlap the two copies (efax__post_split says why) */
-        if (d->shm_split > 0 && !strcmp(ni->provider, "shm") && FI_MAJOR(fi_version()) >= 2)
-            ctx->nic[i].split_min = d->shm_split < 8192 ? 8192 : (uint64_t)d->shm_split; /* two halves of whole pages */
-        if (!d->huge_pages && !strncmp(ni->provider, "tcp", 3)) ctx->huge_pages = false; /* efax_ctx_host_alloc says why */
+        if (ctx->caps.split_writes) /* two halves of whole pages */
+            ctx->nic[i].split_min = d->shm_split < 8192 ? 8192 : (uint64_t)d->shm_split;
     }
-    return 0;
+    return efax__caps_nics(ctx);
 }
 
 EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
@@ -2054,9 +2490,10 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     memset(ctx, 0, sizeof *ctx);
     ctx->rank = 0, ctx->size = 1;
     if ((rc = efax__ctx_defaults(ctx, desc, &d))) return rc;
-    ctx->fi_more = d.fi_more, ctx->efa_shm = d.efa_shm, ctx->no_cuda_api = d.no_cuda_api;
+    ctx->fi_more = d.fi_more, ctx->efa_shm = d.efa_shm, ctx->cuda_api = d.cuda_api;
     ctx->ntags = d.imm_tags, ctx->timeout_ms = d.timeout_ms;
     if ((rc = efax__ctx_provider(ctx, &d, &list))) return rc;
+    efax__caps_prov(ctx, list, &d);
     ndom = efax__domains(list, dom, 256);
     if (ndom > 256) ndom = 256;
     for (i = 0; i < ndom; i++) {
@@ -2121,6 +2558,8 @@ EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx) {
 EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx) { return ctx ? ctx->mem_note : ""; }
 EFAX_API bool efax_ctx_huge_pages(const efax_ctx *ctx) { return ctx && ctx->huge_pages; }
 EFAX_API const char *efax_ctx_provider(const efax_ctx *ctx) { return ctx->provider; }
+EFAX_API const efax_caps *efax_ctx_caps(const efax_ctx *ctx) { return &ctx->caps; }
+EFAX_API const char *efax_ctx_peer_note(const efax_ctx *ctx) { return ctx->peer_note; }
 EFAX_API const char *efax_ctx_nic_choice(const efax_ctx *ctx) { return ctx->nic_choice; }
 EFAX_API int efax_ctx_timeout_ms(const efax_ctx *ctx) { return ctx->timeout_ms; }
 EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note) {
@@ -2153,13 +2592,99 @@ typedef struct efax__hello_nic {
     uint32_t addrlen;
     uint8_t addr[EFAX__ADDR_MAX];
 } efax__hello_nic;
+/* What a rank's provider does that decides whether efa writes between two ranks are what they
+   seem (efax_caps' "fingerprint" fields): exchanged in the hello, compared by efax__fp_compare. */
+typedef struct efax__fp {
+    uint32_t fi_version;
+    int8_t prov, hmem, gpudirect, emulated_write, unsolicited_write_recv, pad[3];
+    uint64_t max_write; /* efax_caps.max_write: the job's chunk limit is the smallest */
+} efax__fp;
 typedef struct efax__hello {
     uint32_t magic, wire;
     int32_t rank, nnic;
     char provider[32];
     char host[64];
+    efax__fp fp;
     efax__hello_nic nic[EFAX_MAX_NICS];
 } efax__hello;
+
+EFAX_PRIVATE void efax__fp_of(const efax_caps *c, efax__fp *fp) {
+    memset(fp, 0, sizeof *fp);
+    fp->fi_version = c->fi_version;
+    fp->prov = (int8_t)c->prov;
+    fp->hmem = (int8_t)c->hmem;
+    fp->gpudirect = (int8_t)c->gpudirect;
+    fp->emulated_write = (int8_t)c->emulated_write;
+    fp->unsolicited_write_recv = (int8_t)c->unsolicited_write_recv;
+    fp->max_write = c->max_write;
+}
+
+/* Compares rank p's fingerprint b with rank q's a (every rank compares every peer with rank 0, so
+   every rank reaches the same verdict and none waits on one that refused). Refused (returns
+   -EFAX_E_MISMATCH, why names both ranks and the difference): what makes efa emulate every write
+   between the two, silently (efa_rdm_rma.h efa_rdm_rma_should_write_using_rdma, logged at INFO):
+   one emulates RDMA writes and the other does not (both must support RDMA write), or they set
+   unsolicited write recv differently. Refused too: another libfabric major version on a provider
+   other than efa (tcp from Debian's 1.17 and from 2.6.0 never completed a message between them
+   here: a 20 s timeout, not an error; efa negotiates its protocol per peer, efa_rdm_peer.h).
+   Flagged (appended to note, returns 0): other libfabric versions otherwise, FI_HMEM on one only
+   (that rank stages device memory), GPUDirect on one only, and unsolicited write recv that one
+   rank could not set. Pure. */
+EFAX_PRIVATE int efax__fp_compare(const efax__fp *a, int q, const char *qhost, const efax__fp *b, int p,
+                                  const char *phost, char *why, size_t wl, char *note, size_t nl) {
+    size_t u = strlen(note);
+    if ((a->emulated_write == 1) != (b->emulated_write == 1)) {
+        int e = a->emulated_write == 1 ? q : p, n = e == q ? p : q;
+        snprintf(
+            why, wl,
+            "rank %d (%s) emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) and rank %d (%s) "
+            "%s: efa would emulate every write between them (efa_rdm_rma.h: both must support RDMA write); "
+            "run on NICs that do RDMA writes",
+            e, e == q ? qhost : phost, n, n == q ? qhost : phost,
+            (e == q ? b : a)->emulated_write == 0 ? "does not" : "cannot say");
+        return -EFAX_E_MISMATCH;
+    }
+    if (a->unsolicited_write_recv >= 0 && b->unsolicited_write_recv >= 0 &&
+        a->unsolicited_write_recv != b->unsolicited_write_recv) {
+        snprintf(
+            why, wl,
+            "rank %d (%s) set efa's unsolicited write recv %s and rank %d (%s) %s: efa would emulate writes "
+            "with immediate data between them (efa_rdm_rma.h); set EFAX_EFA_UNSOLICITED_WRITE_RECV and "
+            "FI_EFA_USE_UNSOLICITED_WRITE_RECV alike on every rank",
+            q, qhost, a->unsolicited_write_recv ? "on" : "off", p, phost,
+            b->unsolicited_write_recv ? "on" : "off");
+        return -EFAX_E_MISMATCH;
+    }
+    if (a->prov != EFAX_PROV_EFA && FI_MAJOR(a->fi_version) != FI_MAJOR(b->fi_version)) {
+        snprintf(why, wl,
+                 "rank %d (%s) runs libfabric %u.%u and rank %d (%s) %u.%u: this provider's wire protocol is "
+                 "not the same across major versions; use one libfabric on every rank",
+                 q, qhost, FI_MAJOR(a->fi_version), FI_MINOR(a->fi_version), p, phost,
+                 FI_MAJOR(b->fi_version), FI_MINOR(b->fi_version));
+        return -EFAX_E_MISMATCH;
+    }
+#define EFAX__NOTE(...) (u < nl ? (void)(u += (size_t)snprintf(note + u, nl - u, __VA_ARGS__)) : (void)0)
+    if (a->fi_version != b->fi_version)
+        EFAX__NOTE("%srank %d runs libfabric %u.%u, rank %d %u.%u", u ? "; " : "", p, FI_MAJOR(b->fi_version),
+                   FI_MINOR(b->fi_version), q, FI_MAJOR(a->fi_version), FI_MINOR(a->fi_version));
+    if (a->hmem != b->hmem)
+        EFAX__NOTE("%srank %d %s FI_HMEM, rank %d %s", u ? "; " : "", p, b->hmem ? "has" : "lacks", q,
+                   a->hmem ? "has" : "lacks");
+    if (a->gpudirect != b->gpudirect && (a->gpudirect >= 0 || b->gpudirect >= 0))
+        EFAX__NOTE("%srank %d GPUDirect %s, rank %d %s", u ? "; " : "", p,
+                   b->gpudirect == 1 ? "yes"
+                   : b->gpudirect    ? "n/a"
+                                     : "NO",
+                   q,
+                   a->gpudirect == 1 ? "yes"
+                   : a->gpudirect    ? "n/a"
+                                     : "NO");
+    if (a->prov == EFAX_PROV_EFA && (a->unsolicited_write_recv < 0) != (b->unsolicited_write_recv < 0))
+        EFAX__NOTE("%srank %d could not set efa's unsolicited write recv (libfabric < 2.5?)", u ? "; " : "",
+                   a->unsolicited_write_recv < 0 ? q : p);
+#undef EFAX__NOTE
+    return 0;
+}
 
 /* Checks a peer's hello. Returns 0 or -EFAX_E_VERSION / -EFAX_E_PEER with the reason in why. */
 EFAX_PRIVATE int efax__hello_check(const efax__hello *h, int rank, const char *provider, char *why,
@@ -2206,7 +2731,7 @@ EFAX_PRIVATE int efax__match(const efax__hello *from, int i, const efax__hello *
 EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     efax__hello *all = NULL, me;
     int rc, p, i, j, size = boot->size;
-    char why[256];
+    char why[512];
     memset(&me, 0, sizeof me);
     me.magic = EFAX__HELLO_MAGIC;
     me.wire = EFAX_WIRE_VERSION;
@@ -2214,6 +2739,7 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     me.nnic = ctx->nnic;
     efax__copy(me.provider, sizeof me.provider, ctx->provider);
     efax__copy(me.host, sizeof me.host, boot->host);
+    efax__fp_of(&ctx->caps, &me.fp);
     for (i = 0; i < ctx->nnic; i++) {
         efax__copy(me.nic[i].name, sizeof me.nic[i].name, ctx->nic[i].info.name);
         me.nic[i].addrlen = (uint32_t)ctx->nic[i].addrlen;
@@ -2236,23 +2762,19 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             free(all);
             return rc;
         }
-    { /* the largest write chunk, the same on every rank: a target counts the writer's chunks */
-        uint64_t mine = efax_ctx_max_chunk(ctx), *lim = (uint64_t *)calloc((size_t)size, sizeof(uint64_t));
-        if (!lim) {
-            free(all);
-            return -FI_ENOMEM;
-        }
-        if ((rc = efax_boot_allgather(boot, &mine, sizeof mine, lim, -1))) {
-            efax_log(ctx, 0, "exchanging write limits failed: %s", efax_strerror(rc));
-            free(lim);
+    ctx->peer_note[0] = 0;
+    for (p = 1; p < size; p++) /* every rank against rank 0: the same verdict everywhere */
+        if ((rc = efax__fp_compare(&all[0].fp, 0, all[0].host, &all[p].fp, p, all[p].host, why, sizeof why,
+                                   ctx->peer_note, sizeof ctx->peer_note))) {
+            efax_log(ctx, 0, "%s", why);
             free(all);
             return rc;
         }
-        for (p = 0; p < size; p++)
-            if (lim[p] && lim[p] < mine) mine = lim[p];
-        ctx->max_chunk = mine;
-        free(lim);
-    }
+    if (ctx->peer_note[0] && boot->rank == 0) efax_log(ctx, 1, "ranks differ: %s", ctx->peer_note);
+    /* the largest write chunk, the same on every rank: a target counts the writer's chunks */
+    ctx->max_chunk = ctx->caps.max_write;
+    for (p = 0; p < size; p++)
+        if (all[p].fp.max_write && all[p].fp.max_write < ctx->max_chunk) ctx->max_chunk = all[p].fp.max_write;
     ctx->rank = boot->rank;
     ctx->size = size;
     ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
@@ -2311,6 +2833,18 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
         return -FI_EINVAL;
     }
     access = desc->access ? desc->access : (unsigned)EFAX_MR_ALL;
+    /* efa without GPUDirect takes CUDA memory and moves it by CUDA copies (efa_rdm_mr.c): a run
+       would measure cudaMemcpy under the name of the NIC. Only where that was permitted knowingly. */
+    if (desc->iface != FI_HMEM_SYSTEM && ctx->caps.gpudirect == 0 && ctx->caps.cuda_api != 1) {
+        efax_log(
+            ctx, 0,
+            "registering device memory on %s: no GPUDirect (the provider refused "
+            "FI_OPT_CUDA_API_PERMITTED=false: no GPU peer-to-peer support) and it would move the bytes by "
+            "CUDA copies; stage it through host memory, or pass --cuda-api (EFAX_CUDA_API=1, "
+            "efax_ctx_desc.cuda_api 1) to allow that knowingly",
+            ctx->caps.provider);
+        return -EFAX_E_UNSUPPORTED;
+    }
     if (access & EFAX_MR_SEND) fa |= FI_SEND;
     if (access & EFAX_MR_RECV) fa |= FI_RECV;
     if (access & EFAX_MR_WRITE_SRC) fa |= FI_WRITE;
@@ -4694,7 +5228,7 @@ EFAX_API int efax_os_counters_nic(const efax_nic_info *nic, efax_os_counters *ou
     char dev[64], dir[PATH_MAX], *dash;
     const char *root = efax_topo_sysfs_root();
     memset(out, 0, sizeof *out);
-    if (!strncmp(nic->provider, "efa", 3)) {
+    if (efax__prov_of(nic->provider) == EFAX_PROV_EFA) {
         efax__copy(dev, sizeof dev, nic->name);
         if ((dash = strrchr(dev, '-')) && (!strcmp(dash, "-rdm") || !strcmp(dash, "-dgrm"))) *dash = 0;
         snprintf(dir, sizeof dir, "%s/sys/class/infiniband/%s/ports/1/hw_counters", root, dev);

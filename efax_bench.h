@@ -66,7 +66,8 @@ typedef struct efax_opts {
     double duration_s;             /* --duration S: repeat the sweep until S seconds passed */
     const char *mem;               /* --mem host,pin,dma (efax_cuda.h builds) */
     bool efa_shm;                  /* --efa-shm: efax_ctx_desc.efa_shm */
-    bool no_cuda_api;              /* --no-cuda-api: efax_ctx_desc.no_cuda_api */
+    bool no_cuda_api;              /* --no-cuda-api: efax_ctx_desc.cuda_api -1 */
+    bool cuda_api;                 /* --cuda-api: efax_ctx_desc.cuda_api 1 */
     int argc;
     char **argv;
 } efax_opts;
@@ -149,7 +150,8 @@ EFAX_API const char *efax_result_kind_name(efax_result_kind k);
 typedef struct efax_result {
     char variant[40];          /* e.g. "Single", "Split", "Stream", "RoundTrip" */
     char memory[16];           /* host, pinned, device */
-    char mem_path[16];         /* how device memory reached the NIC: host, dmabuf, hmem, staged */
+    char mem_path[32];         /* how device memory reached the NIC: host, dmabuf, hmem, staged; with
+                                  " (no GPUDirect)" where efa had none */
     efax_result_kind kind;
     uint64_t size;             /* bytes per message (all2all: per-rank send buffer) */
     int iters, window, peers;
@@ -473,10 +475,11 @@ EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const
        the target's, efax__post_split), so whole messages: each chunk only adds a command, a
        response and a completion. Host memory, 1.17, 256 MiB: 10.6-12.7 GB/s whole against 4.4-5.0 in 1 MiB
        chunks (three interleaved rounds); 2.6.0: 16.4 against 15.6. A staged target takes cells. */
-    if (ctx && efax_ctx_nnics(ctx) > 0 && !strncmp(efax_ctx_nic(ctx, 0)->provider, "shm", 3) &&
-        !(b && b->ops && !strcmp(b->ops->name, "device") && (!efax_ctx_nic(ctx, 0)->hmem || (forced && !strcmp(forced, "staged")))))
+    if (ctx && efax_ctx_nnics(ctx) > 0 && efax_ctx_caps(ctx)->whole_writes &&
+        !(b && b->ops && !strcmp(b->ops->name, "device") &&
+          (!efax_ctx_caps(ctx)->hmem || (forced && !strcmp(forced, "staged")))))
         return 1ull << 30;
-    if (ctx && efax_ctx_nnics(ctx) > 0 && !strncmp(efax_ctx_nic(ctx, 0)->provider, "tcp", 3) &&
+    if (ctx && efax_ctx_nnics(ctx) > 0 && efax_ctx_caps(ctx)->chunk_between_hosts &&
         strcmp(efax_ctx_host(ctx, from), efax_ctx_host(ctx, to)))
         return 128u << 10;
     return 1ull << 20;
@@ -731,11 +734,17 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         EFAXB__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
         EFAXB__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL, "efa: let its own shared memory carry same-host peers (default: the NIC does)");
         EFAXB__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL, "the provider may not call CUDA: device memory by GPUDirect RDMA only");
+        EFAXB__OPT("cuda-api", 0, EFAX_OPT_FLAG, &o->cuda_api, 0, 0, NULL, NULL,
+                   "efa may move device memory by CUDA copies where it has no GPUDirect (default: staged)");
 #undef EFAXB__OPT
     }
     o->argc = argc;
     o->argv = argv;
     if ((rc = efaxb__parse(argc, argv, extra, common, driver, about, err, errlen))) return rc;
+    if (o->cuda_api && o->no_cuda_api) {
+        snprintf(err, errlen, "--cuda-api and --no-cuda-api contradict each other: pass one");
+        return -EFAX_E_USAGE;
+    }
     if (modes) {
         char buf[128], *tok, *save = NULL;
         o->modes = 0;
@@ -769,9 +778,13 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
             return -EFAX_E_USAGE;
         }
         { /* the context reads these (efax__ctx_defaults): checked here, before any rank waits on another */
-            static const struct { const char *name; int hi; const char *what; } ints[] = {
-                {"EFAX_SHM_SPLIT", INT_MAX, "bytes (0: never split)"}, {"EFAX_HUGE_PAGES", 1, "0 or 1"},
-                {"EFAX_EFA_SHM", 1, "0 or 1"}, {"EFAX_CUDA_API", 1, "0 or 1"}};
+            static const struct { const char *name; int hi; const char *what;
+            } ints[] = {{"EFAX_SHM_SPLIT", INT_MAX, "bytes (0: never split)"},
+                        {"EFAX_HUGE_PAGES", 1, "0 or 1"},
+                        {"EFAX_EFA_SHM", 1, "0 or 1"},
+                        {"EFAX_CUDA_API", 1, "0 or 1"},
+                        {"EFAX_EFA_UNSOLICITED_WRITE_RECV", 1, "0 or 1"},
+                        {"EFAX_GDR_FLUSH", 1, "0 or 1"}};
             size_t k;
             int iv;
             for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
@@ -988,9 +1001,33 @@ EFAX_PRIVATE void efaxb__print_nic_choice(const efax_report *r) {
 /* JSON for a NIC's -1/0/1 attribute: null (not efa, or unknown), false, true. */
 EFAX_PRIVATE const char *efaxb__tri(int v) { return v < 0 ? "null" : v ? "true" : "false"; }
 
+/* The header lines from efax_caps: GPUDirect (device memory on efa), the largest write when
+   something below efax's own 1 GiB sets it, and what the ranks' fingerprints differ in. */
+EFAX_PRIVATE void efaxb__print_caps(const efax_ctx *ctx) {
+    const efax_caps *c = efax_ctx_caps(ctx);
+    char mine[32], job[32];
+    if (c->gpudirect == 1)
+        printf("# GPUDirect: yes (%s took FI_OPT_CUDA_API_PERMITTED=false: device memory moves by the NIC)\n",
+               c->provider);
+    if (c->gpudirect == 0)
+        printf("# GPUDirect: NO: %s found no GPU peer-to-peer support (it refused "
+               "FI_OPT_CUDA_API_PERMITTED=false); %s\n",
+               c->provider,
+               c->cuda_api == 1
+                   ? "device memory moves by CUDA copies inside the provider (--cuda-api)"
+                   : "device memory is staged through host memory (--cuda-api: CUDA copies instead)");
+    if (c->gpudirect < 0 && c->hmem && c->prov == EFAX_PROV_EFA)
+        printf("# GPUDirect: unknown (libfabric < 1.18 cannot forbid efa's CUDA calls)\n");
+    if (c->max_write < EFAX_MAX_CHUNK || efax_ctx_max_chunk(ctx) < EFAX_MAX_CHUNK || c->prov == EFAX_PROV_EFA)
+        printf("# largest write: %s (%s; the job's: %s)\n", efax_fmt_size(c->max_write, mine, sizeof mine),
+               c->max_write_from, efax_fmt_size(efax_ctx_max_chunk(ctx), job, sizeof job));
+    if (efax_ctx_peer_note(ctx)[0]) printf("# ranks differ: %s\n", efax_ctx_peer_note(ctx));
+}
+
 /* The header lines that say what the NICs' results mean: message order, and on efa whether
    same-host peers use the NIC, whether writes are RDMA writes, whether CUDA calls are allowed. */
 EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
+    const efax_caps *caps = efax_ctx_caps(ctx);
     int i, sas = 0, shm_on = 0, shm_off = 0, emu = 0, real = 0, cuda_off = 0;
     char emu_names[256];
     size_t eu = 0;
@@ -1008,15 +1045,25 @@ EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
     }
     printf("# message order: %s\n", sas == efax_ctx_nnics(ctx) ? "send-after-send (FI_ORDER_SAS granted)"
                                     : "not ordered on every NIC (efax matches receives by immediate data)");
-    if (strcmp(efax_ctx_provider(ctx), "efa")) {
+    efaxb__print_caps(ctx);
+    if (caps->prov != EFAX_PROV_EFA) {
         if (cuda_off) printf("# CUDA API in the provider: forbidden (FI_OPT_CUDA_API_PERMITTED=false)\n");
         return;
     }
-    printf("# efa: same-host peers through %s; writes: %s; CUDA API in the provider: %s\n",
-           shm_on ? "efa's shared memory (--efa-shm: memcpy, not the NIC)" : shm_off ? "the NIC (shared memory off)"
-                                                                          : "whatever efa decides (this libfabric cannot say)",
-           emu ? "EMULATED with messages (not RDMA writes)" : real == efax_ctx_nnics(ctx) ? "RDMA writes (device)" : "unknown (libfabric < 1.18)",
-           cuda_off ? "forbidden (GPUDirect RDMA only)" : "permitted");
+    printf("# efa: same-host peers through %s; writes: %s; CUDA API in the provider: %s; unsolicited write "
+           "recv: %s\n",
+           shm_on    ? "efa's shared memory (--efa-shm: memcpy, not the NIC)"
+           : shm_off ? "the NIC (shared memory off)"
+                     : "whatever efa decides (this libfabric cannot say)",
+           emu                           ? "EMULATED with messages (not RDMA writes)"
+           : real == efax_ctx_nnics(ctx) ? "RDMA writes (device)"
+                                         : "unknown (libfabric < 1.18)",
+           cuda_off              ? "forbidden (GPUDirect RDMA only)"
+           : caps->cuda_api == 1 ? "permitted (--cuda-api)"
+                                 : "permitted",
+           caps->unsolicited_write_recv < 0 ? "efa's default (libfabric < 2.5 cannot set it)"
+           : caps->unsolicited_write_recv   ? "on, alike on every rank"
+                                            : "off, alike on every rank");
     if (emu) printf("# WARNING: efa emulates RDMA writes on NIC(s) %s: WRITE results there are not RDMA writes\n", emu_names);
 }
 
@@ -1078,12 +1125,36 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         efaxb__json_str(r->meta, sizeof r->meta, &u, n->pci);
         efaxb__cat(r->meta, sizeof r->meta, &u, ",\"link_gbps\":");
         efaxb__json_num(r->meta, sizeof r->meta, &u, n->link_gbps);
-        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s}",
-                  n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efaxb__tri(n->efa_shm), efaxb__tri(n->emulated_write),
-                  efaxb__tri(n->cuda_api));
+        efaxb__cat(r->meta, sizeof r->meta, &u,
+                   ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s,"
+                   "\"gpudirect\":%s}",
+                   n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efaxb__tri(n->efa_shm),
+                   efaxb__tri(n->emulated_write), efaxb__tri(n->cuda_api), efaxb__tri(n->gpudirect));
     }
     efaxb__cat(r->meta, sizeof r->meta, &u, "],\"nic_choice\":");
     efaxb__json_str(r->meta, sizeof r->meta, &u, ctx && efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
+    efaxb__cat(r->meta, sizeof r->meta, &u,
+               ",\"rank_nics\":["); /* every rank's NICs and why (efaxb__gather_nic_choice) */
+    for (i = 0; r->nic_choice && boot && i < boot->size; i++) {
+        if (i) efaxb__cat(r->meta, sizeof r->meta, &u, ",");
+        if (u + 2 * EFAXB__CHOICE_LEN > sizeof r->meta / 2) { /* room for the command and env */
+            efaxb__cat(r->meta, sizeof r->meta, &u, "\"(ranks %d-%d: see the header)\"", i, boot->size - 1);
+            break;
+        }
+        efaxb__json_str(r->meta, sizeof r->meta, &u, r->nic_choice[i]);
+    }
+    efaxb__cat(r->meta, sizeof r->meta, &u, "]");
+    if (ctx) {
+        const efax_caps *c = efax_ctx_caps(ctx);
+        efaxb__cat(r->meta, sizeof r->meta, &u,
+                   ",\"gpudirect\":%s,\"max_write\":%llu,\"unsolicited_write_recv\":%s",
+                   efaxb__tri(c->gpudirect), (unsigned long long)efax_ctx_max_chunk(ctx),
+                   efaxb__tri(c->unsolicited_write_recv));
+        if (efax_ctx_peer_note(ctx)[0]) {
+            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"ranks_differ\":");
+            efaxb__json_str(r->meta, sizeof r->meta, &u, efax_ctx_peer_note(ctx));
+        }
+    }
     efaxb__cat(r->meta, sizeof r->meta, &u, ",\"huge_pages\":%s,\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
               ctx && efax_ctx_huge_pages(ctx) ? "true" : "false", o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
     {
@@ -1399,6 +1470,8 @@ EFAX_API int efax_bench_connect(efax_bench *b, int imm_tags) {
     cd.timeout_ms = b->o.timeout_ms;
     cd.efa_shm = b->o.efa_shm;
     cd.no_cuda_api = b->o.no_cuda_api;
+    cd.cuda_api = b->o.cuda_api ? 1 : 0;
+    cd.local_size = b->boot.local_size;
     cd.imm_tags = imm_tags > 64 ? imm_tags : 0;
 #ifdef EFAX_CUDA_H
     if ((rc = efax_cuda_use(b->kinds, b->nk, b->boot.local_rank, &cd.hmem))) return rc; /* this rank's GPU */

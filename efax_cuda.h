@@ -33,6 +33,11 @@
        libfabric must be built with CUDA (--with-cuda) and be >= 1.20 for dmabuf.
      - NVLink IPC fails to open a peer's handle: the GPUs must be in one process tree's view
        (same container) and peer access possible (`nvidia-smi topo -m`).
+     - "no GPUDirect" (efa): efa found no GPU peer-to-peer support (nvidia-peermem or dmabuf),
+       refused FI_OPT_CUDA_API_PERMITTED=false, and would copy device memory with CUDA; efax
+       stages it instead and says so in every row (`--cuda-api` lets efa copy, knowingly).
+     - EFAX_GDR_FLUSH=1 forces cudaDeviceFlushGPUDirectRDMAWrites before every read of device
+       memory the NIC wrote (by default only on GPUs before Hopper with GPUDirect), 0 never.
 
    License: MIT (see efax.h).
 */
@@ -665,6 +670,7 @@ typedef struct efax__dev {
     } out[EFAX__OUTS];
     unsigned nout;
     unsigned long long *bad_d;
+    bool flush; /* NIC writes need cudaDeviceFlushGPUDirectRDMAWrites before the GPU reads */
 } efax__dev;
 
 EFAX_PRIVATE int efax__st_out_begin(void *u, uint64_t off, uint64_t len, uint64_t unit) {
@@ -735,6 +741,62 @@ EFAX_PRIVATE const efax_stage_ops *efax__cuda_stage_ops(void) {
     return &ops;
 }
 
+/* Whether NIC writes into device memory of `device` must be flushed before the GPU reads them.
+   A NIC's writes through GPUDirect RDMA may still sit in the PCIe fabric when its completion
+   arrives; on GPUs before Hopper a kernel can then read stale bytes, so NCCL flushes every receive
+   there (a local RDMA read, or cuFlushGPUDirectRDMAWrites with NCCL_NET_... CUDA flush: aws-ofi-nccl
+   nccl_ofi_rdma.cpp rdma_flush_req, nccl_ofi_cuda.cpp nccl_net_ofi_gpu_flush_gpudirect_rdma_writes),
+   and aws-ofi-nccl turns the flush off only for p5 and later (platform-aws.cpp: NCCL_NET_FORCE_FLUSH=0).
+   efax takes CUDA's documented call: cudaDeviceFlushGPUDirectRDMAWrites blocks until remote writes to
+   the device are visible to it, and is a no-op where cudaDevAttrGPUDirectRDMAWritesOrdering already
+   orders them for the owner (CUDA runtime API). So: needed on compute capability < 9.0 unless that
+   attribute says owner or better, and only where the NIC itself writes device memory (efax_caps
+   gpudirect 1: efa); EFAX_GDR_FLUSH=1 forces it on anywhere (so a Hopper machine's tests run the
+   call), 0 off. Returns 1 (flush, *why says why), 0 (not needed), -FI_ENOSYS (needed but the GPU
+   offers no flush: *why says so; staged memory is then the correct path), or -EFAX_E_USAGE. */
+EFAX_PRIVATE int efax__gdr_flush_need(const efax_caps *caps, int device, char *why, size_t wl) {
+    const char *env = getenv("EFAX_GDR_FLUSH");
+    int cc = 0, ordering = 0, opts = 0, v = -1;
+    if (env && *env) {
+        if (strcmp(env, "0") && strcmp(env, "1")) return -EFAX_E_USAGE;
+        v = atoi(env);
+    }
+    if (v == 0) return 0;
+    if (cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) cc = 0;
+    if (cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device) != cudaSuccess)
+        ordering = 0;
+    if (cudaDeviceGetAttribute(&opts, cudaDevAttrGPUDirectRDMAFlushWritesOptions, device) != cudaSuccess)
+        opts = 0;
+    (void)cudaGetLastError();
+    if (v < 0 && (caps->gpudirect != 1 || cc >= 9 || ordering >= cudaGPUDirectRDMAWritesOrderingOwner))
+        return 0;
+    if (!(opts & cudaFlushGPUDirectRDMAWritesOptionHost)) {
+        snprintf(
+            why, wl,
+            "GPU %d (compute capability %d.x) needs NIC writes flushed before it reads them and offers no "
+            "cudaDeviceFlushGPUDirectRDMAWrites",
+            device, cc);
+        return -FI_ENOSYS;
+    }
+    if (v > 0)
+        snprintf(why, wl, "NIC writes flushed before GPU reads (forced by EFAX_GDR_FLUSH=1)");
+    else
+        snprintf(why, wl, "NIC writes flushed before GPU reads (compute capability %d.x < 9.0)", cc);
+    return 1;
+}
+
+/* Makes NIC writes into s's device visible to it (efax__gdr_flush_need); 0 where none are needed. */
+EFAX_PRIVATE int efax__gdr_flush(efax__dev *s) {
+    int cur = -1, rc;
+    if (!s->flush) return 0;
+    if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
+    if (cur != s->device && (rc = EFAX_CUDA(cudaSetDevice(s->device)))) return rc;
+    rc = EFAX_CUDA(cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                                      cudaFlushGPUDirectRDMAWritesToOwner));
+    if (cur >= 0 && cur != s->device) cudaSetDevice(cur);
+    return rc;
+}
+
 /* Waits until copies that a provider started into this device buffer, and the buffer's own local
    copies (efax__dev_copy), have finished; -FI_ETIMEDOUT, named, once timeout_ms passed (a wedged
    copy ends the run instead of hanging it; < 0: 30000, the library's default). shm's CUDA IPC path
@@ -753,6 +815,7 @@ EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
     int cur = -1, rc = 0, n = 0, i;
     uint64_t deadline = efax_now_ns() + (uint64_t)(timeout_ms < 0 ? 30000 : timeout_ms) * 1000000ull;
     unsigned spins = 0;
+    if ((rc = efax__gdr_flush(s))) return rc; /* pre-Hopper: NIC writes visible to the GPU first */
     if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
     if (cur != s->device && (rc = EFAX_CUDA(cudaSetDevice(s->device)))) return rc;
     for (i = 0; i < 2 && !rc; i++)
@@ -869,10 +932,11 @@ EFAX_PRIVATE int efax__dev_reg(efax_ctx *ctx, efax_buf *b, efax__dev *s, size_t 
    b->path says which ran, the context's note says why, and each path passed over is one line. */
 EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
     efax__dev *s = (efax__dev *)calloc(1, sizeof *s);
-    char order[64], *tok, *save = NULL, why[192], note[192] = "";
+    const efax_caps *caps = ctx ? efax_ctx_caps(ctx) : NULL;
+    char order[64], *tok, *save = NULL, why[192], note[192] = "", flush_why[160];
     const char *reason;
     bool hmem = false, forced, first;
-    int rc = -FI_ENOSYS, i;
+    int rc = -FI_ENOSYS;
     if (!s) return -FI_ENOMEM;
     b->impl = s;
     s->dmabuf_fd = -1;
@@ -887,7 +951,7 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
         efax__copy(b->path, sizeof b->path, "device");
         return 0;
     }
-    for (i = 0; i < efax_ctx_nnics(ctx); i++) hmem = hmem || efax_ctx_nic(ctx, i)->hmem;
+    hmem = caps->hmem;
     efax__copy(order, sizeof order, efax__dev_paths(&reason, &forced));
     first = !efax_ctx_mem_note(ctx)[0]; /* the context's first device buffer speaks for all of them */
     for (tok = strtok_r(order, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -897,8 +961,15 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
         }
         if (strcmp(tok, "staged") && !hmem) {
             rc = -FI_ENOSYS;
-            snprintf(why, sizeof why, "provider %s offers no FI_HMEM", efax_ctx_nic(ctx, 0)->provider);
-        } else if (!(rc = efax__dev_reg(ctx, b, s, len, access, tok, why, sizeof why))) break;
+            snprintf(why, sizeof why, "provider %s offers no FI_HMEM", caps->provider);
+        } else if (strcmp(tok, "staged") && caps->gpudirect == 0 && caps->cuda_api != 1) {
+            rc = -EFAX_E_UNSUPPORTED; /* efax_mr_reg would refuse it too: the provider would copy with CUDA */
+            snprintf(why, sizeof why,
+                     "no GPUDirect: %s found no GPU peer-to-peer support (--cuda-api lets it copy "
+                     "device memory with CUDA)",
+                     caps->provider);
+        } else if (!(rc = efax__dev_reg(ctx, b, s, len, access, tok, why, sizeof why)))
+            break;
         if (forced) {
             efax_log(ctx, 0, "device memory: EFAX_MEM_PATH=%s cannot be used: %s", tok, why);
             return rc ? rc : -FI_ENOSYS;
@@ -907,11 +978,34 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
         snprintf(note, sizeof note, "%s", why);
     }
     if (!tok) return rc ? rc : -FI_ENOSYS;
-    efax__copy(b->path, sizeof b->path, tok);
+    snprintf(b->path, sizeof b->path, "%s%s", tok, caps->gpudirect == 0 ? " (no GPUDirect)" : "");
+    flush_why[0] = 0;
+    if (strcmp(tok, "staged") &&
+        (rc = efax__gdr_flush_need(caps, s->device, flush_why, sizeof flush_why)) < 0) {
+        if (rc == -EFAX_E_USAGE || forced) {
+            efax_log(ctx, 0, "device memory: %s",
+                     rc == -EFAX_E_USAGE ? "EFAX_GDR_FLUSH is not valid: expected 0 or 1" : flush_why);
+            return rc;
+        }
+        /* a pre-Hopper GPU without a flush: staged copies are ordered by CUDA, so the bytes are right */
+        efax_mr_dereg(&b->mr);
+        if (s->dmabuf_fd >= 0) close(s->dmabuf_fd), s->dmabuf_fd = -1;
+        if ((rc = efax__dev_reg(ctx, b, s, len, access, "staged", why, sizeof why))) return rc;
+        snprintf(note, sizeof note, "%s", flush_why);
+        snprintf(b->path, sizeof b->path, "staged");
+        tok = (char *)"staged";
+        if (first) efax_log(ctx, 1, "device memory: %s; staging it instead", flush_why);
+    } else {
+        s->flush = rc == 1;
+    }
     if (first) {
         char line[448];
-        if (tok == order) snprintf(line, sizeof line, "%s (%s)", tok, reason);
-        else snprintf(line, sizeof line, "%s instead of %s (%s)", tok, order, note);
+        if (tok == order)
+            snprintf(line, sizeof line, "%s (%s)%s%s", tok, reason, s->flush ? "; " : "",
+                     s->flush ? flush_why : "");
+        else
+            snprintf(line, sizeof line, "%s instead of %s (%s)%s%s", tok, order, note, s->flush ? "; " : "",
+                     s->flush ? flush_why : "");
         efax_ctx_set_mem_note(ctx, line);
     }
     return 0;
@@ -978,7 +1072,7 @@ EFAX_PRIVATE uint64_t efax__dev_check(efax_buf *b, uint64_t off, uint64_t len, i
     efax__dev *s = (efax__dev *)b->impl;
     unsigned long long bad = 0;
     if (!len) return 0;
-    if (EFAX_CUDA(cudaMemset(s->bad_d, 0, sizeof bad))) return len;
+    if (efax__gdr_flush(s) || EFAX_CUDA(cudaMemset(s->bad_d, 0, sizeof bad))) return len;
     efax__k_check<<<1024, 256>>>((const uint8_t *)b->ptr + off, len, efax_pattern_seed(rank, iter), s->bad_d);
     if (EFAX_CUDA(cudaGetLastError()) || EFAX_CUDA(cudaMemcpy(&bad, s->bad_d, sizeof bad, cudaMemcpyDeviceToHost))) return len;
     return bad;

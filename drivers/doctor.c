@@ -46,7 +46,8 @@ typedef struct doctor {
     const char *provider, *nics, *json, *csv;
     bool quiet, expect_efa;
     int timeout_ms;
-    efax_boot job; /* the launcher's job (or this process alone) */
+    efax_boot job;  /* the launcher's job (or this process alone) */
+    efax_prov prov; /* what the provider efax uses is (efax_ctx_caps; EFAX_PROV_OTHER before one opened) */
     finding f[MAX_FINDINGS];
     int n;
     char facts[512]; /* what hosts must agree on: libfabric, provider, NICs */
@@ -156,15 +157,15 @@ static void check_libfabric(doctor *d, char *provs, size_t plen, char *pick, siz
 }
 
 /* EFA devices the kernel has (vendor 0x1d0f under /sys/class/infiniband) against what libfabric offers. */
-static void check_efa(doctor *d, const char *provs) {
+static void check_efa(doctor *d) {
     char dir[PATH_MAX], path[PATH_MAX + 300], vendor[32], names[512];
     size_t u = 0;
     int n = 0;
-    bool efa_prov = false;
+    int nefa = 0;
+    bool efa_prov =
+        efax_topo_list("efa", NULL, 0, &nefa) == 0 && nefa > 0; /* libfabric's efa sees a device */
     DIR *dp;
     struct dirent *de;
-    for (const char *p = provs; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
-        if (!strncmp(p, "efa", 3) && (p[3] == ',' || !p[3])) efa_prov = true;
     names[0] = 0;
     snprintf(dir, sizeof dir, "%s/sys/class/infiniband", efax_topo_sysfs_root());
     if ((dp = opendir(dir))) {
@@ -240,7 +241,8 @@ static int write_once(efax_ctx *ctx, efax_buf *src, efax_buf *dst, uint64_t len,
 /* What one NIC (or GPU-and-NIC) pair did from cold: open, connect, register, first write, then warm. */
 typedef struct cold {
     double open_ms, connect_ms, reg_ms, first_us, warm_us;
-    char path[16];    /* how the buffer reached the NIC (host, dmabuf, hmem, staged) */
+    char path[32];    /* how the buffer reached the NIC (host, dmabuf, hmem, staged) */
+    efax_caps caps;   /* what the context found the provider can do (efax_ctx_caps) */
     char failed[320]; /* which step failed and why; "" when none did */
 } cold;
 
@@ -272,7 +274,10 @@ static int cold_start(doctor *d, efax_ctx_desc cd, const char *nic, const efax_m
     t0 = efax_now_ns();
     rc = efax_ctx_init(&ctx, &cd);
     c->open_ms = ms_since(t0);
-    if (rc) snprintf(c->failed, sizeof c->failed, "opening it failed: %s", efax_strerror(rc));
+    if (rc)
+        snprintf(c->failed, sizeof c->failed, "opening it failed: %s", efax_strerror(rc));
+    else
+        c->caps = *efax_ctx_caps(&ctx);
     t0 = efax_now_ns();
     if (!rc && (rc = efax_ctx_connect(&ctx, &one)))
         snprintf(c->failed, sizeof c->failed, "connecting to itself failed: %s", efax_strerror(rc));
@@ -336,7 +341,7 @@ static int numa_nodes(void) {
     return n;
 }
 
-static void check_nic(doctor *d, const efax_nic_info *ni, int node, int nodes) {
+static void check_nic(doctor *d, const char *prov, const efax_nic_info *ni, int node, int nodes) {
     char mr[96], mm[24], gb[48], when[128], sub[48];
     efax_ctx_desc cd;
     efax_os_counters oc;
@@ -362,7 +367,7 @@ static void check_nic(doctor *d, const efax_nic_info *ni, int node, int nodes) {
     if (getenv("EFAX_LINE_GBPS") && strtod(getenv("EFAX_LINE_GBPS"), NULL) > 0)
         add(d, L_INFO, "nic", sub, NULL, "line rate %s Gbps, as EFAX_LINE_GBPS says (the provider's: %s)",
             getenv("EFAX_LINE_GBPS"), ni->link_gbps > 0 ? gb : "none");
-    else if (ni->link_gbps <= 0 && !strcmp(ni->provider, "shm"))
+    else if (ni->link_gbps <= 0 && d->prov == EFAX_PROV_SHM)
         add(d, L_INFO, "nic", sub, NULL,
             "shared memory has no line rate: its results are held against memcpy (./info --memcpy)");
     else if (ni->link_gbps <= 0)
@@ -379,8 +384,7 @@ static void check_nic(doctor *d, const efax_nic_info *ni, int node, int nodes) {
             "EFA notes: 20 Gbps across, 90 near)",
             ni->numa, node);
     memset(&cd, 0, sizeof cd);
-    cd.provider = ni->provider;
-    if (!strncmp(cd.provider, "tcp", 3)) cd.provider = "tcp";
+    cd.provider = prov;
     cold_start(d, cd, ni->name, efax_mem_host(), 65536, &c);
     if (c.failed[0]) {
         add(d, L_FAIL, "nic", sub,
@@ -395,27 +399,19 @@ static void check_nic(doctor *d, const efax_nic_info *ni, int node, int nodes) {
             "%s",
             c.first_us, c.warm_us, when);
     }
-    /* TODO(efa-src merge): emulated write and GPUDirect from the capability struct efax_ctx_init resolves */
-    if (!strncmp(ni->provider, "efa", 3)) {
-        efax_ctx ctx;
-        memset(&ctx, 0, sizeof ctx);
-        cd.nics = ni->name;
-        if (efax_ctx_init(&ctx, &cd) == 0) {
-            int emu = efax_ctx_nic(&ctx, 0)->emulated_write;
-            if (emu == 1)
-                add(d, L_WARN, "nic", sub,
-                    "use an instance whose EFA does RDMA write (p5, p5en, p6) with libfabric >= 1.18 API; "
-                    "FI_EFA_USE_DEVICE_RDMA must not be 0",
-                    "efa EMULATES RDMA writes here (FI_OPT_EFA_EMULATED_WRITE): writes "
-                    "move as messages, and WRITE results are not RDMA writes");
-            else if (emu == 0)
-                add(d, L_PASS, "nic", sub, NULL, "efa does RDMA writes in the device (not emulated)");
-            else
-                add(d, L_SKIP, "nic", sub, NULL,
-                    "whether efa emulates writes: this libfabric cannot say (FI_OPT_EFA_EMULATED_WRITE, "
-                    "1.18+)");
-            efax_ctx_deinit(&ctx);
-        }
+    if (!c.failed[0] && d->prov == EFAX_PROV_EFA) { /* efax_caps.emulated_write, from its endpoint */
+        if (c.caps.emulated_write == 1)
+            add(d, L_WARN, "nic", sub,
+                "use an instance whose EFA does RDMA write (p5, p5en, p6) with libfabric >= 1.18 API; "
+                "FI_EFA_USE_DEVICE_RDMA must not be 0",
+                "efa EMULATES RDMA writes here (FI_OPT_EFA_EMULATED_WRITE): writes "
+                "move as messages, and WRITE results are not RDMA writes");
+        else if (c.caps.emulated_write == 0)
+            add(d, L_PASS, "nic", sub, NULL, "efa does RDMA writes in the device (not emulated)");
+        else
+            add(d, L_SKIP, "nic", sub, NULL,
+                "whether efa emulates writes: this libfabric cannot say (FI_OPT_EFA_EMULATED_WRITE, "
+                "1.18+)");
     }
     if (efax_os_counters_nic(ni, &oc) == 0) {
         efax_os_counters_loss(&oc, &lost, &sent);
@@ -432,8 +428,8 @@ static void check_nic(doctor *d, const efax_nic_info *ni, int node, int nodes) {
                 oc.source, oc.dev, oc.n, (unsigned long long)lost, (unsigned long long)sent);
     } else {
         add(d, L_SKIP, "counters", sub, NULL, "the OS keeps no counters efax can read for it (%s)",
-            !strcmp(ni->provider, "shm") ? "shared memory has no device"
-                                         : "no hw_counters or interface statistics by this name");
+            d->prov == EFAX_PROV_SHM ? "shared memory has no device"
+                                     : "no hw_counters or interface statistics by this name");
     }
 }
 
@@ -456,6 +452,7 @@ static void check_nics(doctor *d, const char *prov) {
         return;
     }
     n = efax_ctx_nnics(&ctx);
+    d->prov = efax_ctx_caps(&ctx)->prov;
     for (int i = 0; i < n; i++) nics[i] = *efax_ctx_nic(&ctx, i);
     u = strlen(d->facts);
     snprintf(d->facts + u, sizeof d->facts - u, "; provider %s; NICs", efax_ctx_provider(&ctx));
@@ -465,22 +462,22 @@ static void check_nics(doctor *d, const char *prov) {
     }
     add(d, L_INFO, "nics", "", NULL, "efax opens %d NIC(s) of %s: %s (%s)", n, efax_ctx_provider(&ctx),
         strstr(d->facts, "NICs ") + 5, efax_ctx_nic_choice(&ctx)[0] ? efax_ctx_nic_choice(&ctx) : "-");
-    if (!strncmp(prov, "tcp", 3) || !strcmp(prov, "shm"))
+    if (d->prov == EFAX_PROV_TCP || d->prov == EFAX_PROV_SHM)
         add(d, L_INFO, "nics", "", NULL,
             "%s carries RMA in software (%s): nothing it moves is RDMA, and its numbers say what "
             "this host's %s does, not what a NIC does",
-            prov, strcmp(prov, "shm") ? "sockets" : "shared-memory copies",
-            strcmp(prov, "shm") ? "network stack" : "memory");
+            prov, d->prov == EFAX_PROV_TCP ? "sockets" : "shared-memory copies",
+            d->prov == EFAX_PROV_TCP ? "network stack" : "memory");
     efax_ctx_deinit(&ctx);
-    for (int i = 0; i < n; i++) check_nic(d, &nics[i], node, nodes);
+    for (int i = 0; i < n; i++) check_nic(d, prov, &nics[i], node, nodes);
 }
 
 /* ---------------------------------------------------------------------------------------- host */
 
-static void check_host(doctor *d, const char *prov) {
+static void check_host(doctor *d) {
     struct rlimit rl;
     char buf[256], thp[128];
-    bool efa = !strncmp(prov, "efa", 3);
+    bool efa = d->prov == EFAX_PROV_EFA;
     long total = -1, freep = -1, sz = -1;
     FILE *fp;
     if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
@@ -661,8 +658,8 @@ static void check_gpu(doctor *d, int g, const char *prov, const efax_nic_info *n
             "compute capability %d.%d (before Hopper): a NIC's writes into its memory need a flush "
             "before the GPU reads them (aws-ofi-nccl platform-aws.cpp skips it only on p5)",
             gi.cc_major, gi.cc_minor);
-    /* GPUDirect RDMA, really: device memory registered with the provider forbidden to call CUDA,
-       then one write lands. TODO(efa-src merge): read GPUDirect from the capability struct too. */
+    /* GPUDirect RDMA, really: device memory registered with the provider forbidden to call CUDA (on efa
+       efax_caps.gpudirect says whether efa took it), then one write lands */
     cudaSetDevice(g);
     memset(&cd, 0, sizeof cd);
     cd.provider = prov;
@@ -674,23 +671,24 @@ static void check_gpu(doctor *d, int g, const char *prov, const efax_nic_info *n
                         : NULL,
                efax_mem_device(), 1 << 20, &c);
     if (c.failed[0])
-        add(d, !strncmp(prov, "efa", 3) ? L_FAIL : L_WARN, "gpudirect", sub,
+        add(d, d->prov == EFAX_PROV_EFA ? L_FAIL : L_WARN, "gpudirect", sub,
             "load the GPU peer-memory support (nvidia-peermem, "
             "or dmabuf with open kernel modules) and use a libfabric built with CUDA (the EFA installer's)",
             "device memory with the provider forbidden to call CUDA (FI_OPT_CUDA_API_PERMITTED=false) on %s: "
             "%s",
             gi.nnear ? nics[gi.near[0]].name : "NIC 0", c.failed);
-    else if (!strcmp(c.path, "staged"))
-        add(d, !strncmp(prov, "efa", 3) ? L_FAIL : L_WARN, "gpudirect", sub,
+    else if (!strncmp(c.path, "staged", 6))
+        add(d, d->prov == EFAX_PROV_EFA ? L_FAIL : L_WARN, "gpudirect", sub,
             "a libfabric with FI_HMEM for CUDA (the EFA installer's)",
             "%s cannot register device memory: it moves through pinned host buffers (staged), not by "
             "GPUDirect RDMA",
             prov);
     else
         add(d, L_PASS, "gpudirect", sub, NULL,
-            "device memory registered by %s with the provider forbidden to call CUDA, and a 1 MiB "
+            "device memory registered by %s with the provider forbidden to call CUDA%s, and a 1 MiB "
             "write to itself landed, every byte right: first %.0f us, then %.0f us (register %.2f ms)",
-            c.path, c.first_us, c.warm_us, c.reg_ms);
+            c.path, c.caps.gpudirect == 1 ? " (efa took it: GPUDirect RDMA)" : "", c.first_us, c.warm_us,
+            c.reg_ms);
 }
 #endif
 
@@ -857,9 +855,9 @@ int main(int argc, char **argv) {
     if (d.job.local_rank == 0) { /* one rank a host checks it */
         snprintf(d.facts, sizeof d.facts, "libfabric %u.%u", FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
         check_libfabric(&d, provs, sizeof provs, pick, sizeof pick);
-        check_efa(&d, provs);
+        check_efa(&d);
         if (pick[0]) check_nics(&d, pick);
-        check_host(&d, pick);
+        check_host(&d);
         check_launcher(&d);
         check_gpus(&d, pick[0] ? pick : "tcp");
     }

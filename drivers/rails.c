@@ -86,8 +86,8 @@ static void msg(const rails *r, efax_write_desc *w, int from, int to, int nic, u
     w->size = r->o.size;
     w->mode = nic == ALL ? EFAX_MODE_SPLIT : EFAX_MODE_ROUNDROBIN; /* round-robin's index picks the NIC */
     w->index = nic == ALL ? 0 : (uint64_t)nic;
-    w->chunk = efax_ctx_nnics(&r->ctx) && !strncmp(efax_ctx_nic(&r->ctx, 0)->provider, "tcp", 3) ? 128u << 10
-                                                                                                 : 1u << 20;
+    /* as write does between hosts (efax_opts_chunk): 128 KiB posts on tcp, else 1 MiB */
+    w->chunk = efax_ctx_caps(&r->ctx)->chunk_between_hosts ? 128u << 10 : 1u << 20;
     w->tag = TAG_DATA + (int)(i % 2) * r->o.window + m;
     w->seq = (uint32_t)i;
 }

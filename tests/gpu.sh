@@ -129,6 +129,14 @@ if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ]; then
     t "$L/affinity" 60 env $(env_for "$L") $B/affinity $J
     t "$L/queue-check" 300 env $(env_for "$L") $B/queue -c $J
     t "$L/host-and-pinned-check" 600 launch 2 env $(env_for "$L") $B/write_cuda -c -b 4K -e 16M -f 16 -n 3 --mem host,pin $J
+    # efa's device-memory paths rehearsed on shm (docs/efa.md): the pre-Hopper flush forced on
+    # (cudaDeviceFlushGPUDirectRDMAWrites before every read), and "no GPUDirect" (staged, said in every row)
+    if [ "$L" != 1.17 ]; then
+      t "$L/gdr-flush-forced-check" 600 bash -c 'launch 2 "$@" && jq -e -s "all(.[]; .run.device_memory | test(\"flushed before GPU reads\"))" "$OUT/cur.tmp"' _ \
+        env $(env_for "$L") EFAX_GDR_FLUSH=1 EFAX_MEM_PATH=dmabuf $B/write_cuda -c -b 4K -e 16M -f 16 -n 3 --mem dma --nics shm,shm $J
+      t "$L/no-gpudirect-staged-check" 600 bash -c 'launch 2 "$@" && jq -e -s "all(.[]; .mem_path == \"staged (no GPUDirect)\")" "$OUT/cur.tmp"' _ \
+        env $(env_for "$L") EFAX_CAPS_OVERRIDE=gpudirect=0 $B/write_cuda -c -b 4K -e 16M -f 16 -n 3 --mem dma --nics shm,shm $J
+    fi
   done
   echo; echo "== checks: $pass passed, $fail failed"
 fi

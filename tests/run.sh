@@ -422,6 +422,98 @@ t fault/eagain-storm-shm  300 env FI_SHM_TX_SIZE=4 FI_SHM_RX_SIZE=4 "${MPIRUN[@]
 t fault/version-mismatch  60 version_mismatch
 t fault/wrong-token       60 wrong_token
 
+# --- a capability fingerprint at connect (efax__fp_compare): one rank reports what makes efa emulate
+# every write between it and the others (EFAX_CAPS_OVERRIDE rehearses it on tcp); every rank refuses
+# at once, naming both ranks and the difference, exit 1; the same ranks alike run
+# caps_mismatch RANK0_OVERRIDE RANK1_OVERRIDE PATTERN
+caps_mismatch() {
+  local port=$((20000 + RANDOM % 20000)) rc0 rc1 what=$2
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=c EFAX_CAPS_OVERRIDE=$2 \
+    "$B/bootstrap" --provider tcp >"$LOGS/caps1.log" 2>&1 &
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=c EFAX_CAPS_OVERRIDE=$1 \
+    "$B/bootstrap" --provider tcp >"$LOGS/caps0.log" 2>&1; rc0=$?
+  wait $!; rc1=$?
+  cat "$LOGS/caps0.log" "$LOGS/caps1.log"
+  echo "rank 0 exited $rc0, rank 1 $rc1"
+  [ $rc0 = 1 ] && [ $rc1 = 1 ] && grep -q "$3" "$LOGS/caps0.log" && grep -q "$3" "$LOGS/caps1.log" || return 1
+  # both alike: no refusal
+  EFAX_CAPS_OVERRIDE=$what $MPIRUN_STR -np 2 -x EFAX_CAPS_OVERRIDE "$B/bootstrap" --provider tcp >"$LOGS/caps-alike.log" 2>&1 ||
+    { cat "$LOGS/caps-alike.log"; echo "ranks alike were refused"; return 1; }
+}
+export -f caps_mismatch
+t fault/caps-mismatch-emulated-write 60 caps_mismatch "" emulated_write=1 "rank 1 (.*) emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) and rank 0 (.*) cannot say"
+t fault/caps-mismatch-unsolicited    60 caps_mismatch unsolicited_write_recv=1 unsolicited_write_recv=0 "rank 0 (.*) set efa's unsolicited write recv on and rank 1 (.*) off"
+# the largest write is the smallest any rank has (its fingerprint): one rank whose limit is 64 KiB
+# (as efa's device max_rdma_size or a fault layer's FI_OPT_MAX_RMA_SIZE would say) makes the other
+# cut every 1 MiB write into 16 posts, every byte checked
+max_write_cap() {
+  local port=$((20000 + RANDOM % 20000)) rc1
+  EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=m EFAX_CAPS_OVERRIDE=max_write=65536 \
+    "$B/write" --provider tcp --nics lo -c -b 1M -e 1M -n 4 -w 0 -q >"$LOGS/mw1.log" 2>&1 &
+  EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=m "$B/write" --provider tcp --nics lo -c -b 1M -e 1M -n 4 -w 0 \
+    --json "$LOGS/mw0.jsonl" || return 1
+  wait $!; rc1=$?
+  cat "$LOGS/mw1.log"
+  [ $rc1 = 0 ] && json_ok "$LOGS/mw0.jsonl" 1 && jq -e '.run.max_write == 65536 and .nics[0].ops == 64' "$LOGS/mw0.jsonl" ||
+    { echo "the writer did not cut its writes at the peer's 64 KiB:"; jq -c '{max_write: .run.max_write, ops: .nics[0].ops}' "$LOGS/mw0.jsonl"; return 1; }
+}
+export -f max_write_cap
+t tcp/max-write-smallest-rank        60 max_write_cap
+# ranks on libfabric 1.17 and 2.x (tcp): refused at connect, named, on both ranks (they used to time
+# out after EFAX_TIMEOUT_MS: tcp's wire protocol differs between the two); needs a build of each
+lf_mismatch() {
+  local port=$((20000 + RANDOM % 20000)) other="" x rc0 rc1 mine
+  mine=$("$B/info" 2>/dev/null | sed -n 's/^# libfabric \([0-9]*\)\..*/\1/p')
+  # the other build runs without LD_LIBRARY_PATH (make test LIBFABRIC=... sets it for this one): its
+  # own run path, or the system's libfabric
+  for x in build/bootstrap build/lf-*/bootstrap; do
+    [ -x "$x" ] && [ "$(env -u LD_LIBRARY_PATH "$(dirname "$x")/info" 2>/dev/null | sed -n 's/^# libfabric \([0-9]*\)\..*/\1/p')" != "$mine" ] && other=$x
+  done
+  [ -n "$other" ] || { echo "skipped: no build against another libfabric major version (make host LIBFABRIC=...)"; return 77; }
+  echo "this build: libfabric $mine.x ($B); the other: $other"
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=l env -u LD_LIBRARY_PATH "$other" --provider tcp >"$LOGS/lf1.log" 2>&1 &
+  EFAX_TIMEOUT_MS=20000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=l "$B/bootstrap" --provider tcp >"$LOGS/lf0.log" 2>&1; rc0=$?
+  wait $!; rc1=$?
+  cat "$LOGS/lf0.log" "$LOGS/lf1.log"
+  [ $rc0 = 1 ] && [ $rc1 = 1 ] && grep -q "rank 0 (.*) runs libfabric .* and rank 1 (.*)" "$LOGS/lf0.log" &&
+    grep -q "use one libfabric on every rank" "$LOGS/lf1.log"
+}
+export -f lf_mismatch
+t fault/libfabric-major-mismatch     60 lf_mismatch
+t fault/caps-override-bad            60 expect_fail 2 "EFAX_CAPS_OVERRIDE='emulated=1'" env EFAX_CAPS_OVERRIDE=emulated=1 "${MPIRUN[@]}" -np 2 -x EFAX_CAPS_OVERRIDE "$B/write" --provider tcp -n 1
+
+# --- host memory on many NICs: ranks share the NICs' PCIe switch groups (efax_topo_host_nics). In a
+# network namespace, six veths stand for NICs: the synthetic p5 tree (tests/topo/p5/NOTE.md) with
+# class/net links puts two behind each of three switches; 4 ranks take groups 0,1,2,0, 2 ranks
+# groups {0,2} and {1}; which NICs each took is in the JSON (run.rank_nics)
+host_nics_switch() {
+  [ "$(id -u)" = 0 ] || { echo "skipped: network namespaces need root"; return 77; }
+  local ns=efax-topo-$$ tree=$PWD/$LOGS/topo-p5 i np
+  local pcis=(0000:44:00.0 0000:45:00.0 0000:54:00.0 0000:55:00.0 0000:64:00.0 0000:65:00.0)
+  rm -rf "$tree" && cp -a tests/topo/p5 "$tree" && mkdir -p "$tree/sys/class/net" || return 1
+  ip netns add $ns || { echo "skipped: cannot make a network namespace"; return 77; }
+  trap "ip netns del $ns 2>/dev/null" EXIT
+  ip netns exec $ns ip link set lo up
+  for i in 0 1 2 3 4 5; do
+    ip netns exec $ns ip link add n$i type veth peer name p$i &&
+      ip netns exec $ns ip addr add 10.98.$i.1/24 dev n$i &&
+      ip netns exec $ns ip link set n$i up && ip netns exec $ns ip link set p$i up || return 1
+    mkdir -p "$tree/sys/class/net/n$i" && ln -s "$tree/sys/bus/pci/devices/${pcis[$i]}" "$tree/sys/class/net/n$i/device"
+  done
+  for np in 4 2; do
+    ip netns exec $ns env EFAX_SYSFS_ROOT="$tree" $MPIRUN_STR -np $np -x EFAX_SYSFS_ROOT "$B/write" --provider tcp -c -b 4K -e 64K \
+      -f 16 -n 3 --json "$LOGS/hn$np.jsonl" || return 1
+    json_ok "$LOGS/hn$np.jsonl" 2 || return 1
+    jq -r '.run.rank_nics[]' "$LOGS/hn$np.jsonl" | head -n $np
+  done
+  # each rank's NICs, sorted: 4 ranks take switch groups 0,1,2,0; 2 ranks {0,2} and {1}
+  [ "$(jq -c '[.run.rank_nics[] | split(" ")[0] | split(",") | sort | join(",")]' "$LOGS/hn4.jsonl" | head -1)" = '["n0,n1","n2,n3","n4,n5","n0,n1"]' ] &&
+    [ "$(jq -c '[.run.rank_nics[] | split(" ")[0] | split(",") | sort | join(",")]' "$LOGS/hn2.jsonl" | head -1)" = '["n0,n1,n4,n5","n2,n3"]' ] ||
+    { echo "the ranks did not take their PCIe switch groups"; return 1; }
+}
+export -f host_nics_switch
+t topo/host-nics-by-switch 120 host_nics_switch
+
 # --- wrong bytes fail a -c run: tests/corrupt_shim.c, preloaded into the ranks, inverts bytes
 # that the network delivers into the driver's own buffers. The table must still be finished,
 # then one line names the results with wrong bytes, and the run exits 1 (mpirun passes it on).
@@ -515,7 +607,7 @@ bad_rows() {
     "$B/bootstrap|--timeout x|--timeout" "$B/bootstrap|-b 1|unknown option" "$B/info|--memcpy 1|--memcpy" \
     "$B/info|--bogus|unknown option" "$B/xfer_test|--window 0|--window" \
     "env EFAX_LINE_GBPS=fast $B/write|-n 1|EFAX_LINE_GBPS" "env EFAX_LINE_GBPS=-1 $B/write|-n 1|EFAX_LINE_GBPS" \
-    "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
+    "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "$B/write|--cuda-api --no-cuda-api|contradict" "env EFAX_GDR_FLUSH=2 $B/write|-n 1|EFAX_GDR_FLUSH" "env EFAX_EFA_UNSOLICITED_WRITE_RECV=yes $B/write|-n 1|EFAX_EFA_UNSOLICITED_WRITE_RECV" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
     "env EFAX_RANK=x EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_RANK" \
     "env EFAX_RANK=0 EFAX_SIZE=0 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_SIZE" \
     "env EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=nohostport $B/bootstrap||EFAX_ROOT" \

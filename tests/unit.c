@@ -363,9 +363,11 @@ static int read_list(const char *dir, const char *file, char (*out)[16], int max
     return n;
 }
 
-/* Which NICs a rank uses by default, on recorded topologies (tests/topo/record.sh writes them):
+/* Which NICs a rank uses by default, on topology fixtures (tests/topo/record.sh writes them):
    a p5 (8 GPUs, 32 NICs, 4 behind each GPU's PCIe switch) and a p4d (8 GPUs, 4 NICs, one per
-   pair of GPUs), read through the sysfs root efax_topo_* take (EFAX_SYSFS_ROOT in a run). */
+   pair of GPUs), read through the sysfs root efax_topo_* take (EFAX_SYSFS_ROOT in a run). The
+   trees are SYNTHETIC (tests/topo/p5/NOTE.md): the instances' shape with made-up bus numbers, never
+   read from a p5 or a p4d. */
 static void test_topology(void) {
     char here[512], root[600], gpus[8][16], nicpci[32][16];
     efax_nic_info nics[32];
@@ -484,12 +486,160 @@ static void test_counters(void) {
     }
 }
 
+/* Host memory on many NICs: ranks share the PCIe switch groups, local rank i group i mod G (p5:
+   8 groups of 4, p4d: 4 of 1), a rank alone takes them all, a bound rank its node's (synthetic
+   trees: tests/topo/p5/NOTE.md). */
+static void test_host_nics(void) {
+    char here[512], root[600], nicpci[32][16], why[160];
+    efax_nic_info nics[32];
+    int group[32], out[EFAX_MAX_NICS], nn, k;
+    snprintf(here, sizeof here, "%s", __FILE__);
+    *(strrchr(here, '/') ? strrchr(here, '/') : here) = 0;
+    snprintf(root, sizeof root, "%s/topo/p5", here[0] ? here : ".");
+    nn = read_list(root, "nics", nicpci, 32);
+    CHECK(nn == 32);
+    memset(nics, 0, sizeof nics);
+    for (int i = 0; i < nn; i++) {
+        memcpy(nics[i].pci, nicpci[i], sizeof nics[i].pci);
+        nics[i].numa = efax_topo_pci_numa(root, nicpci[i]);
+    }
+    CHECK(efax_topo_switch_groups(root, nics, nn, group) == 8);
+    for (int i = 0; i < nn; i++)
+        if (group[i] != i / 4) {
+            fprintf(stderr, "  p5 NIC %d (%s): switch group %d, expected %d\n", i, nicpci[i], group[i],
+                    i / 4);
+            failures++;
+        }
+    for (int r = 0; r < 8; r++) { /* 8 ranks unbound: 4 NICs each, the r-th switch */
+        k = efax_topo_host_nics(root, nics, nn, -1, r, 8, out, EFAX_MAX_NICS, why, sizeof why);
+        if (k != 4 || out[0] != 4 * r || out[3] != 4 * r + 3) {
+            fprintf(stderr, "  p5 local rank %d of 8: %d NICs from %d (%s)\n", r, k, k ? out[0] : -1, why);
+            failures++;
+        }
+    }
+    k = efax_topo_host_nics(root, nics, nn, -1, 3, 8, out, EFAX_MAX_NICS, why, sizeof why);
+    CHECK(!strcmp(why, "PCIe switch group 3 of 8, local rank 3 of 8"));
+    CHECK(efax_topo_host_nics(root, nics, nn, -1, 9, 16, out, EFAX_MAX_NICS, NULL, 0) == 4 &&
+          out[0] == 4); /* 9 mod 8 */
+    CHECK(efax_topo_host_nics(root, nics, nn, -1, 0, 1, out, EFAX_MAX_NICS, NULL, 0) ==
+          32); /* alone: every NIC */
+    CHECK(efax_topo_host_nics(root, nics, nn, -1, 0, 0, out, EFAX_MAX_NICS, NULL, 0) ==
+          32); /* local_size unknown */
+    k = efax_topo_host_nics(root, nics, nn, -1, 1, 2, out, EFAX_MAX_NICS, why,
+                            sizeof why); /* 2 ranks: every other switch */
+    CHECK(k == 16 && out[0] == 4 && out[4] == 12 &&
+          !strcmp(why, "PCIe switch groups 1,3,5,7 of 8, local rank 1 of 2"));
+    /* bound: node 1 holds switches 4-7; with 8 ranks, 4 expected there; local rank 5 takes switch 5 */
+    CHECK(efax_topo_host_nics(root, nics, nn, 1, 5, 8, out, EFAX_MAX_NICS, NULL, 0) == 4 && out[0] == 20);
+    CHECK(efax_topo_host_nics(root, nics, nn, 1, 0, 2, out, EFAX_MAX_NICS, NULL, 0) == 16 &&
+          out[0] == 16); /* alone there */
+    CHECK(efax_topo_host_nics(root, nics, nn, 7, 0, 8, out, EFAX_MAX_NICS, NULL, 0) ==
+          0); /* no NIC on that node */
+    CHECK(efax_topo_host_nics("/nonexistent", nics, nn, -1, 0, 8, out, EFAX_MAX_NICS, NULL, 0) ==
+          0); /* no tree */
+    /* p4d: one NIC per switch */
+    snprintf(root, sizeof root, "%s/topo/p4d", here[0] ? here : ".");
+    nn = read_list(root, "nics", nicpci, 32);
+    memset(nics, 0, sizeof nics);
+    for (int i = 0; i < nn; i++) {
+        memcpy(nics[i].pci, nicpci[i], sizeof nics[i].pci);
+        nics[i].numa = efax_topo_pci_numa(root, nicpci[i]);
+    }
+    CHECK(nn == 4 && efax_topo_switch_groups(root, nics, nn, group) == 4);
+    for (int r = 0; r < 8; r++) {
+        k = efax_topo_host_nics(root, nics, nn, -1, r, 8, out, EFAX_MAX_NICS, NULL, 0);
+        if (k != 1 || out[0] != r % 4) {
+            fprintf(stderr, "  p4d local rank %d of 8: %d NICs, first %d (expected NIC %d)\n", r, k,
+                    k ? out[0] : -1, r % 4);
+            failures++;
+        }
+    }
+    /* a NIC whose path the tree lacks is in no group */
+    snprintf(nics[1].pci, sizeof nics[1].pci, "0000:ff:00.0");
+    CHECK(efax_topo_switch_groups(root, nics, nn, group) == 3 && group[1] == -1 && group[0] == 0 &&
+          group[2] == 1);
+}
+
+/* The connect fingerprint: what makes efa emulate writes between two ranks is refused, naming both;
+   the rest is flagged. Every rank compares with rank 0, so all reach one verdict. */
+static void test_fingerprint(void) {
+    efax__fp a, b;
+    char why[512], note[256];
+    memset(&a, 0, sizeof a);
+    a.fi_version = FI_VERSION(2, 6), a.prov = EFAX_PROV_EFA, a.hmem = 1, a.gpudirect = 1,
+    a.emulated_write = 0;
+    a.unsolicited_write_recv = 1, a.max_write = 1u << 30;
+    b = a;
+    note[0] = 0;
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) == 0 && !note[0]);
+    b.emulated_write = 1;
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) == -EFAX_E_MISMATCH);
+    CHECK(strstr(why, "rank 1 (h1) emulates RDMA writes") && strstr(why, "rank 0 (h0) does not"));
+    b.emulated_write = -1; /* a rank that cannot say is not one that emulates */
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) == 0);
+    a.emulated_write = 1;
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) ==
+              -EFAX_E_MISMATCH &&
+          strstr(why, "rank 0 (h0) emulates") && strstr(why, "cannot say"));
+    b = a;
+    b.unsolicited_write_recv = 0;
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 3, "h3", why, sizeof why, note, sizeof note) ==
+              -EFAX_E_MISMATCH &&
+          strstr(why, "rank 0 (h0) set efa's unsolicited write recv on and rank 3 (h3) off"));
+    b.unsolicited_write_recv = -1; /* libfabric < 2.5 could not set it: flagged */
+    note[0] = 0;
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 3, "h3", why, sizeof why, note, sizeof note) == 0 &&
+          strstr(note, "rank 3 could not set"));
+    b = a;
+    b.fi_version = FI_VERSION(1, 22), b.gpudirect = 0, b.hmem = 0;
+    note[0] = 0;
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 2, "h2", why, sizeof why, note, sizeof note) == 0);
+    CHECK(strstr(note, "rank 2 runs libfabric 1.22, rank 0 2.6") && strstr(note, "rank 2 lacks FI_HMEM") &&
+          strstr(note, "rank 2 GPUDirect NO, rank 0 yes"));
+    /* tcp and shm: every efa field -1, nothing to say */
+    memset(&a, 0, sizeof a);
+    a.fi_version = FI_VERSION(1, 17), a.prov = EFAX_PROV_TCP,
+    a.gpudirect = a.emulated_write = a.unsolicited_write_recv = -1;
+    b = a;
+    note[0] = 0;
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) == 0 && !note[0]);
+    b.fi_version = FI_VERSION(2, 6); /* another major version: refused; another minor: flagged */
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) ==
+              -EFAX_E_MISMATCH &&
+          strstr(why, "rank 0 (h0) runs libfabric 1.17 and rank 1 (h1) 2.6"));
+    b.fi_version = FI_VERSION(1, 18);
+    CHECK(efax__fp_compare(&a, 0, "h0", &b, 1, "h1", why, sizeof why, note, sizeof note) == 0 &&
+          strstr(note, "rank 1 runs libfabric 1.18, rank 0 1.17"));
+    /* the provider's kind comes from its name in one place */
+    CHECK(efax__prov_of("efa") == EFAX_PROV_EFA && efax__prov_of("tcp;ofi_rxm") == EFAX_PROV_TCP);
+    CHECK(efax__prov_of("shm") == EFAX_PROV_SHM && efax__prov_of("sockets") == EFAX_PROV_OTHER &&
+          efax__prov_of(NULL) == EFAX_PROV_OTHER);
+    CHECK(efax__prov_of("efax") == EFAX_PROV_OTHER && efax__prov_of("ofi_rxm;tcp") == EFAX_PROV_OTHER);
+}
+
+/* fi_mr(3): a dmabuf region's address is base_addr + offset, base_addr the dmabuf's start. */
+static void test_dmabuf(void) {
+#ifdef FI_MR_DMABUF
+    static char buf[1 << 16];
+    struct fi_mr_dmabuf db;
+    efax__dmabuf_fill(&db, 7, 4096, 1000, buf + 4096);
+    CHECK(db.fd == 7 && db.offset == 4096 && db.len == 1000 && (char *)db.base_addr == buf);
+    CHECK((char *)db.base_addr + db.offset == buf + 4096);
+    efax__dmabuf_fill(&db, 7, 0, 1000, buf);
+    CHECK((char *)db.base_addr == buf && db.offset == 0);
+#else
+    printf("  (libfabric %d.%d has no FI_MR_DMABUF: nothing to fill)\n", FI_MAJOR_VERSION, FI_MINOR_VERSION);
+#endif
+}
+
 typedef struct { const char *name; void (*fn)(void); } test;
 static const test tests[] = {
-    {"sizes", test_sizes}, {"options", test_options}, {"iters", test_iters}, {"imm", test_imm},
-    {"plan", test_plan}, {"pattern", test_pattern}, {"stats", test_stats}, {"errors", test_errors},
-    {"peer_data", test_peer_data}, {"matching", test_matching}, {"hints", test_hints}, {"chunk", test_chunk}, {"topology", test_topology},
-    {"counters", test_counters}};
+    {"sizes", test_sizes},       {"options", test_options},     {"iters", test_iters},
+    {"imm", test_imm},           {"plan", test_plan},           {"pattern", test_pattern},
+    {"stats", test_stats},       {"errors", test_errors},       {"peer_data", test_peer_data},
+    {"matching", test_matching}, {"hints", test_hints},         {"chunk", test_chunk},
+    {"topology", test_topology}, {"host_nics", test_host_nics}, {"fingerprint", test_fingerprint},
+    {"dmabuf", test_dmabuf},     {"counters", test_counters}};
 
 int main(int argc, char **argv) {
     unsigned i;

@@ -3,7 +3,8 @@
 # that efax reads through EFAX_SYSFS_ROOT (tests/unit.c's "topology" test). Only what efax reads
 # is there: /sys/bus/pci/devices/<addr> links into /sys/devices/pci<domain:bus>/... (the PCI path
 # from host bridge through root port and PCIe switch ports to the device) and each device's
-# numa_node. Bus numbers are made up; the shape is the instances':
+# numa_node. The trees are SYNTHETIC (each says so in its NOTE.md): bus numbers are made up; the
+# shape is the instances':
 #   p5:  8 GPUs, 32 EFA NICs; each GPU and 4 NICs behind one PCIe switch, one switch per host
 #        bridge; GPUs 0-3 on NUMA node 0, 4-7 on node 1.
 #   p4d: 8 GPUs, 4 EFA NICs; 2 GPUs and 1 NIC behind each of 4 PCIe switches, two switches per
@@ -41,4 +42,18 @@ for s in 0 1 2 3; do
     if [ $k = 2 ]; then echo "$ep" >>p4d/nics; else echo "$ep" >>p4d/gpus; fi
   done
 done
+note() { # TREE WHAT: the tree says itself that it is made up (tests and docs point here)
+  cat >"$1/NOTE.md" <<EOT
+# tests/topo/$1 is SYNTHETIC
+
+Written by \`tests/topo/record.sh\`, not recorded on a $1: the shape is the instance's as AWS and
+aws-ofi-nccl describe it ($2), but every PCI bus number, the switch depth and the NUMA split are
+made up. efax reads it through EFAX_SYSFS_ROOT (tests/unit.c "topology" and "host_nics",
+tests/run.sh topo/host-nics-by-switch). A test passing on it shows that efax's grouping logic does
+what it should on a tree of that shape; it does not show that a real $1's sysfs looks like this.
+Replace it with a real tree (the same files, copied from a $1's /sys) when one is at hand.
+EOT
+}
+note p5 "8 GPUs and 32 EFA NICs, each GPU and 4 NICs behind one PCIe switch"
+note p4d "8 GPUs and 4 EFA NICs, 2 GPUs and 1 NIC behind each of 4 PCIe switches"
 echo "p5: $(wc -l <p5/gpus) GPUs, $(wc -l <p5/nics) NICs; p4d: $(wc -l <p4d/gpus) GPUs, $(wc -l <p4d/nics) NICs"
