@@ -59,20 +59,12 @@ typedef struct rails {
     path *paths;
     int npath;
     FILE *jf, *cf;
+    char names[EFAX_MAX_NICS][72]; /* nic_name */
 } rails;
 
-/* A NIC's name, with "#k" where the name is listed twice (--nics lo,lo: two endpoints on one device). */
-static const char *nic_name(const rails *r, int k) {
-    static char buf[EFAX_MAX_NICS][72];
-    const char *n = k == ALL ? "all" : efax_ctx_nic(&r->ctx, k)->name;
-    if (k == ALL) return n;
-    for (int j = 0; j < r->nnic; j++)
-        if (j != k && !strcmp(efax_ctx_nic(&r->ctx, j)->name, n)) {
-            snprintf(buf[k], sizeof buf[k], "%s#%d", n, k);
-            return buf[k];
-        }
-    return n;
-}
+/* A NIC's name ("all" for every NIC at once); "#k" where one name is listed twice (--nics lo,lo: two
+   endpoints on one device), named once by setup. */
+static const char *nic_name(const rails *r, int k) { return k == ALL ? "all" : r->names[k]; }
 static const char *host(const rails *r, int rank) { return efax_ctx_host(&r->ctx, rank); }
 
 /* Message m of iteration i from `from` to `to`, as both sides describe it. */
@@ -415,6 +407,12 @@ static int setup(rails *r) {
         (rc = efax_ctx_warmup(&r->ctx)))
         return rc;
     r->nnic = efax_ctx_nnics(&r->ctx);
+    for (int k = 0; k < r->nnic; k++) {
+        const char *n = efax_ctx_nic(&r->ctx, k)->name;
+        int twice = 0;
+        for (int j = 0; j < r->nnic; j++) twice |= j != k && !strcmp(efax_ctx_nic(&r->ctx, j)->name, n);
+        snprintf(r->names[k], sizeof r->names[k], twice ? "%s#%d" : "%s", n, k);
+    }
     if ((rc = efax_buf_alloc(&r->ctx, &r->src, efax_mem_host(), len, EFAX_MR_WRITE_SRC))) return rc;
     if ((rc = efax_buf_alloc(&r->ctx, &r->dst, efax_mem_host(), len, EFAX_MR_WRITE_DST))) return rc;
     if ((rc = efax_mr_exchange(&r->dst.mr, &r->boot))) return rc;
