@@ -237,6 +237,32 @@ t doctor/fail-exits-1             120 doctor_fails
 t doctor/hosts-compared           120 doctor_hosts
 t doctor/cuda-build-skips-gpu     120 doctor_cuda
 
+# --- per-NIC counters in every row, and the cold start in the header (#32)
+# efax's own counters add up to the bytes moved (no warm-up, so the row's counters hold only the timed
+# iterations: every byte written left on one NIC and landed on one); the OS's are checked in the lab
+# (loopback here carries every other process's traffic too); Split over two endpoints
+# even (spread <= 1.05), Single's idle endpoint named; every NIC's cold start in the header and JSON
+counters_add_up() {
+  local p=$1 j=$LOGS/counters-$1.jsonl out idle nics=lo,lo
+  [ "$p" = shm ] && nics=shm,shm
+  out=$($MPIRUN_STR -np 2 "$B/write" --provider "$p" --nics "$nics" -b 256K -e 4M -f 4 -n 10 -w 0 \
+    --mode single,split --json "$j" 2>&1) || { echo "$out"; return 1; }
+  echo "$out"
+  idle="${nics%%,*}#1"
+  grep -q '^# cold start, rank 0 per NIC' <<<"$out" || { echo "no cold start in the header"; return 1; }
+  grep -qE "^ +4M \|.* $idle idle \|.* 1\.0[0-5]$" <<<"$out" || { echo "the table shows no spread or no idle NIC"; return 1; }
+  jq -e -s --arg idle "$idle" 'length == 6 and all(.[]; (.counted == "timed" or .counted == "row")
+      and ([.nic_counters[].tx_bytes] | add) == .bytes and ([.nic_counters[].rx_bytes] | add) == .bytes
+      and (.tcp_counters | type) == "array"
+      and (.run.cold.nics | length) == 2 and all(.run.cold.nics[]; .open_ms > 0 and .first_message_ms > 0)
+      and (if .variant == "Split" then .nic_spread <= 1.05 and .nics_idle == [] else .nics_idle == [$idle] end))' "$j" >/dev/null ||
+    { echo "$j: counters do not add up, or no spread, idle NIC or cold start:"
+      jq -c '{variant, size, bytes, counted, nic_spread, nics_idle, tx: [.nic_counters[].tx_bytes], rx: [.nic_counters[].rx_bytes], cold: .run.cold}' "$j"; return 1; }
+  jq -r '"\(.variant) \(.size): \(.bytes) B moved; efax tx \([.nic_counters[].tx_bytes] | add), rx \([.nic_counters[].rx_bytes] | add)"' "$j"
+}
+export -f counters_add_up
+for p in tcp shm; do has_provider $p && t counters/$p-add-up-spread-cold 120 counters_add_up $p; done
+
 for p in tcp shm; do
   if ! has_provider $p; then skip=$((skip + 1)); echo "SKIP $p/*: provider $p not available"; continue; fi
   nics=$(two_nics $p)
@@ -761,7 +787,8 @@ lab_slurm() {
   [ -z "$(ip netns list | grep efax-h)" ] || { echo "lab namespaces left"; return 1; }
 }
 export -f lab_unshaped lab_slurm
-# the slow-rail finder (drivers/rails.c) in a lab of 2 hosts x 4 rails at 200mbit: all healthy,
+# per-NIC counters and the slow-rail finder (drivers/rails.c) in a lab of 2 hosts x 4 rails at 200mbit:
+# write's rows (4 even shares in Split, 3 idle rails in Single, counters adding up); all healthy,
 # nothing flagged; h1's r2 at a quarter of the rate, r2 flagged both ways and nothing else; h1's r1
 # losing 2% of what it sends (nftables, tests/lab.sh rail), h1 r1 -> h0 r1 flagged and no other
 # rail. First the doctor on both hosts: one report each, and they agree.
@@ -779,6 +806,20 @@ lab_rails_finder() {
     lab_mpirun "$PWD/$B/doctor" -q >"$out.doctor.log" 2>&1; rc=$?
     cat "$out.doctor.log"
     [ $rc = 0 ] && grep -q 'host h0 ' "$out.doctor.log" && grep -q 'host h1 ' "$out.doctor.log" || { echo "doctor: expected both hosts, exit 0"; exit 1; }
+    # where the bytes went: Split over the 4 rails in 4 even shares, Single's 3 idle rails at a glance,
+    # and efax's counters and each host's rails' OS counters add up to the bytes moved
+    lab_mpirun "$PWD/$B/write" -b 1M -e 1M -n 8 -w 0 --mode single,split --json "$out.write.jsonl" >"$out.write.log" 2>&1 ||
+      { cat "$out.write.log"; exit 1; }
+    grep -v '^\[' "$out.write.log"
+    grep -qE '^ +1M \|.* 3 idle \|.* 1\.0[0-5]$' "$out.write.log" || { echo "the table does not show 3 idle and an even Split"; exit 1; }
+    jq -e -s 'length == 2 and all(.[]; (.counted == "timed" or .counted == "row") and ([.nic_counters[].tx_bytes] | add) == .bytes
+        and ([.nic_counters[].rx_bytes] | add) == .bytes
+        and ([.nic_counters[] | select(.host == "h0") | .os.delta.tx_bytes] | add) as $os | $os >= .bytes and $os <= .bytes * 1.1 + 1048576)
+      and (.[] | select(.variant == "Split") | .nic_spread <= 1.05 and ([.nic_counters[] | select(.host == "h0" and .tx_bytes > 0)] | length) == 4)
+      and (.[] | select(.variant == "Single") | .nics_idle == ["r1", "r2", "r3"])' "$out.write.jsonl" >/dev/null ||
+      { echo "per-NIC counters: expected 4 even shares in Split, r1-r3 idle in Single, counters adding up:"
+        jq -c '{variant, bytes, nic_spread, nics_idle, n: [.nic_counters[] | "\(.host) \(.nic) tx \(.tx_bytes) rx \(.rx_bytes) os_tx \(.os.delta.tx_bytes)"]}' "$out.write.jsonl"; exit 1; }
+    jq -r '"\(.variant): \(.bytes) B; " + ([.nic_counters[] | select(.host == "h0") | "\(.nic) \(.tx_bytes) (OS \(.os.delta.tx_bytes))"] | join(", "))' "$out.write.jsonl"
     finder healthy
     [ $rc = 0 ] && [ -z "$flagged" ] || { echo "healthy: expected nothing flagged and exit 0, got '$flagged'"; exit 1; }
     tests/lab.sh rail h1 r2 rate 50mbit && finder slow
