@@ -1703,21 +1703,24 @@ EFAX_PRIVATE int efaxb__count_row(efax_bench *b, efax_result *res) {
 }
 
 /* Before the warm-up (efax_bench_connect): how long the first message takes on each NIC, NIC by NIC
-   (every rank notifies every peer on NIC k and waits for each peer's; a barrier between NICs, so a
-   round's notices never meet the next round's). Collective. */
+   (every rank notifies every peer on its NIC k and waits for each peer that has a NIC k; a barrier
+   between NICs, so a round's notices never meet the next round's; as many rounds on every rank as
+   the rank with the most NICs has). Collective. */
 EFAX_PRIVATE int efaxb__first_messages(efax_bench *b) {
-    int k, p, rc = 0, n = efax_ctx_nnics(&b->ctx);
+    int k, p, rc = 0, n = efax_ctx_nnics(&b->ctx), nmax = 0;
     if (!b->cnt && !(b->cnt = (struct efaxb__counts *)calloc(1, sizeof *b->cnt))) return -FI_ENOMEM;
     for (k = 0; k < EFAX_MAX_NICS; k++) b->cnt->first_us[k] = -1;
-    for (k = 0; k < n && !rc && b->size > 1; k++) {
+    for (p = 0; p < b->size; p++)
+        if (efax_ctx_peer_nnics(&b->ctx, p) > nmax) nmax = efax_ctx_peer_nnics(&b->ctx, p);
+    for (k = 0; k < nmax && !rc && b->size > 1; k++) {
         uint64_t t0;
         if ((rc = efax_boot_barrier(&b->boot, -1))) break;
         t0 = efax_now_ns();
-        for (p = 0; p < b->size && !rc; p++)
+        for (p = 0; p < b->size && !rc && k < n; p++)
             if (p != b->rank) rc = efax_notify_nic(&b->ctx, p, k, 1 /* a driver's first tag: no exchange runs yet */, (uint32_t)k);
         for (p = 0; p < b->size && !rc; p++)
-            if (p != b->rank) rc = efax_wait_imm(&b->ctx, p, 1, (uint32_t)k, 1, -1);
-        b->cnt->first_us[k] = (double)(efax_now_ns() - t0) / 1e3;
+            if (p != b->rank && k < efax_ctx_peer_nnics(&b->ctx, p)) rc = efax_wait_imm(&b->ctx, p, 1, (uint32_t)k, 1, -1);
+        if (k < n) b->cnt->first_us[k] = (double)(efax_now_ns() - t0) / 1e3;
     }
     if (!rc && b->size > 1) rc = efax_boot_barrier(&b->boot, -1);
     return rc;

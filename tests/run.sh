@@ -798,7 +798,7 @@ lab_rails_finder() {
   command -v nft >/dev/null || { echo "skipped: no nft (tests/deps.sh test installs nftables)"; return 77; }
   tests/lab.sh up 2 4 200mbit >"$LOGS/lab-up.log" 2>&1 || { rc=$?; cat "$LOGS/lab-up.log"; return $rc; }
   finder() { # NAME: one run; prints its verdicts; FLAGGED gets "from nic -> to" of every flagged path
-    lab_mpirun "$PWD/$B/rails" -q -B 4M -s 256K --expect-healthy --json "$out.$1.jsonl" >"$out.$1.log" 2>&1; rc=$?
+    lab_mpirun "$PWD/$B/rails" -q -B 8M -s 512K --expect-healthy --json "$out.$1.jsonl" >"$out.$1.log" 2>&1; rc=$?
     echo "== $1 (exit $rc)"; grep -v '^\[' "$out.$1.log"
     flagged=$(jq -r 'select(.kind == "path" and (.slow or .lossy)) | "\(.from) \(.nic) -> \(.to)"' "$out.$1.jsonl" | sort | tr '\n' ';')
   }
