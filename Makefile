@@ -35,9 +35,9 @@ NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/loca
 NVFLAGS ?= -O2 -g -arch=sm_90 -Xcompiler -Wall,-Wextra -Werror all-warnings
 CUDA_LIBS := -ldl
 
-DRIVERS      := info doctor rails bootstrap pingpong sendrecv write all2all
-TESTS        := unit xfer_test
-CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda doctor_cuda affinity queue proxy ipc
+DRIVERS      := info doctor rails bootstrap pingpong sendrecv write all2all incast
+TESTS        := unit xfer_test any_memory
+CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda incast_cuda doctor_cuda affinity queue proxy ipc
 CUDA_TESTS   := cuda_test gpu_share
 
 # B: the build folder (build/asan for the sanitizer build)
@@ -45,7 +45,7 @@ B        ?= build
 HOST_BIN := $(addprefix $(B)/,$(DRIVERS) $(TESTS))
 CUDA_BIN := $(if $(and $(NVCC),$(wildcard efax_cuda.h)),$(addprefix $(B)/,$(CUDA_DRIVERS) $(CUDA_TESTS)))
 
-.PHONY: all host cuda test asan deps clean headers
+.PHONY: all host cuda test asan deps clean headers format
 all: host cuda
 host: $(HOST_BIN)
 cuda: $(CUDA_BIN)
@@ -88,6 +88,11 @@ asan:
 	@tests/deps.sh test
 	@$(MAKE) --no-print-directory host B=$(ASAN_B) CFLAGS="$(ASAN_FLAGS)"
 	@EFAX_SANITIZE=1 EFAX_BUILD=$(ASAN_B) tests/run.sh $(T)
+
+# The layout: .clang-format (clang-format 14) applied to every header, driver and test program;
+# tests/run.sh's style/clang-format fails on drift.
+format:
+	clang-format --style=file -i efax.h efax_cuda.h efax_bench.h drivers/*.c drivers/*.cu tests/*.c
 
 clean:
 	rm -rf build

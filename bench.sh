@@ -4,6 +4,7 @@
 #   ./bench.sh                                  the default local sweep on this host (see below)
 #   ./bench.sh write -b 1M -e 1G --mode split   one driver with its options (any of build/*)
 #   ./bench.sh -H node1,node2 write --mode all  two nodes through Open MPI's mpirun
+#   ./bench.sh --np 4 incast -c                 three ranks write into one at once (MoE combine, KV gather)
 #   ./bench.sh --slurm write                    Slurm: srun --mpi=pmix -N 2 (in or out of an allocation)
 #   ./bench.sh --lab 2x2@1gbit --slurm write -c  the same in the lab's own Slurm cluster
 #   ./bench.sh --libfabric PREFIX --lab 2x1     the lab's two hosts: tcp WRITE, efax beside fi_rma_bw

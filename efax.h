@@ -66,6 +66,9 @@
        EFAX_TIMEOUT_MS     how long any wait lasts before it fails (default 30000)
        EFAX_BOOTSTRAP      pmix | tcp: force a bootstrap (default: tcp if EFAX_ROOT is set, else pmix)
        EFAX_RANK, EFAX_SIZE, EFAX_ROOT (host:port), EFAX_TOKEN: the TCP rendezvous
+       EFAX_NODE           this rank's host name when the launcher names none (the rendezvous;
+                           default gethostname()): ranks with one name are one host (local rank,
+                           NIC groups), e.g. containers or network namespaces sharing a hostname
        EFAX_LINE_GBPS      line rate of one NIC in Gbit/s when the provider reports none (or a
                            shaped link's rate)
        EFAX_EFA_SHM        1: let efa's own shared memory carry peers on the same host (default
@@ -83,6 +86,8 @@
                            on every endpoint; ranks that differ are refused at connect
        EFAX_CAPS_OVERRIDE  for tests and rehearsals: "emulated_write=1,gpudirect=0,..." replaces
                            what this rank reports about its provider (efax_caps)
+       EFAX_MEM_PATH       dmabuf | hmem | staged: how device memory reaches the NICs, forced
+                           (default: efax_cuda.h tries them in that order)
        EFAX_SYSFS_ROOT     read the PCI topology and the OS's NIC counters from ROOT/sys (and
                            ROOT/proc/net/snmp) instead of /sys (e.g. the synthetic tests/topo/p5,
                            tests/topo/counters); without EFAX_NICS a rank uses the NICs
@@ -185,6 +190,17 @@ EFAX_API const char *efax_strerror(int code);
    wrongly (bad options or environment, a provider or NIC that does not exist, no launcher);
    1 for a failed run. */
 EFAX_API int efax_exit_code(int rc);
+
+/* Checks the integer settings efax's headers read from the environment (EFAX_TIMEOUT_MS,
+   EFAX_EFA_SHM, EFAX_CUDA_API, EFAX_EFA_UNSOLICITED_WRITE_RECV, EFAX_SHM_SPLIT, EFAX_HUGE_PAGES,
+   EFAX_GDR_FLUSH: each stated once, with its default and range), so that a program can refuse a
+   bad one before any rank waits on another. Returns 0, or -EFAX_E_USAGE with "NAME='value' is not
+   valid: expected ..." in err. Thread safe. */
+EFAX_API int efax_env_check(char *err, size_t len);
+/* Setting `name` of those (its default when unset), for a header that reads one (efax_cuda.h:
+   EFAX_GDR_FLUSH, -1 unset). Returns 0, -EFAX_E_USAGE for a bad value (efax_env_check names it) or
+   -FI_EINVAL for a name not among them. Thread safe. */
+EFAX_API int efax_env_setting(const char *name, int *value);
 
 /* Log hook: every error efax detects is described once, in full, through it (which
    operation, which peer, which NIC, the provider's text), then returned as a code.
@@ -340,6 +356,9 @@ typedef struct efax_ctx_desc {
                                (--no-cuda-api, EFAX_CUDA_API=0): it may not, on every provider,
                                and a provider that refuses fails efax_ctx_init */
     bool no_cuda_api;       /* the older spelling of cuda_api = -1 */
+    const char *mem_path;   /* how device memory reaches the NICs: "dmabuf", "hmem" or "staged"
+                               forces one (NULL: $EFAX_MEM_PATH, else efax_cuda.h tries them in
+                               that order); efax_ctx_mem_path */
     efax_log_fn log;        /* NULL: stderr */
     void *log_user;
     int log_level;          /* most verbose level logged (0: errors and warnings; 2 adds info) */
@@ -389,7 +408,7 @@ typedef struct efax_caps {
     bool eq_required;           /* without a bound event queue the provider abort()s on some errors
                                    (efa: efa_base_ep_write_eq_error) */
     bool whole_writes;          /* a write is one copy however it is cut (shm): write whole messages */
-    bool chunk_between_hosts;   /* writes between hosts go in 128 KiB posts (tcp: efax_opts_chunk) */
+    bool chunk_between_hosts;   /* writes between hosts go in 128 KiB posts (tcp: efax_ctx_chunk) */
     bool split_writes;          /* shm on 2.x: large writes are copied half by each side */
     bool small_pages;           /* host buffers without huge pages (tcp: efax_ctx_host_alloc says why) */
     bool stale_name_retry;      /* fi_enable's -FI_EBUSY means a dead process's region: rename (shm) */
@@ -449,6 +468,8 @@ EFAX_API const char *efax_ctx_peer_note(const efax_ctx *ctx);
 EFAX_API const char *efax_ctx_nic_choice(const efax_ctx *ctx);
 /* Every wait's limit in milliseconds (efax_ctx_desc.timeout_ms, resolved). */
 EFAX_API int efax_ctx_timeout_ms(const efax_ctx *ctx);
+/* The device-memory path the job forces (efax_ctx_desc.mem_path, resolved), or "". */
+EFAX_API const char *efax_ctx_mem_path(const efax_ctx *ctx);
 /* Logs a message through the context's hook (printf-style). */
 EFAX_API void efax_log(const efax_ctx *ctx, int level, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -716,8 +737,6 @@ EFAX_API int efax_ctx_size(const efax_ctx *ctx);
 EFAX_API int efax_ctx_peer_nnics(const efax_ctx *ctx, int peer);
 /* The host rank p runs on, as the bootstrap named it (after efax_ctx_connect; "?" before). */
 EFAX_API const char *efax_ctx_host(const efax_ctx *ctx, int p);
-/* Which remote NIC index local NIC i sends to when talking to peer p. */
-EFAX_API int efax_ctx_route(const efax_ctx *ctx, int peer, int nic);
 /* Which local NIC receives what peer p sends from its NIC k (-1 if p has no NIC k). */
 EFAX_API int efax_ctx_route_in(const efax_ctx *ctx, int peer, int peer_nic);
 
@@ -750,9 +769,17 @@ typedef struct efax_seg {
 
 enum { EFAX_OP_SEND = 1, EFAX_OP_RECV, EFAX_OP_WRITE };
 
+/* Called inside efax_progress the moment a transfer is done (efax_write_desc.on_done,
+   efax_send_desc.on_done); it may not start transfers itself. Keeps an engine (efax_cuda.h's
+   proxy) from scanning its transfers for completion. */
+typedef void (*efax_done_fn)(void *user, efax_xfer *x);
+
 /* One logical transfer: a send, a receive or a write, possibly in many chunks over many
-   NICs. Owned by the caller, zero-initialised or reused after it completed; it must not
-   move until efax_xfer_done() says so. */
+   NICs. Owned by the caller; any memory will do: efax_send, efax_recv and efax_write set
+   every field from their arguments and read none back (the hooks are inputs of the descs).
+   It must not move, nor be started again, until efax_xfer_done() says so. The caller reads
+   status, done, chunks and, for receives, rx_len, rx_data and rx_has_data; the rest is
+   efax's. */
 struct efax_xfer {
     int op;                    /* EFAX_OP_* */
     int peer;                  /* -1 for a receive from anyone */
@@ -776,37 +803,34 @@ struct efax_xfer {
     uint64_t rx_len;
     uint64_t rx_data;
     bool rx_has_data;
-    /* optional: a chunk is posted only once ready(ready_user, off, len) says its source bytes
-       are in place (a staged source copies them out cell by cell) */
-    bool (*ready)(void *user, uint64_t off, uint64_t len);
+    bool (*ready)(void *user, uint64_t off, uint64_t len); /* efax_write_desc's */
     void *ready_user;
     bool cell_seq;             /* chunks on the `chunk` grid, each carrying its cell index */
-    /* optional: called (inside efax_progress) the moment the transfer is done; it may not
-       start transfers itself. Keeps an engine (efax_cuda.h's proxy) from scanning its
-       transfers for completion. */
-    void (*on_done)(void *user, efax_xfer *x);
+    efax_done_fn on_done;      /* the desc's */
     void *done_user;
 };
 
-/* Starts a send of len bytes at mr+off to `peer` on local NIC `nic`, with immediate data if
-   has_imm (the receiver's xfer gets it in rx_data). One post: sends are not chunked.
-   Returns 0 (queued or posted), -FI_EINVAL / -EFAX_E_BOUNDS for bad arguments.
-   Not thread safe. */
-EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, int peer, int nic, const efax_mr *mr,
-                       uint64_t off, uint64_t len, bool has_imm, uint32_t imm);
+/* One send as its sender describes it. Zeroed fields mean defaults. */
+typedef struct efax_send_desc {
+    int to;                    /* the receiving rank */
+    int nic;                   /* the local NIC it leaves on (0: NIC 0) */
+    const efax_mr *src;        /* the sender's region */
+    uint64_t src_off;
+    uint64_t size;             /* bytes: one post (sends are not chunked) */
+    bool has_imm;              /* carry immediate data: the receiver's xfer gets it in rx_data */
+    uint32_t imm;
+    efax_done_fn on_done;      /* optional (NULL: none) */
+    void *done_user;
+} efax_send_desc;
 
-/* Posts a receive of up to len bytes into mr+off on local NIC `nic` from any peer. */
+/* Starts the send s describes into x (any memory: see efax_xfer). Returns 0 (queued or
+   posted), -FI_EINVAL / -EFAX_E_BOUNDS for bad arguments. Not thread safe. */
+EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s);
+
+/* Posts a receive of up to len bytes into mr+off on local NIC `nic` from any peer, into x (any
+   memory). Returns 0, -FI_EINVAL or -EFAX_E_BOUNDS. Not thread safe. */
 EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off,
                        uint64_t len);
-
-/* Starts a write of segments already planned into x->seg (efax_plan fills them): bytes
-   [loff + seg.off, +seg.len) of lmr go to rmr->remote[peer] at roff + seg.off through
-   seg.nic, in posts of at most `chunk` bytes, each carrying `imm` if has_imm. Checks the
-   whole range against both registered windows first. Returns 0 or a negative code.
-   Not thread safe. */
-EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_mr *lmr,
-                             uint64_t loff, const efax_mr *rmr, uint64_t roff, uint64_t chunk,
-                             bool has_imm, uint32_t imm);
 
 /* Drives the context once: drains every NIC's CQ (completions, receives, immediate data,
    errors), then posts queued chunks up to each NIC's window; every 1024th call it also reads
@@ -915,13 +939,26 @@ EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit);
    efax_expect_write clamp to it. */
 EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx);
 
+/* The chunk efax writes in when nobody names one (efax_ctx_chunk), in words: stated once, so
+   that a program's help and its run header print the same. */
+#define EFAX_CHUNK_POLICY "1M; on shm whole messages (staged device memory: 1M); on tcp between hosts 128K"
+
+/* The chunk (efax_write_desc.chunk) for a write from rank `from` to rank `to` of memory of kind
+   `kind` (NULL: host memory), by EFAX_CHUNK_POLICY. Writer and target must count the same
+   chunks, so it looks only at what they share: the provider's efax_caps (whole_writes,
+   chunk_between_hosts, hmem), the memory kind,
+   the job's forced device-memory path (efax_ctx_mem_path), the two ranks' hosts; never at how
+   this rank's own registration turned out. After efax_ctx_connect. Thread safe. */
+EFAX_API uint64_t efax_ctx_chunk(const efax_ctx *ctx, const efax_mem_ops *kind, int from, int to);
+
 /* How many posts (chunks of at most `chunk` bytes; 0 or more than EFAX_MAX_CHUNK count as
    EFAX_MAX_CHUNK) a plan makes: what the target counts. */
 EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t chunk);
 
 /* One write as both of its sides see it: the writer fills it to start the write (efax_write),
    the target fills the same to know what lands (efax_expect_write), so the two cannot disagree
-   (build it in one function both sides call). Zeroed fields mean defaults. */
+   (build it in one function both sides call). Zeroed fields mean defaults, resolved for both
+   sides in one place (efax__write_desc). */
 typedef struct efax_write_desc {
     int from, to;              /* the writer's rank and the target's (may be the same: a loopback
                                   through the NIC) */
@@ -931,18 +968,27 @@ typedef struct efax_write_desc {
                                   the target's own on the target */
     uint64_t dst_off;
     uint64_t size;             /* bytes */
-    efax_mode mode;            /* how the writer plans it over its NICs (0: Single, on NIC 0) */
+    efax_mode mode;            /* how the writer plans it over its NICs (0: Single) */
+    int nic;                   /* the writer's NIC that Single uses (0: NIC 0; modulo its NICs) */
     uint64_t index;            /* the message's number: the NIC a rotating mode starts on */
     uint64_t chunk;            /* most bytes one post carries (0: as many as allowed,
-                                  efax_ctx_max_chunk; always clamped to it) */
+                                  efax_ctx_max_chunk; always clamped to it). Into a staged
+                                  region a post is one cell of efax_stage_unit(size, chunk) */
     int tag;                   /* every chunk carries immediate data (from, tag, seq): the target
                                   counts them under (from, tag) */
     uint32_t seq;
+    /* the writer's alone (the target ignores them; NULL: none). A chunk is posted only once
+       ready(ready_user, off, len) says its source bytes are in place: */
+    bool (*ready)(void *user, uint64_t off, uint64_t len);
+    void *ready_user;
+    efax_done_fn on_done;      /* called inside efax_progress once the write is done */
+    void *done_user;
 } efax_write_desc;
 
-/* Plans and starts the write w describes (w->from must be this rank): w->src+src_off ->
-   w->to's w->dst at dst_off. *chunks receives how many chunks the target counts (may be NULL).
-   Returns 0, -FI_EINVAL (naming the field) or another negative code. Not thread safe. */
+/* Plans and starts the write w describes (w->from must be this rank) into x (any memory: see
+   efax_xfer): w->src+src_off -> w->to's w->dst at dst_off. *chunks receives how many chunks
+   the target counts (may be NULL). Returns 0, -FI_EINVAL (naming the field) or another
+   negative code. Not thread safe. */
 EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *w, uint32_t *chunks);
 
 /* The number of chunks the target of such a write counts, computed on the target from the
@@ -972,8 +1018,9 @@ typedef struct efax_expect {
    peers may write. No-op for ordinary regions. */
 EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag);
 
-/* Announces the write w describes (w->to must be this rank; w->dst is this rank's region; the
-   writer's NIC count comes from efax_ctx_peer_nnics(w->from)). Returns 0 or a negative code. */
+/* Announces the write w describes into e (any memory: every field is set from w) (w->to must
+   be this rank; w->dst is this rank's region; the writer's NIC count comes from
+   efax_ctx_peer_nnics(w->from)). Returns 0 or a negative code. */
 EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w);
 
 /* Waits until that write landed (and, staged, was copied in). Returns 0, -FI_ETIMEDOUT naming
@@ -1185,6 +1232,7 @@ struct efax_ctx {
     efax_caps caps;            /* efax_ctx_caps */
     char peer_note[256];       /* efax_ctx_peer_note */
     char nic_choice[128];      /* how the NICs were chosen, for the run header */
+    char mem_path[64];         /* efax_ctx_desc.mem_path, resolved ("" when none is forced) */
     unsigned eq_tick;          /* progress calls, to read the EQs every 1024th */
 };
 
@@ -1236,6 +1284,24 @@ struct efax_ctx {
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+// >>internal: what efax_cuda.h builds on (not an API) -----------------------------------------
+
+/* efax_cuda.h is compiled in the same translation unit as this implementation (it requires
+   EFAX_IMPLEMENTATION in the same file) and builds its pinned and device memory kinds, its GPU
+   topology and its proxy loop on these private functions, so that they behave exactly as the
+   host ones do. Nothing else private is used outside efax.h: efax_cuda.h uses these and public
+   functions, efax_bench.h public functions alone (tests/run.sh, header/internal-boundary). */
+EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src);         /* bounded strcpy */
+EFAX_PRIVATE int efax__read_sysfs(const char *path, char *buf, size_t len);  /* one sysfs value */
+EFAX_PRIVATE void efax__idle(int got, unsigned *idle);                       /* a wait's spin, then yield */
+/* registers host memory b->ptr[0..len) for a CPU-addressable kind; b->path becomes path */
+EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path);
+/* the host kind's pattern operations (efax_mem_ops), for kinds the CPU addresses */
+EFAX_PRIVATE void efax__host_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
+EFAX_PRIVATE void efax__host_poison(efax_buf *b, uint64_t off, uint64_t len);
+EFAX_PRIVATE uint64_t efax__host_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
+EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
 
 // >>config (implementation) ------------------------------------------------------------------
 
@@ -1333,6 +1399,63 @@ EFAX_PRIVATE int efax__env_int_quiet(const char *name, int def, int lo, int hi, 
 EFAX_PRIVATE int efax__env_int(const char *name, int def, int lo, int hi, int *out) {
     int rc = efax__env_int_quiet(name, def, lo, hi, out);
     if (rc) fprintf(stderr, "efax: error: %s='%s' is not valid: expected an integer in [%d, %d]\n", name, getenv(name), lo, hi);
+    return rc;
+}
+
+/* The settings the context and the bootstrap read from the environment, each stated once: its
+   default, its range and what a bad value is told to be. efax__env reads one where it applies;
+   efax_env_check reads them all up front. */
+enum {
+    EFAX__ENV_TIMEOUT_MS,
+    EFAX__ENV_EFA_SHM,
+    EFAX__ENV_CUDA_API,
+    EFAX__ENV_EFA_UWR,
+    EFAX__ENV_SHM_SPLIT,
+    EFAX__ENV_HUGE_PAGES,
+    EFAX__ENV_GDR_FLUSH,
+    EFAX__ENV_COUNT
+};
+static const struct {
+    const char *name;
+    int def, lo, hi;
+    const char *what;
+} efax__envs[EFAX__ENV_COUNT] = {
+    {"EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, "milliseconds in [1, 2147483647]"},
+    {"EFAX_EFA_SHM", 0, 0, 1, "0 or 1"},
+    {"EFAX_CUDA_API", -1, 0, 1, "0 or 1"}, /* unset: the provider's default (efax__ctx_defaults) */
+    {"EFAX_EFA_UNSOLICITED_WRITE_RECV", 1, 0, 1, "0 or 1"},
+    {"EFAX_SHM_SPLIT", 512 << 10, 0, INT_MAX, "bytes (0: never split)"},
+    {"EFAX_HUGE_PAGES", -1, 0, 1, "0 or 1"},
+    {"EFAX_GDR_FLUSH", -1, 0, 1, "0 or 1"}, /* efax_cuda.h's (efax_env_setting); unset: by the GPU */
+};
+
+EFAX_PRIVATE int efax__env_why(int id, char *err, size_t len) {
+    int v;
+    if (!efax__env_int_quiet(efax__envs[id].name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi, &v)) return 0;
+    snprintf(err, len, "%s='%s' is not valid: expected %s", efax__envs[id].name, getenv(efax__envs[id].name),
+             efax__envs[id].what);
+    return -EFAX_E_USAGE;
+}
+
+/* Setting id's value (its default when unset); a bad one is logged and refused. */
+EFAX_PRIVATE int efax__env(int id, int *out) {
+    char err[256];
+    int rc = efax__env_why(id, err, sizeof err);
+    if (rc) fprintf(stderr, "efax: error: %s\n", err);
+    else efax__env_int_quiet(efax__envs[id].name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi, out);
+    return rc;
+}
+
+EFAX_API int efax_env_setting(const char *name, int *value) {
+    for (int id = 0; id < EFAX__ENV_COUNT; id++)
+        if (!strcmp(efax__envs[id].name, name))
+            return efax__env_int_quiet(name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi, value);
+    return -FI_EINVAL;
+}
+
+EFAX_API int efax_env_check(char *err, size_t len) {
+    int id, rc = 0;
+    for (id = 0; id < EFAX__ENV_COUNT && !rc; id++) rc = efax__env_why(id, err, len);
     return rc;
 }
 
@@ -2163,11 +2286,12 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
 
 /* The one place an efax_ctx_desc's defaults are resolved (zeroed fields, then the environment):
    imm_tags 64, window 256 (each NIC clamps it to its transmit queue), timeout_ms $EFAX_TIMEOUT_MS or
-   30000, nics $EFAX_NICS, efa_shm and cuda_api from $EFAX_EFA_SHM / $EFAX_CUDA_API (unset: the default;
-   1 permit; 0 forbid; no_cuda_api is cuda_api -1), efa's unsolicited write recv from
-   $EFAX_EFA_UNSOLICITED_WRITE_RECV, else off where FI_EFA_USE_UNSOLICITED_WRITE_RECV switches it off,
-   else on (efa's own default, what aws-ofi-nccl runs; the same on every rank or refused), shm_split
-   $EFAX_SHM_SPLIT or 512 KiB (the crossover: 2.6.0 on the 2-core machine, split slower at 64-128 KiB, level at 256 KiB, 1.3-1.7x from 512 KiB),
+   30000, nics $EFAX_NICS, mem_path $EFAX_MEM_PATH, efa_shm and cuda_api from $EFAX_EFA_SHM /
+   $EFAX_CUDA_API (unset: the default; 1 permit; 0 forbid; no_cuda_api is cuda_api -1), efa's
+   unsolicited write recv from $EFAX_EFA_UNSOLICITED_WRITE_RECV, else off where
+   FI_EFA_USE_UNSOLICITED_WRITE_RECV switches it off, else on (efa's own default, what aws-ofi-nccl
+   runs; the same on every rank or refused), shm_split $EFAX_SHM_SPLIT or 512 KiB (the crossover:
+   2.6.0 on the 2-core machine, split slower at 64-128 KiB, level at 256 KiB, 1.3-1.7x from 512 KiB),
    huge_pages $EFAX_HUGE_PAGES or by the NICs (efax__ctx_open). */
 EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, efax_ctx_desc *d) {
     int rc, v;
@@ -2180,31 +2304,32 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
         return -EFAX_E_USAGE;
     }
     if (d->window <= 0) d->window = 256;
-    if (d->timeout_ms <= 0 && (rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &d->timeout_ms))) return rc;
+    if (d->timeout_ms <= 0 && (rc = efax__env(EFAX__ENV_TIMEOUT_MS, &d->timeout_ms))) return rc;
     if (!d->nics || !*d->nics) d->nics = getenv("EFAX_NICS");
-    if ((rc = efax__env_int("EFAX_EFA_SHM", 0, 0, 1, &v))) return rc;
+    if (!d->mem_path) d->mem_path = getenv("EFAX_MEM_PATH");
+    if ((rc = efax__env(EFAX__ENV_EFA_SHM, &v))) return rc;
     d->efa_shm = d->efa_shm || v;
     if (d->no_cuda_api && d->cuda_api > 0) {
         efax_log(ctx, 0, "--cuda-api and --no-cuda-api contradict each other: pass one");
         return -EFAX_E_USAGE;
     }
     if (d->no_cuda_api) d->cuda_api = -1;
-    if ((rc = efax__env_int("EFAX_CUDA_API", -1, 0, 1, &v))) return rc;
+    if ((rc = efax__env(EFAX__ENV_CUDA_API, &v))) return rc;
     if (!d->cuda_api) d->cuda_api = v < 0 ? 0 : v ? 1 : -1;
     d->no_cuda_api = d->cuda_api < 0;
     { /* efa's own switch (prov/efa efa_env.c) turns it off whatever the option says: count it */
         const char *fe = getenv("FI_EFA_USE_UNSOLICITED_WRITE_RECV");
         bool off = fe && (!strcmp(fe, "0") || !strcasecmp(fe, "false") || !strcasecmp(fe, "no") ||
                           !strcasecmp(fe, "off"));
-        if ((rc = efax__env_int("EFAX_EFA_UNSOLICITED_WRITE_RECV", off ? 0 : 1, 0, 1, &ctx->uwr))) return rc;
+        if ((rc = efax__env(EFAX__ENV_EFA_UWR, &ctx->uwr))) return rc;
         if (off) ctx->uwr = 0;
     }
     if (!d->shm_split) {
-        if ((rc = efax__env_int("EFAX_SHM_SPLIT", 512 << 10, 0, INT_MAX, &v))) return rc;
+        if ((rc = efax__env(EFAX__ENV_SHM_SPLIT, &v))) return rc;
         d->shm_split = v ? v : -1;
     }
     if (!d->huge_pages) { /* unset: decided by the NICs once open (efax__ctx_open) */
-        if ((rc = efax__env_int("EFAX_HUGE_PAGES", -1, 0, 1, &v))) return rc;
+        if ((rc = efax__env(EFAX__ENV_HUGE_PAGES, &v))) return rc;
         d->huge_pages = v < 0 ? 0 : v ? 1 : -1;
     }
     return 0;
@@ -2492,6 +2617,7 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     if ((rc = efax__ctx_defaults(ctx, desc, &d))) return rc;
     ctx->fi_more = d.fi_more, ctx->efa_shm = d.efa_shm, ctx->cuda_api = d.cuda_api;
     ctx->ntags = d.imm_tags, ctx->timeout_ms = d.timeout_ms;
+    efax__copy(ctx->mem_path, sizeof ctx->mem_path, d.mem_path ? d.mem_path : "");
     if ((rc = efax__ctx_provider(ctx, &d, &list))) return rc;
     efax__caps_prov(ctx, list, &d);
     ndom = efax__domains(list, dom, 256);
@@ -2562,6 +2688,7 @@ EFAX_API const efax_caps *efax_ctx_caps(const efax_ctx *ctx) { return &ctx->caps
 EFAX_API const char *efax_ctx_peer_note(const efax_ctx *ctx) { return ctx->peer_note; }
 EFAX_API const char *efax_ctx_nic_choice(const efax_ctx *ctx) { return ctx->nic_choice; }
 EFAX_API int efax_ctx_timeout_ms(const efax_ctx *ctx) { return ctx->timeout_ms; }
+EFAX_API const char *efax_ctx_mem_path(const efax_ctx *ctx) { return ctx->mem_path; }
 EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note) {
     if (ctx) efax__copy(ctx->mem_note, sizeof ctx->mem_note, note ? note : "");
 }
@@ -2572,10 +2699,6 @@ EFAX_API const char *efax_ctx_host(const efax_ctx *ctx, int p) {
 }
 EFAX_API int efax_ctx_peer_nnics(const efax_ctx *ctx, int peer) {
     return ctx->peer_nnic && peer >= 0 && peer < ctx->size ? ctx->peer_nnic[peer] : 0;
-}
-EFAX_API int efax_ctx_route(const efax_ctx *ctx, int peer, int nic) {
-    if (!ctx->route || peer < 0 || peer >= ctx->size || nic < 0 || nic >= ctx->nnic) return -1;
-    return ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].rnic;
 }
 EFAX_API int efax_ctx_route_in(const efax_ctx *ctx, int peer, int peer_nic) {
     if (!ctx->route_in || peer < 0 || peer >= ctx->size || peer_nic < 0 || peer_nic >= ctx->peer_nnic[peer])
@@ -3664,7 +3787,7 @@ EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, e
     if (desc) *d = *desc;
     else memset(d, 0, sizeof *d);
     b->log = d->log, b->log_user = d->log_user; /* errors below are logged */
-    if (d->timeout_ms <= 0 && (rc = efax__env_int("EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, &d->timeout_ms))) return rc;
+    if (d->timeout_ms <= 0 && (rc = efax__env(EFAX__ENV_TIMEOUT_MS, &d->timeout_ms))) return rc;
     if (d->force && !strcmp(d->force, "single")) return 0;
     if (!d->force) d->force = getenv("EFAX_BOOTSTRAP");
     if (d->force && *d->force && strcmp(d->force, "pmix") && strcmp(d->force, "tcp")) {
@@ -4400,8 +4523,8 @@ EFAX_PRIVATE int efax__check_local(efax_ctx *ctx, const efax_mr *mr, uint64_t of
     return 0;
 }
 
-/* A one-segment transfer (send or receive): only the fields it uses are reset, not the
-   whole segment table (the small-message path stays short). */
+/* A one-segment transfer (send or receive): every field but the unused segments is set (any
+   memory will do), not the whole segment table (the small-message path stays short). */
 EFAX_PRIVATE void efax__xfer_one(efax_xfer *x, int op, int peer, const efax_mr *mr, uint64_t off,
                                  uint64_t len, int nic) {
     x->op = op;
@@ -4426,6 +4549,9 @@ EFAX_PRIVATE void efax__xfer_one(efax_xfer *x, int op, int peer, const efax_mr *
     x->rx_has_data = false;
     x->ready = NULL;
     x->ready_user = NULL;
+    x->cell_seq = false;
+    x->on_done = NULL;
+    x->done_user = NULL;
     x->seg[0].next = NULL;
     x->seg[0].x = x;
     x->seg[0].off = 0;
@@ -4435,10 +4561,12 @@ EFAX_PRIVATE void efax__xfer_one(efax_xfer *x, int op, int peer, const efax_mr *
     x->seg[0].nic = nic;
 }
 
-EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, int peer, int nic, const efax_mr *mr,
-                       uint64_t off, uint64_t len, bool has_imm, uint32_t imm) {
+EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
+    const efax_mr *mr = s->src;
+    uint64_t off = s->src_off, len = s->size;
+    uint32_t imm = s->imm;
+    int peer = s->to, nic = s->nic, rc;
     efax__nic *n;
-    int rc;
     if ((rc = efax__check_peer(ctx, peer, nic)) || (rc = efax__check_local(ctx, mr, off, len, "send")))
         return rc;
     if (mr->stage && (rc = mr->stage->out_sync(mr->stage_user, off, len))) {
@@ -4447,8 +4575,10 @@ EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, int peer, int nic, const efa
         return rc;
     }
     efax__xfer_one(x, EFAX_OP_SEND, peer, mr, off, len, nic);
-    x->has_imm = has_imm;
+    x->has_imm = s->has_imm;
     x->imm = imm;
+    x->on_done = s->on_done;
+    x->done_user = s->done_user;
     n = &ctx->nic[nic];
     /* A small send with nothing queued ahead of it on this NIC goes out at once by inject,
        without the queue: a ping-pong's answer is sent on its critical path, and the queue's
@@ -4482,43 +4612,17 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
     return 0;
 }
 
-EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_mr *lmr,
-                             uint64_t loff, const efax_mr *rmr, uint64_t roff, uint64_t chunk,
-                             bool has_imm, uint32_t imm) {
-    uint64_t len = 0, chunks = 0, stage_unit;
-    int i, rc, nseg = x->nseg;
-    if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
-    if (nseg < 1 || nseg > EFAX_MAX_NICS) {
-        efax_log(ctx, 0, "write: %d segments planned (1..%d)", nseg, EFAX_MAX_NICS);
-        return -FI_EINVAL;
-    }
-    if (!rmr || !rmr->remote || rmr->nremote != ctx->size) {
-        efax_log(ctx, 0, "write: the destination region has no remote keys: call efax_mr_exchange");
-        return -FI_EINVAL;
-    }
-    for (i = 0; i < nseg; i++) {
-        const efax_seg *s = &x->seg[i];
-        if (s->nic < 0 || s->nic >= ctx->nnic) {
-            efax_log(ctx, 0, "write: segment %d names NIC %d of %d", i, s->nic, ctx->nnic);
-            return -FI_EINVAL;
-        }
-        if (s->off + s->len > len) len = s->off + s->len;
-    }
-    /* a staged target takes the write cell by cell: chunks on its cell grid, indexed */
-    if (!(rmr->remote[peer].flags & EFAX_RMR_WRITABLE)) {
-        efax_log(ctx, 0, "write: rank %d registered the destination without EFAX_MR_WRITE_DST: it takes no "
-                 "remote writes (add EFAX_MR_WRITE_DST to its efax_mr_desc.access)", peer);
-        return -FI_EINVAL;
-    }
-    x->cell_seq = (rmr->remote[peer].flags & EFAX_RMR_STAGED) != 0;
-    stage_unit = efax_stage_unit(len, chunk); /* a staged side's cells: from the chunk asked for */
-    chunk = x->cell_seq ? stage_unit : efax_chunk_clamp(chunk, ctx->max_chunk);
-    if (chunk > efax_ctx_max_chunk(ctx)) {
-        efax_log(ctx, 0, "write of %llu bytes to rank %d: its staging cells of %llu bytes exceed the largest write "
-                         "(%llu bytes); stage less at once", (unsigned long long)len, peer, (unsigned long long)chunk,
-                 (unsigned long long)efax_ctx_max_chunk(ctx));
-        return -EFAX_E_UNSUPPORTED;
-    }
+/* Starts the write of the segments efax_write planned into x->seg, as w (resolved by
+   efax__write_desc) describes it: bytes [src_off + seg.off, +seg.len) of w->src go to
+   w->dst->remote[w->to] at dst_off + seg.off through seg.nic, in posts of at most w->chunk bytes
+   (a staged target's cells), each carrying imm; a staged source copies out in cells of unit
+   bytes. Checks the whole range against both registered windows first. */
+EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *w, uint64_t stage_unit,
+                                  uint32_t imm) {
+    const efax_mr *lmr = w->src, *rmr = w->dst;
+    uint64_t len = w->size, chunks = 0, loff = w->src_off, roff = w->dst_off, chunk = w->chunk;
+    int i, rc, nseg = x->nseg, peer = w->to;
+    x->cell_seq = (rmr->remote[peer].flags & EFAX_RMR_STAGED) != 0; /* chunks on its cell grid, indexed */
     for (i = 0; i < nseg; i++) {
         const efax_seg *s = &x->seg[i];
         if (!s->len) chunks++;
@@ -4539,8 +4643,12 @@ EFAX_API int efax_write_segs(efax_ctx *ctx, efax_xfer *x, int peer, const efax_m
     x->peer = peer;
     x->status = 0;
     x->done = false;
-    x->has_imm = has_imm;
+    x->has_imm = true;
     x->imm = imm;
+    x->ready = w->ready;
+    x->ready_user = w->ready_user;
+    x->on_done = w->on_done;
+    x->done_user = w->done_user;
     x->lmr = lmr;
     x->loff = loff;
     x->rmr = rmr;
@@ -4896,6 +5004,27 @@ EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit) {
 
 EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx) { return efax_chunk_clamp(0, ctx->max_chunk); }
 
+EFAX_API uint64_t efax_ctx_chunk(const efax_ctx *ctx, const efax_mem_ops *kind, int from, int to) {
+    const efax_caps *c = &ctx->caps;
+    bool device = kind && !strcmp(kind->name, "device"), staged = !strcmp(ctx->mem_path, "staged");
+    /* 1 MiB: posts small enough to stripe and pipeline over NICs. On shm a write is one copy
+       however it is cut (the target's process_vm_readv, or CUDA IPC for device memory; on 2.x efax
+       itself splits a large one between the writer's copy and the target's, efax__post_split), so
+       whole messages: each chunk only adds a command, a response and a completion. Host memory,
+       1.17, 256 MiB: 10.6-12.7 GB/s whole against 4.4-5.0 in 1 MiB chunks (three interleaved
+       rounds); 2.6.0: 16.4 against 15.6. Device memory an shm with FI_HMEM registers: every post is
+       one CUDA IPC copy whose fixed cost 1 MiB posts cannot hide (two H200s, 2.6.0: 1 MiB posts
+       moved 1,360 Gbps at 256 MiB, 64 MiB posts 3,083 of the 3,157 cudaMemcpyPeerAsync moves);
+       staged device memory is taken cell by cell, so 1 MiB. */
+    if (c->whole_writes && !(device && (!c->hmem || staged))) return 1ull << 30;
+    /* tcp between two hosts moved writes of 256 KiB and more at 10-15 Gbps and writes of 64-128 KiB
+       at 25-58 (efax's and fi_rma_bw's alike; the lab's veth rail, 2.6.0), so 128 KiB posts made
+       1-16 MiB writes 2-4x faster; on one host (loopback) whole posts up to 1 MiB stay ahead (1.17:
+       128 KiB posts 10% slower). */
+    if (c->chunk_between_hosts && strcmp(efax_ctx_host(ctx, from), efax_ctx_host(ctx, to))) return 128u << 10;
+    return 1ull << 20;
+}
+
 EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t chunk) {
     uint64_t n = 0;
     int i;
@@ -4911,10 +5040,17 @@ EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mo
 }
 
 /* A write's desc as this side uses it, checked: this rank is its writer (writer) or its target,
-   the peer is a rank, the tag is one of the context's. The one place its defaults resolve. */
-EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w, bool writer, efax_write_desc *out) {
+   the peer is a rank, the tag is one of the context's, the regions are there (the writer's
+   destination exchanged and writable), the NIC is one of the writer's. The one place its
+   defaults resolve, the same on both sides: out->chunk becomes what one post carries (into a
+   staged region one cell, *unit: efax_stage_unit(size, chunk); else chunk clamped to
+   efax_ctx_max_chunk, 0 meaning as large as that). */
+EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w, bool writer, efax_write_desc *out,
+                                  uint64_t *unit) {
     const char *side = writer ? "write" : "expect_write";
     int me = writer ? w->from : w->to, peer = writer ? w->to : w->from, rc;
+    const efax_rmr *rm;
+    bool staged;
     if ((rc = efax__check_peer((efax_ctx *)ctx, peer, 0))) return rc;
     if (me != ctx->rank) {
         efax_log(ctx, 0, "%s: desc.%s is rank %d, but this is rank %d", side, writer ? "from" : "to", me, ctx->rank);
@@ -4933,39 +5069,56 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
         efax_log(ctx, 0, "%s: desc.%s is NULL", side, w->dst ? "src" : "dst");
         return -FI_EINVAL;
     }
+    if (w->nic < 0 || w->nic >= (writer ? ctx->nnic : ctx->peer_nnic[peer])) {
+        efax_log(ctx, 0, "%s: desc.nic %d: rank %d has %d NIC(s)", side, w->nic, w->from,
+                 writer ? ctx->nnic : ctx->peer_nnic[peer]);
+        return -FI_EINVAL;
+    }
+    if (writer && (!w->dst->remote || w->dst->nremote != ctx->size)) {
+        efax_log(ctx, 0, "write: the destination region has no remote keys: call efax_mr_exchange");
+        return -FI_EINVAL;
+    }
+    rm = writer ? &w->dst->remote[peer] : NULL;
+    if (rm && !(rm->flags & EFAX_RMR_WRITABLE)) {
+        efax_log(ctx, 0, "write: rank %d registered the destination without EFAX_MR_WRITE_DST: it takes no "
+                 "remote writes (add EFAX_MR_WRITE_DST to its efax_mr_desc.access)", peer);
+        return -FI_EINVAL;
+    }
+    staged = rm ? (rm->flags & EFAX_RMR_STAGED) != 0 : w->dst->stage != NULL;
     *out = *w;
+    *unit = efax_stage_unit(w->size, w->chunk); /* a staged side's cells: from the chunk asked for */
+    out->chunk = staged ? *unit : efax_chunk_clamp(w->chunk, ctx->max_chunk);
+    if (out->chunk > efax_ctx_max_chunk(ctx)) {
+        efax_log(ctx, 0, "%s of %llu bytes between ranks %d and %d: its staging cells of %llu bytes exceed the largest "
+                         "write (%llu bytes); stage less at once", side, (unsigned long long)w->size, w->from, w->to,
+                 (unsigned long long)out->chunk, (unsigned long long)efax_ctx_max_chunk(ctx));
+        return -EFAX_E_UNSUPPORTED;
+    }
     return 0;
 }
 
 EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *desc, uint32_t *chunks) {
     efax_plan_seg segs[EFAX_MAX_NICS];
     efax_write_desc w;
+    uint64_t unit;
     uint32_t imm;
     int n, i, rc;
-    if ((rc = efax__write_desc(ctx, desc, true, &w))) return rc;
+    if (chunks) *chunks = 0;
+    if ((rc = efax__write_desc(ctx, desc, true, &w, &unit))) return rc;
     if (efax_imm_encode(ctx->rank, w.tag, w.seq, &imm)) return -FI_EINVAL;
-    n = efax_plan(w.size, ctx->nnic, w.mode, w.index, 0, 0, segs);
+    n = efax_plan(w.size, ctx->nnic, w.mode, w.index, w.nic, 0, segs);
     if (n < 0) {
         efax_log(ctx, 0, "write: cannot plan %llu bytes in mode %d", (unsigned long long)w.size, (int)w.mode);
         return n;
     }
-    { /* a fresh transfer, keeping the caller's hooks */
-        bool (*ready)(void *, uint64_t, uint64_t) = x->ready;
-        void (*on_done)(void *, efax_xfer *) = x->on_done;
-        void *ready_user = x->ready_user, *done_user = x->done_user;
-        memset(x, 0, sizeof *x);
-        x->ready = ready;
-        x->ready_user = ready_user;
-        x->on_done = on_done;
-        x->done_user = done_user;
-    }
+    memset(x, 0, sizeof *x); /* a fresh transfer: nothing is read from what x held */
     x->nseg = n;
     for (i = 0; i < n; i++) {
         x->seg[i].nic = segs[i].nic;
         x->seg[i].off = segs[i].off;
         x->seg[i].len = segs[i].len;
     }
-    rc = efax_write_segs(ctx, x, w.to, w.src, w.src_off, w.dst, w.dst_off, w.chunk, true, imm);
+    rc = efax__write_segs(ctx, x, &w, unit, imm);
     if (chunks) *chunks = rc ? 0 : x->chunks;
     return rc;
 }
@@ -5016,17 +5169,16 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     efax_write_desc w;
     efax__stage_rx *r;
     const efax_mr *dst = desc->dst;
-    uint64_t doff = desc->dst_off, size = desc->size, chunk = desc->chunk;
+    uint64_t doff = desc->dst_off, size = desc->size, unit;
     int n, i, rc, peer = desc->from, tag = desc->tag, writer_nnic;
-    efax_mode mode = desc->mode;
-    memset(e, 0, sizeof *e);
+    memset(e, 0, sizeof *e); /* nothing is read from what e held */
     e->mr = dst;
     e->peer = peer;
     e->tag = tag;
     e->seq = desc->seq;
     e->off = doff;
     e->size = size;
-    if ((rc = efax__write_desc(ctx, desc, false, &w))) return rc;
+    if ((rc = efax__write_desc(ctx, desc, false, &w, &unit))) return rc;
     writer_nnic = efax_ctx_peer_nnics(ctx, peer);
     if (doff > dst->len || size > dst->len - doff) {
         efax_log(ctx, 0, "expect_write: bytes [%llu, %llu) fall outside the registered region of %zu bytes",
@@ -5035,9 +5187,9 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     }
     e->active = true;
     if (!dst->stage) {
-        n = efax_plan(size, writer_nnic, mode, w.index, 0, 0, segs);
+        n = efax_plan(size, writer_nnic, w.mode, w.index, w.nic, 0, segs);
         for (i = 0; i < n; i++) { /* each piece's chunks, counted on the NIC they arrive on here */
-            uint32_t c = efax_plan_chunks(&segs[i], 1, efax_chunk_clamp(chunk, ctx->max_chunk));
+            uint32_t c = efax_plan_chunks(&segs[i], 1, w.chunk);
             int here = ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS;
             e->on_nic[here] += c;
             e->on_nic_bytes[here] += segs[i].len;
@@ -5054,9 +5206,9 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
         efax_log(ctx, 0, "expect_write: a staged write from rank %d under tag %d is already expected", peer, tag);
         return -FI_EBUSY;
     }
-    e->unit = efax_stage_unit(size, chunk);
+    e->unit = w.chunk;
     e->ncells = size ? (int)((size + e->unit - 1) / e->unit) : 1;
-    n = efax_plan(size, writer_nnic, mode, w.index, 0, 0, segs);
+    n = efax_plan(size, writer_nnic, w.mode, w.index, w.nic, 0, segs);
     if (n < 0) return n;
     for (i = 0; i < n; i++) { /* how many pieces (one per segment it meets) each cell comes in */
         if (ctx->route_in) /* connected: the local NIC this piece lands on */

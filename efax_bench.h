@@ -24,12 +24,15 @@
 
        cc -O2 -I. drivers/write.c -o write $(pkg-config --cflags --libs libfabric pmix)
 
-   A driver, in steps (drivers/write.c reads as an example):
+   A driver, in steps (drivers/incast.c reads as an example):
        efax_bench_open      options, memory kinds, the launcher (rank, size)
-       efax_bench_connect   the context: NICs near this rank's GPU or CPU, connections, warm-up
+       efax_bench_connect   the context: NICs near this rank's GPU or CPU, connections, warm-up;
+                            with efax_bench_desc.xchg the exchange's buffers and state
        efax_bench_buf       a buffer of a memory kind, registered; exchanged when peers write it
        efax_bench_begin     the report's header, and with device memory the measured ceiling
        efax_bench_next      the sweep: every size x mode x memory kind (rows, soak repeats)
+       efax_bench_exchange  one step's writes, both sides: who writes to whom is the driver's,
+                            the rest (tags, sequences, fill, check, confirmations) the harness's
        efax_bench_record    one result: wrong bytes summed over the ranks, rank 0 reports it
        efax_bench_close     everything freed, in order; the exit status
 
@@ -49,50 +52,54 @@ extern "C" {
 
 /* Options every benchmark driver takes. efax_opts_init sets the defaults. */
 typedef struct efax_opts {
-    uint64_t min_size, max_size;   /* -b, -e (K/M/G suffixes, binary) */
-    double factor;                 /* -f: next size = size * factor */
-    int iters;                     /* -n (0: by size, see efax_opts_iters) */
-    int warmup;                    /* -w (-1: by size) */
-    bool check;                    /* -c: verify every byte of every iteration */
-    const char *provider;          /* --provider */
-    const char *nics;              /* --nics */
-    unsigned modes;                /* --mode: bit (1u << efax_mode) per mode */
-    const char *json, *csv;        /* --json FILE, --csv FILE */
-    bool quiet;                    /* --quiet: no table, no progress line */
-    double line_gbps;              /* --line-rate GBPS (0: provider's, or $EFAX_LINE_GBPS) */
-    int timeout_ms;                /* --timeout MS */
-    int window;                    /* --window N: messages in flight per iteration */
-    uint64_t chunk;                /* --chunk BYTES: most bytes one post carries (0: efax_opts_chunk decides) */
-    double duration_s;             /* --duration S: repeat the sweep until S seconds passed */
-    const char *mem;               /* --mem host,pin,dma (efax_cuda.h builds) */
-    bool efa_shm;                  /* --efa-shm: efax_ctx_desc.efa_shm */
-    bool no_cuda_api;              /* --no-cuda-api: efax_ctx_desc.cuda_api -1 */
-    bool cuda_api;                 /* --cuda-api: efax_ctx_desc.cuda_api 1 */
+    uint64_t min_size, max_size; /* -b, -e (K/M/G suffixes, binary) */
+    double factor;               /* -f: next size = size * factor */
+    int iters;                   /* -n (0: by size, see efax_opts_iters) */
+    int warmup;                  /* -w (-1: by size) */
+    bool check;                  /* -c: verify every byte of every iteration */
+    const char *provider;        /* --provider */
+    const char *nics;            /* --nics */
+    unsigned modes;              /* --mode: bit (1u << efax_mode) per mode */
+    const char *json, *csv;      /* --json FILE, --csv FILE */
+    bool quiet;                  /* --quiet: no table, no progress line */
+    double line_gbps;            /* --line-rate GBPS (0: $EFAX_LINE_GBPS, else the provider's) */
+    double line_gbps_env;        /* $EFAX_LINE_GBPS, read by efax_opts_parse (0: unset) */
+    int timeout_ms;              /* --timeout MS */
+    int window;                  /* --window N: messages in flight per iteration */
+    uint64_t chunk;              /* --chunk BYTES: most bytes one post carries (0: efax_ctx_chunk) */
+    double duration_s;           /* --duration S: repeat the sweep until S seconds passed */
+    const char *mem;             /* --mem host,pin,dma (efax_cuda.h builds) */
+    bool efa_shm;                /* --efa-shm: efax_ctx_desc.efa_shm */
+    bool no_cuda_api;            /* --no-cuda-api: efax_ctx_desc.cuda_api -1 */
+    bool cuda_api;               /* --cuda-api: efax_ctx_desc.cuda_api 1 */
     int argc;
     char **argv;
 } efax_opts;
 
 /* Kinds of option a driver can add to the common ones. */
 typedef enum efax_opt_type {
-    EFAX_OPT_FLAG = 1,     /* bool, no argument */
-    EFAX_OPT_INT,          /* int in [min, max] */
-    EFAX_OPT_SIZE,         /* uint64_t bytes with K/M/G suffix, in [min, max] */
-    EFAX_OPT_DOUBLE,       /* double in [min, max] */
-    EFAX_OPT_STR,          /* const char* */
-    EFAX_OPT_CHOICE        /* const char* that must be one of `choices` ("a|b|c") */
+    EFAX_OPT_FLAG = 1, /* bool, no argument */
+    EFAX_OPT_INT,      /* int in [min, max] */
+    EFAX_OPT_SIZE,     /* uint64_t bytes with K/M/G suffix, in [min, max] */
+    EFAX_OPT_DOUBLE,   /* double in [min, max] */
+    EFAX_OPT_STR,      /* const char* */
+    EFAX_OPT_CHOICE    /* const char* that must be one of `choices` ("a|b|c") */
 } efax_opt_type;
 
 /* The entry that ends a list of options. */
+/* (clang-format 14 would put the braced body on a continuation line) */
+// clang-format off
 #define EFAX_OPT_END {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}
+// clang-format on
 
 typedef struct efax_optdef {
-    const char *name;      /* long name without dashes */
-    char short_name;       /* 0 for none */
+    const char *name; /* long name without dashes */
+    char short_name;  /* 0 for none */
     efax_opt_type type;
     void *dst;
     double min, max;
     const char *choices;
-    const char *arg;       /* argument name shown in help */
+    const char *arg; /* argument name shown in help */
     const char *help;
 } efax_optdef;
 
@@ -102,11 +109,12 @@ typedef struct efax_optdef {
 EFAX_API int efax_args_parse(int argc, char **argv, const efax_optdef *defs, const char *driver,
                              const char *about, char *err, size_t errlen);
 
-/* Defaults: -b 1K -e 64M -f 2, iterations by size, window 1, chunk 1M, mode single. */
+/* Defaults: -b 1K -e 64M -f 2, iterations by size, window 1, chunk by efax_ctx_chunk, mode single. */
 EFAX_API void efax_opts_init(efax_opts *o);
 
 /* Parses argv into o: the common options and the driver's `extra` (terminated by an entry
-   with name NULL; may be NULL). Returns 0; 1 after printing help for -h/--help (exit 0);
+   with name NULL; may be NULL); reads $EFAX_LINE_GBPS and checks the settings efax.h reads from
+   the environment (efax_env_check). Returns 0; 1 after printing help for -h/--help (exit 0);
    -EFAX_E_USAGE with a one-line message in err naming the option and what it accepts
    (drivers exit 2). Pure apart from the help text. */
 EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_optdef *extra,
@@ -128,18 +136,20 @@ EFAX_API uint64_t efax_opts_next_size(const efax_opts *o, uint64_t size);
 
 
 /* min/p50/avg/p99/max of n samples; sorts v. */
-typedef struct efax_stats { double min, p50, avg, p99, max; } efax_stats;
+typedef struct efax_stats {
+    double min, p50, avg, p99, max;
+} efax_stats;
 EFAX_API efax_stats efax_stats_of(double *v, int n);
 
 // >>results and the report --------------------------------------------------------------------
 
 /* What a result measures; its name is the "kind" of JSON and CSV records. */
 typedef enum efax_result_kind {
-    EFAX_RESULT_ONEWAY = 0,    /* "oneway": bytes one way, timed until the target confirmed */
-    EFAX_RESULT_ROUNDTRIP,     /* "roundtrip": a message and its answer (Gbps(rt) = size / round trip) */
-    EFAX_RESULT_HALFRTT,       /* "halfrtt": ping-pong, latency is half the round trip */
-    EFAX_RESULT_ALLTOALL,      /* "alltoall": nccl-tests' algbw and busbw */
-    EFAX_RESULT_IPC,           /* "ipc": NVLink copies between the GPUs of one host */
+    EFAX_RESULT_ONEWAY = 0, /* "oneway": bytes one way, timed until the target confirmed */
+    EFAX_RESULT_ROUNDTRIP,  /* "roundtrip": a message and its answer (Gbps(rt) = size / round trip) */
+    EFAX_RESULT_HALFRTT,    /* "halfrtt": ping-pong, latency is half the round trip */
+    EFAX_RESULT_ALLTOALL,   /* "alltoall": nccl-tests' algbw and busbw */
+    EFAX_RESULT_IPC,        /* "ipc": NVLink copies between the GPUs of one host */
     EFAX_RESULT_KIND_COUNT
 } efax_result_kind;
 
@@ -148,23 +158,26 @@ EFAX_API const char *efax_result_kind_name(efax_result_kind k);
 
 /* One measured row cell: a (size, variant) pair. */
 typedef struct efax_result {
-    char variant[40];          /* e.g. "Single", "Split", "Stream", "RoundTrip" */
-    char memory[16];           /* host, pinned, device */
-    char mem_path[32];         /* how device memory reached the NIC: host, dmabuf, hmem, staged; with
-                                  " (no GPUDirect)" where efa had none */
+    char variant[40];  /* e.g. "Single", "Split", "Stream", "RoundTrip" */
+    char memory[16];   /* host, pinned, device */
+    char mem_path[32]; /* how device memory reached the NIC: host, dmabuf, hmem, staged; with
+                          " (no GPUDirect)" where efa had none */
     efax_result_kind kind;
-    uint64_t size;             /* bytes per message (all2all: per-rank send buffer) */
+    uint64_t size; /* bytes per message (all2all: per-rank send buffer) */
     int iters, window, peers;
-    double seconds;            /* sum of timed iterations */
-    uint64_t bytes;            /* bytes moved in the timed iterations (one direction) */
-    double gbps;               /* bytes*8/seconds/1e9 */
+    double seconds;              /* sum of timed iterations */
+    uint64_t bytes;              /* bytes moved in the timed iterations (one direction) */
+    double gbps;                 /* bytes*8/seconds/1e9 */
     double algbw_gbs, busbw_gbs; /* all2all (GB/s, nccl-tests definitions); 0 elsewhere */
-    double line_gbps;          /* line rate the % column uses (sum over the NICs used) */
-    efax_stats lat_us;         /* per-iteration time in microseconds */
-    int64_t wrong;             /* bytes that failed the check; -1 when not checked */
+    double line_gbps;            /* line rate the % column uses (sum over the NICs used) */
+    efax_stats lat_us;           /* per-iteration time in microseconds */
+    int64_t wrong;               /* bytes that failed the check; -1 when not checked */
     int nnic;
-    struct { char name[64]; uint64_t bytes, ops; } nic[EFAX_MAX_NICS];
-    char extra[2048];          /* more JSON members, written as they are (e.g. "ranks":[...]) */
+    struct {
+        char name[64];
+        uint64_t bytes, ops;
+    } nic[EFAX_MAX_NICS];
+    char extra[2048]; /* more JSON members, written as they are (e.g. "ranks":[...]) */
     /* where the bytes went (efax_bench_record, over every rank): each NIC name's bytes sent and
        received, the busiest over the idlest (0: one carried nothing), and the names of those */
     double nic_spread;
@@ -187,19 +200,19 @@ typedef struct efax_report {
     bool header_printed;
     bool tty;
     uint64_t t0_ns;
-    char meta[12288];          /* the run's metadata as JSON members */
+    char meta[12288]; /* the run's metadata as JSON members */
     /* The fastest the bytes can physically move between the ranks (device memory on one host:
        cudaMemcpyPeerAsync between the two GPUs, measured in the same run by efax_cuda_ceiling).
        A device-memory result above it (plus EFAX_CEILING_TOLERANCE) cannot have had its bytes
        in place: it is refused as an error naming the ceiling, and efax_report_status fails. */
-    double ceiling_gbps;       /* per pair of ranks; 0: none known */
+    double ceiling_gbps; /* per pair of ranks; 0: none known */
     char ceiling_what[192];
     int refused;
-    char (*nic_choice)[256];   /* rank 0: every rank's NICs and how they were chosen */
-    int nresults;              /* results added (a run that measured nothing fails efax_report_status) */
-    int nwrong;                /* results with wrong bytes, and their "size variant (N bytes)" */
+    char (*nic_choice)[256]; /* rank 0: every rank's NICs and how they were chosen */
+    int nresults;            /* results added (a run that measured nothing fails efax_report_status) */
+    int nwrong;              /* results with wrong bytes, and their "size variant (N bytes)" */
     char wrong_rows[512];
-    char *nic_json;            /* the next result's per-NIC counters as JSON members (efax_bench_record) */
+    char *nic_json; /* the next result's per-NIC counters as JSON members (efax_bench_record) */
     size_t nic_json_len, nic_json_cap;
 } efax_report;
 #define EFAXB__CHOICE_LEN 256
@@ -211,8 +224,8 @@ typedef struct efax_report {
 /* Opens the outputs and prints the header block (provider, libfabric version, hosts, NICs,
    memory, command line, FI_* and EFAX_* variables). Collective: gathers host names.
    Returns 0 or a negative code (a file that cannot be opened is named). */
-EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
-                              const char *memory, efax_ctx *ctx, efax_boot *boot);
+EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver, const char *memory,
+                              efax_ctx *ctx, efax_boot *boot);
 /* Adds a result: written to JSON and CSV at once, kept for the table row. */
 EFAX_API void efax_report_add(efax_report *r, const efax_result *res);
 /* Prints the table row of the results added since the last row. */
@@ -231,10 +244,6 @@ EFAX_API void efax_report_deinit(efax_report *r);
    does), so such a run exits 1. Rank 0 decides (it holds the results). */
 EFAX_API int efax_report_status(const efax_report *r);
 
-/* Fills res->nic[] from the context's counters: bytes and operations each NIC sent since the
-   last efax_ctx_stats_reset. */
-EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx);
-
 /* Starts a result: names and shape. memory/path: e.g. "host"/"host", "device"/"staged". */
 EFAX_API void efax_result_init(efax_result *res, const char *variant, const char *memory, const char *path,
                                efax_result_kind kind, uint64_t size, int window, int peers);
@@ -244,27 +253,10 @@ EFAX_API void efax_result_init(efax_result *res, const char *variant, const char
 EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
                                double line_gbps);
 
-/* Line rate in Gbit/s of the first `nics` NICs together: --line-rate (per NIC), else
-   $EFAX_LINE_GBPS, else what the provider or sysfs reports; 0 when unknown. */
-EFAX_API double efax_line_rate(const efax_ctx *ctx, const efax_opts *o, int nics);
-
-
-/* This process's resident memory in KiB (for soak runs), or -1. */
-EFAX_API long efax_rss_kib(void);
-
-
-/* The chunk for transfers into or out of buffer b: --chunk when given; else 1 MiB (posts small
-   enough to stripe and pipeline over NICs), except for device memory on an shm that registers it
-   (FI_HMEM; not with EFAX_MEM_PATH=staged): there every post is one CUDA IPC copy whose fixed
-   cost 1 MiB posts cannot hide (two H200s, libfabric 2.6.0: 1 MiB posts moved 1,360 Gbps at 256 MiB, 64 MiB posts
-   3,083 of the 3,157 cudaMemcpyPeerAsync moves), so messages go whole, up to 1 GiB. On tcp
-   between two hosts (from and to, the write's ranks) 128 KiB: there tcp moved writes of 256 KiB
-   and more at 10-15 Gbps and writes of 64-128 KiB at 25-58 (efax's and fi_rma_bw's alike; the lab's
-   veth rail, libfabric 2.6.0), so 128 KiB posts made 1-16 MiB writes 2-4x faster; on one host
-   (loopback) whole posts up to 1 MiB stay ahead (1.17: 128 KiB posts 10% slower). */
-EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b, int from, int to);
-
 // >>steps -----------------------------------------------------------------------------------
+
+typedef struct efax_bench_xchg efax_bench_xchg; /* the exchange section says what it holds */
+typedef struct efaxb__counts efaxb__counts;     /* the per-NIC counters of a row (private) */
 
 /* What a driver is: its name, its own options and its defaults. Zeroed fields mean defaults. */
 typedef struct efax_bench_desc {
@@ -278,10 +270,15 @@ typedef struct efax_bench_desc {
     int min_ranks, max_ranks;    /* ranks the experiment needs (0: at least 2; max 0: no limit) */
     bool one_kind;               /* --mem must name one memory kind */
     bool gpu;                    /* needs a CUDA device: without one it says "skipped" and ends, status 0 */
-    bool own_options;            /* no sweep: d->extra alone is parsed (efax_args_parse); its entries may point
-                                    into b->o (provider, nics, timeout_ms), which efax_bench_open fills */
-    bool cold;                   /* efax_bench_connect does not warm the connections: the experiment's own
-                                    first messages open them (a broken pair is its result, not an error) */
+    bool own_options; /* no sweep: d->extra alone is parsed (efax_args_parse); its entries may point
+                         into b->o (provider, nics, timeout_ms), which efax_bench_open fills */
+    bool cold;        /* efax_bench_connect does not warm the connections: the experiment's own
+                         first messages open them (a broken pair is its result, not an error) */
+    unsigned modes;   /* the modes the experiment runs whatever --mode says (bits 1u << efax_mode;
+                         0: --mode's); of these, all but Single run only with several NICs */
+    bool own_table;   /* the driver prints its own table: the report writes --json and --csv
+                         alone (as --quiet) */
+    const efax_bench_xchg *xchg; /* the layout of the driver's exchange (efax_bench_exchange); NULL: none */
 } efax_bench_desc;
 
 /* efax_bench_open's answer when there is nothing to run (help printed, or no memory kind this
@@ -290,34 +287,39 @@ typedef struct efax_bench_desc {
 #define EFAX_BENCH_BUFS 8
 #define EFAX_BENCH_ALLOCS 8
 
-/* A running benchmark. Must not move between efax_bench_open and efax_bench_close. */
-typedef struct efaxb__counts efaxb__counts; /* the per-NIC counters of a row (private) */
-
+/* A running benchmark. Must not move between efax_bench_open and efax_bench_close. What is
+   large (the report, the buffers, the exchange's state) is allocated, so it may live on a stack. */
 typedef struct efax_bench {
     efax_bench_desc d;
     efax_opts o;
     efax_boot boot;
     efax_ctx ctx;
-    efax_report rep;
+    efax_report *rep;             /* from efax_bench_begin */
     const efax_mem_ops *kinds[3]; /* the memory kinds --mem chose (and this machine can run) */
     int nk;
-    int rank, size;            /* after efax_bench_open */
+    int rank, size; /* after efax_bench_open */
     bool connected, begun;
-    efax_buf bufs[EFAX_BENCH_BUFS];
+    efax_buf *bufs; /* [EFAX_BENCH_BUFS] */
     int nbuf;
     void *allocs[EFAX_BENCH_ALLOCS];
     int nalloc;
-    uint64_t t_start, sweeps;  /* the soak: when the sweep started, whole sweeps done */
-    efaxb__counts *cnt;        /* the row's per-NIC counters and the first messages (efax_bench_connect) */
+    uint64_t t_start, sweeps; /* the soak: when the sweep started, whole sweeps done */
+    /* with an exchange (efax_bench_desc.xchg), from efax_bench_connect: */
+    efax_buf *xsrc[3], *xdst[3]; /* each memory kind's source and destination */
+    double *lat;                 /* room for a step's times: efax_opts_iters at 1 byte, for every rank */
+    efax_xfer *xs;               /* [size * msgs]: this rank's writes of an iteration */
+    efax_expect *ex;             /* [size * msgs]: the writes into this rank of an iteration */
+    efax_write_desc *xw;         /* [size * msgs]: this rank's writes as it describes them */
+    efaxb__counts *cnt;          /* the row's per-NIC counters and the first messages (efax_bench_connect) */
 } efax_bench;
 
 /* One point of the sweep. Zero it before the first efax_bench_next. */
 typedef struct efax_bench_step {
-    uint64_t size;             /* bytes per message (the driver's size column) */
+    uint64_t size; /* bytes per message (the driver's size column) */
     efax_mode mode;
-    int k;                     /* memory kind: b->kinds[k] */
+    int k; /* memory kind: b->kinds[k] */
     const efax_mem_ops *kind;
-    int iters, warmup;         /* efax_opts_iters / efax_opts_warmup at size */
+    int iters, warmup; /* efax_opts_iters / efax_opts_warmup at size */
     bool started;
 } efax_bench_step;
 
@@ -330,15 +332,18 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
 
 /* Step 2: opens the context from the options (--provider, --nics, --efa-shm, --no-cuda-api,
    --timeout; in CUDA builds this rank's GPU and the NICs nearest it when a kind is device memory),
-   connects every rank and warms every connection (not with d->cold). imm_tags: the tags the driver
-   counts (0: 64). Collective. Returns 0 or a negative code (logged). */
-EFAX_API int efax_bench_connect(efax_bench *b, int imm_tags);
+   connects every rank and warms every connection (not with d->cold). With d->xchg: counts its
+   tags, allocates every memory kind's source and destination (exchanged, the destinations
+   poisoned and prepared for staged writes) and the state of every message. Collective. Returns 0
+   or a negative code (logged). */
+EFAX_API int efax_bench_connect(efax_bench *b);
 
 /* A buffer of len bytes of memory kind `kind`, registered with `access` (EFAX_MR_*) on every NIC
    (on none before efax_bench_connect: memory no NIC uses). A region peers write into
    (EFAX_MR_WRITE_DST) is exchanged with every rank, so it is collective then. *out gets it; it is
    freed by efax_bench_close. Returns 0 or a negative code. */
-EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access, efax_buf **out);
+EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access,
+                            efax_buf **out);
 
 /* Zeroed memory for n items of `size` bytes, freed by efax_bench_close; NULL when out of memory. */
 EFAX_API void *efax_bench_calloc(efax_bench *b, size_t n, size_t size);
@@ -353,7 +358,7 @@ EFAX_API int efax_bench_usage(const efax_bench *b, const char *fmt, ...)
 
 /* Step 3: opens the report (--json, --csv) and prints its header; `memory` names the memory in it
    (NULL: the kinds'). In CUDA builds, when a kind is device memory, measures the ceiling results
-   are held against (efax_bench_ceiling). Collective. Returns 0 or a negative code. */
+   are held against (cudaMemcpyPeerAsync between its GPUs). Collective. Returns 0 or a negative code. */
 EFAX_API int efax_bench_begin(efax_bench *b, const char *memory);
 
 /* Step 4, the sweep: moves st to the next (size, mode, memory kind) of --mode and --mem, sizes
@@ -365,12 +370,13 @@ EFAX_API int efax_bench_begin(efax_bench *b, const char *memory);
    failed (*rc gets the negative code). */
 EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc);
 
-/* Line rate in Gbit/s of the NICs `mode` uses (one for Single, all otherwise); 0 when unknown. */
+/* Line rate in Gbit/s of the NICs `mode` uses (one for Single, all otherwise): --line-rate per NIC,
+   else $EFAX_LINE_GBPS, else what the provider or sysfs reports; 0 when unknown. */
 EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode);
 
-/* "Split" + "DMA" + " " + suffix: the variant label of a result in `mode` for memory kind
-   `kind` (suffix may be NULL). Returns buf. */
-EFAX_API const char *efax_bench_label(char *buf, size_t len, efax_mode mode, const efax_mem_ops *kind, const char *suffix);
+/* The chunk writes from rank `from` to rank `to` of memory kind `kind` use: --chunk, else
+   efax_ctx_chunk. After efax_bench_connect. */
+EFAX_API uint64_t efax_bench_chunk(const efax_bench *b, const efax_mem_ops *kind, int from, int to);
 
 /* For experiments whose writers 0..writers-1 each time their own iterations at once (write
    --targets pairs): gathers every rank's `iters` times (lat, microseconds; collective), leaves in
@@ -379,13 +385,13 @@ EFAX_API const char *efax_bench_label(char *buf, size_t len, efax_mode mode, con
    bandwidth, with each host's sum (against the rails its writers use: line Gbit/s each, 0:
    unknown) and the aggregate. bytes: what one writer moves per iteration. Returns 0 or the
    bootstrap's error. */
-EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers, uint64_t bytes,
-                                double line);
+EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers,
+                                uint64_t bytes, double line);
 
-/* Starts a result of step st (efax_result_init): its label (efax_bench_label with suffix), memory
-   kind, the path buf's memory took (buf->path), and its shape. */
-EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf, const char *suffix,
-                                efax_result_kind kind, int window, int peers);
+/* Starts a result of step st (efax_result_init): its label ("Split" + "DMA" + " " + suffix, which
+   may be NULL), memory kind, the path buf's memory took (buf->path), and its shape. */
+EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf,
+                                const char *suffix, efax_result_kind kind, int window, int peers);
 
 /* Step 5: records a result. Collective: every rank passes the wrong bytes it counted (the sum is
    the result's, or -1 without -c); rank 0 adds the NIC counters and reports it (table row cell,
@@ -397,21 +403,14 @@ EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong);
    that order. Returns the exit status for rc (efax_exit_code; EFAX_BENCH_DONE gives 0). */
 EFAX_API int efax_bench_close(efax_bench *b, int rc);
 
-/* The target's side of one iteration of n writes from one writer, w[0..n) described as the writer
-   describes them: announces each (efax_expect_write, into ex[0..n)), waits until all landed (one
-   context timeout for all n) and confirms to the writer under tag `ack`; with -c then checks
-   buf's bytes [0, bytes) against the writer's pattern for the writes' seq (adding the wrong ones
-   to *wrong), clears them and tells the writer under tag `ready`. Returns 0 or a negative code. */
-EFAX_API int efax_bench_take(efax_bench *b, efax_expect *ex, const efax_write_desc *w, int n, efax_buf *buf, uint64_t bytes,
-                             int ack, int ready, int64_t *wrong);
-
 /* For a driver with only its own options (no launcher, no sweep): parses argv against defs (efax_args_parse;
    driver and about name it in --help), printing "driver: reason" on stderr for a bad option. Returns 0,
    EFAX_BENCH_DONE after --help (exit status 0), or -EFAX_E_USAGE (exit status 2). */
-EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver, const char *about);
+EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver,
+                             const char *about);
 
-/* Writes one JSON Lines record to f (nothing when f is NULL): {"schema":1,"driver":"<driver>", the members fmt
-   formats (printf; the caller escapes strings), }. For drivers that write records of their own shape. */
+/* Writes one JSON Lines record to f (nothing when f is NULL): {"schema":1,"driver":"<driver>", the members
+   fmt formats (printf; the caller escapes strings), }. For drivers that write records of their own shape. */
 EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
@@ -427,27 +426,82 @@ EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const
    destination dsts[k] with dst_access (EFAX_MR_*; exchanged when peers write it, as efax_bench_buf),
    len bytes each; the destinations are poisoned, so a check finds what did not land. Collective when
    the destinations are exchanged. Returns 0 or a negative code. */
-EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access, efax_buf **srcs,
-                             efax_buf **dsts);
+EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access,
+                             efax_buf **srcs, efax_buf **dsts);
 
 /* For experiments whose ranks each time their own iterations at once, where an iteration lasts as long as its
-   slowest rank (all2all): gathers every rank's `iters` times (lat, microseconds; collective) and leaves in lat
-   on rank 0 the slowest rank's time of each iteration, and in *loop_us (rank 0; 0 elsewhere) the longest of
-   the ranks' whole loops (the sum of its times). Returns 0, -FI_ENOMEM or the bootstrap's error. */
+   slowest rank (all2all): gathers every rank's `iters` times (lat, microseconds; collective) and leaves in
+   lat on rank 0 the slowest rank's time of each iteration, and in *loop_us (rank 0; 0 elsewhere) the longest
+   of the ranks' whole loops (the sum of its times). Returns 0, -FI_ENOMEM or the bootstrap's error. */
 EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *loop_us);
+
+// >>exchange --------------------------------------------------------------------------------
+
+/* An exchange is a step's writes between ranks, both sides run by the harness, as fabtests'
+   bandwidth_rma() owns its timed loop: a driver says who writes to whom and how much; the harness
+   numbers the tags and sequences, fills the sources, starts the writes, announces and awaits them
+   on the targets, confirms, checks every byte (-c), clears and tells the writers, so that a writer
+   and its target cannot disagree. Per iteration, on each rank:
+       -c: wait until every target cleared the last iteration's bytes (EFAX_BENCH_TAG_READY),
+           then fill this iteration's sources                                        (untimed)
+       write to every target; copy to itself (from == to); announce and await every writer's
+       writes (one context timeout for all); confirmed: tell each writer (EFAX_BENCH_TAG_ACK) and
+       wait for each target's word; unconfirmed: wait for this rank's own writes     (timed)
+       -c: check and clear what landed, tell each writer                             (untimed)
+   Message m of an iteration from rank f to rank t leaves f's source at slot s = (per_target ?
+   t * msgs + m : m) and lands in t's destination at slot (per_writer ? f * msgs + m : m), slots
+   being the step's message size apart; its bytes are the pattern of (f, seq << 24 | s), so that
+   a byte of another iteration, writer or message shows; it rotates over the NICs from index
+   seq * msgs + f + s; its tag is EFAX_BENCH_TAG_DATA + m, plus msgs for each memory kind before
+   its own (unconfirmed: twice as many, alternating by iteration). */
+enum { EFAX_BENCH_TAG_ACK = 1, EFAX_BENCH_TAG_READY = 2, EFAX_BENCH_TAG_DATA = 3 };
+
+/* The layout of a driver's exchange, fixed for the run (efax_bench_desc.xchg). */
+struct efax_bench_xchg {
+    int msgs;         /* the most messages one rank writes another per iteration (0: --window) */
+    bool per_target;  /* a source region per target (all-to-all); else every target the same */
+    bool per_writer;  /* a destination region per writer (incast, all-to-all); else one */
+    bool unconfirmed; /* no confirmations: every rank times its own iterations, each ending when
+                         its writes completed and its writers' landed (all-to-all); else a
+                         writer's iteration ends when every target confirmed */
+    uint64_t bytes;   /* each buffer's size (0: the slots that messages of -e bytes need) */
+};
+
+/* A writer that posts through something other than this rank's context (efax_cuda.h's proxy, whose
+   thread drives the context meanwhile): it starts the writes as described and waits for notices. */
+typedef struct efax_bench_poster {
+    int (*post)(void *user, const efax_write_desc *w, int n); /* starts an iteration's writes */
+    /* waits for the notice (tag, seq) from rank peer (timeout_ms < 0: the context's); *t_ns: when it
+       came (efax_now_ns) */
+    int (*wait)(void *user, int peer, int tag, uint32_t seq, int timeout_ms, uint64_t *t_ns);
+    int (*finish)(void *user); /* waits until the writes it started completed at this end */
+    void *user;
+} efax_bench_poster;
+
+/* What one step of the sweep moves. */
+typedef struct efax_bench_moves {
+    /* whether rank `from` writes to rank `to` (from == to: a local copy). Every rank asks about every
+       pair, so the answer may depend on nothing but the arguments and user */
+    bool (*writes)(const void *user, int from, int to, int nranks);
+    const void *user;
+    uint64_t size;                   /* bytes per message (0: the step's) */
+    int msgs;                        /* messages per writer and target (0: the layout's) */
+    const efax_bench_poster *poster; /* this rank's writes (NULL: efax_write on b->ctx) */
+} efax_bench_moves;
+
+/* Runs step st's exchange: the buffers of st's memory kind, st->warmup untimed iterations and
+   st->iters timed ones after a barrier. Collective (ranks that move nothing take the barrier).
+   Appends this rank's iteration times (microseconds) at lat[*nlat] and advances *nlat where it
+   times: on a writer (confirmed), on every rank that moves anything (unconfirmed); adds the wrong
+   bytes it found to *wrong. Returns 0 or a negative code (logged). */
+EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv,
+                                 double *lat, int *nlat, int64_t *wrong);
 
 #ifdef EFAX_CUDA_H
 // >>cuda glue (with efax_cuda.h) -------------------------------------------------------------
 
-/* Measures what no device-memory result between this job's ranks can pass (efax_cuda_ceiling:
-   cudaMemcpyPeerAsync between the GPUs of one host, `bytes` per copy, the best of several after a
-   warm-up), sets it as the report's ceiling and prints it in the header with its spread, or says
-   why there is none; when ranks share a GPU, a header line says so and what that measures.
-   Collective. Returns 0 or a negative code. */
-EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes);
-
-/* Whether this machine has a CUDA device: 1; else 0, after printing "driver: skipped: no CUDA device (why)" on
-   stdout (a driver that needs one then ends with exit status 0). */
+/* Whether this machine has a CUDA device: 1; else 0, after printing "driver: skipped: no CUDA device (why)"
+   on stdout (a driver that needs one then ends with exit status 0). */
 EFAX_API int efax_bench_gpu(const char *driver);
 #endif
 
@@ -474,27 +528,6 @@ extern "C" {
 
 // >>options (implementation) -----------------------------------------------------------------
 
-EFAX_API uint64_t efax_opts_chunk(const efax_opts *o, const efax_ctx *ctx, const efax_buf *b, int from, int to) {
-    const char *forced = getenv("EFAX_MEM_PATH");
-    if (o->chunk) return o->chunk;
-    /* Writer and target must count the same chunks, so this looks only at what they share (the
-       provider and its FI_HMEM, the memory kind, the job's EFAX_MEM_PATH), never at how this
-       rank's own registration turned out. */
-    /* On shm a write is one copy however it is cut (the target's process_vm_readv, or CUDA IPC
-       for device memory; on 2.x efax itself splits a large one between the writer's copy and
-       the target's, efax__post_split), so whole messages: each chunk only adds a command, a
-       response and a completion. Host memory, 1.17, 256 MiB: 10.6-12.7 GB/s whole against 4.4-5.0 in 1 MiB
-       chunks (three interleaved rounds); 2.6.0: 16.4 against 15.6. A staged target takes cells. */
-    if (ctx && efax_ctx_nnics(ctx) > 0 && efax_ctx_caps(ctx)->whole_writes &&
-        !(b && b->ops && !strcmp(b->ops->name, "device") &&
-          (!efax_ctx_caps(ctx)->hmem || (forced && !strcmp(forced, "staged")))))
-        return 1ull << 30;
-    if (ctx && efax_ctx_nnics(ctx) > 0 && efax_ctx_caps(ctx)->chunk_between_hosts &&
-        strcmp(efax_ctx_host(ctx, from), efax_ctx_host(ctx, to)))
-        return 128u << 10;
-    return 1ull << 20;
-}
-
 EFAX_API void efax_opts_init(efax_opts *o) {
     memset(o, 0, sizeof *o);
     o->min_size = 1024;
@@ -503,7 +536,7 @@ EFAX_API void efax_opts_init(efax_opts *o) {
     o->warmup = -1;
     o->modes = 1u << EFAX_MODE_SINGLE;
     o->window = 1;
-    o->chunk = 0; /* auto: efax_opts_chunk */
+    o->chunk = 0; /* auto: efax_ctx_chunk */
     o->mem = "host";
 }
 
@@ -517,13 +550,11 @@ EFAX_API int efax_parse_size(const char *s, uint64_t *out) {
         v = v * 10 + d;
         p++;
     }
-    switch (toupper((unsigned char)*p)) {
-    case 0: break;
-    case 'K': mul = 1ull << 10; p++; break;
-    case 'M': mul = 1ull << 20; p++; break;
-    case 'G': mul = 1ull << 30; p++; break;
-    case 'T': mul = 1ull << 40; p++; break;
-    default: return -EFAX_E_USAGE;
+    if (*p) { /* a binary multiple: K, M, G or T */
+        const char *units = "KMGT", *u = strchr(units, toupper((unsigned char)*p));
+        if (!u) return -EFAX_E_USAGE;
+        mul = 1ull << (10 * (u - units + 1));
+        p++;
     }
     if (*p == 'i' && mul > 1) p++;
     if ((*p == 'B' || *p == 'b') && mul > 1) p++;
@@ -543,60 +574,70 @@ EFAX_API const char *efax_fmt_size(uint64_t b, char *buf, size_t len) {
         if (b % 1024) break;
         b /= 1024;
     }
-    if (i < 0) snprintf(buf, len, "%llu", (unsigned long long)b);
-    else if (v == (double)(uint64_t)v) snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[i]);
-    else snprintf(buf, len, "%.1f%c", v, sfx[i]);
+    if (i < 0)
+        snprintf(buf, len, "%llu", (unsigned long long)b);
+    else if (v == (double)(uint64_t)v)
+        snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[i]);
+    else
+        snprintf(buf, len, "%.1f%c", v, sfx[i]);
     return buf;
 }
 
 EFAX_PRIVATE const efax_optdef *efaxb__find_opt(const efax_optdef *defs, const char *lname, char sname) {
     for (; defs && defs->name; defs++)
-        if ((lname && !strcmp(defs->name, lname)) || (!lname && sname && defs->short_name == sname)) return defs;
+        if ((lname && !strcmp(defs->name, lname)) || (!lname && sname && defs->short_name == sname))
+            return defs;
     return NULL;
 }
 
 EFAX_PRIVATE void efaxb__opt_label(const efax_optdef *d, char *buf, size_t len) {
-    if (d->short_name) snprintf(buf, len, "-%c/--%s", d->short_name, d->name);
-    else snprintf(buf, len, "--%s", d->name);
+    if (d->short_name)
+        snprintf(buf, len, "-%c/--%s", d->short_name, d->name);
+    else
+        snprintf(buf, len, "--%s", d->name);
 }
 
 EFAX_PRIVATE void efaxb__print_help(const efax_optdef *common, const efax_optdef *extra, const char *driver,
-                                   const char *about) {
+                                    const char *about) {
     const efax_optdef *sets[2];
     int k;
     sets[0] = extra;
     sets[1] = common;
-    printf("usage: %s [options]   (launch under mpirun/srun --mpi=pmix, or see efax.h for EFAX_ROOT)\n", driver);
+    printf("usage: %s [options]   (launch under mpirun/srun --mpi=pmix, or see efax.h for EFAX_ROOT)\n",
+           driver);
     if (about) printf("%s\n", about);
     printf("\noptions:\n");
     for (k = 0; k < 2; k++) {
         const efax_optdef *d;
         for (d = sets[k]; d && d->name; d++) {
             char lhs[64], rng[96] = "";
-            if (d->short_name) snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", d->short_name, d->name, d->arg ? " " : "", d->arg ? d->arg : "");
-            else snprintf(lhs, sizeof lhs, "    --%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+            if (d->short_name)
+                snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", d->short_name, d->name, d->arg ? " " : "",
+                         d->arg ? d->arg : "");
+            else
+                snprintf(lhs, sizeof lhs, "    --%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
             if (d->type == EFAX_OPT_CHOICE) snprintf(rng, sizeof rng, " [%s]", d->choices);
             printf("  %-28s %s%s\n", lhs, d->help ? d->help : "", rng);
         }
     }
     printf("  %-28s %s\n", "-h, --help", "this text");
-    printf("\nsizes take K, M, G suffixes (binary: 1K = 1024). Exit codes: 0 ok, 1 run failed, 2 bad usage.\n");
+    printf(
+        "\nsizes take K, M, G suffixes (binary: 1K = 1024). Exit codes: 0 ok, 1 run failed, 2 bad usage.\n");
 }
 
 EFAX_PRIVATE int efaxb__set_opt(const efax_optdef *d, const char *val, char *err, size_t el) {
     char lbl[64];
     efaxb__opt_label(d, lbl, sizeof lbl);
     switch (d->type) {
-    case EFAX_OPT_FLAG:
-        *(bool *)d->dst = true;
-        return 0;
+    case EFAX_OPT_FLAG: *(bool *)d->dst = true; return 0;
     case EFAX_OPT_INT: {
         char *end;
         long long v;
         errno = 0;
         v = strtoll(val, &end, 10);
         if (!*val || *end || errno || (double)v < d->min || (double)v > d->max) {
-            snprintf(err, el, "%s: '%s' is not valid: expected an integer in [%.0f, %.0f]", lbl, val, d->min, d->max);
+            snprintf(err, el, "%s: '%s' is not valid: expected an integer in [%.0f, %.0f]", lbl, val, d->min,
+                     d->max);
             return -EFAX_E_USAGE;
         }
         *(int *)d->dst = (int)v;
@@ -606,8 +647,9 @@ EFAX_PRIVATE int efaxb__set_opt(const efax_optdef *d, const char *val, char *err
         uint64_t v;
         char lo[32], hi[32];
         if (efax_parse_size(val, &v) || (double)v < d->min || (double)v > d->max) {
-            snprintf(err, el, "%s: '%s' is not valid: expected a size in [%s, %s] (bytes, or with K/M/G)", lbl, val,
-                     efax_fmt_size((uint64_t)d->min, lo, sizeof lo), efax_fmt_size((uint64_t)d->max, hi, sizeof hi));
+            snprintf(err, el, "%s: '%s' is not valid: expected a size in [%s, %s] (bytes, or with K/M/G)",
+                     lbl, val, efax_fmt_size((uint64_t)d->min, lo, sizeof lo),
+                     efax_fmt_size((uint64_t)d->max, hi, sizeof hi));
             return -EFAX_E_USAGE;
         }
         *(uint64_t *)d->dst = v;
@@ -619,7 +661,8 @@ EFAX_PRIVATE int efaxb__set_opt(const efax_optdef *d, const char *val, char *err
         errno = 0;
         v = strtod(val, &end);
         if (!*val || *end || errno || !(v >= d->min && v <= d->max)) {
-            snprintf(err, el, "%s: '%s' is not valid: expected a number in [%g, %g]", lbl, val, d->min, d->max);
+            snprintf(err, el, "%s: '%s' is not valid: expected a number in [%g, %g]", lbl, val, d->min,
+                     d->max);
             return -EFAX_E_USAGE;
         }
         *(double *)d->dst = v;
@@ -652,7 +695,7 @@ EFAX_PRIVATE int efaxb__set_opt(const efax_optdef *d, const char *val, char *err
 }
 
 EFAX_PRIVATE int efaxb__parse(int argc, char **argv, const efax_optdef *extra, const efax_optdef *common,
-                             const char *driver, const char *about, char *err, size_t errlen) {
+                              const char *driver, const char *about, char *err, size_t errlen) {
     int i, rc;
     err[0] = 0;
     for (i = 1; i < argc; i++) {
@@ -718,32 +761,54 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
     snprintf(eh, sizeof eh, "largest message (default %s)", efax_fmt_size(o->max_size, sz, sizeof sz));
     {
         int k = 0;
-#define EFAXB__OPT(l, s, t, d, lo, hi, ch, a, h)                                                    \
-    do {                                                                                           \
-        common[k].name = l; common[k].short_name = s; common[k].type = t; common[k].dst = d;       \
-        common[k].min = lo; common[k].max = hi; common[k].choices = ch; common[k].arg = a;         \
-        common[k].help = h; k++;                                                                   \
+#define EFAXB__OPT(l, s, t, d, lo, hi, ch, a, h)                                                             \
+    do {                                                                                                     \
+        common[k].name = l;                                                                                  \
+        common[k].short_name = s;                                                                            \
+        common[k].type = t;                                                                                  \
+        common[k].dst = d;                                                                                   \
+        common[k].min = lo;                                                                                  \
+        common[k].max = hi;                                                                                  \
+        common[k].choices = ch;                                                                              \
+        common[k].arg = a;                                                                                   \
+        common[k].help = h;                                                                                  \
+        k++;                                                                                                 \
     } while (0)
         EFAXB__OPT("min-size", 'b', EFAX_OPT_SIZE, &o->min_size, 1, 68719476736.0, NULL, "SIZE", bh);
         EFAXB__OPT("max-size", 'e', EFAX_OPT_SIZE, &o->max_size, 1, 68719476736.0, NULL, "SIZE", eh);
-        EFAXB__OPT("factor", 'f', EFAX_OPT_DOUBLE, &o->factor, 1.0, 1024, NULL, "F", "size multiplier between rows, > 1 (default 2)");
-        EFAXB__OPT("iters", 'n', EFAX_OPT_INT, &o->iters, 1, 10000000, NULL, "N", "timed iterations per size (default: by size)");
-        EFAXB__OPT("warmup", 'w', EFAX_OPT_INT, &o->warmup, 0, 1000000, NULL, "N", "untimed iterations first (default: by size)");
-        EFAXB__OPT("check", 'c', EFAX_OPT_FLAG, &o->check, 0, 0, NULL, NULL, "verify every byte of every iteration (outside the timing)");
-        EFAXB__OPT("provider", 0, EFAX_OPT_STR, &o->provider, 0, 0, NULL, "NAME", "libfabric provider: efa, tcp, shm, ... (default: efa > tcp > shm)");
-        EFAXB__OPT("nics", 0, EFAX_OPT_STR, &o->nics, 0, 0, NULL, "LIST", "comma-separated NIC names (default: all but loopback)");
-        EFAXB__OPT("mode", 0, EFAX_OPT_STR, &modes, 0, 0, NULL, "LIST", "single,split,roundrobin,stripe or all (default single)");
+        EFAXB__OPT("factor", 'f', EFAX_OPT_DOUBLE, &o->factor, 1.0, 1024, NULL, "F",
+                   "size multiplier between rows, > 1 (default 2)");
+        EFAXB__OPT("iters", 'n', EFAX_OPT_INT, &o->iters, 1, 10000000, NULL, "N",
+                   "timed iterations per size (default: by size)");
+        EFAXB__OPT("warmup", 'w', EFAX_OPT_INT, &o->warmup, 0, 1000000, NULL, "N",
+                   "untimed iterations first (default: by size)");
+        EFAXB__OPT("check", 'c', EFAX_OPT_FLAG, &o->check, 0, 0, NULL, NULL,
+                   "verify every byte of every iteration (outside the timing)");
+        EFAXB__OPT("provider", 0, EFAX_OPT_STR, &o->provider, 0, 0, NULL, "NAME",
+                   "libfabric provider: efa, tcp, shm, ... (default: efa > tcp > shm)");
+        EFAXB__OPT("nics", 0, EFAX_OPT_STR, &o->nics, 0, 0, NULL, "LIST",
+                   "comma-separated NIC names (default: all but loopback)");
+        EFAXB__OPT("mode", 0, EFAX_OPT_STR, &modes, 0, 0, NULL, "LIST",
+                   "single,split,roundrobin,stripe or all (default single)");
         EFAXB__OPT("json", 0, EFAX_OPT_STR, &o->json, 0, 0, NULL, "FILE", "write JSON Lines records");
         EFAXB__OPT("csv", 0, EFAX_OPT_STR, &o->csv, 0, 0, NULL, "FILE", "write CSV rows");
         EFAXB__OPT("quiet", 'q', EFAX_OPT_FLAG, &o->quiet, 0, 0, NULL, NULL, "no table and no progress line");
-        EFAXB__OPT("line-rate", 0, EFAX_OPT_DOUBLE, &o->line_gbps, 0.001, 100000, NULL, "GBPS", "line rate of one NIC in Gbit/s for the % column");
-        EFAXB__OPT("timeout", 0, EFAX_OPT_INT, &o->timeout_ms, 1, 86400000, NULL, "MS", "fail any wait longer than this (default 30000)");
-        EFAXB__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 250, NULL, "N", "messages in flight per iteration (default 1)");
-        EFAXB__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE", "most bytes one post carries (default 1M; on shm whole messages)");
-        EFAXB__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S", "repeat the sweep until S seconds have passed (soak)");
-        EFAXB__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST", "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
-        EFAXB__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL, "efa: let its own shared memory carry same-host peers (default: the NIC does)");
-        EFAXB__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL, "the provider may not call CUDA: device memory by GPUDirect RDMA only");
+        EFAXB__OPT("line-rate", 0, EFAX_OPT_DOUBLE, &o->line_gbps, 0.001, 100000, NULL, "GBPS",
+                   "line rate of one NIC in Gbit/s for the % column");
+        EFAXB__OPT("timeout", 0, EFAX_OPT_INT, &o->timeout_ms, 1, 86400000, NULL, "MS",
+                   "fail any wait longer than this (default 30000)");
+        EFAXB__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 250, NULL, "N",
+                   "messages in flight per iteration (default 1)");
+        EFAXB__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE",
+                   "most bytes one post carries (default " EFAX_CHUNK_POLICY ")");
+        EFAXB__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S",
+                   "repeat the sweep until S seconds have passed (soak)");
+        EFAXB__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST",
+                   "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
+        EFAXB__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL,
+                   "efa: let its own shared memory carry same-host peers (default: the NIC does)");
+        EFAXB__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL,
+                   "the provider may not call CUDA: device memory by GPUDirect RDMA only");
         EFAXB__OPT("cuda-api", 0, EFAX_OPT_FLAG, &o->cuda_api, 0, 0, NULL, NULL,
                    "efa may move device memory by CUDA copies where it has no GPUDirect (default: staged)");
 #undef EFAXB__OPT
@@ -761,9 +826,13 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         snprintf(buf, sizeof buf, "%s", modes);
         for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             efax_mode m;
-            if (!strcmp(tok, "all")) { o->modes = (1u << EFAX_MODE_COUNT) - 1; continue; }
+            if (!strcmp(tok, "all")) {
+                o->modes = (1u << EFAX_MODE_COUNT) - 1;
+                continue;
+            }
             if (efax_mode_parse(tok, &m)) {
-                snprintf(err, errlen, "--mode: '%s' is not valid: expected single, split, roundrobin, stripe or all", tok);
+                snprintf(err, errlen,
+                         "--mode: '%s' is not valid: expected single, split, roundrobin, stripe or all", tok);
                 return -EFAX_E_USAGE;
             }
             o->modes |= 1u << m;
@@ -773,45 +842,32 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
             return -EFAX_E_USAGE;
         }
     }
-    { /* environment values are options too */
+    { /* environment values are options too: the harness's own, then efax.h's, checked before any
+         rank waits on another */
         const char *e = getenv("EFAX_LINE_GBPS");
         char *end;
-        double v;
-        long t;
-        if (e && *e && (v = strtod(e, &end), *end || !(v > 0 && v <= 100000))) {
-            snprintf(err, errlen, "EFAX_LINE_GBPS='%s' is not valid: expected a line rate in Gbit/s in (0, 100000]", e);
-            return -EFAX_E_USAGE;
+        if (e && *e) {
+            o->line_gbps_env = strtod(e, &end);
+            if (*end || !(o->line_gbps_env > 0 && o->line_gbps_env <= 100000)) {
+                snprintf(err, errlen,
+                         "EFAX_LINE_GBPS='%s' is not valid: expected a line rate in Gbit/s in (0, 100000]",
+                         e);
+                return -EFAX_E_USAGE;
+            }
         }
-        e = getenv("EFAX_TIMEOUT_MS");
-        if (e && *e && (t = strtol(e, &end, 10), *end || t < 1 || t > INT_MAX)) {
-            snprintf(err, errlen, "EFAX_TIMEOUT_MS='%s' is not valid: expected milliseconds in [1, %d]", getenv("EFAX_TIMEOUT_MS"), INT_MAX);
-            return -EFAX_E_USAGE;
-        }
-        { /* the context reads these (efax__ctx_defaults): checked here, before any rank waits on another */
-            static const struct { const char *name; int hi; const char *what;
-            } ints[] = {{"EFAX_SHM_SPLIT", INT_MAX, "bytes (0: never split)"},
-                        {"EFAX_HUGE_PAGES", 1, "0 or 1"},
-                        {"EFAX_EFA_SHM", 1, "0 or 1"},
-                        {"EFAX_CUDA_API", 1, "0 or 1"},
-                        {"EFAX_EFA_UNSOLICITED_WRITE_RECV", 1, "0 or 1"},
-                        {"EFAX_GDR_FLUSH", 1, "0 or 1"}};
-            size_t k;
-            int iv;
-            for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
-                if (efax__env_int_quiet(ints[k].name, 0, 0, ints[k].hi, &iv)) {
-                    snprintf(err, errlen, "%s='%s' is not valid: expected %s", ints[k].name, getenv(ints[k].name), ints[k].what);
-                    return -EFAX_E_USAGE;
-                }
-        }
+        if ((rc = efax_env_check(err, errlen))) return rc;
     }
     if (!(o->factor > 1.0)) {
-        snprintf(err, errlen, "-f/--factor: %g is not valid: the size factor must be greater than 1", o->factor);
+        snprintf(err, errlen, "-f/--factor: %g is not valid: the size factor must be greater than 1",
+                 o->factor);
         return -EFAX_E_USAGE;
     }
     if (o->min_size > o->max_size) {
         char lo[32], hi[32];
-        snprintf(err, errlen, "-b/--min-size %s is larger than -e/--max-size %s: the smallest size must not exceed the largest",
-                 efax_fmt_size(o->min_size, lo, sizeof lo), efax_fmt_size(o->max_size, hi, sizeof hi));
+        snprintf(
+            err, errlen,
+            "-b/--min-size %s is larger than -e/--max-size %s: the smallest size must not exceed the largest",
+            efax_fmt_size(o->min_size, lo, sizeof lo), efax_fmt_size(o->max_size, hi, sizeof hi));
         return -EFAX_E_USAGE;
     }
     return 0;
@@ -874,7 +930,8 @@ EFAX_API efax_stats efax_stats_of(double *v, int n) {
 // >>results and the report (implementation) ---------------------------------------------------
 
 EFAX_API const char *efax_result_kind_name(efax_result_kind k) {
-    static const char *const names[EFAX_RESULT_KIND_COUNT] = {"oneway", "roundtrip", "halfrtt", "alltoall", "ipc"};
+    static const char *const names[EFAX_RESULT_KIND_COUNT] = {"oneway", "roundtrip", "halfrtt", "alltoall",
+                                                              "ipc"};
     return (unsigned)k < EFAX_RESULT_KIND_COUNT ? names[k] : "unknown";
 }
 
@@ -904,21 +961,23 @@ EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t
     res->lat_us = efax_stats_of(lat_us, n);
 }
 
-EFAX_API double efax_line_rate(const efax_ctx *ctx, const efax_opts *o, int nics) {
-    double sum = 0, env = 0;
-    const char *e = getenv("EFAX_LINE_GBPS");
+/* Line rate in Gbit/s of the first `nics` NICs together (efax_bench_line). */
+EFAX_PRIVATE double efaxb__line_rate(const efax_ctx *ctx, const efax_opts *o, int nics) {
+    double sum = 0;
     int i;
-    if (e && *e) env = strtod(e, NULL); /* checked by efax_opts_parse */
     if (nics > efax_ctx_nnics(ctx)) nics = efax_ctx_nnics(ctx);
     for (i = 0; i < nics; i++) {
-        double r = o && o->line_gbps > 0 ? o->line_gbps : env > 0 ? env : efax_ctx_nic(ctx, i)->link_gbps;
+        double r = o->line_gbps > 0       ? o->line_gbps
+                   : o->line_gbps_env > 0 ? o->line_gbps_env
+                                          : efax_ctx_nic(ctx, i)->link_gbps;
         if (r <= 0) return 0;
         sum += r;
     }
     return sum;
 }
 
-EFAX_API long efax_rss_kib(void) {
+/* This process's resident memory in KiB (for soak runs), or -1. */
+EFAX_PRIVATE long efaxb__rss_kib(void) {
     long pages = -1, rss = -1;
     FILE *f = fopen("/proc/self/statm", "r");
     if (!f) return -1;
@@ -927,7 +986,9 @@ EFAX_API long efax_rss_kib(void) {
     return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-EFAX_API void efax_result_nics(efax_result *res, const efax_ctx *ctx) {
+/* Fills res->nic[] from the context's counters: bytes and operations each NIC sent since the
+   last efax_ctx_stats_reset. */
+EFAX_PRIVATE void efaxb__result_nics(efax_result *res, const efax_ctx *ctx) {
     int i;
     res->nnic = efax_ctx_nnics(ctx);
     for (i = 0; i < efax_ctx_nnics(ctx); i++) {
@@ -944,20 +1005,30 @@ EFAX_PRIVATE void efaxb__json_str(char *buf, size_t cap, size_t *used, const cha
     buf[u++] = '"';
     for (; s && *s && u + 8 < cap; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { buf[u++] = '\\'; buf[u++] = (char)c; }
-        else if (c == '\n') { buf[u++] = '\\'; buf[u++] = 'n'; }
-        else if (c == '\t') { buf[u++] = '\\'; buf[u++] = 't'; }
-        else if (c < 0x20 || c == 0x7f) u += (size_t)snprintf(buf + u, cap - u, "\\u%04x", c);
-        else buf[u++] = (char)c;
+        if (c == '"' || c == '\\') {
+            buf[u++] = '\\';
+            buf[u++] = (char)c;
+        } else if (c == '\n') {
+            buf[u++] = '\\';
+            buf[u++] = 'n';
+        } else if (c == '\t') {
+            buf[u++] = '\\';
+            buf[u++] = 't';
+        } else if (c < 0x20 || c == 0x7f)
+            u += (size_t)snprintf(buf + u, cap - u, "\\u%04x", c);
+        else
+            buf[u++] = (char)c;
     }
     buf[u++] = '"';
     buf[u] = 0;
     *used = u;
 }
 
+EFAX_PRIVATE void efaxb__cat(char *buf, size_t cap, size_t *used, const char *fmt, ...)
 #if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
+    __attribute__((format(printf, 4, 5)))
 #endif
+    ;
 EFAX_PRIVATE void efaxb__cat(char *buf, size_t cap, size_t *used, const char *fmt, ...) {
     va_list ap;
     int n;
@@ -970,8 +1041,10 @@ EFAX_PRIVATE void efaxb__cat(char *buf, size_t cap, size_t *used, const char *fm
 
 /* A finite number, or null: JSON has no NaN or infinity. */
 EFAX_PRIVATE void efaxb__json_num(char *buf, size_t cap, size_t *used, double v) {
-    if (v != v || v > 1e300 || v < -1e300) efaxb__cat(buf, cap, used, "null");
-    else efaxb__cat(buf, cap, used, "%.6g", v);
+    if (v != v || v > 1e300 || v < -1e300)
+        efaxb__cat(buf, cap, used, "null");
+    else
+        efaxb__cat(buf, cap, used, "%.6g", v);
 }
 
 /* Every rank's NICs and how they were chosen (efax_ctx_init: given, nearest the GPU, on the
@@ -981,12 +1054,16 @@ EFAX_PRIVATE int efaxb__gather_nic_choice(efax_report *r, const efax_ctx *ctx, e
     size_t u = 0;
     int i, rc;
     memset(mine, 0, sizeof mine);
-    for (i = 0; i < efax_ctx_nnics(ctx); i++) efaxb__cat(mine, sizeof mine, &u, "%s%s", i ? "," : "", efax_ctx_nic(ctx, i)->name);
+    for (i = 0; i < efax_ctx_nnics(ctx); i++)
+        efaxb__cat(mine, sizeof mine, &u, "%s%s", i ? "," : "", efax_ctx_nic(ctx, i)->name);
     efaxb__cat(mine, sizeof mine, &u, " (%s)", efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
-    r->nic_choice = r->rank == 0 ? (char (*)[EFAXB__CHOICE_LEN])calloc((size_t)boot->size, EFAXB__CHOICE_LEN) : NULL;
+    r->nic_choice =
+        r->rank == 0 ? (char(*)[EFAXB__CHOICE_LEN])calloc((size_t)boot->size, EFAXB__CHOICE_LEN) : NULL;
     if (r->rank == 0 && !r->nic_choice) return -FI_ENOMEM;
     {
-        char (*all)[EFAXB__CHOICE_LEN] = r->nic_choice ? r->nic_choice : (char (*)[EFAXB__CHOICE_LEN])calloc((size_t)boot->size, EFAXB__CHOICE_LEN);
+        char(*all)[EFAXB__CHOICE_LEN] =
+            r->nic_choice ? r->nic_choice
+                          : (char(*)[EFAXB__CHOICE_LEN])calloc((size_t)boot->size, EFAXB__CHOICE_LEN);
         if (!all) return -FI_ENOMEM;
         rc = efax_boot_allgather(boot, mine, sizeof mine, all, -1);
         if (all != r->nic_choice) free(all);
@@ -1045,7 +1122,8 @@ EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
     for (i = 0; i < efax_ctx_nnics(ctx); i++) {
         const efax_nic_info *n = efax_ctx_nic(ctx, i);
         sas += (n->msg_order & FI_ORDER_SAS) != 0;
-        shm_on += n->efa_shm == 1, shm_off += n->efa_shm == 0;
+        shm_on += n->efa_shm == 1;
+        shm_off += n->efa_shm == 0;
         real += n->emulated_write == 0;
         cuda_off += n->cuda_api == 0;
         if (n->emulated_write == 1 && eu < sizeof emu_names) {
@@ -1053,8 +1131,9 @@ EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
             eu += (size_t)snprintf(emu_names + eu, sizeof emu_names - eu, "%s%s", eu ? "," : "", n->name);
         }
     }
-    printf("# message order: %s\n", sas == efax_ctx_nnics(ctx) ? "send-after-send (FI_ORDER_SAS granted)"
-                                    : "not ordered on every NIC (efax matches receives by immediate data)");
+    printf("# message order: %s\n",
+           sas == efax_ctx_nnics(ctx) ? "send-after-send (FI_ORDER_SAS granted)"
+                                      : "not ordered on every NIC (efax matches receives by immediate data)");
     efaxb__print_caps(ctx);
     if (caps->prov != EFAX_PROV_EFA) {
         if (cuda_off) printf("# CUDA API in the provider: forbidden (FI_OPT_CUDA_API_PERMITTED=false)\n");
@@ -1074,11 +1153,13 @@ EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
            caps->unsolicited_write_recv < 0 ? "efa's default (libfabric < 2.5 cannot set it)"
            : caps->unsolicited_write_recv   ? "on, alike on every rank"
                                             : "off, alike on every rank");
-    if (emu) printf("# WARNING: efa emulates RDMA writes on NIC(s) %s: WRITE results there are not RDMA writes\n", emu_names);
+    if (emu)
+        printf("# WARNING: efa emulates RDMA writes on NIC(s) %s: WRITE results there are not RDMA writes\n",
+               emu_names);
 }
 
-EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver,
-                              const char *memory, efax_ctx *ctx, efax_boot *boot) {
+EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver, const char *memory,
+                              efax_ctx *ctx, efax_boot *boot) {
     size_t u = 0;
     int i;
     char tbuf[64];
@@ -1109,8 +1190,10 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     gmtime_r(&now, &tmv);
     strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tmv);
     /* the run's metadata, repeated in every JSON record so each stands alone */
-    efaxb__cat(r->meta, sizeof r->meta, &u, "\"run\":{\"efax\":\"%s\",\"libfabric\":\"%u.%u\",\"time\":\"%s\",\"ranks\":%d,",
-              EFAX_VERSION_STRING, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), tbuf, boot ? boot->size : 1);
+    efaxb__cat(r->meta, sizeof r->meta, &u,
+               "\"run\":{\"efax\":\"%s\",\"libfabric\":\"%u.%u\",\"time\":\"%s\",\"ranks\":%d,",
+               EFAX_VERSION_STRING, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), tbuf,
+               boot ? boot->size : 1);
     efaxb__cat(r->meta, sizeof r->meta, &u, "\"provider\":");
     efaxb__json_str(r->meta, sizeof r->meta, &u, ctx ? efax_ctx_provider(ctx) : "-");
     if (ctx && efax_ctx_mem_note(ctx)[0]) {
@@ -1142,9 +1225,9 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
                    efaxb__tri(n->emulated_write), efaxb__tri(n->cuda_api), efaxb__tri(n->gpudirect));
     }
     efaxb__cat(r->meta, sizeof r->meta, &u, "],\"nic_choice\":");
-    efaxb__json_str(r->meta, sizeof r->meta, &u, ctx && efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
-    efaxb__cat(r->meta, sizeof r->meta, &u,
-               ",\"rank_nics\":["); /* every rank's NICs and why (efaxb__gather_nic_choice) */
+    efaxb__json_str(r->meta, sizeof r->meta, &u,
+                    ctx && efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
+    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"rank_nics\":["); /* every rank's NICs and why */
     for (i = 0; r->nic_choice && boot && i < boot->size; i++) {
         if (i) efaxb__cat(r->meta, sizeof r->meta, &u, ",");
         if (u + 2 * EFAXB__CHOICE_LEN > sizeof r->meta / 2) { /* room for the command and env */
@@ -1165,8 +1248,10 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
             efaxb__json_str(r->meta, sizeof r->meta, &u, efax_ctx_peer_note(ctx));
         }
     }
-    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"huge_pages\":%s,\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
-              ctx && efax_ctx_huge_pages(ctx) ? "true" : "false", o->window, (unsigned long long)o->chunk, o->check ? "true" : "false");
+    efaxb__cat(r->meta, sizeof r->meta, &u,
+               ",\"huge_pages\":%s,\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
+               ctx && efax_ctx_huge_pages(ctx) ? "true" : "false", o->window, (unsigned long long)o->chunk,
+               o->check ? "true" : "false");
     {
         char cmd[1024];
         size_t cu = 0;
@@ -1181,7 +1266,8 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         for (e = environ; e && *e; e++) {
             const char *eq = strchr(*e, '=');
             char key[128];
-            if (!eq || (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5)) || (size_t)(eq - *e) >= sizeof key) continue;
+            if (!eq || (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5)) || (size_t)(eq - *e) >= sizeof key)
+                continue;
             if (!strncmp(*e, "EFAX_TOKEN=", 11)) continue; /* a secret */
             memcpy(key, *e, (size_t)(eq - *e));
             key[eq - *e] = 0;
@@ -1193,13 +1279,16 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     }
     efaxb__cat(r->meta, sizeof r->meta, &u, "}}");
     if (r->csv)
-        fprintf(r->csv, "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_gbps,"
-                        "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes,nic_spread\n");
+        fprintf(r->csv,
+                "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_"
+                "gbps,"
+                "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes,"
+                "nic_spread\n");
     if (!o->quiet) {
         char sz[32], cs[32];
         printf("# efax %s %s\n", driver, EFAX_VERSION_STRING);
-        printf("# provider %s, libfabric %u.%u, %d rank(s) on", ctx ? efax_ctx_provider(ctx) : "-", FI_MAJOR(fi_version()),
-               FI_MINOR(fi_version()), boot ? boot->size : 1);
+        printf("# provider %s, libfabric %u.%u, %d rank(s) on", ctx ? efax_ctx_provider(ctx) : "-",
+               FI_MAJOR(fi_version()), FI_MINOR(fi_version()), boot ? boot->size : 1);
         for (i = 0; boot && i < boot->size; i++) {
             int j;
             for (j = 0; j < i; j++)
@@ -1211,13 +1300,18 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
             const efax_nic_info *n = efax_ctx_nic(ctx, i);
             printf(" %s", n->name);
             if (n->pci[0]) printf(" [%s]", n->pci);
-            if (o->line_gbps > 0) printf(" (line %.3g Gbps, given)", o->line_gbps);
-            else if (n->link_gbps > 0) printf(" (link %.3g Gbps)", n->link_gbps);
+            if (o->line_gbps > 0)
+                printf(" (line %.3g Gbps, given)", o->line_gbps);
+            else if (n->link_gbps > 0)
+                printf(" (link %.3g Gbps)", n->link_gbps);
         }
         printf("\n# memory %s%s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory,
-               !ctx || !strstr(memory, "host") ? "" : efax_ctx_huge_pages(ctx) ? " (huge pages from 2M)" : " (4K pages)", o->window,
-               o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (1M; shm: whole messages; tcp between hosts: 128K)", o->check ? "every byte" : "off",
-               efax_fmt_size(o->min_size, sz, sizeof sz), efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
+               !ctx || !strstr(memory, "host") ? ""
+               : efax_ctx_huge_pages(ctx)      ? " (huge pages from 2M)"
+                                               : " (4K pages)",
+               o->window, o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (" EFAX_CHUNK_POLICY ")",
+               o->check ? "every byte" : "off", efax_fmt_size(o->min_size, sz, sizeof sz),
+               efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && efax_ctx_mem_note(ctx)[0]) printf("# device memory: %s\n", efax_ctx_mem_note(ctx));
         if (ctx) efaxb__print_nic_semantics(ctx);
         efaxb__print_nic_choice(r);
@@ -1258,7 +1352,7 @@ EFAX_API int efax_report_status(const efax_report *r) {
 }
 
 EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
-    char buf[sizeof ((efax_report *)0)->meta + 8192]; /* the record, then the run's metadata */
+    char buf[sizeof((efax_report *)0)->meta + 8192]; /* the record, then the run's metadata */
     size_t u = 0;
     int i;
     if (r->rank != 0) return;
@@ -1267,9 +1361,10 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         double g = res->kind == EFAX_RESULT_ALLTOALL ? res->busbw_gbs * 8 : res->gbps;
         double lim = r->ceiling_gbps * (res->peers > 1 ? res->peers : 1);
         if (g > lim * (1 + EFAX_CEILING_TOLERANCE)) {
-            fprintf(stderr, "efax: error: %s %llu bytes: %.1f Gbps is above the ceiling of %.1f Gbps (%s): the bytes "
-                            "cannot have been in place, so this is no result\n", res->variant, (unsigned long long)res->size,
-                    g, lim, r->ceiling_what);
+            fprintf(stderr,
+                    "efax: error: %s %llu bytes: %.1f Gbps is above the ceiling of %.1f Gbps (%s): the bytes "
+                    "cannot have been in place, so this is no result\n",
+                    res->variant, (unsigned long long)res->size, g, lim, r->ceiling_what);
             r->refused++;
             return;
         }
@@ -1279,7 +1374,8 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         size_t w = strlen(r->wrong_rows);
         char sz[32];
         efaxb__cat(r->wrong_rows, sizeof r->wrong_rows, &w, "%s%s %s (%lld byte%s)", r->nwrong++ ? ", " : "",
-                  efax_fmt_size(res->size, sz, sizeof sz), res->variant, (long long)res->wrong, res->wrong == 1 ? "" : "s");
+                   efax_fmt_size(res->size, sz, sizeof sz), res->variant, (long long)res->wrong,
+                   res->wrong == 1 ? "" : "s");
     }
     if (r->json) {
         efaxb__cat(buf, sizeof buf, &u, "{\"schema\":1,\"driver\":");
@@ -1299,18 +1395,22 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
             efaxb__json_num(buf, sizeof buf, &u, r->ceiling_gbps);
         }
         efaxb__cat(buf, sizeof buf, &u, ",\"size\":%llu,\"iters\":%d,\"window\":%d,\"peers\":%d,\"seconds\":",
-                  (unsigned long long)res->size, res->iters, res->window, res->peers);
+                   (unsigned long long)res->size, res->iters, res->window, res->peers);
         efaxb__json_num(buf, sizeof buf, &u, res->seconds);
         efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"gbps\":", (unsigned long long)res->bytes);
         efaxb__json_num(buf, sizeof buf, &u, res->gbps);
         efaxb__cat(buf, sizeof buf, &u, ",\"gbs\":");
         efaxb__json_num(buf, sizeof buf, &u, res->gbps / 8);
         efaxb__cat(buf, sizeof buf, &u, ",\"line_gbps\":");
-        if (res->line_gbps > 0) efaxb__json_num(buf, sizeof buf, &u, res->line_gbps);
-        else efaxb__cat(buf, sizeof buf, &u, "null");
+        if (res->line_gbps > 0)
+            efaxb__json_num(buf, sizeof buf, &u, res->line_gbps);
+        else
+            efaxb__cat(buf, sizeof buf, &u, "null");
         efaxb__cat(buf, sizeof buf, &u, ",\"pct_line\":");
-        if (res->line_gbps > 0) efaxb__json_num(buf, sizeof buf, &u, efaxb__pct(res));
-        else efaxb__cat(buf, sizeof buf, &u, "null");
+        if (res->line_gbps > 0)
+            efaxb__json_num(buf, sizeof buf, &u, efaxb__pct(res));
+        else
+            efaxb__cat(buf, sizeof buf, &u, "null");
         efaxb__cat(buf, sizeof buf, &u, ",\"lat_us\":{\"min\":");
         efaxb__json_num(buf, sizeof buf, &u, res->lat_us.min);
         efaxb__cat(buf, sizeof buf, &u, ",\"p50\":");
@@ -1322,8 +1422,10 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         efaxb__cat(buf, sizeof buf, &u, ",\"max\":");
         efaxb__json_num(buf, sizeof buf, &u, res->lat_us.max);
         efaxb__cat(buf, sizeof buf, &u, "},\"wrong\":");
-        if (res->wrong < 0) efaxb__cat(buf, sizeof buf, &u, "null");
-        else efaxb__cat(buf, sizeof buf, &u, "%lld", (long long)res->wrong);
+        if (res->wrong < 0)
+            efaxb__cat(buf, sizeof buf, &u, "null");
+        else
+            efaxb__cat(buf, sizeof buf, &u, "%lld", (long long)res->wrong);
         if (res->kind == EFAX_RESULT_ALLTOALL) {
             efaxb__cat(buf, sizeof buf, &u, ",\"algbw_gbs\":");
             efaxb__json_num(buf, sizeof buf, &u, res->algbw_gbs);
@@ -1334,12 +1436,14 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         for (i = 0; i < res->nnic; i++) {
             efaxb__cat(buf, sizeof buf, &u, "%s{\"name\":", i ? "," : "");
             efaxb__json_str(buf, sizeof buf, &u, res->nic[i].name);
-            efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"ops\":%llu}", (unsigned long long)res->nic[i].bytes,
-                      (unsigned long long)res->nic[i].ops);
+            efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"ops\":%llu}",
+                       (unsigned long long)res->nic[i].bytes, (unsigned long long)res->nic[i].ops);
         }
         efaxb__cat(buf, sizeof buf, &u, "],\"nic_spread\":");
-        if (res->nic_spread > 0) efaxb__json_num(buf, sizeof buf, &u, res->nic_spread);
-        else efaxb__cat(buf, sizeof buf, &u, "null");
+        if (res->nic_spread > 0)
+            efaxb__json_num(buf, sizeof buf, &u, res->nic_spread);
+        else
+            efaxb__cat(buf, sizeof buf, &u, "null");
         efaxb__cat(buf, sizeof buf, &u, ",\"nics_idle\":[");
         {
             char idle[sizeof res->nic_idle], *tok, *save = NULL;
@@ -1353,7 +1457,6 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         efaxb__cat(buf, sizeof buf, &u, "]");
         fputs(buf, r->json);
         if (r->nic_json_len) fputs(r->nic_json, r->json); /* "counted", "nic_counters", "tcp_counters" */
-        r->nic_json_len = 0;
         u = 0;
         buf[0] = 0;
         efaxb__cat(buf, sizeof buf, &u, "%s%s,%s}\n", res->extra[0] ? "," : "", res->extra, r->meta);
@@ -1361,19 +1464,25 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         fflush(r->json);
     }
     if (r->csv) {
-        fprintf(r->csv, "%s,%s,%s,%s,%s,%s,%llu,%d,%d,%d,%.6g,%.6g,", r->driver, res->variant, efax_result_kind_name(res->kind),
-                r->ctx ? efax_ctx_provider(r->ctx) : "-", res->memory, res->mem_path, (unsigned long long)res->size, res->iters,
-                res->window, res->peers, res->gbps, res->gbps / 8);
-        if (res->line_gbps > 0) fprintf(r->csv, "%.6g,%.6g,", efaxb__pct(res), res->line_gbps);
-        else fprintf(r->csv, ",,");
+        fprintf(r->csv, "%s,%s,%s,%s,%s,%s,%llu,%d,%d,%d,%.6g,%.6g,", r->driver, res->variant,
+                efax_result_kind_name(res->kind), r->ctx ? efax_ctx_provider(r->ctx) : "-", res->memory,
+                res->mem_path, (unsigned long long)res->size, res->iters, res->window, res->peers, res->gbps,
+                res->gbps / 8);
+        if (res->line_gbps > 0)
+            fprintf(r->csv, "%.6g,%.6g,", efaxb__pct(res), res->line_gbps);
+        else
+            fprintf(r->csv, ",,");
         fprintf(r->csv, "%.6g,%.6g,%.6g,%.6g,%.6g,", res->lat_us.min, res->lat_us.p50, res->lat_us.avg,
                 res->lat_us.p99, res->lat_us.max);
         if (res->wrong >= 0) fprintf(r->csv, "%lld", (long long)res->wrong);
         fprintf(r->csv, ",%.6g,%.6g,", res->algbw_gbs, res->busbw_gbs);
         for (i = 0; i < res->nnic; i++)
-            fprintf(r->csv, "%s%s=%llu", i ? ";" : "", res->nic[i].name, (unsigned long long)res->nic[i].bytes);
-        if (res->nic_nidle) fprintf(r->csv, ",idle:%s\n", res->nic_idle);
-        else fprintf(r->csv, ",%.6g\n", res->nic_spread);
+            fprintf(r->csv, "%s%s=%llu", i ? ";" : "", res->nic[i].name,
+                    (unsigned long long)res->nic[i].bytes);
+        if (res->nic_nidle)
+            fprintf(r->csv, ",idle:%s\n", res->nic_idle);
+        else
+            fprintf(r->csv, ",%.6g\n", res->nic_spread);
         fflush(r->csv);
     }
 }
@@ -1381,10 +1490,14 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
 /* The table's NIC spread: the busiest NIC's bytes over the idlest's ("1.00": even), or which NIC
    carried nothing ("r1 idle"; "3 idle" when several did), "-" when not counted. */
 EFAX_PRIVATE void efaxb__spread_cell(const efax_result *x, char *buf, size_t len) {
-    if (x->nic_nidle == 1) snprintf(buf, len, "%.*s idle", (int)(len > 6 ? len - 6 : 0), x->nic_idle);
-    else if (x->nic_nidle > 1) snprintf(buf, len, "%d idle", x->nic_nidle);
-    else if (x->nic_spread > 0) snprintf(buf, len, "%.2f", x->nic_spread);
-    else snprintf(buf, len, "-");
+    if (x->nic_nidle == 1)
+        snprintf(buf, len, "%.*s idle", (int)(len > 6 ? len - 6 : 0), x->nic_idle);
+    else if (x->nic_nidle > 1)
+        snprintf(buf, len, "%d idle", x->nic_nidle);
+    else if (x->nic_spread > 0)
+        snprintf(buf, len, "%.2f", x->nic_spread);
+    else
+        snprintf(buf, len, "-");
 }
 
 EFAX_API void efax_report_row(efax_report *r) {
@@ -1392,7 +1505,10 @@ EFAX_API void efax_report_row(efax_report *r) {
     bool a2a;
     char sz[32];
     int64_t wrong = -1;
-    if (r->rank != 0 || r->nrow == 0) { r->nrow = 0; return; }
+    if (r->rank != 0 || r->nrow == 0) {
+        r->nrow = 0;
+        return;
+    }
     a2a = r->row[0].kind == EFAX_RESULT_ALLTOALL;
     if (r->tty) fprintf(stderr, "\r\033[K");
     if (!r->o->quiet) {
@@ -1401,9 +1517,13 @@ EFAX_API void efax_report_row(efax_report *r) {
             for (i = 0; i < r->nrow; i++) printf(" | %-*s", a2a ? 50 : 41, r->row[i].variant);
             printf("%s\n%8s", r->o->check ? " | " : "", "(bytes)");
             for (i = 0; i < r->nrow; i++) {
-                if (a2a) printf(" | %9s %9s %6s %11s %10s", "algbw GB/s", "busbw GB/s", "%line", "p50 us", "NIC spread");
-                else printf(" | %9s %6s %12s %10s", r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "Gbps(rt)" : "Gbps", "%line",
-                            r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "rtt p50 us" : "p50 us", "NIC spread");
+                if (a2a)
+                    printf(" | %9s %9s %6s %11s %10s", "algbw GB/s", "busbw GB/s", "%line", "p50 us",
+                           "NIC spread");
+                else
+                    printf(" | %9s %6s %12s %10s",
+                           r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "Gbps(rt)" : "Gbps", "%line",
+                           r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "rtt p50 us" : "p50 us", "NIC spread");
             }
             printf("%s\n", r->o->check ? " | #wrong" : "");
             r->header_printed = true;
@@ -1412,11 +1532,16 @@ EFAX_API void efax_report_row(efax_report *r) {
         for (i = 0; i < r->nrow; i++) {
             const efax_result *x = &r->row[i];
             char pct[16], spread[16];
-            if (x->line_gbps > 0) snprintf(pct, sizeof pct, "%6.1f", efaxb__pct(x));
-            else snprintf(pct, sizeof pct, "%6s", "-");
+            if (x->line_gbps > 0)
+                snprintf(pct, sizeof pct, "%6.1f", efaxb__pct(x));
+            else
+                snprintf(pct, sizeof pct, "%6s", "-");
             efaxb__spread_cell(x, spread, sizeof spread);
-            if (a2a) printf(" | %10.3f %10.3f %6s %11.2f %10s", x->algbw_gbs, x->busbw_gbs, pct, x->lat_us.p50, spread);
-            else printf(" | %9.3f %6s %12.2f %10s", x->gbps, pct, x->lat_us.p50, spread);
+            if (a2a)
+                printf(" | %10.3f %10.3f %6s %11.2f %10s", x->algbw_gbs, x->busbw_gbs, pct, x->lat_us.p50,
+                       spread);
+            else
+                printf(" | %9.3f %6s %12.2f %10s", x->gbps, pct, x->lat_us.p50, spread);
             if (x->wrong >= 0) wrong = (wrong < 0 ? 0 : wrong) + x->wrong;
         }
         if (r->o->check) printf(" | %lld", (long long)wrong);
@@ -1461,7 +1586,7 @@ struct efaxb__counts {
     efaxb__win start;               /* the raw counters when the window started */
     efaxb__win acc;                 /* the row's timed windows, summed (deltas) */
     efaxb__win now, d;              /* scratch */
-    bool timed;                     /* acc holds timed iterations (none yet: a row counts from its start) */
+    bool timed;                     /* acc holds an exchange's timed iterations */
     double first_us[EFAX_MAX_NICS]; /* the first message on each NIC (efax_bench_connect); -1: none */
 };
 
@@ -1487,6 +1612,24 @@ EFAX_PRIVATE void efaxb__snap(const efax_bench *b, efaxb__win *w) {
     efax_os_counters_tcp(&w->tcp);
 }
 
+/* acc += d, counter by counter (a counter acc lacks is added). */
+EFAX_PRIVATE void efaxb__os_add(efax_os_counters *acc, const efax_os_counters *d) {
+    int i, j;
+    if (!d->source[0]) return;
+    if (!acc->source[0]) {
+        *acc = *d;
+        return;
+    }
+    for (i = 0; i < d->n; i++) {
+        for (j = 0; j < acc->n && strcmp(acc->name[j], d->name[i]); j++) {}
+        if (j == acc->n && acc->n < EFAX_OS_COUNTERS_MAX) {
+            memcpy(acc->name[acc->n], d->name[i], sizeof acc->name[0]);
+            acc->value[acc->n++] = 0;
+        }
+        if (j < acc->n) acc->value[j] += d->value[i];
+    }
+}
+
 /* d = now - start for n NICs */
 EFAX_PRIVATE void efaxb__since(const efaxb__win *start, const efaxb__win *now, int n, efaxb__win *d) {
     int i;
@@ -1497,19 +1640,43 @@ EFAX_PRIVATE void efaxb__since(const efaxb__win *start, const efaxb__win *now, i
         d->own[i].rx_ops = now->own[i].rx_ops - start->own[i].rx_ops;
         d->own[i].eagain = now->own[i].eagain - start->own[i].eagain;
         memset(&d->os[i], 0, sizeof d->os[i]);
-        if (start->os[i].source[0] && now->os[i].source[0]) efax_os_counters_delta(&start->os[i], &now->os[i], &d->os[i]);
+        if (start->os[i].source[0] && now->os[i].source[0])
+            efax_os_counters_delta(&start->os[i], &now->os[i], &d->os[i]);
     }
     memset(&d->tcp, 0, sizeof d->tcp);
     if (start->tcp.source[0] && now->tcp.source[0]) efax_os_counters_delta(&start->tcp, &now->tcp, &d->tcp);
 }
 
 /* A row starts (efax_bench_next, efax_bench_variant, after the NIC counters were reset): its counters
-   run from here to efax_bench_record, warm-up included. */
+   run from here, unless an exchange times part of it (efaxb__timed_begin/end). */
 EFAX_PRIVATE void efaxb__count_begin(efax_bench *b) {
     if (!b->connected || !b->cnt) return;
     b->cnt->timed = false;
     memset(&b->cnt->acc, 0, sizeof b->cnt->acc);
     efaxb__snap(b, &b->cnt->start);
+}
+
+/* An exchange's timed iterations start and end: the row counts what they moved (every rank of the
+   exchange reads its counters between two barriers, so no rank's reading runs into the timing). */
+EFAX_PRIVATE void efaxb__timed_begin(efax_bench *b) {
+    if (b->cnt) efaxb__snap(b, &b->cnt->start);
+}
+EFAX_PRIVATE void efaxb__timed_end(efax_bench *b) {
+    int i, n = efax_ctx_nnics(&b->ctx);
+    struct efaxb__counts *c = b->cnt;
+    if (!c) return;
+    efaxb__snap(b, &c->now);
+    efaxb__since(&c->start, &c->now, n, &c->d);
+    for (i = 0; i < n; i++) {
+        c->acc.own[i].tx_bytes += c->d.own[i].tx_bytes;
+        c->acc.own[i].tx_ops += c->d.own[i].tx_ops;
+        c->acc.own[i].rx_bytes += c->d.own[i].rx_bytes;
+        c->acc.own[i].rx_ops += c->d.own[i].rx_ops;
+        c->acc.own[i].eagain += c->d.own[i].eagain;
+        efaxb__os_add(&c->acc.os[i], &c->d.os[i]);
+    }
+    efaxb__os_add(&c->acc.tcp, &c->d.tcp);
+    c->timed = true;
 }
 
 /* {"source":..,"dev":..,"delta":{name:value,...}} */
@@ -1519,7 +1686,8 @@ EFAX_PRIVATE void efaxb__os_json(char **buf, size_t *cap, size_t *u, const efax_
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
 #endif
-EFAX_PRIVATE void efaxb__grow(char **buf, size_t *cap, size_t *u, const char *fmt, ...) {
+EFAX_PRIVATE void
+efaxb__grow(char **buf, size_t *cap, size_t *u, const char *fmt, ...) {
     va_list ap;
     int n;
     for (;;) {
@@ -1600,15 +1768,15 @@ EFAX_PRIVATE int efaxb__count_row(efax_bench *b, efax_result *res) {
         for (r = 0; r < n; r++)
             twice |= r != i && !strcmp(efax_ctx_nic(&b->ctx, r)->name, efax_ctx_nic(&b->ctx, i)->name);
         /* a name listed twice (--nics lo,lo: two endpoints on one device) is told apart by its index */
-        snprintf(mine->nic[i].name, sizeof mine->nic[i].name, twice ? "%s#%d" : "%s", efax_ctx_nic(&b->ctx, i)->name,
-                 i);
+        snprintf(mine->nic[i].name, sizeof mine->nic[i].name, twice ? "%s#%d" : "%s",
+                 efax_ctx_nic(&b->ctx, i)->name, i);
         mine->nic[i].own = w->own[i];
         mine->nic[i].os = w->os[i];
     }
     rc = efax_boot_allgather(&b->boot, mine, len, all, -1);
     free(mine);
     if (!rc && b->rank == 0) {
-        efax_report *rep = &b->rep;
+        efax_report *rep = b->rep;
         /* the rows: one per (host, NIC name), in the order ranks name them */
         int nrow = 0, cap = b->size * nmax, timed = 1, nidle = 0;
         efaxb__rank_nic *row = (efaxb__rank_nic *)calloc((size_t)(cap ? cap : 1), sizeof *row);
@@ -1626,7 +1794,8 @@ EFAX_PRIVATE int efaxb__count_row(efax_bench *b, efax_result *res) {
             timed &= x->timed;
             for (i = 0; i < x->nnic && i < nmax; i++) {
                 int k;
-                for (k = 0; k < nrow && (strcmp(rhost[k], x->host) || strcmp(row[k].name, x->nic[i].name)); k++) {}
+                for (k = 0; k < nrow && (strcmp(rhost[k], x->host) || strcmp(row[k].name, x->nic[i].name));
+                     k++) {}
                 if (k == nrow) {
                     memcpy(rhost[k], x->host, 64);
                     memcpy(row[k].name, x->nic[i].name, 64);
@@ -1653,7 +1822,8 @@ EFAX_PRIVATE int efaxb__count_row(efax_bench *b, efax_result *res) {
             if (lo < 0 || (double)bytes < lo) lo = (double)bytes;
             if (!bytes) {
                 size_t l = strlen(res->nic_idle);
-                snprintf(res->nic_idle + l, sizeof res->nic_idle - l, "%s%s", nidle++ ? "," : "", row[i].name);
+                snprintf(res->nic_idle + l, sizeof res->nic_idle - l, "%s%s", nidle++ ? "," : "",
+                         row[i].name);
             }
         }
         res->nic_spread = lo > 0 ? hi / lo : 0;
@@ -1670,7 +1840,8 @@ EFAX_PRIVATE int efaxb__count_row(efax_bench *b, efax_result *res) {
             hu = 0;
             efaxb__json_str(h, sizeof h, &hu, row[i].name);
             efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u,
-                        "%s,\"tx_bytes\":%llu,\"tx_ops\":%llu,\"rx_bytes\":%llu,\"rx_ops\":%llu,\"eagain\":%llu,\"os\":",
+                        "%s,\"tx_bytes\":%llu,\"tx_ops\":%llu,\"rx_bytes\":%llu,\"rx_ops\":%llu,\"eagain\":%"
+                        "llu,\"os\":",
                         h, (unsigned long long)row[i].own.tx_bytes, (unsigned long long)row[i].own.tx_ops,
                         (unsigned long long)row[i].own.rx_bytes, (unsigned long long)row[i].own.rx_ops,
                         (unsigned long long)row[i].own.eagain);
@@ -1683,8 +1854,9 @@ EFAX_PRIVATE int efaxb__count_row(efax_bench *b, efax_result *res) {
             int q;
             char h[160];
             size_t hu = 0;
-            for (q = 0; q < r && strcmp(((const efaxb__rank_counts *)((const char *)all + (size_t)q * len))->host,
-                                        x->host);
+            for (q = 0;
+                 q < r &&
+                 strcmp(((const efaxb__rank_counts *)((const char *)all + (size_t)q * len))->host, x->host);
                  q++) {}
             if (q < r || !x->tcp.source[0]) continue; /* a host's TCP counters once */
             h[0] = 0;
@@ -1717,9 +1889,10 @@ EFAX_PRIVATE int efaxb__first_messages(efax_bench *b) {
         if ((rc = efax_boot_barrier(&b->boot, -1))) break;
         t0 = efax_now_ns();
         for (p = 0; p < b->size && !rc && k < n; p++)
-            if (p != b->rank) rc = efax_notify_nic(&b->ctx, p, k, 1 /* a driver's first tag: no exchange runs yet */, (uint32_t)k);
+            if (p != b->rank) rc = efax_notify_nic(&b->ctx, p, k, EFAX_BENCH_TAG_ACK, (uint32_t)k);
         for (p = 0; p < b->size && !rc; p++)
-            if (p != b->rank && k < efax_ctx_peer_nnics(&b->ctx, p)) rc = efax_wait_imm(&b->ctx, p, 1, (uint32_t)k, 1, -1);
+            if (p != b->rank && k < efax_ctx_peer_nnics(&b->ctx, p))
+                rc = efax_wait_imm(&b->ctx, p, EFAX_BENCH_TAG_ACK, (uint32_t)k, 1, -1);
         if (k < n) b->cnt->first_us[k] = (double)(efax_now_ns() - t0) / 1e3;
     }
     if (!rc && b->size > 1) rc = efax_boot_barrier(&b->boot, -1);
@@ -1737,7 +1910,7 @@ typedef struct efaxb__cold_nic {
 
 EFAX_PRIVATE int efaxb__cold_header(efax_bench *b) {
     efaxb__cold_nic *mine, *all;
-    efax_report *r = &b->rep;
+    efax_report *r = b->rep;
     int i, q, rc, n = efax_ctx_nnics(&b->ctx), slow = 0;
     double worst = -1;
     size_t u;
@@ -1775,9 +1948,10 @@ EFAX_PRIVATE int efaxb__cold_header(efax_bench *b) {
             slow = q;
         }
     }
-    if (!b->o.quiet) {
-        printf("# cold start, rank 0 per NIC: open (efax_ctx_init), connect (addresses into the AV), register "
-               "(regions), first message\n");
+    if (!b->o.quiet && !b->d.own_table) {
+        printf(
+            "# cold start, rank 0 per NIC: open (efax_ctx_init), connect (addresses into the AV), register "
+            "(regions), first message\n");
         for (i = 0; i < n; i++) {
             char first[32] = "-";
             if (all[i].first_ms >= 0) snprintf(first, sizeof first, "%.3f ms", all[i].first_ms);
@@ -1785,7 +1959,8 @@ EFAX_PRIVATE int efaxb__cold_header(efax_bench *b) {
                    all[i].name, all[i].open_ms, all[i].connect_ms, all[i].reg_ms, all[i].regs, first);
         }
         if (b->size > 1)
-            printf("# cold start, slowest rank: %d (%s), %.1f ms over its NICs\n", slow, b->boot.hosts[slow], worst);
+            printf("# cold start, slowest rank: %d (%s), %.1f ms over its NICs\n", slow, b->boot.hosts[slow],
+                   worst);
         fflush(stdout);
     }
     /* the JSON: ,"cold":{"nics":[...],"slowest":{...}} inside "run" */
@@ -1836,6 +2011,7 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
     int rc, min;
     memset(b, 0, sizeof *b);
     b->d = *d;
+    if (!(b->bufs = (efax_buf *)calloc(EFAX_BENCH_BUFS, sizeof *b->bufs))) return -FI_ENOMEM;
     efax_opts_init(&b->o);
     if (d->min_size) b->o.min_size = d->min_size;
     if (d->max_size) b->o.max_size = d->max_size;
@@ -1848,17 +2024,23 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
                         : efax_opts_parse(&b->o, argc, argv, d->extra, d->driver, d->about, err, sizeof err);
     if (rc == 1) return EFAX_BENCH_DONE;
     if (rc) return efax_bench_usage(b, "%s", err);
+    if (d->modes) b->o.modes = d->modes; /* the experiment's, not --mode's */
+    if (d->own_table) b->o.quiet = true;
 #ifdef EFAX_CUDA_H
     rc = efax_cuda_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
 #else
     rc = efax_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
 #endif
     if (rc < 0) return efax_bench_usage(b, "%s", err);
-    if (d->one_kind && b->nk > 1) return efax_bench_usage(b, "--mem: name one memory kind (host, pin or dma)");
+    if (d->one_kind && b->nk > 1)
+        return efax_bench_usage(b, "--mem: name one memory kind (host, pin or dma)");
 #ifdef EFAX_CUDA_H
     if (d->gpu && !efax_bench_gpu(d->driver)) return EFAX_BENCH_DONE;
 #endif
-    if (!b->nk) { printf("# %s\n", err); return EFAX_BENCH_DONE; }
+    if (!b->nk) {
+        printf("# %s\n", err);
+        return EFAX_BENCH_DONE;
+    }
     memset(&bd, 0, sizeof bd);
     bd.timeout_ms = b->o.timeout_ms;
     if ((rc = efax_boot_init(&b->boot, &bd))) return rc;
@@ -1866,15 +2048,49 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
     min = d->min_ranks > 0 ? d->min_ranks : 2;
     if (b->size < min || (d->max_ranks > 0 && b->size > d->max_ranks)) {
         const char *how = d->max_ranks == min ? "exactly" : "at least";
-        return efax_bench_usage(b, "needs %s %d ranks, not %d (e.g. mpirun -np %d %s)", how, min, b->size, min, argv[0]);
+        return efax_bench_usage(b, "needs %s %d ranks, not %d (e.g. mpirun -np %d %s)", how, min, b->size,
+                                min, argv[0]);
     }
     if (err[0] && b->rank == 0) printf("# %s\n", err); /* kinds this machine cannot run */
     return 0;
 }
 
-EFAX_API int efax_bench_connect(efax_bench *b, int imm_tags) {
+/* The exchange's messages per writer and target (efax_bench_xchg.msgs, resolved). */
+EFAX_PRIVATE int efaxb__msgs(const efax_bench *b) {
+    return b->d.xchg->msgs > 0 ? b->d.xchg->msgs : b->o.window;
+}
+
+/* The exchange's data tags of one memory kind: msgs, twice over when unconfirmed. */
+EFAX_PRIVATE int efaxb__kind_tags(const efax_bench *b) {
+    return efaxb__msgs(b) * (b->d.xchg->unconfirmed ? 2 : 1);
+}
+
+/* The exchange's buffers, their tags prepared for staged writes, and the state of its messages. */
+EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
+    const efax_bench_xchg *l = b->d.xchg;
+    size_t n = (size_t)b->size, msgs = (size_t)efaxb__msgs(b), max = (size_t)b->o.max_size;
+    size_t src = l->bytes ? (size_t)l->bytes : max * msgs * (l->per_target ? n : 1);
+    size_t dst = l->bytes ? (size_t)l->bytes : max * msgs * (l->per_writer ? n : 1);
+    int rc = 0;
+    for (int k = 0; k < b->nk && !rc; k++) {
+        if (!(rc = efax_bench_buf(b, b->kinds[k], src, EFAX_MR_WRITE_SRC, &b->xsrc[k])))
+            rc = efax_bench_buf(b, b->kinds[k], dst, EFAX_MR_WRITE_DST, &b->xdst[k]);
+        if (!rc) b->xdst[k]->ops->poison(b->xdst[k], 0, dst);
+        for (int q = 0; q < efaxb__kind_tags(b) && !rc; q++)
+            rc = efax_expect_prepare(&b->ctx, &b->xdst[k]->mr,
+                                     EFAX_BENCH_TAG_DATA + k * efaxb__kind_tags(b) + q);
+    }
+    b->xs = (efax_xfer *)efax_bench_calloc(b, n * msgs, sizeof *b->xs);
+    b->ex = (efax_expect *)efax_bench_calloc(b, n * msgs, sizeof *b->ex);
+    b->xw = (efax_write_desc *)efax_bench_calloc(b, n * msgs, sizeof *b->xw);
+    b->lat = (double *)efax_bench_calloc(b, (size_t)efax_opts_iters(&b->o, 1) * n, sizeof *b->lat);
+    if (rc) return rc;
+    return !b->xs || !b->ex || !b->xw || !b->lat ? -FI_ENOMEM : 0;
+}
+
+EFAX_API int efax_bench_connect(efax_bench *b) {
     efax_ctx_desc cd;
-    int rc;
+    int rc, tags = b->d.xchg ? EFAX_BENCH_TAG_DATA + b->nk * efaxb__kind_tags(b) : 0;
     memset(&cd, 0, sizeof cd);
     cd.provider = b->o.provider;
     cd.nics = b->o.nics;
@@ -1884,24 +2100,28 @@ EFAX_API int efax_bench_connect(efax_bench *b, int imm_tags) {
     cd.no_cuda_api = b->o.no_cuda_api;
     cd.cuda_api = b->o.cuda_api ? 1 : 0;
     cd.local_size = b->boot.local_size;
-    cd.imm_tags = imm_tags > 64 ? imm_tags : 0;
+    cd.imm_tags = tags > 64 ? tags : 0;
 #ifdef EFAX_CUDA_H
     if ((rc = efax_cuda_use(b->kinds, b->nk, b->boot.local_rank, &cd.hmem))) return rc; /* this rank's GPU */
     efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
 #endif
     b->connected = true; /* efax_ctx_deinit is safe on a half-opened context */
     if ((rc = efax_ctx_init(&b->ctx, &cd)) || (rc = efax_ctx_connect(&b->ctx, &b->boot))) return rc;
+    if (b->d.modes && efax_ctx_nnics(&b->ctx) == 1) b->o.modes &= 1u << EFAX_MODE_SINGLE;
     if (!b->d.cold && (rc = efaxb__first_messages(b))) return rc; /* the cold start's first messages */
-    return b->d.cold ? 0 : efax_ctx_warmup(&b->ctx);
+    if (!b->d.cold && (rc = efax_ctx_warmup(&b->ctx))) return rc;
+    return b->d.xchg ? efaxb__xchg_init(b) : 0;
 }
 
-EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access, efax_buf **out) {
+EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access,
+                            efax_buf **out) {
     efax_buf *buf;
     int rc;
     if (b->nbuf == EFAX_BENCH_BUFS) return -FI_ENOMEM;
     buf = &b->bufs[b->nbuf++];
     if ((rc = efax_buf_alloc(b->connected ? &b->ctx : NULL, buf, kind, len, access))) return rc;
-    if (b->connected && (access & EFAX_MR_WRITE_DST) && (rc = efax_mr_exchange(&buf->mr, &b->boot))) return rc;
+    if (b->connected && (access & EFAX_MR_WRITE_DST) && (rc = efax_mr_exchange(&buf->mr, &b->boot)))
+        return rc;
     *out = buf;
     return 0;
 }
@@ -1912,15 +2132,21 @@ EFAX_API void *efax_bench_calloc(efax_bench *b, size_t n, size_t size) {
     return b->allocs[b->nalloc++] = p;
 }
 
+#ifdef EFAX_CUDA_H
+EFAX_PRIVATE int efaxb__ceiling(efax_bench *b, size_t bytes);
+#endif
+
 EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
     char names[64];
     int rc;
     if (!memory) memory = efax_mem_names(b->kinds, b->nk, names, sizeof names);
+    if (!(b->rep = (efax_report *)calloc(1, sizeof *b->rep))) return -FI_ENOMEM;
     b->begun = true;
-    if ((rc = efax_report_init(&b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot))) return rc;
+    if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot)))
+        return rc;
     if ((rc = efaxb__cold_header(b))) return rc; /* collective */
 #ifdef EFAX_CUDA_H
-    if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efax_bench_ceiling(b, 256u << 20);
+    if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efaxb__ceiling(b, 256u << 20);
 #endif
     return 0;
 }
@@ -1941,7 +2167,7 @@ EFAX_PRIVATE int efaxb__again(efax_bench *b) {
     go = b->rank == 0 && (double)(efax_now_ns() - b->t_start) / 1e9 < b->o.duration_s;
     if (b->rank == 0)
         fprintf(stderr, "# sweep %llu done after %.0f s, rss %ld KiB\n", (unsigned long long)b->sweeps,
-                (double)(efax_now_ns() - b->t_start) / 1e9, efax_rss_kib());
+                (double)(efax_now_ns() - b->t_start) / 1e9, efaxb__rss_kib());
     if ((rc = efax_boot_sum(&b->boot, go, &any, EFAX_TURN_MS))) return rc;
     return any > 0;
 }
@@ -1956,7 +2182,7 @@ EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc) {
         st->k = 0;
         st->mode = (efax_mode)efaxb__mode_from(b, st->mode + 1);
         if (st->mode == EFAX_MODE_COUNT) {
-            if (b->begun) efax_report_row(&b->rep);
+            if (b->begun) efax_report_row(b->rep);
             st->mode = (efax_mode)efaxb__mode_from(b, 0);
             if (!(st->size = efax_opts_next_size(&b->o, st->size))) {
                 if ((again = efaxb__again(b)) <= 0) {
@@ -1973,17 +2199,18 @@ EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc) {
     st->warmup = efax_opts_warmup(&b->o, st->size);
     if (b->connected) efax_ctx_stats_reset(&b->ctx);
     efaxb__count_begin(b);
-    if (b->begun) efax_report_progress(&b->rep, "%s %llu bytes", efax_mode_label(st->mode), (unsigned long long)st->size);
+    if (b->begun)
+        efax_report_progress(b->rep, "%s %llu bytes", efax_mode_label(st->mode),
+                             (unsigned long long)st->size);
     return true;
 }
 
 EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode) {
-    return efax_line_rate(&b->ctx, &b->o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b->ctx));
+    return efaxb__line_rate(&b->ctx, &b->o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b->ctx));
 }
 
-EFAX_API const char *efax_bench_label(char *buf, size_t len, efax_mode mode, const efax_mem_ops *kind, const char *suffix) {
-    snprintf(buf, len, "%s%s%s%s", efax_mode_label(mode), kind ? kind->label : "", suffix ? " " : "", suffix ? suffix : "");
-    return buf;
+EFAX_API uint64_t efax_bench_chunk(const efax_bench *b, const efax_mem_ops *kind, int from, int to) {
+    return b->o.chunk ? b->o.chunk : efax_ctx_chunk(&b->ctx, kind, from, to);
 }
 
 /* Gathers every rank's `iters` times (collective). On rank 0: lat[it] becomes the slowest rank's
@@ -1991,21 +2218,24 @@ EFAX_API const char *efax_bench_label(char *buf, size_t len, efax_mode mode, con
    elsewhere. Returns 0, -FI_ENOMEM or the bootstrap's error. */
 EFAX_PRIVATE int efaxb__gather_slowest(efax_bench *b, double *lat, int iters, double **all) {
     double *a = (double *)calloc((size_t)iters * (size_t)b->size + 1, sizeof(double));
-    int rc = a ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, a, EFAX_TURN_MS) : -FI_ENOMEM;
+    int rc =
+        a ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, a, EFAX_TURN_MS) : -FI_ENOMEM;
     if (rc || b->rank != 0) {
         free(a);
         return rc;
     }
     for (int q = 0; q < b->size; q++)
         for (int it = 0; it < iters; it++)
-            if (a[(size_t)q * (size_t)iters + (size_t)it] > lat[it]) lat[it] = a[(size_t)q * (size_t)iters + (size_t)it];
+            if (a[(size_t)q * (size_t)iters + (size_t)it] > lat[it])
+                lat[it] = a[(size_t)q * (size_t)iters + (size_t)it];
     *all = a;
     return 0;
 }
 
-EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers, uint64_t bytes,
-                                double line) {
-    double line_per_host = line * (b->boot.local_size > 0 ? b->boot.local_size : 1), *all = NULL, sum = 0, host_sum = 0;
+EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers,
+                                uint64_t bytes, double line) {
+    double line_per_host = line * (b->boot.local_size > 0 ? b->boot.local_size : 1), *all = NULL, sum = 0,
+           host_sum = 0;
     size_t u = strlen(res->extra);
     int rc = efaxb__gather_slowest(b, lat, iters, &all);
     if (rc || b->rank != 0) return rc;
@@ -2018,8 +2248,8 @@ EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, in
         g = t > 0 ? (double)bytes * iters * 8 / (t * 1e3) : 0;
         sum += g, host_sum += g;
         printf(" rank %d (%s) %.3f Gbps", w, host, g);
-        u += (size_t)snprintf(res->extra + u, sizeof res->extra - u, "%s{\"rank\":%d,\"host\":\"%s\",\"gbps\":%.6g}", w ? "," : "", w,
-                              host, g);
+        u += (size_t)snprintf(res->extra + u, sizeof res->extra - u,
+                              "%s{\"rank\":%d,\"host\":\"%s\",\"gbps\":%.6g}", w ? "," : "", w, host, g);
         if (w + 1 < writers && !strcmp(b->boot.hosts[w + 1], host)) continue; /* not its host's last writer */
         printf("; host %s %.3f Gbps", host, host_sum);
         if (line_per_host > 0) printf(" = %.1f%% of the rails it used", 100 * host_sum / line_per_host);
@@ -2031,10 +2261,11 @@ EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, in
     return 0;
 }
 
-EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf, const char *suffix,
-                                efax_result_kind kind, int window, int peers) {
+EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf,
+                                const char *suffix, efax_result_kind kind, int window, int peers) {
     char label[sizeof res->variant];
-    efax_bench_label(label, sizeof label, st->mode, st->kind, suffix);
+    snprintf(label, sizeof label, "%s%s%s%s", efax_mode_label(st->mode), st->kind->label, suffix ? " " : "",
+             suffix ? suffix : "");
     efax_result_init(res, label, st->kind->name, buf->path, kind, st->size, window, peers);
 }
 
@@ -2044,17 +2275,21 @@ EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong) {
     if (!rc) rc = efaxb__count_row(b, res); /* collective: where the bytes went, every rank's NICs */
     if (rc || b->rank != 0) return rc;
     res->wrong = b->o.check ? total : -1;
-    if (b->connected) efax_result_nics(res, &b->ctx);
-    efax_report_add(&b->rep, res);
+    if (b->connected) efaxb__result_nics(res, &b->ctx);
+    efax_report_add(b->rep, res);
     return 0;
 }
 
 EFAX_API int efax_bench_close(efax_bench *b, int rc) {
     int i;
-    if (rc == EFAX_BENCH_DONE) rc = 0;
-    else if (!rc && b->begun) rc = efax_report_status(&b->rep);
-    efax_report_deinit(&b->rep);
+    if (rc == EFAX_BENCH_DONE)
+        rc = 0;
+    else if (!rc && b->begun)
+        rc = efax_report_status(b->rep);
+    efax_report_deinit(b->rep);
+    free(b->rep);
     for (i = b->nbuf - 1; i >= 0; i--) efax_buf_free(&b->bufs[i]);
+    free(b->bufs);
     for (i = 0; i < b->nalloc; i++) free(b->allocs[i]);
     if (b->connected) efax_ctx_deinit(&b->ctx);
     free(b->cnt);
@@ -2062,24 +2297,8 @@ EFAX_API int efax_bench_close(efax_bench *b, int rc) {
     return efax_exit_code(rc);
 }
 
-EFAX_API int efax_bench_take(efax_bench *b, efax_expect *ex, const efax_write_desc *w, int n, efax_buf *buf, uint64_t bytes,
-                             int ack, int ready, int64_t *wrong) {
-    int i, rc = 0, from = n > 0 ? w[0].from : 0;
-    uint32_t seq = n > 0 ? w[0].seq : 0;
-    uint64_t deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(&b->ctx) * 1000000ull;
-    for (i = 0; i < n && !rc; i++) rc = efax_expect_write(&b->ctx, &ex[i], &w[i]);
-    for (i = 0; i < n && !rc; i++) { /* one timeout for all n, so this side gives up before the writer's confirmation wait */
-        uint64_t now = efax_now_ns();
-        rc = efax_expect_wait(&b->ctx, &ex[i], now < deadline ? (int)((deadline - now) / 1000000ull) : 0);
-    }
-    if (!rc) rc = efax_notify(&b->ctx, from, ack, seq);
-    if (rc || !b->o.check) return rc;
-    *wrong += (int64_t)buf->ops->check(buf, 0, bytes, from, seq);
-    buf->ops->poison(buf, 0, bytes);
-    return efax_notify(&b->ctx, from, ready, seq);
-}
-
-EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver, const char *about) {
+EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver,
+                             const char *about) {
     char err[256] = "";
     int rc = efax_args_parse(argc, argv, defs, driver, about, err, sizeof err);
     if (rc < 0) fprintf(stderr, "%s: %s\n", driver, err);
@@ -2099,14 +2318,17 @@ EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...
 EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const char *name) {
     if (b->connected) efax_ctx_stats_reset(&b->ctx);
     efaxb__count_begin(b);
-    if (b->begun) efax_report_progress(&b->rep, "%s %s %llu bytes", efax_mode_label(st->mode), name, (unsigned long long)st->size);
+    if (b->begun)
+        efax_report_progress(b->rep, "%s %s %llu bytes", efax_mode_label(st->mode), name,
+                             (unsigned long long)st->size);
 }
 
-EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access, efax_buf **srcs,
-                             efax_buf **dsts) {
+EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access,
+                             efax_buf **srcs, efax_buf **dsts) {
     int rc = 0;
     for (int k = 0; k < b->nk && !rc; k++)
-        if (!(rc = efax_bench_buf(b, b->kinds[k], len, src_access, &srcs[k])) && !(rc = efax_bench_buf(b, b->kinds[k], len, dst_access, &dsts[k])))
+        if (!(rc = efax_bench_buf(b, b->kinds[k], len, src_access, &srcs[k])) &&
+            !(rc = efax_bench_buf(b, b->kinds[k], len, dst_access, &dsts[k])))
             dsts[k]->ops->poison(dsts[k], 0, len);
     return rc;
 }
@@ -2124,11 +2346,213 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
     return rc;
 }
 
+// >>exchange (implementation) ----------------------------------------------------------------
+
+/* One step's exchange as this rank runs it: its buffers, what it writes and takes, and where. */
+typedef struct efaxb__xstep {
+    efax_bench *b;
+    const efax_bench_step *st;
+    const efax_bench_moves *mv;
+    efax_buf *src, *dst;
+    uint64_t size;
+    int msgs, me, tag0; /* tag0: the data tags of the step's memory kind */
+    int *to, nto;       /* the ranks it writes to, from the next one on */
+    int *from, nfrom;   /* the ranks that write to it, from the last one back */
+    bool self;          /* it writes to itself: a local copy */
+} efaxb__xstep;
+
+/* The source slot of message m to rank t, and the destination slot of message m from rank f. */
+EFAX_PRIVATE uint64_t efaxb__sslot(const efaxb__xstep *x, int t, int m) {
+    return (uint64_t)m + (x->b->d.xchg->per_target ? (uint64_t)t * (uint64_t)x->msgs : 0);
+}
+EFAX_PRIVATE uint64_t efaxb__dslot(const efaxb__xstep *x, int f, int m) {
+    return (uint64_t)m + (x->b->d.xchg->per_writer ? (uint64_t)f * (uint64_t)x->msgs : 0);
+}
+
+/* The pattern iteration of the bytes in source slot s in iteration seq. */
+EFAX_PRIVATE uint64_t efaxb__pattern(uint64_t seq, uint64_t s) { return seq << 24 | s; }
+
+/* Message m of iteration seq from rank f to rank t, as both sides describe it. */
+EFAX_PRIVATE const efax_write_desc *efaxb__msg(const efaxb__xstep *x, efax_write_desc *w, int f, int t, int m,
+                                               uint64_t seq) {
+    uint64_t s = efaxb__sslot(x, t, m);
+    memset(w, 0, sizeof *w);
+    w->from = f;
+    w->to = t;
+    w->src = &x->src->mr;
+    w->src_off = s * x->size;
+    w->dst = &x->dst->mr;
+    w->dst_off = efaxb__dslot(x, f, m) * x->size;
+    w->size = x->size;
+    w->mode = x->st->mode;
+    w->index = seq * (uint64_t)x->msgs + (uint64_t)f + s;
+    w->chunk = efax_bench_chunk(x->b, x->st->kind, f, t);
+    w->tag = x->tag0 + (x->b->d.xchg->unconfirmed ? (int)(seq & 1) * efaxb__msgs(x->b) : 0) + m;
+    w->seq = (uint32_t)seq;
+    return w;
+}
+
+/* How long a writer waits for a target's confirmation: longer than the target waits for the
+   writes (one timeout), so when a rail dies the side that can see which one speaks first. */
+EFAX_PRIVATE int efaxb__confirm_ms(const efax_ctx *ctx) {
+    int t = efax_ctx_timeout_ms(ctx);
+    return t > INT_MAX / 5 * 4 ? INT_MAX : t / 4 * 5;
+}
+
+/* Waits for the notice (tag, seq) from rank peer, through the poster when there is one. */
+EFAX_PRIVATE int efaxb__notice(const efaxb__xstep *x, int peer, int tag, uint32_t seq, int timeout_ms,
+                               uint64_t *t_ns) {
+    const efax_bench_poster *p = x->mv->poster;
+    int rc;
+    if (p) return p->wait(p->user, peer, tag, seq, timeout_ms, t_ns);
+    rc = efax_wait_imm(&x->b->ctx, peer, tag, seq, 1, timeout_ms);
+    *t_ns = efax_now_ns();
+    return rc;
+}
+
+/* -c: this iteration's bytes in every source slot this rank writes from. */
+EFAX_PRIVATE void efaxb__fill(const efaxb__xstep *x, uint64_t seq) {
+    int ntargets = x->b->d.xchg->per_target ? x->nto + x->self : x->nto + x->self > 0;
+    for (int i = 0; i < ntargets; i++) {
+        int t = i < x->nto ? x->to[i] : x->me;
+        for (int m = 0; m < x->msgs; m++) {
+            uint64_t s = efaxb__sslot(x, t, m);
+            x->src->ops->fill(x->src, s * x->size, x->size, x->me, efaxb__pattern(seq, s));
+        }
+    }
+}
+
+/* The writes of iteration seq from every writer into this rank: announced, then awaited with one
+   context timeout for all, so that this side gives up before a writer's confirmation wait. */
+EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq) {
+    efax_ctx *ctx = &x->b->ctx;
+    efax_write_desc w;
+    uint64_t deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
+    int rc = 0;
+    for (int i = 0; i < x->nfrom && !rc; i++)
+        for (int m = 0; m < x->msgs && !rc; m++)
+            rc = efax_expect_write(ctx, &x->b->ex[i * x->msgs + m],
+                                   efaxb__msg(x, &w, x->from[i], x->me, m, seq));
+    for (int i = 0; i < x->nfrom * x->msgs && !rc; i++) {
+        uint64_t now = efax_now_ns();
+        rc = efax_expect_wait(ctx, &x->b->ex[i], now < deadline ? (int)((deadline - now) / 1000000ull) : 0);
+    }
+    return rc;
+}
+
+/* -c: counts the wrong bytes of what landed from every writer (and the local copy), clears them,
+   and tells each writer its bytes may come again. */
+EFAX_PRIVATE int efaxb__check(const efaxb__xstep *x, uint64_t seq, int64_t *wrong) {
+    int rc = 0;
+    for (int i = 0; i < x->nfrom + x->self; i++) {
+        int f = i < x->nfrom ? x->from[i] : x->me;
+        for (int m = 0; m < x->msgs; m++) {
+            uint64_t off = efaxb__dslot(x, f, m) * x->size, s = efaxb__sslot(x, x->me, m);
+            *wrong += (int64_t)x->dst->ops->check(x->dst, off, x->size, f, efaxb__pattern(seq, s));
+            x->dst->ops->poison(x->dst, off, x->size);
+        }
+    }
+    for (int i = 0; i < x->nfrom && !rc; i++)
+        rc = efax_notify(&x->b->ctx, x->from[i], EFAX_BENCH_TAG_READY, (uint32_t)seq);
+    return rc;
+}
+
+/* One iteration on this rank; *us: its time, as the layout defines it. */
+EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *us, int64_t *wrong) {
+    efax_bench *b = x->b;
+    efax_ctx *ctx = &b->ctx;
+    const efax_bench_poster *p = x->mv->poster;
+    bool confirmed = !b->d.xchg->unconfirmed, posted = false;
+    uint64_t t0, t1 = 0, t;
+    int rc = 0, frc, nw = 0;
+    for (int i = 0; b->o.check && seq > 0 && i < x->nto && !rc; i++) /* every target cleared the last bytes */
+        rc = efaxb__notice(x, x->to[i], EFAX_BENCH_TAG_READY, (uint32_t)seq - 1, -1, &t);
+    if (b->o.check) efaxb__fill(x, seq);
+    t0 = efax_now_ns();
+    for (int i = 0; i < x->nto; i++)
+        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &b->xw[nw++], x->me, x->to[i], m, seq);
+    if (!rc && p && nw && !(rc = p->post(p->user, b->xw, nw))) posted = true;
+    for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(ctx, &b->xs[i], &b->xw[i], NULL);
+    for (int m = 0; x->self && m < x->msgs && !rc; m++)
+        efax_buf_copy(x->dst, efaxb__dslot(x, x->me, m) * x->size, x->src,
+                      efaxb__sslot(x, x->me, m) * x->size, x->size);
+    if (!rc) rc = efaxb__take(x, seq);
+    for (int i = 0; confirmed && i < x->nfrom && !rc; i++)
+        rc = efax_notify(ctx, x->from[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq);
+    for (int i = 0; confirmed && i < x->nto && !rc; i++)
+        rc = efaxb__notice(x, x->to[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq, efaxb__confirm_ms(ctx), &t1);
+    if (posted && (frc = p->finish(p->user)) && !rc)
+        rc = frc; /* even after a failure: nothing may stay in flight */
+    for (int i = 0; !p && i < nw && !rc; i++) rc = efax_wait(ctx, &b->xs[i], -1);
+    if (!rc && x->self) rc = efax_buf_settle(x->dst); /* the local copy (it overlapped the transfers) */
+    if (!confirmed) t1 = efax_now_ns();
+    *us = (double)(t1 - t0) / 1e3;
+    return rc || !b->o.check ? rc : efaxb__check(x, seq, wrong);
+}
+
+EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv,
+                                 double *lat, int *nlat, int64_t *wrong) {
+    const efax_bench_xchg *l = b->d.xchg;
+    efaxb__xstep x;
+    int n = b->size, warm = st->warmup, rc = 0;
+    bool timed;
+    memset(&x, 0, sizeof x);
+    if (!l || !b->connected)
+        return efax_bench_usage(b, "efax_bench_exchange: no exchange (efax_bench_desc.xchg) is connected");
+    x.b = b, x.st = st, x.mv = mv, x.me = b->rank;
+    x.src = b->xsrc[st->k], x.dst = b->xdst[st->k];
+    x.size = mv->size ? mv->size : st->size;
+    x.msgs = mv->msgs ? mv->msgs : efaxb__msgs(b);
+    x.tag0 = EFAX_BENCH_TAG_DATA + st->k * efaxb__kind_tags(b);
+    if (x.msgs > efaxb__msgs(b) ||
+        (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||
+        (uint64_t)x.msgs * (l->per_writer ? (uint64_t)n : 1) * x.size > x.dst->len)
+        return efax_bench_usage(
+            b, "efax_bench_exchange: %d message(s) of %llu bytes do not fit the layout (%d, %zu bytes)",
+            x.msgs, (unsigned long long)x.size, efaxb__msgs(b), x.dst->len);
+    if (!(x.to = (int *)calloc(2 * (size_t)n, sizeof(int)))) return -FI_ENOMEM;
+    x.from = x.to + n;
+    for (int k = 1; k < n;
+         k++) { /* targets from the next rank on, writers from the last one back: spreads the load */
+        if (mv->writes(mv->user, x.me, (x.me + k) % n, n)) x.to[x.nto++] = (x.me + k) % n;
+        if (mv->writes(mv->user, (x.me + n - k) % n, x.me, n)) x.from[x.nfrom++] = (x.me + n - k) % n;
+    }
+    x.self = mv->writes(mv->user, x.me, x.me, n);
+    timed = l->unconfirmed ? x.nto + x.nfrom + x.self > 0 : x.nto > 0;
+    for (int i = 0; b->o.check && i < x.nfrom + x.self; i++) /* what lands is checked against this */
+        for (int m = 0; m < x.msgs; m++)
+            x.dst->ops->poison(x.dst, efaxb__dslot(&x, i < x.nfrom ? x.from[i] : x.me, m) * x.size, x.size);
+    rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS); /* every rank's turn begins together */
+    for (int it = -warm; it < st->iters && !rc; it++) {
+        double us = 0;
+        if (it == 0) { /* the row counts the timed iterations: counters read between two barriers */
+            efaxb__timed_begin(b);
+            if ((rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS))) break;
+        }
+        if (x.nto + x.nfrom + x.self > 0) rc = efaxb__iteration(&x, (uint64_t)(it + warm), &us, wrong);
+        if (it >= 0 && timed) lat[(*nlat)++] = us;
+    }
+    if (!rc && st->iters > 0) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);
+    if (!rc && st->iters > 0) efaxb__timed_end(b);
+    for (int i = 0; b->o.check && i < x.nto && !rc;
+         i++) { /* the targets' last "cleared" notices are this step's */
+        uint64_t t;
+        rc = efaxb__notice(&x, x.to[i], EFAX_BENCH_TAG_READY, (uint32_t)(st->iters + warm - 1), -1, &t);
+    }
+    free(x.to);
+    return rc;
+}
+
 #ifdef EFAX_CUDA_H
 // >>cuda glue (implementation) ---------------------------------------------------------------
 
-EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes) {
-    efax_report *r = &b->rep;
+/* Measures what no device-memory result between this job's ranks can pass (efax_cuda_ceiling:
+   cudaMemcpyPeerAsync between the GPUs of one host, `bytes` per copy, the best of several after a
+   warm-up), sets it as the report's ceiling and prints it in the header with its spread, or says
+   why there is none; when ranks share a GPU, a header line says so and what that measures.
+   Collective. */
+EFAX_PRIVATE int efaxb__ceiling(efax_bench *b, size_t bytes) {
+    efax_report *r = b->rep;
     efax_ceiling c;
     int rc = efax_cuda_ceiling(&b->boot, bytes, &c);
     if (rc || b->rank != 0) return rc;
@@ -2137,9 +2561,10 @@ EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes) {
        kernel one rank keeps running (the proxy's producers) or launches (all2all's own chunk)
        holds up the copies the other rank's provider issued (docs/testing.md, one GPU). */
     if (c.shared[0] && !b->o.quiet)
-        printf("# GPU shared: %s. No link between GPUs is measured: device-memory results are copies within one GPU's "
-               "memory, and wherever the ranks have GPU work at once (all2all's copies, the proxy's producer kernel) "
-               "their processes' CUDA contexts take turns on it by time slices, unless MPS runs (docs/testing.md)\n",
+        printf("# GPU shared: %s. No link between GPUs is measured: device-memory results are copies "
+               "within one GPU's memory, and wherever the ranks have GPU work at once (all2all's copies, the "
+               "proxy's producer kernel) their processes' CUDA contexts take turns on it by time slices, "
+               "unless MPS runs (docs/testing.md)\n",
                c.shared);
     if (c.gbs <= 0) { /* said, so that a missing ceiling is not mistaken for a checked one */
         if (!b->o.quiet) printf("# ceiling: not measured: %s; results are not checked against one\n", c.what);
@@ -2148,9 +2573,10 @@ EFAX_API int efax_bench_ceiling(efax_bench *b, size_t bytes) {
     r->ceiling_gbps = c.gbs * 8;
     snprintf(r->ceiling_what, sizeof r->ceiling_what, "%s, best of %d copies", c.what, c.copies);
     if (!b->o.quiet)
-        printf("# ceiling: %s: best %.1f GB/s, spread %.1f-%.1f over %d copies (after %d untimed) = %.1f Gbps; a "
-               "device-memory result above it +%.0f%% is refused\n", c.what, c.gbs, c.low_gbs, c.gbs, c.copies, c.warmup,
-               r->ceiling_gbps, EFAX_CEILING_TOLERANCE * 100);
+        printf("# ceiling: %s: best %.1f GB/s, spread %.1f-%.1f over %d copies (after %d untimed) = "
+               "%.1f Gbps; a device-memory result above it +%.0f%% is refused\n",
+               c.what, c.gbs, c.low_gbs, c.gbs, c.copies, c.warmup, r->ceiling_gbps,
+               EFAX_CEILING_TOLERANCE * 100);
     return 0;
 }
 

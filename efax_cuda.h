@@ -755,12 +755,8 @@ EFAX_PRIVATE const efax_stage_ops *efax__cuda_stage_ops(void) {
    call), 0 off. Returns 1 (flush, *why says why), 0 (not needed), -FI_ENOSYS (needed but the GPU
    offers no flush: *why says so; staged memory is then the correct path), or -EFAX_E_USAGE. */
 EFAX_PRIVATE int efax__gdr_flush_need(const efax_caps *caps, int device, char *why, size_t wl) {
-    const char *env = getenv("EFAX_GDR_FLUSH");
-    int cc = 0, ordering = 0, opts = 0, v = -1;
-    if (env && *env) {
-        if (strcmp(env, "0") && strcmp(env, "1")) return -EFAX_E_USAGE;
-        v = atoi(env);
-    }
+    int cc = 0, ordering = 0, opts = 0, v;
+    if (efax_env_setting("EFAX_GDR_FLUSH", &v)) return -EFAX_E_USAGE; /* -1 unset, 0 or 1 */
     if (v == 0) return 0;
     if (cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) cc = 0;
     if (cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device) != cudaSuccess)
@@ -844,12 +840,13 @@ EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
     return rc;
 }
 
-/* The order in which device-memory paths are tried, and why; EFAX_MEM_PATH=dmabuf|hmem|staged
-   forces one (*forced). On shm (libfabric 2.6.0, two H200s) dmabuf and hmem measured the same to
-   1.5% at every size from 1 MiB to 256 MiB (README), so one order serves every provider. */
-EFAX_PRIVATE const char *efax__dev_paths(const char **why, bool *forced) {
-    const char *force = getenv("EFAX_MEM_PATH");
-    *forced = force && *force;
+/* The order in which device-memory paths are tried, and why; the context's mem_path
+   (EFAX_MEM_PATH=dmabuf|hmem|staged) forces one (*forced). On shm (libfabric 2.6.0, two H200s)
+   dmabuf and hmem measured the same to 1.5% at every size from 1 MiB to 256 MiB (README), so one
+   order serves every provider. */
+EFAX_PRIVATE const char *efax__dev_paths(const efax_ctx *ctx, const char **why, bool *forced) {
+    const char *force = efax_ctx_mem_path(ctx);
+    *forced = *force != 0;
     if (*forced) {
         *why = "forced by EFAX_MEM_PATH";
         return force;
@@ -952,7 +949,7 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
         return 0;
     }
     hmem = caps->hmem;
-    efax__copy(order, sizeof order, efax__dev_paths(&reason, &forced));
+    efax__copy(order, sizeof order, efax__dev_paths(ctx, &reason, &forced));
     first = !efax_ctx_mem_note(ctx)[0]; /* the context's first device buffer speaks for all of them */
     for (tok = strtok_r(order, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (strcmp(tok, "dmabuf") && strcmp(tok, "hmem") && strcmp(tok, "staged")) {
@@ -1472,6 +1469,8 @@ EFAX_PRIVATE void efax__proxy_exec(efax_proxy *p, const uint64_t *w) {
     wd.src = &p->d.src->mr, wd.src_off = c.soff, wd.dst = p->d.dst, wd.dst_off = c.doff, wd.size = c.size;
     wd.mode = (c.flags & EFAX_PUT_SPLIT) ? EFAX_MODE_SPLIT : EFAX_MODE_SINGLE; /* index 0: these modes do not rotate */
     wd.chunk = p->d.chunk, wd.tag = c.tag, wd.seq = c.seq;
+    wd.on_done = efax__proxy_done; /* the slot returns as its write completes */
+    wd.done_user = sl;
     rc = efax_write(ctx, &sl->x, &wd, NULL);
     if (rc) { /* efax_write said why; the slot goes back and the command counts as done */
         sl->next = p->free_slots;
@@ -1588,8 +1587,6 @@ EFAX_API int efax_proxy_init(efax_proxy *p, const efax_proxy_desc *d) {
     if (!p->slots || !p->prod || !p->deferred || !p->deferred_next) return -FI_ENOMEM;
     for (i = 0; i < p->d.inflight; i++) {
         p->slots[i].p = p;
-        p->slots[i].x.on_done = efax__proxy_done;
-        p->slots[i].x.done_user = &p->slots[i];
         p->slots[i].next = p->free_slots;
         p->free_slots = &p->slots[i];
     }

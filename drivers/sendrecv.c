@@ -1,15 +1,17 @@
-/* sendrecv — two-sided SEND/RECV, rank 0 <-> rank k for every k in turn; two numbers per mode, labelled as what
-   they are. Stream: one-way bandwidth; rank 0 keeps --window messages in flight, rank k receives them all and
-   confirms; time from the first send to that confirmation. RoundTrip: rank 0 sends, rank k answers with a message
-   of the same size: the round-trip time, and size / round trip as "Gbps(rt)" (the Libefaxx ~48 Gbps figure is of
-   this kind: it is not the link's bandwidth). Messages are planned over the NICs by --mode like writes; receives
-   are posted on the NIC each piece arrives at. Nothing assumes that messages arrive in the order they were sent
-   (efa's SRD does not order them unless asked, and a provider may refuse): every message of an iteration carries
-   the same pattern, so any receive of the right piece may take it, and each piece's immediate data names it
-   (message, segment), so -c also checks that every piece of every message arrived exactly once.
+/* sendrecv — two-sided SEND/RECV, rank 0 <-> rank k for every k in turn; two numbers per mode, labelled
+   as what they are. Stream: one-way bandwidth; rank 0 keeps --window messages in flight, rank k receives
+   them all and confirms; time from the first send to that confirmation. RoundTrip: rank 0 sends, rank k
+   answers with a message of the same size: the round-trip time, and size / round trip as "Gbps(rt)" (the
+   Libefaxx ~48 Gbps figure is of this kind: it is not the link's bandwidth). Messages are planned over the
+   NICs by --mode like writes; receives are posted on the NIC each piece arrives at. Nothing assumes that
+   messages arrive in the order they were sent (efa's SRD does not order them unless asked, and a provider
+   may refuse): every message of an iteration carries the same pattern, so any receive of the right piece
+   may take it, and each piece's immediate data names it (message, segment), so -c also checks that every
+   piece of every message arrived exactly once.
 
    cc -O2 -I. drivers/sendrecv.c -o sendrecv $(pkg-config --cflags --libs libfabric pmix)
-   nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
+   nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda \
+       $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
    mpirun -np 2 ./sendrecv -b 1K -e 64M -c
 */
 #define EFAX_IMPLEMENTATION
@@ -19,28 +21,50 @@
 #endif
 #include "efax_bench.h"
 
-enum { TAG_ACK = 2, TAG_READY = 3, STREAM = 0, ROUNDTRIP = 1 };
+enum { STREAM = 0, ROUNDTRIP = 1 };
 
 typedef struct run {
     efax_bench b;
     efax_bench_step st;
-    int v, W, ntx, nrx, nlat;  /* the variant, its messages per iteration (--window for Stream, 1); list lengths */
-    efax_buf *srcs[3], *dsts[3], *src, *dst; /* max(window, 2) slots of max_size each, per kind; the current one's */
-    efax_xfer *tx, *rx;        /* the operations posted and not yet waited for */
-    double *lat;               /* rank 0's nlat times of the variant */
-    int64_t wrong;             /* the bytes this rank found wrong in it */
+    int v, W;                    /* the variant, its messages per iteration (--window for Stream, 1) */
+    int ntx, nrx, nlat;          /* list lengths */
+    efax_buf *srcs[3], *dsts[3]; /* max(window, 2) slots of max_size each, per memory kind */
+    efax_buf *src, *dst;         /* the current kind's */
+    efax_xfer *tx, *rx;          /* the operations posted and not yet waited for */
+    double *lat;                 /* rank 0's nlat times of the variant */
+    int64_t wrong;               /* the bytes this rank found wrong in it */
 } run;
 
-/* Posts the sends (or, on the other side, the receives) of the W messages of iteration seq, planned by the step's
-   mode: message m is number seq * W + m in slot slot0 + m of buf. A send's immediate data is m << 8 | segment. */
+/* Posts one piece of message m as a send to peer (from buf at off), or as a receive on the NIC it
+   arrives at. A send's immediate data is m << 8 | segment s, naming the piece. */
+static int post_piece(run *r, bool send, int peer, efax_buf *buf, uint64_t off, const efax_plan_seg *seg,
+                      uint64_t m, int s) {
+    efax_send_desc sd;
+    int nic;
+    if (!send) {
+        nic = efax_ctx_route_in(&r->b.ctx, peer, seg->nic);
+        return efax_recv(&r->b.ctx, &r->rx[r->nrx++], nic, &buf->mr, off + seg->off, seg->len);
+    }
+    memset(&sd, 0, sizeof sd);
+    sd.to = peer;
+    sd.nic = seg->nic;
+    sd.src = &buf->mr;
+    sd.src_off = off + seg->off;
+    sd.size = seg->len;
+    sd.has_imm = true;
+    sd.imm = (uint32_t)m << 8 | (uint32_t)s;
+    return efax_send(&r->b.ctx, &r->tx[r->ntx++], &sd);
+}
+
+/* Posts the sends (or, on the other side, the receives) of the W messages of iteration seq, planned by the
+   step's mode: message m is number seq * W + m in slot slot0 + m of buf. */
 static int post(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, int slot0) {
     efax_plan_seg seg[EFAX_MAX_NICS];
     int nn = send ? efax_ctx_nnics(&r->b.ctx) : efax_ctx_peer_nnics(&r->b.ctx, peer), rc = 0;
-    for (uint64_t m = 0, off = (uint64_t)slot0 * r->st.size; m < (uint64_t)r->W && !rc; m++, off += r->st.size) {
+    for (uint64_t m = 0; m < (uint64_t)r->W && !rc; m++) {
+        uint64_t off = ((uint64_t)slot0 + m) * r->st.size;
         int ns = efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg);
-        for (int s = 0; s < ns && !rc; s++)
-            rc = send ? efax_send(&r->b.ctx, &r->tx[r->ntx++], peer, seg[s].nic, &buf->mr, off + seg[s].off, seg[s].len, true, (uint32_t)m << 8 | (uint32_t)s)
-                      : efax_recv(&r->b.ctx, &r->rx[r->nrx++], efax_ctx_route_in(&r->b.ctx, peer, seg[s].nic), &buf->mr, off + seg[s].off, seg[s].len);
+        for (int s = 0; s < ns && !rc; s++) rc = post_piece(r, send, peer, buf, off, &seg[s], m, s);
     }
     return rc;
 }
@@ -50,85 +74,131 @@ static int post(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, int sl
 static int64_t check_pieces(run *r, uint64_t seq, int n) {
     efax_plan_seg seg[EFAX_MAX_NICS];
     unsigned char *seen = (unsigned char *)calloc((size_t)r->W * EFAX_MAX_NICS, 1);
+    int nn = efax_ctx_peer_nnics(&r->b.ctx, 0);
     int64_t wrong = 0;
     for (int i = 0; i < n; i++) {
         const efax_xfer *x = &r->rx[i];
         uint32_t m = (uint32_t)x->rx_data >> 8, s = (uint32_t)x->rx_data & 0xff;
-        int ns = m < (uint32_t)r->W ? efax_plan(r->st.size, efax_ctx_peer_nnics(&r->b.ctx, 0), r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg) : 0;
-        if (seen && x->rx_has_data && s < (uint32_t)ns && !seen[m * EFAX_MAX_NICS + s]++ && x->rx_len == seg[s].len) continue;
-        if (!wrong) fprintf(stderr, "sendrecv: rank %d: receive %d took piece %u of message %u (immediate data %#llx, %llu bytes): not one of "
-                            "this iteration's, or taken twice\n", r->b.rank, i, s, m, (unsigned long long)x->rx_data, (unsigned long long)x->rx_len);
+        int ns = m < (uint32_t)r->W
+                     ? efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg)
+                     : 0;
+        if (seen && x->rx_has_data && s < (uint32_t)ns && !seen[m * EFAX_MAX_NICS + s]++ &&
+            x->rx_len == seg[s].len)
+            continue;
+        if (!wrong)
+            fprintf(stderr,
+                    "sendrecv: rank %d: receive %d took piece %u of message %u (immediate data %#llx, "
+                    "%llu bytes): not one of this iteration's, or taken twice\n",
+                    r->b.rank, i, s, m, (unsigned long long)x->rx_data, (unsigned long long)x->rx_len);
         wrong += (int64_t)(x->len ? x->len : 1);
     }
     free(seen);
     return wrong;
 }
 
-static int wait_list(run *r, efax_xfer *xs, int *n) { /* waits for a list's n operations; empties it */
+/* Waits for a list's n operations; empties it. */
+static int wait_list(run *r, efax_xfer *xs, int *n) {
     int rc = 0;
     for (int i = 0; i < *n && !rc; i++) rc = efax_wait(&r->b.ctx, &xs[i], -1);
-    return *n = 0, rc;
+    *n = 0;
+    return rc;
 }
 
-/* Checks (with -c) what `from` sent into the W slots from slot0, counts the wrong bytes, and clears them. Every message
-   of iteration seq carries pattern (from, seq): which slot took it is not checked, as no order is assumed (check_pieces). */
+/* Checks (with -c) what `from` sent into the W slots from slot0, counts the wrong bytes, and clears them.
+   Every message of iteration seq carries pattern (from, seq): which slot took it is not checked, as no
+   order is assumed (check_pieces). */
 static void check_slots(run *r, int from, uint64_t seq, int slot0) {
-    for (uint64_t off = (uint64_t)slot0 * r->st.size, end = off + (uint64_t)r->W * r->st.size; off < end; off += r->st.size)
-        r->wrong += (int64_t)r->dst->ops->check(r->dst, off, r->st.size, from, seq * 1000), r->dst->ops->poison(r->dst, off, r->st.size);
+    for (int m = 0; m < r->W; m++) {
+        uint64_t off = (uint64_t)(slot0 + m) * r->st.size;
+        r->wrong += (int64_t)r->dst->ops->check(r->dst, off, r->st.size, from, seq * 1000);
+        r->dst->ops->poison(r->dst, off, r->st.size);
+    }
+}
+
+/* Rank 0's iteration seq with rank k: W messages, timed until k confirmed them (Stream) or answered
+   (RoundTrip). */
+static int send_iter(run *r, int k, uint64_t seq, bool timed) {
+    bool rt = r->v == ROUNDTRIP, c = r->b.o.check;
+    int slot = rt ? (int)(seq & 1) : 0, rc = 0;
+    uint64_t t0;
+    for (int m = 0; c && m < r->W; m++)
+        r->src->ops->fill(r->src, (uint64_t)m * r->st.size, r->st.size, 0, seq * 1000);
+    if (c && !rt && seq > 0) rc = efax_wait_imm(&r->b.ctx, k, EFAX_BENCH_TAG_READY, (uint32_t)seq - 1, 1, -1);
+    t0 = efax_now_ns();
+    if (rt && !rc) rc = post(r, false, k, r->dst, seq, slot);
+    if (!rc) rc = post(r, true, k, r->src, seq, 0);
+    if (!rc && rt) rc = wait_list(r, r->rx, &r->nrx);
+    if (!rc && !rt) rc = efax_wait_imm(&r->b.ctx, k, EFAX_BENCH_TAG_ACK, (uint32_t)seq, 1, -1);
+    if (timed) r->lat[r->nlat++] = (double)(efax_now_ns() - t0) / 1e3;
+    if (!rc) rc = wait_list(r, r->tx, &r->ntx);
+    if (!rc && c && rt) check_slots(r, k, seq, slot);
+    return rc;
+}
+
+/* Rank k's iteration seq: the next receives go up before the answer (a checked Stream's after its
+   check); the answer comes from our own send buffer. */
+static int answer_iter(run *r, int k, uint64_t seq, bool more) {
+    bool rt = r->v == ROUNDTRIP, c = r->b.o.check;
+    int slot = rt ? (int)(seq & 1) : 0, nrx = r->nrx, rc = wait_list(r, r->rx, &r->nrx);
+    if (!rc && c && !rt) r->wrong += check_pieces(r, seq, nrx);
+    if (!rc && more && (rt || !c)) rc = post(r, false, 0, r->dst, seq + 1, slot ^ rt);
+    if (!rc && rt) rc = post(r, true, 0, r->src, seq, slot);
+    if (!rc && !rt) rc = efax_notify(&r->b.ctx, 0, EFAX_BENCH_TAG_ACK, (uint32_t)seq);
+    if (!rc && rt) rc = wait_list(r, r->tx, &r->ntx);
+    if (!rc && c) check_slots(r, 0, seq, slot);
+    if (!rc && c && rt) /* the next answer */
+        r->src->ops->fill(r->src, (uint64_t)(slot ^ 1) * r->st.size, r->st.size, k, (seq + 1) * 1000);
+    if (!rc && c && !rt && more) rc = post(r, false, 0, r->dst, seq + 1, 0);
+    if (!rc && c && !rt) rc = efax_notify(&r->b.ctx, 0, EFAX_BENCH_TAG_READY, (uint32_t)seq);
+    return rc;
 }
 
 /* The variant between rank 0 and rank k; every rank calls it. */
 static int turn(run *r, int k) {
-    int warm = r->st.warmup, last = r->st.iters + warm - 1, me = r->b.rank, rt = r->v == ROUNDTRIP, c = r->b.o.check, rc = 0;
-    if (me == k && !(rc = post(r, false, 0, r->dst, 0, 0)) && c && rt) r->src->ops->fill(r->src, 0, r->st.size, k, 0);
+    int warm = r->st.warmup, last = r->st.iters + warm - 1, me = r->b.rank, rc = 0;
+    bool rt = r->v == ROUNDTRIP, c = r->b.o.check;
+    if (me == k) rc = post(r, false, 0, r->dst, 0, 0);
+    if (!rc && me == k && c && rt) r->src->ops->fill(r->src, 0, r->st.size, k, 0);
     if (!rc) rc = efax_boot_barrier(&r->b.boot, EFAX_TURN_MS); /* our turn: receives are posted */
     for (int it = -warm; it < r->st.iters && !rc && (me == 0 || me == k); it++) {
-        uint64_t seq = (uint64_t)(it + warm), t0;
-        int slot = rt ? (int)(seq & 1) : 0, nrx = r->nrx, more = seq < (uint64_t)last;
-        if (me == 0) { /* W messages, timed until k confirmed them (Stream) or answered (RoundTrip) */
-            for (int m = 0; c && m < r->W; m++) r->src->ops->fill(r->src, (uint64_t)m * r->st.size, r->st.size, 0, seq * 1000);
-            if (c && !rt && seq > 0) rc = efax_wait_imm(&r->b.ctx, k, TAG_READY, (uint32_t)seq - 1, 1, -1);
-            t0 = efax_now_ns();
-            if (rt && !rc) rc = post(r, false, k, r->dst, seq, slot);
-            if (!rc) rc = post(r, true, k, r->src, seq, 0);
-            if (!rc) rc = rt ? wait_list(r, r->rx, &r->nrx) : efax_wait_imm(&r->b.ctx, k, TAG_ACK, (uint32_t)seq, 1, -1);
-            if (it >= 0) r->lat[r->nlat++] = (double)(efax_now_ns() - t0) / 1e3;
-            if (!rc) rc = wait_list(r, r->tx, &r->ntx);
-            if (!rc && c && rt) check_slots(r, k, seq, slot);
-            continue;
-        } /* rank k: the next receives go up before the answer (a checked Stream's after its check) */
-        if (!(rc = wait_list(r, r->rx, &r->nrx)) && c && !rt) r->wrong += check_pieces(r, seq, nrx);
-        if (!rc && more && (rt || !c)) rc = post(r, false, 0, r->dst, seq + 1, slot ^ rt);
-        if (!rc) rc = rt ? post(r, true, 0, r->src, seq, slot) : efax_notify(&r->b.ctx, 0, TAG_ACK, (uint32_t)seq); /* from our own send buffer */
-        if (!rc && rt) rc = wait_list(r, r->tx, &r->ntx);
-        if (!rc && c) check_slots(r, 0, seq, slot);
-        if (!rc && c && rt) r->src->ops->fill(r->src, (uint64_t)(slot ^ 1) * r->st.size, r->st.size, k, (seq + 1) * 1000); /* the next answer */
-        if (!rc && c && !rt && more) rc = post(r, false, 0, r->dst, seq + 1, 0);
-        if (!rc && c && !rt) rc = efax_notify(&r->b.ctx, 0, TAG_READY, (uint32_t)seq);
+        uint64_t seq = (uint64_t)(it + warm);
+        if (me == 0)
+            rc = send_iter(r, k, seq, it >= 0);
+        else
+            rc = answer_iter(r, k, seq, seq < (uint64_t)last);
     }
-    if (!rc && me == 0 && c && !rt) rc = efax_wait_imm(&r->b.ctx, k, TAG_READY, (uint32_t)last, 1, -1);
+    if (!rc && me == 0 && c && !rt)
+        rc = efax_wait_imm(&r->b.ctx, k, EFAX_BENCH_TAG_READY, (uint32_t)last, 1, -1);
     return rc;
 }
 
 /* Buffers of every memory kind (max(window, 2) slots each) and the operation lists. */
 static int setup(run *r) {
-    size_t slots = r->b.o.window > 2 ? (size_t)r->b.o.window : 2, bytes = (size_t)r->b.o.max_size * slots;
-    int rc = efax_bench_bufs(&r->b, bytes, EFAX_MR_SEND, EFAX_MR_RECV, r->srcs, r->dsts);
-    r->tx = (efax_xfer *)efax_bench_calloc(&r->b, slots * EFAX_MAX_NICS, sizeof(efax_xfer));
-    r->rx = (efax_xfer *)efax_bench_calloc(&r->b, slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
-    r->lat = (double *)efax_bench_calloc(&r->b, (size_t)efax_opts_iters(&r->b.o, r->b.o.min_size) * (size_t)r->b.size, sizeof(double));
+    efax_bench *b = &r->b;
+    size_t slots = b->o.window > 2 ? (size_t)b->o.window : 2, bytes = (size_t)b->o.max_size * slots;
+    size_t iters = (size_t)efax_opts_iters(&b->o, b->o.min_size) * (size_t)b->size;
+    int rc = efax_bench_bufs(b, bytes, EFAX_MR_SEND, EFAX_MR_RECV, r->srcs, r->dsts);
+    r->tx = (efax_xfer *)efax_bench_calloc(b, slots * EFAX_MAX_NICS, sizeof(efax_xfer));
+    r->rx = (efax_xfer *)efax_bench_calloc(b, slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
+    r->lat = (double *)efax_bench_calloc(b, iters, sizeof(double));
     return rc ? rc : !r->tx || !r->rx || !r->lat ? -FI_ENOMEM : 0;
 }
 
 /* Variant v at one point of the sweep: rank 0 with each rank in turn. */
 static int measure(run *r, int v) {
     static const char *const vname[] = {"Stream", "RoundTrip"};
+    efax_result_kind kind = v == STREAM ? EFAX_RESULT_ONEWAY : EFAX_RESULT_ROUNDTRIP;
     int rc = 0;
     efax_result res;
-    r->nlat = 0, r->wrong = 0, r->v = v, r->W = v == STREAM ? r->b.o.window : 1, r->src = r->srcs[r->st.k], r->dst = r->dsts[r->st.k];
+    r->nlat = 0;
+    r->wrong = 0;
+    r->v = v;
+    r->W = v == STREAM ? r->b.o.window : 1;
+    r->src = r->srcs[r->st.k];
+    r->dst = r->dsts[r->st.k];
     efax_bench_variant(&r->b, &r->st, vname[v]); /* its own NIC counters and progress line */
     for (int k = 1; k < r->b.size && !rc; k++) rc = turn(r, k);
-    efax_bench_result(&res, &r->st, r->src, vname[v], v == STREAM ? EFAX_RESULT_ONEWAY : EFAX_RESULT_ROUNDTRIP, r->W, 1);
+    efax_bench_result(&res, &r->st, r->src, vname[v], kind, r->W, 1);
     efax_result_time(&res, r->lat, r->nlat, r->st.size * (uint64_t)r->W, efax_bench_line(&r->b, r->st.mode));
     return rc ? rc : efax_bench_record(&r->b, &res, r->wrong);
 }
@@ -137,13 +207,15 @@ int main(int argc, char **argv) {
     run r;
     efax_bench_desc d;
     int rc;
-    memset(&r, 0, sizeof r), memset(&d, 0, sizeof d);
-    d.driver = "sendrecv", d.window = 8; /* many messages in flight for the streaming number */
+    memset(&r, 0, sizeof r);
+    memset(&d, 0, sizeof d);
+    d.driver = "sendrecv";
     d.about = "Two-sided SEND/RECV, rank 0 <-> rank k: one-way streaming bandwidth and round-trip time.";
+    d.window = 8;                               /* many messages in flight for the streaming number */
     rc = efax_bench_open(&r.b, &d, argc, argv); /* options, memory kinds, the launcher */
-    if (!rc) rc = efax_bench_connect(&r.b, 0); /* NICs, connections */
+    if (!rc) rc = efax_bench_connect(&r.b);     /* NICs, connections */
     if (!rc) rc = setup(&r);
-    if (!rc) rc = efax_bench_begin(&r.b, NULL); /* the report's header (and the GPU ceiling) */
+    if (!rc) rc = efax_bench_begin(&r.b, NULL);      /* the report's header (and the GPU ceiling) */
     while (!rc && efax_bench_next(&r.b, &r.st, &rc)) /* every size, mode and memory kind: both variants */
         if (!(rc = measure(&r, STREAM))) rc = measure(&r, ROUNDTRIP);
     return efax_bench_close(&r.b, rc);

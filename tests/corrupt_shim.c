@@ -91,7 +91,7 @@ static void corrupt_iov(const struct iovec *iov, int cnt, ssize_t got) {
 
 ssize_t recv(int fd, void *buf, size_t len, int flags) {
     ssize_t r;
-    if (!real_recv) real_recv = (ssize_t (*)(int, void *, size_t, int))dlsym(RTLD_NEXT, "recv");
+    if (!real_recv) real_recv = (ssize_t(*)(int, void *, size_t, int))dlsym(RTLD_NEXT, "recv");
     r = real_recv(fd, buf, len, flags);
     if (r > 0 && !(flags & MSG_PEEK)) maybe_corrupt(buf, (size_t)r);
     return r;
@@ -100,7 +100,8 @@ ssize_t recv(int fd, void *buf, size_t len, int flags) {
 ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl) {
     ssize_t r;
     if (!real_recvfrom)
-        real_recvfrom = (ssize_t (*)(int, void *, size_t, int, struct sockaddr *, socklen_t *))dlsym(RTLD_NEXT, "recvfrom");
+        real_recvfrom = (ssize_t(*)(int, void *, size_t, int, struct sockaddr *, socklen_t *))dlsym(
+            RTLD_NEXT, "recvfrom");
     r = real_recvfrom(fd, buf, len, flags, sa, sl);
     if (r > 0 && !(flags & MSG_PEEK)) maybe_corrupt(buf, (size_t)r);
     return r;
@@ -108,7 +109,7 @@ ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, 
 
 ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
     ssize_t r;
-    if (!real_recvmsg) real_recvmsg = (ssize_t (*)(int, struct msghdr *, int))dlsym(RTLD_NEXT, "recvmsg");
+    if (!real_recvmsg) real_recvmsg = (ssize_t(*)(int, struct msghdr *, int))dlsym(RTLD_NEXT, "recvmsg");
     r = real_recvmsg(fd, m, flags);
     if (r > 0 && !(flags & MSG_PEEK)) corrupt_iov(m->msg_iov, (int)m->msg_iovlen, r);
     return r;
@@ -116,7 +117,7 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
 
 ssize_t read(int fd, void *buf, size_t len) {
     ssize_t r;
-    if (!real_read) real_read = (ssize_t (*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
+    if (!real_read) real_read = (ssize_t(*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
     r = real_read(fd, buf, len);
     if (r > 0) maybe_corrupt(buf, (size_t)r);
     return r;
@@ -124,7 +125,7 @@ ssize_t read(int fd, void *buf, size_t len) {
 
 ssize_t readv(int fd, const struct iovec *iov, int cnt) {
     ssize_t r;
-    if (!real_readv) real_readv = (ssize_t (*)(int, const struct iovec *, int))dlsym(RTLD_NEXT, "readv");
+    if (!real_readv) real_readv = (ssize_t(*)(int, const struct iovec *, int))dlsym(RTLD_NEXT, "readv");
     r = real_readv(fd, iov, cnt);
     if (r > 0) corrupt_iov(iov, cnt, r);
     return r;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh — makes sure the system packages efax needs are installed.
 #   tests/deps.sh build   compiler, pkg-config, libfabric and PMIx headers
-#   tests/deps.sh test    + Open MPI (mpirun), fi_info/fi_pingpong, jq, iproute2, clang, valgrind,
+#   tests/deps.sh test    + Open MPI (mpirun), fi_info/fi_pingpong, jq, iproute2, clang, clang-format, valgrind,
 #                         gnuplot, python3, chromium (renders bench.sh's results page), Slurm, and
 #                         nftables (the lab's lossy rail: this kernel has no netem)
 #   tests/deps.sh bench   + Open MPI, fi_pingpong, gnuplot, ss (iproute2)
@@ -32,6 +32,7 @@ if [ "$what" = test ]; then
   have_cmd nft || want_pkg nftables   # tests/lab.sh rail HOST RAIL loss PCT
   have_cmd clang || want_pkg clang
   have_cmd valgrind || want_pkg valgrind
+  have_cmd clang-format || want_pkg clang-format   # the layout check (.clang-format)
   # rdma-core's headers: the libfabric 2.x build of the test matrix compiles its efa provider
   [ -f /usr/include/infiniband/efadv.h ] || want_pkg libibverbs-dev
   [ -e "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] 2>/dev/null || \

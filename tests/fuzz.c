@@ -39,12 +39,16 @@ static void fuzz_size(const uint8_t *d, size_t n) {
     if (n >= sizeof s) n = sizeof s - 1;
     memcpy(s, d, n);
     s[n] = 0;
-    if (efax_parse_size(s, &v) == 0 && strlen(s) && !strchr(s, 'K') && !strchr(s, 'k') && !strchr(s, 'M') && !strchr(s, 'm') &&
-        !strchr(s, 'G') && !strchr(s, 'g') && !strchr(s, 'T') && !strchr(s, 't') && v != strtoull(s, NULL, 10))
+    if (efax_parse_size(s, &v) == 0 && strlen(s) && !strchr(s, 'K') && !strchr(s, 'k') && !strchr(s, 'M') &&
+        !strchr(s, 'm') && !strchr(s, 'G') && !strchr(s, 'g') && !strchr(s, 'T') && !strchr(s, 't') &&
+        v != strtoull(s, NULL, 10))
         abort(); /* a plain number must parse to itself */
 }
 
-#define BLOB(T, d, n) T b; memset(&b, 0, sizeof b); memcpy(&b, d, n < sizeof b ? n : sizeof b)
+#define BLOB(T, d, n)                                                                                        \
+    T b;                                                                                                     \
+    memset(&b, 0, sizeof b);                                                                                 \
+    memcpy(&b, d, n < sizeof b ? n : sizeof b)
 
 static void fuzz_hello(const uint8_t *d, size_t n) {
     BLOB(efax__hello, d, n);
@@ -53,7 +57,9 @@ static void fuzz_hello(const uint8_t *d, size_t n) {
     if (efax__hello_check(&b, b.rank, "tcp", why, sizeof why) == 0) { /* accepted: everything in range */
         if (b.nnic < 1 || b.nnic > EFAX_MAX_NICS) abort();
         for (int i = 0; i < b.nnic; i++)
-            if (b.nic[i].addrlen == 0 || b.nic[i].addrlen > EFAX__ADDR_MAX || !memchr(b.nic[i].name, 0, sizeof b.nic[i].name)) abort();
+            if (b.nic[i].addrlen == 0 || b.nic[i].addrlen > EFAX__ADDR_MAX ||
+                !memchr(b.nic[i].name, 0, sizeof b.nic[i].name))
+                abort();
     }
 }
 
@@ -72,8 +78,14 @@ static void fuzz_boot(const uint8_t *d, size_t n) {
 }
 
 /* Immediate data from a peer is arbitrary: count it, and feed the staged-write engine. */
-static int stage_in(void *u, uint64_t off, uint64_t len) { (void)u; return off + len > 1 << 20 ? -1 : 0; }
-static int stage_wait(void *u, int ms) { (void)u, (void)ms; return 0; }
+static int stage_in(void *u, uint64_t off, uint64_t len) {
+    (void)u;
+    return off + len > 1 << 20 ? -1 : 0;
+}
+static int stage_wait(void *u, int ms) {
+    (void)u, (void)ms;
+    return 0;
+}
 static void fuzz_imm(const uint8_t *d, size_t n) {
     static const efax_stage_ops ops = {NULL, NULL, stage_in, stage_wait, NULL, NULL};
     efax_ctx ctx;
@@ -92,7 +104,8 @@ static void fuzz_imm(const uint8_t *d, size_t n) {
     dst.len = 1 << 20, dst.stage = &ops, dst.ctx = &ctx;
     (void)efax_expect_prepare(&ctx, &dst, 5);
     memset(&w, 0, sizeof w);
-    w.from = 1, w.to = 0, w.dst = &dst, w.size = n >= 1 ? (uint64_t)d[0] << 12 : 0, w.mode = (efax_mode)(n >= 1 ? d[0] % EFAX_MODE_COUNT : 0);
+    w.from = 1, w.to = 0, w.dst = &dst, w.size = n >= 1 ? (uint64_t)d[0] << 12 : 0,
+    w.mode = (efax_mode)(n >= 1 ? d[0] % EFAX_MODE_COUNT : 0);
     w.chunk = 4096, w.tag = 5;
     if (n >= 1 && efax_expect_write(&ctx, &e, &w) == 0) {
         for (size_t i = 1; i + 4 <= n; i += 4) {

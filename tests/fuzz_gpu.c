@@ -47,7 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     dst.remote = (in[60] & 1) ? NULL : remote;
     dst.nremote = (in[60] & 2) ? size - 1 : size; /* a table shorter than the job is refused, not read past */
     memset(why, 0x55, sizeof why);
-    rc = efax_cmd_decode(w, producers, expected, rank, size, src_len, (in[60] & 4) ? NULL : &dst, &c, why, sizeof why);
+    rc = efax_cmd_decode(w, producers, expected, rank, size, src_len, (in[60] & 4) ? NULL : &dst, &c, why,
+                         sizeof why);
     if (rc) {
         if (rc != -EFAX_E_PEER) abort();
         why_ok(why, sizeof why);
@@ -55,7 +56,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     }
     /* accepted: every field in range, and the fields say exactly what the words said */
     if (c.producer >= producers || c.number != expected || w[6] != c.producer) abort();
-    if (w[0] != ((uint64_t)c.op | (uint64_t)c.flags << 8 | (uint64_t)c.producer << 16 | (uint64_t)(uint32_t)c.dst << 32)) abort();
+    if (w[0] != ((uint64_t)c.op | (uint64_t)c.flags << 8 | (uint64_t)c.producer << 16 |
+                 (uint64_t)(uint32_t)c.dst << 32))
+        abort();
     if ((uint64_t)c.tag != (w[4] & 0xffff) || c.seq != (uint32_t)(w[4] >> 32) || c.number != w[5]) abort();
     if (c.op == EFAX_CMD_FENCE) return 0;
     if (c.op != EFAX_CMD_PUT || (c.flags & ~(uint32_t)EFAX_PUT_SPLIT)) abort();
@@ -76,12 +79,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     int rank, rc;
     memset(&r, 0, sizeof r);
     memcpy(&r, d, n < sizeof r ? n : sizeof r);
-    r.wire += EFAX_WIRE_VERSION; /* inputs hold the wire version relative to this build's: the corpus outlives a wire change */
+    r.wire +=
+        EFAX_WIRE_VERSION; /* inputs hold the wire version relative to this build's: the corpus outlives a wire change */
     if (n > sizeof r) memcpy(prm, d + sizeof r, n - sizeof r < 2 ? n - sizeof r : 2);
     rank = prm[0] % 8;
     /* this host: "h0", or the name the record carries (so both branches are reached) */
-    if ((prm[1] & 1) && memchr(r.host, 0, sizeof r.host)) memcpy(host, r.host, sizeof host);
-    else strcpy(host, "h0");
+    if ((prm[1] & 1) && memchr(r.host, 0, sizeof r.host))
+        memcpy(host, r.host, sizeof host);
+    else
+        strcpy(host, "h0");
     memset(why, 0x55, sizeof why);
     rc = efax_ipc_record_check(&r, rank, host, &local, why, sizeof why);
     if (rc) {

@@ -106,6 +106,45 @@ t header/clang-c11   120 header_c clang -std=c11 -Wall -Wextra -Wpedantic -Werro
 t header/g++-c++17   120 header_c g++ -x c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror
 t header/nvcc        300 header_nvcc
 
+# efax_cuda.h uses efax.h's public functions and the private ones its internal section names (and
+# no other); efax_bench.h public functions alone. A private name is efax__ (efax.h's own) or EFAX__.
+internal_boundary() {
+  local allowed used bad=0 n
+  allowed=$(sed -n '/^\/\/ >>internal/,/^\/\/ >>/p' efax.h | grep -o 'efax__[a-z0-9_]*(' | tr -d '(' | sort -u)
+  [ -n "$allowed" ] || { echo "efax.h has no '// >>internal' section naming functions"; return 1; }
+  # efax.h's private names that efax_cuda.h uses (its own efax__ names are not efax.h's)
+  used=$(comm -12 <(grep -o '\b\(efax__\|EFAX__\)[A-Za-z0-9_]*' efax.h | sort -u) \
+                  <(grep -o '\b\(efax__\|EFAX__\)[A-Za-z0-9_]*' efax_cuda.h | sort -u))
+  for n in $used; do
+    grep -qx "$n" <<<"$allowed" || { echo "efax_cuda.h uses $n, which efax.h's internal section does not name"; bad=1; }
+  done
+  used=$(grep -o '\b\(efax__\|EFAX__\)[A-Za-z0-9_]*' efax_bench.h | sort -u)
+  [ -z "$used" ] || { echo "efax_bench.h uses private names of efax.h: $used"; bad=1; }
+  echo "efax_cuda.h may use: $(echo $allowed); it uses: $(comm -12 <(grep -o '\befax__[a-z0-9_]*' efax.h | sort -u) <(grep -o '\befax__[a-z0-9_]*' efax_cuda.h | sort -u) | tr '\n' ' ')"
+  [ $bad = 0 ]
+}
+export -f internal_boundary
+t header/internal-boundary 30 internal_boundary
+
+# --- the layout: .clang-format (clang-format 14) holds every header, driver and test program; no line over
+# 110 columns in the headers and drivers (clang-format leaves comments as written)
+style_files() { ls efax.h efax_cuda.h efax_bench.h drivers/*.c drivers/*.cu tests/*.c; }
+style() {
+  command -v clang-format >/dev/null || { echo "skipped: no clang-format (tests/deps.sh test installs it as root)"; return 77; }
+  local f bad=0
+  for f in $(style_files); do
+    clang-format --style=file --dry-run --Werror "$f" 2>/dev/null >/dev/null ||
+      { echo "$f: not as .clang-format lays it out (clang-format -i $f):"; clang-format --style=file "$f" | diff "$f" - | head -8; bad=1; }
+  done
+  for f in efax.h efax_cuda.h efax_bench.h drivers/*.c drivers/*.cu; do
+    awk -v f="$f" 'length > 110 { printf "%s:%d: %d columns\n", f, FNR, length; bad = 1 } END { exit bad }' "$f" || bad=1
+  done
+  echo "$(style_files | wc -l) files checked with $(clang-format --version)"
+  [ $bad = 0 ]
+}
+export -f style_files style
+t style/clang-format 120 style
+
 # --- the README's build lines, each run exactly as printed, in a scratch folder that holds the
 # sources (so the binaries it names land there) and the README's first program (the code block
 # after the `<!-- readme-program: FILE -->` marker); the binary must then load and run: a driver
@@ -281,6 +320,11 @@ for p in tcp shm; do
   t $p/write-targets-all    300 bash -c "$MPI -np 4 $B/write --provider $p -c -b 4K -e 4M -f 32 -n 10 --targets all --mode split,rr --json $LOGS/wa-$p.jsonl && json_ok $LOGS/wa-$p.jsonl 6 && jq -e -s 'all(.[]; .peers == 3)' $LOGS/wa-$p.jsonl"
   t $p/all2all-4ranks       300 bash -c "$MPI -np 4 $B/all2all --provider $p --nics $nics -c -b 4K -e 4M -f 32 -n 10 --mode all --json $LOGS/a2a-$p.jsonl && json_ok $LOGS/a2a-$p.jsonl 12 && jq -e -s 'all(.[]; .kind == \"alltoall\" and .busbw_gbs > 0 and (.busbw_gbs - .algbw_gbs * 3 / 4 | fabs) < 1e-4 * .algbw_gbs + 1e-9)' $LOGS/a2a-$p.jsonl"
   t $p/all2all-3ranks       300 bash -c "$MPI -np 3 $B/all2all --provider $p -c -b 3K -e 3M -f 32 -n 10 --json $LOGS/a2a3-$p.jsonl && json_ok $LOGS/a2a3-$p.jsonl 3"
+  # incast: N-1 ranks into one (the harness's exchange, a per-writer region); every mode, every byte
+  t $p/incast-3ranks        300 bash -c "$MPI -np 3 $B/incast --provider $p -c -b 1 -e 4M -f 8 -n 10 --mode all --window 2 --json $LOGS/inc3-$p.jsonl && json_ok $LOGS/inc3-$p.jsonl 36 && jq -e -s 'all(.[]; .peers == 2 and .window == 2)' $LOGS/inc3-$p.jsonl"
+  t $p/incast-4ranks-2nics  300 bash -c "$MPI -np 4 $B/incast --provider $p --nics $nics -c -b 4K -e 16M -f 16 -n 10 --mode all --json $LOGS/inc4-$p.jsonl && json_ok $LOGS/inc4-$p.jsonl 16 && jq -e -s 'all(.[]; .peers == 3 and .bytes == .size * 3 * .iters)' $LOGS/inc4-$p.jsonl"
+  # every struct efax fills handed over as garbage (0xA5 bytes), as a newcomer's stack would (#34)
+  t $p/any-memory           60 expect_fail 0 "0 wrong bytes" "${MPIRUN[@]}" -np 2 "$B/any_memory" --provider $p
 done
 
 # --- pingpong --variant times one echo alone (bench.sh compares its SEND/RECV with fi_pingpong's)
@@ -578,6 +622,7 @@ bench_wrong() {
 export -f shim wrong_bytes bench_wrong
 t fault/wrong-bytes-write-exit-1    120 wrong_bytes write 2 8 -b 64K -e 4M -f 4 -n 3 --mode single,split
 t fault/wrong-bytes-all2all-exit-1  120 wrong_bytes all2all 3 4 -b 64K -e 4M -f 4 -n 3
+t fault/wrong-bytes-incast-exit-1   120 wrong_bytes incast 3 8 -b 64K -e 4M -f 4 -n 3 --mode single,split
 t bench/wrong-bytes-exit-1          300 bench_wrong
 
 # --- bench.sh: a progress line on a terminal only, and a results page that shows every plot
@@ -619,7 +664,7 @@ t bench/results-page-screenshot     300 bench_page
 # --- bad input: every option of every driver and bench.sh; a one-line error naming it, exit 2
 bad_rows() {
   local d
-  for d in pingpong sendrecv write all2all; do
+  for d in pingpong sendrecv write all2all incast; do
     printf '%s\n' "$B/$d|-b 0|-b/--min-size" "$B/$d|-b -1|-b/--min-size" "$B/$d|-b 12Q|-b/--min-size" \
       "$B/$d|-b 99999999999999999999|-b/--min-size" "$B/$d|-e 65G|-e/--max-size" "$B/$d|-b 1M -e 1K|larger than" \
       "$B/$d|-f 1|--factor" "$B/$d|-f 0.5|--factor" "$B/$d|-f x|--factor" "$B/$d|-n 0|-n/--iters" \
@@ -688,13 +733,14 @@ asan() {
   [ -z "$SAN" ] || { echo "skipped: this whole suite runs under AddressSanitizer and UBSan"; return 77; }
   local S="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
   mkdir -p "$B/asan"
-  for f in tests/unit.c tests/xfer_test.c drivers/write.c drivers/sendrecv.c; do
+  for f in tests/unit.c tests/xfer_test.c tests/any_memory.c drivers/write.c drivers/sendrecv.c; do
     cc -std=c11 $S -I. "$f" -o "$B/asan/$(basename "$f" .c)" $(pkg-config --cflags --libs libfabric pmix) || return 1
   done
   # libfabric's memory-registration cache hooks and ASan's interceptors do not mix
   export FI_MR_CACHE_MONITOR=disabled ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
   "$B/asan/unit" >/dev/null &&
   $MPIRUN_STR -x FI_MR_CACHE_MONITOR -x ASAN_OPTIONS -x UBSAN_OPTIONS -x LSAN_OPTIONS -np 2 "$B/asan/xfer_test" --provider $1 --max 4M --staged &&
+  $MPIRUN_STR -x FI_MR_CACHE_MONITOR -x ASAN_OPTIONS -x UBSAN_OPTIONS -x LSAN_OPTIONS -np 2 "$B/asan/any_memory" --provider $1 &&
   $MPIRUN_STR -x FI_MR_CACHE_MONITOR -x ASAN_OPTIONS -x UBSAN_OPTIONS -x LSAN_OPTIONS -np 2 "$B/asan/write" --provider $1 -c -b 4K -e 1M -f 16 -n 5 --mode all -q &&
   $MPIRUN_STR -x FI_MR_CACHE_MONITOR -x ASAN_OPTIONS -x UBSAN_OPTIONS -x LSAN_OPTIONS -np 2 "$B/asan/sendrecv" --provider $1 -c -b 4K -e 1M -f 16 -n 5 -q
 }
@@ -710,6 +756,16 @@ for p in tcp shm; do
   t sanitize/asan-ubsan-$p 600 asan $p
 done
 t sanitize/valgrind-write-tcp     600 valgrind_run tcp write
+# the structs as malloc leaves them: memcheck reports any field efax reads before it set it (#34)
+valgrind_any() {
+  [ -z "$SAN" ] || { echo "skipped: valgrind cannot run AddressSanitizer binaries; make test runs it"; return 77; }
+  command -v valgrind >/dev/null || { echo "skipped: no valgrind"; return 77; }
+  $MPIRUN_STR -np 2 valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+    --suppressions=tests/valgrind.supp "$B/any_memory" --provider $1 --undefined
+}
+export -f valgrind_any
+t sanitize/valgrind-any-memory-tcp 300 valgrind_any tcp
+t sanitize/valgrind-any-memory-shm 300 valgrind_any shm
 t sanitize/valgrind-pingpong-tcp  600 valgrind_run tcp pingpong
 
 # --- the lab: two namespace hosts joined by two rails shaped to 1 Gbit/s (tests/lab.sh; root)

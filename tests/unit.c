@@ -19,20 +19,40 @@
 #include <arpa/inet.h>
 
 static int failures;
-#define CHECK(c)                                                                                  \
-    do {                                                                                          \
-        if (!(c)) {                                                                               \
-            fprintf(stderr, "  %s:%d: check failed: %s\n", __FILE__, __LINE__, #c);              \
-            failures++;                                                                           \
-        }                                                                                         \
+#define CHECK(c)                                                                                             \
+    do {                                                                                                     \
+        if (!(c)) {                                                                                          \
+            fprintf(stderr, "  %s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                          \
+            failures++;                                                                                      \
+        }                                                                                                    \
     } while (0)
 
 static void test_sizes(void) {
-    static const struct { const char *s; int ok; uint64_t v; } t[] = {
-        {"0", 1, 0}, {"1", 1, 1}, {"4K", 1, 4096}, {"4k", 1, 4096}, {"1M", 1, 1 << 20}, {"2G", 1, 2ull << 30},
-        {"1T", 1, 1ull << 40}, {"3KiB", 1, 3072}, {"1MB", 1, 1 << 20}, {"", 0, 0}, {"-1", 0, 0}, {"abc", 0, 0},
-        {"1X", 0, 0}, {"1.5M", 0, 0}, {" 1", 0, 0}, {"1 ", 0, 0}, {"18446744073709551615", 1, UINT64_MAX},
-        {"18446744073709551616", 0, 0}, {"99999999999999999999", 0, 0}, {"16777216T", 0, 0}, {"+4", 0, 0}};
+    static const struct {
+        const char *s;
+        int ok;
+        uint64_t v;
+    } t[] = {{"0", 1, 0},
+             {"1", 1, 1},
+             {"4K", 1, 4096},
+             {"4k", 1, 4096},
+             {"1M", 1, 1 << 20},
+             {"2G", 1, 2ull << 30},
+             {"1T", 1, 1ull << 40},
+             {"3KiB", 1, 3072},
+             {"1MB", 1, 1 << 20},
+             {"", 0, 0},
+             {"-1", 0, 0},
+             {"abc", 0, 0},
+             {"1X", 0, 0},
+             {"1.5M", 0, 0},
+             {" 1", 0, 0},
+             {"1 ", 0, 0},
+             {"18446744073709551615", 1, UINT64_MAX},
+             {"18446744073709551616", 0, 0},
+             {"99999999999999999999", 0, 0},
+             {"16777216T", 0, 0},
+             {"+4", 0, 0}};
     for (unsigned i = 0; i < sizeof t / sizeof t[0]; i++) {
         uint64_t v = 12345;
         int rc = efax_parse_size(t[i].s, &v);
@@ -55,7 +75,8 @@ static int parse(efax_opts *o, const char *line, char *err, size_t el) {
     int argc = 0;
     char *tok, *save = NULL;
     snprintf(buf, sizeof buf, "prog %s", line);
-    for (tok = strtok_r(buf, " ", &save); tok && argc < 63; tok = strtok_r(NULL, " ", &save)) argv[argc++] = tok;
+    for (tok = strtok_r(buf, " ", &save); tok && argc < 63; tok = strtok_r(NULL, " ", &save))
+        argv[argc++] = tok;
     argv[argc] = NULL;
     efax_opts_init(o);
     return efax_opts_parse(o, argc, argv, NULL, "prog", NULL, err, el);
@@ -65,26 +86,53 @@ static void test_options(void) {
     efax_opts o;
     char err[256];
     /* accepted */
-    CHECK(parse(&o, "-b 4K -e 1M -f 4 -n 10 -w 2 -c --mode split,rr --window 3 --chunk 64K", err, sizeof err) == 0);
-    CHECK(o.min_size == 4096 && o.max_size == (1 << 20) && o.factor == 4 && o.iters == 10 && o.warmup == 2 && o.check);
-    CHECK(o.modes == ((1u << EFAX_MODE_SPLIT) | (1u << EFAX_MODE_ROUNDROBIN)) && o.window == 3 && o.chunk == 65536);
-    CHECK(parse(&o, "--min-size=1 --max-size=1 --mode=all --provider=tcp --nics=a,b --quiet", err, sizeof err) == 0);
-    CHECK(o.min_size == 1 && o.modes == 15 && !strcmp(o.provider, "tcp") && !strcmp(o.nics, "a,b") && o.quiet);
+    CHECK(parse(&o, "-b 4K -e 1M -f 4 -n 10 -w 2 -c --mode split,rr --window 3 --chunk 64K", err,
+                sizeof err) == 0);
+    CHECK(o.min_size == 4096 && o.max_size == (1 << 20) && o.factor == 4 && o.iters == 10 && o.warmup == 2 &&
+          o.check);
+    CHECK(o.modes == ((1u << EFAX_MODE_SPLIT) | (1u << EFAX_MODE_ROUNDROBIN)) && o.window == 3 &&
+          o.chunk == 65536);
+    CHECK(parse(&o, "--min-size=1 --max-size=1 --mode=all --provider=tcp --nics=a,b --quiet", err,
+                sizeof err) == 0);
+    CHECK(o.min_size == 1 && o.modes == 15 && !strcmp(o.provider, "tcp") && !strcmp(o.nics, "a,b") &&
+          o.quiet);
     /* rejected, each with a message naming the option */
-    static const struct { const char *line, *must; } bad[] = {
-        {"-b 0", "-b/--min-size"}, {"-b -5", "-b/--min-size"}, {"-b abc", "-b/--min-size"},
-        {"-e 99999999999999999999", "-e/--max-size"}, {"-e 128G", "-e/--max-size"}, {"-b 1M -e 1K", "larger than"},
-        {"-f 1", "factor"}, {"-f 0.5", "factor"}, {"-f x", "factor"}, {"-n 0", "-n/--iters"},
-        {"-n 100000000000", "-n/--iters"}, {"-n -3", "-n/--iters"}, {"-n 1.5", "-n/--iters"}, {"-w -1", "-w/--warmup"},
-        {"--mode fast", "--mode"}, {"--mode ,", "--mode"}, {"--window 0", "--window"}, {"--window 5000", "--window"},
-        {"--chunk 1", "--chunk"}, {"--timeout 0", "--timeout"}, {"--line-rate 0", "--line-rate"},
-        {"--line-rate nan", "--line-rate"}, {"--duration -1", "--duration"}, {"--bogus", "unknown option"},
-        {"-z", "unknown option"}, {"stray", "unexpected argument"}, {"-b", "needs a value"}, {"--check=1", "takes no value"},
-        {"--provider=", "empty"}};
+    static const struct {
+        const char *line, *must;
+    } bad[] = {{"-b 0", "-b/--min-size"},
+               {"-b -5", "-b/--min-size"},
+               {"-b abc", "-b/--min-size"},
+               {"-e 99999999999999999999", "-e/--max-size"},
+               {"-e 128G", "-e/--max-size"},
+               {"-b 1M -e 1K", "larger than"},
+               {"-f 1", "factor"},
+               {"-f 0.5", "factor"},
+               {"-f x", "factor"},
+               {"-n 0", "-n/--iters"},
+               {"-n 100000000000", "-n/--iters"},
+               {"-n -3", "-n/--iters"},
+               {"-n 1.5", "-n/--iters"},
+               {"-w -1", "-w/--warmup"},
+               {"--mode fast", "--mode"},
+               {"--mode ,", "--mode"},
+               {"--window 0", "--window"},
+               {"--window 5000", "--window"},
+               {"--chunk 1", "--chunk"},
+               {"--timeout 0", "--timeout"},
+               {"--line-rate 0", "--line-rate"},
+               {"--line-rate nan", "--line-rate"},
+               {"--duration -1", "--duration"},
+               {"--bogus", "unknown option"},
+               {"-z", "unknown option"},
+               {"stray", "unexpected argument"},
+               {"-b", "needs a value"},
+               {"--check=1", "takes no value"},
+               {"--provider=", "empty"}};
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = parse(&o, bad[i].line, err, sizeof err);
         if (rc != -EFAX_E_USAGE || !strstr(err, bad[i].must)) {
-            fprintf(stderr, "  '%s': rc %d, message '%s' (expected it to mention '%s')\n", bad[i].line, rc, err, bad[i].must);
+            fprintf(stderr, "  '%s': rc %d, message '%s' (expected it to mention '%s')\n", bad[i].line, rc,
+                    err, bad[i].must);
             failures++;
         }
     }
@@ -94,8 +142,10 @@ static void test_iters(void) {
     efax_opts o;
     uint64_t s, n = 0;
     efax_opts_init(&o);
-    CHECK(efax_opts_iters(&o, 1) == 1000 && efax_opts_iters(&o, 1ull << 30) == 10 && efax_opts_iters(&o, 1ull << 24) == 64);
-    CHECK(efax_opts_warmup(&o, 1) == 10 && efax_opts_warmup(&o, 1ull << 30) == 1 && efax_opts_warmup(&o, o.min_size) == 1000);
+    CHECK(efax_opts_iters(&o, 1) == 1000 && efax_opts_iters(&o, 1ull << 30) == 10 &&
+          efax_opts_iters(&o, 1ull << 24) == 64);
+    CHECK(efax_opts_warmup(&o, 1) == 10 && efax_opts_warmup(&o, 1ull << 30) == 1 &&
+          efax_opts_warmup(&o, o.min_size) == 1000);
     o.min_size = 1000, o.max_size = 5000, o.factor = 2;
     for (s = o.min_size; s; s = efax_opts_next_size(&o, s)) n++;
     CHECK(n == 4); /* 1000 2000 4000 5000: the sweep ends exactly at the maximum */
@@ -132,7 +182,19 @@ static int plan_ok(uint64_t size, int nnic, efax_mode m, uint64_t idx, efax_plan
 }
 
 static void test_plan(void) {
-    static const uint64_t sizes[] = {0, 1, 63, 64, 100, 4095, 128 << 10, (128 << 10) + 1, 256 << 10, 300000, 1 << 20, 256ull << 20, (1ull << 30) + 7};
+    static const uint64_t sizes[] = {0,
+                                     1,
+                                     63,
+                                     64,
+                                     100,
+                                     4095,
+                                     128 << 10,
+                                     (128 << 10) + 1,
+                                     256 << 10,
+                                     300000,
+                                     1 << 20,
+                                     256ull << 20,
+                                     (1ull << 30) + 7};
     efax_plan_seg seg[EFAX_MAX_NICS];
     for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (int nnic = 1; nnic <= 8; nnic++)
@@ -141,15 +203,18 @@ static void test_plan(void) {
                     int n = efax_plan(sizes[s], nnic, (efax_mode)m, idx, 0, 0, seg);
                     if (!plan_ok(sizes[s], nnic, (efax_mode)m, idx, seg, n)) {
                         fprintf(stderr, "  plan size %llu nnic %d mode %s index %llu: bad (%d segments)\n",
-                                (unsigned long long)sizes[s], nnic, efax_mode_name((efax_mode)m), (unsigned long long)idx, n);
+                                (unsigned long long)sizes[s], nnic, efax_mode_name((efax_mode)m),
+                                (unsigned long long)idx, n);
                         failures++;
                     }
                 }
     /* single: the NIC asked for; round-robin rotates with the message index and uses every NIC */
     CHECK(efax_plan(1000, 4, EFAX_MODE_SINGLE, 9, 2, 0, seg) == 1 && seg[0].nic == 2);
-    for (int i = 0; i < 8; i++) CHECK(efax_plan(1000, 4, EFAX_MODE_ROUNDROBIN, (uint64_t)i, 0, 0, seg) == 1 && seg[0].nic == i % 4);
+    for (int i = 0; i < 8; i++)
+        CHECK(efax_plan(1000, 4, EFAX_MODE_ROUNDROBIN, (uint64_t)i, 0, 0, seg) == 1 && seg[0].nic == i % 4);
     /* split: every NIC, 64-byte aligned pieces */
-    CHECK(efax_plan(1 << 20, 4, EFAX_MODE_SPLIT, 0, 0, 0, seg) == 4 && seg[1].off == 262144 && seg[3].nic == 3);
+    CHECK(efax_plan(1 << 20, 4, EFAX_MODE_SPLIT, 0, 0, 0, seg) == 4 && seg[1].off == 262144 &&
+          seg[3].nic == 3);
     CHECK(efax_plan(1000, 4, EFAX_MODE_SPLIT, 0, 0, 0, seg) == 4 && seg[1].off % 64 == 0);
     CHECK(efax_plan(100, 4, EFAX_MODE_SPLIT, 0, 0, 0, seg) == 2);
     /* stripe: small whole and rotating; large over a divisor of the NIC count, >= 128K, 128-aligned */
@@ -218,8 +283,10 @@ static void test_stats(void) {
 }
 
 static void test_errors(void) {
-    for (int c = EFAX_E_BASE; c < EFAX_E_END; c++) CHECK(strlen(efax_strerror(-c)) > 5 && strcmp(efax_strerror(-c), efax_strerror(-FI_EOTHER)));
-    CHECK(!strcmp(efax_strerror(-FI_EAGAIN), fi_strerror(FI_EAGAIN)) && !strcmp(efax_strerror(-FI_ETRUNC), fi_strerror(FI_ETRUNC)));
+    for (int c = EFAX_E_BASE; c < EFAX_E_END; c++)
+        CHECK(strlen(efax_strerror(-c)) > 5 && strcmp(efax_strerror(-c), efax_strerror(-FI_EOTHER)));
+    CHECK(!strcmp(efax_strerror(-FI_EAGAIN), fi_strerror(FI_EAGAIN)) &&
+          !strcmp(efax_strerror(-FI_ETRUNC), fi_strerror(FI_ETRUNC)));
     CHECK(!strcmp(efax_strerror(0), "success"));
     CHECK(efax_strerror(EFAX_E_STALE) == efax_strerror(-EFAX_E_STALE));
 }
@@ -264,7 +331,8 @@ static void test_matching(void) {
     for (int i = 0; i < 3; i++) snprintf(a.nic[i].name, 64, "shm"), snprintf(b.nic[i].name, 64, "shm");
     CHECK(efax__match(&a, 0, &b) == 0 && efax__match(&a, 1, &b) == 1 && efax__match(&a, 2, &b) == 2);
     char h[64], p[16];
-    CHECK(efax__split_hostport("10.0.0.1:29500", h, sizeof h, p, sizeof p) == 0 && !strcmp(h, "10.0.0.1") && !strcmp(p, "29500"));
+    CHECK(efax__split_hostport("10.0.0.1:29500", h, sizeof h, p, sizeof p) == 0 && !strcmp(h, "10.0.0.1") &&
+          !strcmp(p, "29500"));
     CHECK(efax__split_hostport("[fe80::1]:80", h, sizeof h, p, sizeof p) == 0 && !strcmp(h, "fe80::1"));
     CHECK(efax__split_hostport("host", h, sizeof h, p, sizeof p) != 0);
     CHECK(efax__split_hostport("host:0", h, sizeof h, p, sizeof p) != 0);
@@ -302,11 +370,13 @@ static void test_hints(void) {
     struct fi_info *h = efax__hints("efa", true, true), *d;
     CHECK(h && h->domain_attr->cq_data_size == 4); /* efa carries 4 bytes: asked for, not just checked */
     CHECK(h && h->tx_attr->msg_order == FI_ORDER_SAS && h->rx_attr->msg_order == FI_ORDER_SAS);
-    CHECK(h && (h->caps & FI_HMEM) && (h->domain_attr->mr_mode & FI_MR_HMEM) && !strcmp(h->fabric_attr->prov_name, "efa"));
+    CHECK(h && (h->caps & FI_HMEM) && (h->domain_attr->mr_mode & FI_MR_HMEM) &&
+          !strcmp(h->fabric_attr->prov_name, "efa"));
     CHECK(h && (h->mode & FI_CONTEXT2) && h->ep_attr->type == FI_EP_RDM);
     fi_freeinfo(h);
     h = efax__hints(NULL, false, false); /* the second try: no ordering asked */
-    CHECK(h && h->tx_attr->msg_order == 0 && h->rx_attr->msg_order == 0 && h->domain_attr->cq_data_size == 4 && !h->fabric_attr->prov_name);
+    CHECK(h && h->tx_attr->msg_order == 0 && h->rx_attr->msg_order == 0 &&
+          h->domain_attr->cq_data_size == 4 && !h->fabric_attr->prov_name);
     fi_freeinfo(h);
     /* efa-direct: dropped by fabric name (2.x lists it first, with efa's domain names) */
     d = fi_allocinfo();
@@ -333,15 +403,19 @@ static void test_hints(void) {
 static void test_chunk(void) {
     const uint64_t G = 1ull << 30;
     CHECK(EFAX_MAX_CHUNK == G);
-    CHECK(efax_chunk_clamp(0, 0) == G && efax_chunk_clamp(2 * G, 0) == G && efax_chunk_clamp(1 << 20, 0) == (1 << 20));
-    CHECK(efax_chunk_clamp(0, 65536) == 65536 && efax_chunk_clamp(1 << 20, 65536) == 65536 && efax_chunk_clamp(4096, 65536) == 4096);
-    CHECK(efax_chunk_clamp(0, UINT64_MAX) == G && efax_chunk_clamp(3 * G, 2 * G) == G); /* max_msg_size UINT64_MAX */
-    CHECK(efax_write_chunks(4 * G, 1, EFAX_MODE_SINGLE, 0) == 4);     /* --chunk 0: 1 GiB pieces */
+    CHECK(efax_chunk_clamp(0, 0) == G && efax_chunk_clamp(2 * G, 0) == G &&
+          efax_chunk_clamp(1 << 20, 0) == (1 << 20));
+    CHECK(efax_chunk_clamp(0, 65536) == 65536 && efax_chunk_clamp(1 << 20, 65536) == 65536 &&
+          efax_chunk_clamp(4096, 65536) == 4096);
+    CHECK(efax_chunk_clamp(0, UINT64_MAX) == G &&
+          efax_chunk_clamp(3 * G, 2 * G) == G);                   /* max_msg_size UINT64_MAX */
+    CHECK(efax_write_chunks(4 * G, 1, EFAX_MODE_SINGLE, 0) == 4); /* --chunk 0: 1 GiB pieces */
     CHECK(efax_write_chunks(3 * G + 1, 1, EFAX_MODE_SINGLE, 0) == 4);
     CHECK(efax_write_chunks(4 * G, 1, EFAX_MODE_SINGLE, 2 * G) == 4); /* asked for 2 GiB: still 1 GiB */
     CHECK(efax_write_chunks(4 * G, 4, EFAX_MODE_SPLIT, 0) == 4);
     CHECK(efax_write_chunks(8 * G, 2, EFAX_MODE_SPLIT, 0) == 8);
-    CHECK(efax_write_chunks(G, 1, EFAX_MODE_SINGLE, 0) == 1 && efax_write_chunks(G + 1, 1, EFAX_MODE_SINGLE, 0) == 2);
+    CHECK(efax_write_chunks(G, 1, EFAX_MODE_SINGLE, 0) == 1 &&
+          efax_write_chunks(G + 1, 1, EFAX_MODE_SINGLE, 0) == 2);
     {
         efax_plan_seg seg[2] = {{0, 0, 2 * G}, {1, 2 * G, 0}};
         CHECK(efax_plan_chunks(seg, 2, 0) == 3); /* an empty segment is one post, carrying its data */
@@ -354,7 +428,10 @@ static int read_list(const char *dir, const char *file, char (*out)[16], int max
     int n = 0;
     snprintf(path, sizeof path, "%s/%s", dir, file);
     FILE *f = fopen(path, "r");
-    if (!f) { fprintf(stderr, "  cannot read %s\n", path); return 0; }
+    if (!f) {
+        fprintf(stderr, "  cannot read %s\n", path);
+        return 0;
+    }
     while (n < max && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
         if (line[0]) snprintf(out[n++], 16, "%.15s", line);
@@ -385,14 +462,17 @@ static void test_topology(void) {
         nics[i].numa = efax_topo_pci_numa(root, nicpci[i]);
     }
     CHECK(nics[0].numa == 0 && nics[31].numa == 1);
-    CHECK(efax_topo_pci_depth(root, gpus[0], nicpci[0]) == 3 && efax_topo_pci_depth(root, gpus[0], nicpci[4]) == 0);
-    CHECK(efax_topo_pci_depth(root, gpus[0], "0000:ff:00.0") == 0 && efax_topo_pci_depth(root, "bogus", nicpci[0]) == 0);
+    CHECK(efax_topo_pci_depth(root, gpus[0], nicpci[0]) == 3 &&
+          efax_topo_pci_depth(root, gpus[0], nicpci[4]) == 0);
+    CHECK(efax_topo_pci_depth(root, gpus[0], "0000:ff:00.0") == 0 &&
+          efax_topo_pci_depth(root, "bogus", nicpci[0]) == 0);
     for (int g = 0; g < ng; g++) {
         int k = efax_topo_near(root, nics, nn, gpus[g], -1, out, EFAX_MAX_NICS);
         int ok = k == 4;
         for (int j = 0; j < k && ok; j++) ok = out[j] == 4 * g + j;
         if (!ok) {
-            fprintf(stderr, "  p5 GPU %d (%s): %d NICs nearest, first %d (expected NICs %d..%d)\n", g, gpus[g], k, k ? out[0] : -1, 4 * g, 4 * g + 3);
+            fprintf(stderr, "  p5 GPU %d (%s): %d NICs nearest, first %d (expected NICs %d..%d)\n", g,
+                    gpus[g], k, k ? out[0] : -1, 4 * g, 4 * g + 3);
             failures++;
         }
     }
@@ -401,7 +481,8 @@ static void test_topology(void) {
     CHECK(efax_topo_near(root, nics, nn, "", -1, out, EFAX_MAX_NICS) == 0);
     CHECK(efax_topo_near(root, nics, nn, NULL, 5, out, EFAX_MAX_NICS) == 0);
     CHECK(efax_topo_near(root, nics, nn, gpus[2], -1, out, 2) == 2 && out[0] == 8); /* capped at max */
-    CHECK(efax_topo_near("/nonexistent", nics, nn, gpus[0], -1, out, EFAX_MAX_NICS) == 0); /* no tree: no preference */
+    CHECK(efax_topo_near("/nonexistent", nics, nn, gpus[0], -1, out, EFAX_MAX_NICS) ==
+          0); /* no tree: no preference */
     /* p4d */
     snprintf(root, sizeof root, "%s/topo/p4d", here[0] ? here : ".");
     ng = read_list(root, "gpus", gpus, 8), nn = read_list(root, "nics", nicpci, 32);
@@ -415,7 +496,8 @@ static void test_topology(void) {
     for (int g = 0; g < ng; g++) {
         int k = efax_topo_near(root, nics, nn, gpus[g], -1, out, EFAX_MAX_NICS);
         if (k != 1 || out[0] != g / 2) {
-            fprintf(stderr, "  p4d GPU %d (%s): %d NICs nearest, first %d (expected NIC %d)\n", g, gpus[g], k, k ? out[0] : -1, g / 2);
+            fprintf(stderr, "  p4d GPU %d (%s): %d NICs nearest, first %d (expected NIC %d)\n", g, gpus[g], k,
+                    k ? out[0] : -1, g / 2);
             failures++;
         }
     }
@@ -444,8 +526,10 @@ static void test_counters(void) {
     snprintf(shm.name, sizeof shm.name, "shm");
     CHECK(efax_os_counters_nic(&efa, &a) == 0 && !strcmp(a.source, "efa") && !strcmp(a.dev, "rdmap16s27"));
     CHECK(a.n == 22 && efax_os_counter(&a, "lifespan") == -1);
-    CHECK(efax_os_counter(&a, "rdma_write_bytes") == 96636764160ll && efax_os_counter(&a, "retrans_pkts") == 1);
-    CHECK(!strcmp(a.name[0], "impaired_remote_conn_events") && !strcmp(a.name[a.n - 1], "unresponsive_remote_events"));
+    CHECK(efax_os_counter(&a, "rdma_write_bytes") == 96636764160ll &&
+          efax_os_counter(&a, "retrans_pkts") == 1);
+    CHECK(!strcmp(a.name[0], "impaired_remote_conn_events") &&
+          !strcmp(a.name[a.n - 1], "unresponsive_remote_events"));
     CHECK(efax_os_counters_loss(&a, &lost, &sent) == 0 && lost == 4 && sent == 11796480);
     CHECK(efax_os_counters_nic(&eth, &b) == 0 && !strcmp(b.source, "net") && b.n == 24);
     CHECK(efax_os_counter(&b, "tx_bytes") == 1073741824 && efax_os_counter(&b, "tx_dropped") == 2);
@@ -463,7 +547,8 @@ static void test_counters(void) {
         if (!strcmp(b.name[i], "RetransSegs")) b.value[i] = 5;
     snprintf(a.name[1], sizeof a.name[1], "Renamed");
     efax_os_counters_delta(&a, &b, &d);
-    CHECK(d.n == 9 && d.value[0] == 7 && efax_os_counter(&d, "RetransSegs") == 5 && efax_os_counter(&d, "OutSegs") == 0);
+    CHECK(d.n == 9 && d.value[0] == 7 && efax_os_counter(&d, "RetransSegs") == 5 &&
+          efax_os_counter(&d, "OutSegs") == 0);
     CHECK(!strcmp(d.source, "tcp"));
     efax_os_counters_delta(&a, &b, &b); /* in place */
     CHECK(b.n == 9 && b.value[0] == 7);
@@ -478,7 +563,8 @@ static void test_counters(void) {
         int fd = socket(AF_INET, SOCK_DGRAM, 0);
         memset(buf, 1, sizeof buf), memset(&to, 0, sizeof to);
         to.sin_family = AF_INET, to.sin_port = htons(9), to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        for (int i = 0; fd >= 0 && i < 10; i++) sendto(fd, buf, sizeof buf, 0, (struct sockaddr *)&to, sizeof to);
+        for (int i = 0; fd >= 0 && i < 10; i++)
+            sendto(fd, buf, sizeof buf, 0, (struct sockaddr *)&to, sizeof to);
         if (fd >= 0) close(fd);
         CHECK(efax_os_counters_nic(&eth, &b) == 0 && !strcmp(b.source, "net") && !strcmp(b.dev, "lo"));
         efax_os_counters_delta(&a, &b, &d);
@@ -632,7 +718,10 @@ static void test_dmabuf(void) {
 #endif
 }
 
-typedef struct { const char *name; void (*fn)(void); } test;
+typedef struct {
+    const char *name;
+    void (*fn)(void);
+} test;
 static const test tests[] = {
     {"sizes", test_sizes},       {"options", test_options},     {"iters", test_iters},
     {"imm", test_imm},           {"plan", test_plan},           {"pattern", test_pattern},

@@ -45,13 +45,17 @@ static int hs_out(void *u, uint64_t off, uint64_t len) {
     memcpy(h->bounce + off, h->real + off, len);
     return 0;
 }
-static int hs_in_wait(void *u, int timeout_ms) { (void)u, (void)timeout_ms; return 0; }
+static int hs_in_wait(void *u, int timeout_ms) {
+    (void)u, (void)timeout_ms;
+    return 0;
+}
 static const efax_stage_ops hs_ops = {hs_out_begin, hs_out_ready, hs_in, hs_in_wait, hs_out, hs_in};
 
 /* The ring's write from rank `from` to rank `to` (whole buffers, under TAG_W, sequence = index), as
    both sides describe it. */
-static const efax_write_desc *ring_write(efax_write_desc *w, int from, int to, const efax_mr *src, const efax_mr *dst,
-                                         efax_mode mode, uint64_t index, uint64_t size, uint64_t chunk) {
+static const efax_write_desc *ring_write(efax_write_desc *w, int from, int to, const efax_mr *src,
+                                         const efax_mr *dst, efax_mode mode, uint64_t index, uint64_t size,
+                                         uint64_t chunk) {
     memset(w, 0, sizeof *w);
     w->from = from, w->to = to, w->src = src, w->dst = dst, w->size = size, w->mode = mode, w->index = index;
     w->chunk = chunk, w->tag = TAG_W, w->seq = (uint32_t)index;
@@ -61,7 +65,8 @@ static const efax_write_desc *ring_write(efax_write_desc *w, int from, int to, c
 static int hs_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
     hstage *h = (hstage *)calloc(1, sizeof *h);
     efax_mr_desc md;
-    if (!h || !(h->real = (uint8_t *)efax_host_alloc(len)) || !(h->bounce = (uint8_t *)efax_host_alloc(len))) return -FI_ENOMEM;
+    if (!h || !(h->real = (uint8_t *)efax_host_alloc(len)) || !(h->bounce = (uint8_t *)efax_host_alloc(len)))
+        return -FI_ENOMEM;
     b->impl = h;
     b->ptr = h->real;
     snprintf(b->path, sizeof b->path, "staged");
@@ -87,8 +92,11 @@ int main(int argc, char **argv) {
         {"chunk", 0, EFAX_OPT_SIZE, &chunk, 64, 1073741824.0, NULL, "SIZE", "write chunk (default 64K)"},
         {"window", 0, EFAX_OPT_INT, &window, 1, 1024, NULL, "N", "operations in flight per NIC (default 4)"},
         {"staged", 0, EFAX_OPT_FLAG, &staged, 0, 0, NULL, NULL, "move data through staging buffers"},
-        {"bad-key", 0, EFAX_OPT_FLAG, &bad_key, 0, 0, NULL, NULL, "fault: rank 0 writes with a corrupted remote key; the write must fail, precisely"},
-        {"eq-error", 0, EFAX_OPT_FLAG, &eq_error, 0, 0, NULL, NULL, "fault: an endpoint error appears on rank 0's event queue; its next wait must fail, naming the NIC, at once"},
+        {"bad-key", 0, EFAX_OPT_FLAG, &bad_key, 0, 0, NULL, NULL,
+         "fault: rank 0 writes with a corrupted remote key; the write must fail, precisely"},
+        {"eq-error", 0, EFAX_OPT_FLAG, &eq_error, 0, 0, NULL, NULL,
+         "fault: an endpoint error appears on rank 0's event queue; its next wait must fail, naming the NIC, "
+         "at once"},
         {NULL, 0, (efax_opt_type)0, NULL, 0, 0, NULL, NULL, NULL}};
     static const uint64_t sizes[] = {1, 7, 64, 4095, 4096, 65537, (1 << 20) + 3, 16 << 20, 64 << 20};
     efax_boot boot;
@@ -100,19 +108,27 @@ int main(int argc, char **argv) {
     char err[256];
     uint64_t iter = 0;
 
-    rc = efax_args_parse(argc, argv, defs, "xfer_test", "Ring correctness test of SEND/RECV and WRITE in every mode.", err, sizeof err);
+    rc = efax_args_parse(argc, argv, defs, "xfer_test",
+                         "Ring correctness test of SEND/RECV and WRITE in every mode.", err, sizeof err);
     if (rc == 1) return 0;
-    if (rc) { fprintf(stderr, "xfer_test: %s\n", err); return 2; }
+    if (rc) {
+        fprintf(stderr, "xfer_test: %s\n", err);
+        return 2;
+    }
     if (efax_boot_init(&boot, NULL)) return 1;
     memset(&cd, 0, sizeof cd);
     memset(&src, 0, sizeof src), memset(&dst, 0, sizeof dst);
     cd.provider = provider, cd.nics = nics, cd.window = window;
-    if ((rc = efax_ctx_init(&ctx, &cd)) || (rc = efax_ctx_connect(&ctx, &boot)) || (rc = efax_ctx_warmup(&ctx))) goto out;
+    if ((rc = efax_ctx_init(&ctx, &cd)) || (rc = efax_ctx_connect(&ctx, &boot)) ||
+        (rc = efax_ctx_warmup(&ctx)))
+        goto out;
     me = boot.rank, n = boot.size, right = (me + 1) % n, left = (me + n - 1) % n;
     hs_mem = *efax_mem_host();
     hs_mem.alloc = hs_alloc, hs_mem.release = hs_release;
-    if ((rc = efax_buf_alloc(&ctx, &src, staged ? &hs_mem : efax_mem_host(), max, EFAX_MR_SEND | EFAX_MR_WRITE_SRC)) ||
-        (rc = efax_buf_alloc(&ctx, &dst, staged ? &hs_mem : efax_mem_host(), max, EFAX_MR_RECV | EFAX_MR_WRITE_DST)) ||
+    if ((rc = efax_buf_alloc(&ctx, &src, staged ? &hs_mem : efax_mem_host(), max,
+                             EFAX_MR_SEND | EFAX_MR_WRITE_SRC)) ||
+        (rc = efax_buf_alloc(&ctx, &dst, staged ? &hs_mem : efax_mem_host(), max,
+                             EFAX_MR_RECV | EFAX_MR_WRITE_DST)) ||
         (rc = efax_mr_exchange(&dst.mr, &boot)) || (rc = efax_expect_prepare(&ctx, &dst.mr, TAG_W)))
         goto out;
 
@@ -132,11 +148,13 @@ int main(int argc, char **argv) {
             e.prov_errno = 0;
             w = fi_eq_write(ctx.nic[0].eq, FI_NOTIFY, &e, sizeof e, 1ull << 60);
             if (!ctx.nic[0].eq || w != (ssize_t)sizeof e) {
-                printf("xfer_test: provider %s: no writable event queue (fi_eq_write: %zd): skipped\n", efax_ctx_nic(&ctx, 0)->provider, w);
+                printf("xfer_test: provider %s: no writable event queue (fi_eq_write: %zd): skipped\n",
+                       efax_ctx_nic(&ctx, 0)->provider, w);
                 ok = 77;
             } else {
                 rc = efax_wait_imm(&ctx, right, TAG_W, 99, 1, 20000);
-                printf("xfer_test: rank 0's wait ended after %.0f ms with: %s (%d)\n", (double)(efax_now_ns() - t0) / 1e6, efax_strerror(rc), rc);
+                printf("xfer_test: rank 0's wait ended after %.0f ms with: %s (%d)\n",
+                       (double)(efax_now_ns() - t0) / 1e6, efax_strerror(rc), rc);
                 ok = rc == -FI_EIO && efax_now_ns() - t0 < 5000000000ull && efax_progress(&ctx) == -FI_EIO;
             }
         }
@@ -161,14 +179,16 @@ int main(int argc, char **argv) {
         if (me == 0) {
             for (int k = 0; k < EFAX_MAX_NICS; k++) dst.mr.remote[right].key[k] ^= 0x5a5a5a5a5aull;
             dst.mr.remote[right].base += 1ull << 40;
-            rc = efax_write(&ctx, &xs[0], ring_write(&w, me, right, &src.mr, &dst.mr, EFAX_MODE_SINGLE, 1, 65536, 0), NULL);
+            rc = efax_write(&ctx, &xs[0],
+                            ring_write(&w, me, right, &src.mr, &dst.mr, EFAX_MODE_SINGLE, 1, 65536, 0), NULL);
             if (!rc) rc = efax_wait(&ctx, &xs[0], 5000);
             printf("xfer_test: rank 0's corrupted write ended with: %s (%d)\n", efax_strerror(rc), rc);
             reported = rc != 0;
         } else if (me == 1) {
             efax_expect ex;
             efax_poison(dst.ptr, 65536);
-            rc = efax_expect_write(&ctx, &ex, ring_write(&w, 0, me, &src.mr, &dst.mr, EFAX_MODE_SINGLE, 1, 65536, 0));
+            rc = efax_expect_write(&ctx, &ex,
+                                   ring_write(&w, 0, me, &src.mr, &dst.mr, EFAX_MODE_SINGLE, 1, 65536, 0));
             if (!rc) rc = efax_expect_wait(&ctx, &ex, 5000);
             printf("xfer_test: rank 1's wait for it ended with: %s (%d)\n", efax_strerror(rc), rc);
             reported = rc != 0;
@@ -178,8 +198,9 @@ int main(int argc, char **argv) {
         rc = 0;
         efax_boot_sum(&boot, landed, &landed, -1);
         efax_boot_sum(&boot, reported, &reported, -1);
-        if (me == 0) printf("xfer_test: corrupted write: %s, %s\n", landed ? "SOMETHING LANDED" : "nothing landed",
-                            reported ? "the failure was reported" : "NOBODY REPORTED IT");
+        if (me == 0)
+            printf("xfer_test: corrupted write: %s, %s\n", landed ? "SOMETHING LANDED" : "nothing landed",
+                   reported ? "the failure was reported" : "NOBODY REPORTED IT");
         errors += landed || !reported;
         goto out;
     }
@@ -198,22 +219,38 @@ int main(int argc, char **argv) {
             efax_poison(dst.ptr, size);
             ns = efax_plan(size, efax_ctx_peer_nnics(&ctx, left), (efax_mode)mode, iter, 0, 0, seg);
             for (int s = 0; s < ns && !rc; s++)
-                rc = efax_recv(&ctx, &xs[nx++], efax_ctx_route_in(&ctx, left, seg[s].nic), &dst.mr, seg[s].off, seg[s].len);
+                rc = efax_recv(&ctx, &xs[nx++], efax_ctx_route_in(&ctx, left, seg[s].nic), &dst.mr,
+                               seg[s].off, seg[s].len);
             if (!rc) rc = efax_boot_barrier(&boot, -1);
             ns = efax_plan(size, efax_ctx_nnics(&ctx), (efax_mode)mode, iter, 0, 0, seg);
             efax_imm_encode(me, TAG_W, (uint32_t)iter, &imm);
-            for (int s = 0; s < ns && !rc; s++)
-                rc = efax_send(&ctx, &xs[nx++], right, seg[s].nic, &src.mr, seg[s].off, seg[s].len, true, imm);
+            for (int s = 0; s < ns && !rc; s++) {
+                efax_send_desc sd = {0};
+                sd.to = right;
+                sd.nic = seg[s].nic;
+                sd.src = &src.mr;
+                sd.src_off = seg[s].off;
+                sd.size = seg[s].len;
+                sd.has_imm = true;
+                sd.imm = imm;
+                rc = efax_send(&ctx, &xs[nx++], &sd);
+            }
             for (int i = 0; i < nx && !rc; i++) rc = efax_wait(&ctx, &xs[i], -1);
             if (rc) break;
             for (int i = 0; i < nx; i++)
-                if (xs[i].op == EFAX_OP_RECV && (!xs[i].rx_has_data || (uint32_t)xs[i].rx_data != ((uint32_t)left << 16 | (uint32_t)TAG_W << 8 | (uint32_t)(iter & 0xff)))) {
-                    fprintf(stderr, "xfer_test: rank %d: receive %d carried immediate data %#llx\n", me, i, (unsigned long long)xs[i].rx_data);
+                if (xs[i].op == EFAX_OP_RECV &&
+                    (!xs[i].rx_has_data ||
+                     (uint32_t)xs[i].rx_data !=
+                         ((uint32_t)left << 16 | (uint32_t)TAG_W << 8 | (uint32_t)(iter & 0xff)))) {
+                    fprintf(stderr, "xfer_test: rank %d: receive %d carried immediate data %#llx\n", me, i,
+                            (unsigned long long)xs[i].rx_data);
                     errors++;
                 }
             if ((wrong = efax_pattern_check(dst.ptr, size, 0, left, iter, NULL))) {
-                fprintf(stderr, "xfer_test: rank %d: SEND/RECV %s %llu bytes from rank %d: %llu wrong bytes\n", me,
-                        efax_mode_name((efax_mode)mode), (unsigned long long)size, left, (unsigned long long)wrong);
+                fprintf(stderr,
+                        "xfer_test: rank %d: SEND/RECV %s %llu bytes from rank %d: %llu wrong bytes\n", me,
+                        efax_mode_name((efax_mode)mode), (unsigned long long)size, left,
+                        (unsigned long long)wrong);
                 errors++;
             }
 
@@ -222,17 +259,23 @@ int main(int argc, char **argv) {
             efax_pattern_fill(src.ptr, size, 0, me, iter);
             efax_poison(dst.ptr, size);
             if ((rc = efax_boot_barrier(&boot, -1))) break;
-            rc = efax_write(&ctx, &xs[0], ring_write(&w, me, right, &src.mr, &dst.mr, (efax_mode)mode, iter, size, chunk), NULL);
+            rc = efax_write(&ctx, &xs[0],
+                            ring_write(&w, me, right, &src.mr, &dst.mr, (efax_mode)mode, iter, size, chunk),
+                            NULL);
             {
                 efax_expect ex;
-                if (!rc) rc = efax_expect_write(&ctx, &ex, ring_write(&w, left, me, &src.mr, &dst.mr, (efax_mode)mode, iter, size, chunk));
+                if (!rc)
+                    rc = efax_expect_write(
+                        &ctx, &ex,
+                        ring_write(&w, left, me, &src.mr, &dst.mr, (efax_mode)mode, iter, size, chunk));
                 if (!rc) rc = efax_expect_wait(&ctx, &ex, -1);
             }
             if (!rc) rc = efax_wait(&ctx, &xs[0], -1);
             if (rc) break;
             if ((wrong = efax_pattern_check(dst.ptr, size, 0, left, iter, NULL))) {
-                fprintf(stderr, "xfer_test: rank %d: WRITE %s %llu bytes from rank %d: %llu wrong bytes\n", me,
-                        efax_mode_name((efax_mode)mode), (unsigned long long)size, left, (unsigned long long)wrong);
+                fprintf(stderr, "xfer_test: rank %d: WRITE %s %llu bytes from rank %d: %llu wrong bytes\n",
+                        me, efax_mode_name((efax_mode)mode), (unsigned long long)size, left,
+                        (unsigned long long)wrong);
                 errors++;
             }
             if (!rc) rc = efax_boot_barrier(&boot, -1); /* nobody refills before everyone checked */
@@ -241,9 +284,10 @@ int main(int argc, char **argv) {
     if (!rc && me == 0) {
         uint64_t eagain = 0;
         for (int k = 0; k < efax_ctx_nnics(&ctx); k++) eagain += efax_ctx_stats(&ctx, k).eagain;
-        printf("xfer_test: %d ranks, %d NIC(s), sizes 1..%llu, all modes%s: %s (the provider refused %llu posts for now: -FI_EAGAIN)\n",
-               n, efax_ctx_nnics(&ctx), (unsigned long long)max, staged ? ", staged" : "", errors ? "ERRORS" : "every byte correct",
-               (unsigned long long)eagain);
+        printf("xfer_test: %d ranks, %d NIC(s), sizes 1..%llu, all modes%s: %s (the provider refused %llu "
+               "posts for now: -FI_EAGAIN)\n",
+               n, efax_ctx_nnics(&ctx), (unsigned long long)max, staged ? ", staged" : "",
+               errors ? "ERRORS" : "every byte correct", (unsigned long long)eagain);
     }
 out:
     efax_buf_free(&src);
