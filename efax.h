@@ -5056,7 +5056,8 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
         efax_log(ctx, 0, "%s: desc.%s is rank %d, but this is rank %d", side, writer ? "from" : "to", me, ctx->rank);
         return -FI_EINVAL;
     }
-    /* this rank itself is a peer too: the write loops back through the NIC (efax's doctor checks each NIC so) */
+    /* this rank itself is a peer too: the write loops back through the NIC (the doctor checks each NIC
+       so) */
     if (peer < 0 || peer >= ctx->size) {
         efax_log(ctx, 0, "%s: desc.%s is rank %d: expected a rank of 0..%d", side, writer ? "to" : "from", peer, ctx->size - 1);
         return -FI_EINVAL;
