@@ -222,14 +222,14 @@ EFAX_API uint64_t efax_ticks(void);
 
 /* One NIC (a libfabric domain) of a provider and the attributes that matter. */
 typedef struct efax_nic_info {
-    char provider[32];      /* e.g. "efa", "tcp;ofi_rxm", "shm" */
-    char name[64];          /* domain name: EFA device (rdmap16s27-rdm), interface (eth0), "shm" */
+    char provider[32]; /* e.g. "efa", "tcp;ofi_rxm", "shm" */
+    char name[64];     /* domain name: EFA device (rdmap16s27-rdm), interface (eth0), "shm" */
     char fabric[64];
-    char pci[16];           /* "0000:10:1b.0", or "" when the NIC has no PCI device */
-    double link_gbps;       /* line rate (provider or sysfs); 0 when unknown or virtual (veth) */
-    int numa;               /* NUMA node, -1 when unknown */
+    char pci[16];     /* "0000:10:1b.0", or "" when the NIC has no PCI device */
+    double link_gbps; /* line rate (provider or sysfs); 0 when unknown or virtual (veth) */
+    int numa;         /* NUMA node, -1 when unknown */
     uint64_t caps, mode, mr_mode;
-    uint64_t msg_order;     /* transmit msg_order granted (FI_ORDER_SAS: sends arrive in order) */
+    uint64_t msg_order; /* transmit msg_order granted (FI_ORDER_SAS: sends arrive in order) */
     size_t cq_data_size, max_msg_size, inject_size, tx_size, rx_size, mr_key_size;
     size_t inject_rma_size; /* largest write by inject; inject_size is for sends. Both from the
                                endpoint (FI_OPT_INJECT_*_SIZE, libfabric 2.x) once it is open */
@@ -237,16 +237,16 @@ typedef struct efax_nic_info {
                                max_msg_size) */
     uint32_t addr_format;
     /* efa only, once the endpoint is open (-1: not efa, or this libfabric cannot say): */
-    int efa_shm;            /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
-    int emulated_write;     /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
-    int cuda_api;           /* FI_OPT_CUDA_API_PERMITTED: 0 set false (GPUDirect only), 1 set true
-                               (--cuda-api), -1 untouched */
-    int gpudirect;          /* 1: the provider took FI_OPT_CUDA_API_PERMITTED=false, so it moves device
-                               memory by the NIC; 0: it refused (efa: no GPU peer-to-peer support);
-                               -1: not asked */
+    int efa_shm;                /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
+    int emulated_write;         /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
+    int cuda_api;               /* FI_OPT_CUDA_API_PERMITTED: 0 set false (GPUDirect only), 1 set true
+                                   (--cuda-api), -1 untouched */
+    int gpudirect;              /* 1: the provider took FI_OPT_CUDA_API_PERMITTED=false, so it moves device
+                                   memory by the NIC; 0: it refused (efa: no GPU peer-to-peer support);
+                                   -1: not asked */
     int unsolicited_write_recv; /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV as efax set it (2.5+), -1 not */
-    bool hmem;              /* FI_HMEM offered */
-    bool loopback;          /* the loopback interface (tcp) */
+    bool hmem;                  /* FI_HMEM offered */
+    bool loopback;              /* the loopback interface (tcp) */
 } efax_nic_info;
 
 /* Lists the NICs `provider` offers on this host (RDM endpoints with messages, tagged
@@ -286,8 +286,8 @@ EFAX_API int efax_topo_pci_numa(const char *root, const char *pci);
    as aws-ofi-nccl does (nccl_ofi_topo.cpp); else numa >= 0: the NICs on that NUMA node.
    out: indices into nics, at most max. Returns how many (0: no preference: use them all).
    Reads sysfs under root only for PCI depths. Thread safe. */
-EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci, int numa,
-                            int *out, int max);
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
+                            int numa, int *out, int max);
 
 /* Groups NICs by the PCIe switch they hang off, read under root: NICs whose PCI paths agree on all
    but their last two components (the NIC and the switch port above it) share a switch (a p5: 8
@@ -317,60 +317,60 @@ typedef struct efax_op efax_op;
 
 /* How to set up a context. A zeroed desc means defaults. */
 typedef struct efax_ctx_desc {
-    const char *provider;   /* NULL: $EFAX_PROVIDER, else efa > tcp > shm */
-    const char *nics;       /* comma list of NIC names; NULL: $EFAX_NICS, else the NICs a device backs
-                               (EFA devices, physical interfaces), else every NIC but loopback.
-                               Groups separated by ';' ("r0,r1;r2,r3") give each rank of a host
-                               its own NICs: local rank i takes group i mod the group count */
-    int local_rank;         /* this rank's index on its host (efax_boot.local_rank) for NIC groups */
-    int local_size;         /* ranks on this host (efax_boot.local_size): without nics, ranks moving
-                               host memory share the NICs' PCIe switch groups (efax_topo_host_nics);
-                               0: this rank alone */
-    char near_pci[16];      /* PCI address of this rank's GPU when it moves device memory
-                               (efax_cuda_near fills it): without nics / $EFAX_NICS, the NICs
-                               nearest it are used; "" (host memory): this rank's share of the
-                               PCIe switch groups (efax_topo_host_nics), else the NICs on the NUMA
-                               node it is bound to (efax_topo_near); with none known, every NIC */
-    int max_nics;           /* cap on NICs opened (0: no cap) */
-    int window;             /* operations in flight per NIC (0: min(provider tx size, 256)) */
-    int timeout_ms;         /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
-    int imm_tags;           /* immediate-data tags counted per peer (0: 64; at most 256) */
-    bool hmem;              /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
-    bool fi_more;           /* post batches with FI_MORE on all but the last (default off) */
-    int shm_split;          /* shm on libfabric 2.x: a write with immediate data of at least this many
-                               bytes, host memory on both sides, is copied half by the writer and half
-                               by the target at once (two cores; see efax__post_split). 0:
-                               $EFAX_SHM_SPLIT, else 512 KiB; -1: never */
-    int huge_pages;         /* host buffers efax allocates (efax_ctx_host_alloc): 1 ask for transparent
-                               huge pages from 2 MiB up, -1 never, 0: $EFAX_HUGE_PAGES, else yes
-                               unless a NIC is tcp */
-    bool efa_shm;           /* efa: let its own shared memory carry peers on this host (default
-                               off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
-    int cuda_api;           /* whether the provider may call CUDA (FI_OPT_CUDA_API_PERMITTED) to move
-                               device memory. 0: $EFAX_CUDA_API, else the default: on efa with
-                               hmem it may not (GPUDirect RDMA only, as aws-ofi-nccl sets it), and
-                               where efa refuses (no GPU peer-to-peer support) device memory is
-                               staged through host memory and said so ("no GPUDirect"); other
-                               providers are left alone. 1 (--cuda-api, EFAX_CUDA_API=1): it may,
-                               knowingly (efa without GPUDirect then copies with CUDA). -1
-                               (--no-cuda-api, EFAX_CUDA_API=0): it may not, on every provider,
-                               and a provider that refuses fails efax_ctx_init */
-    bool no_cuda_api;       /* the older spelling of cuda_api = -1 */
-    const char *mem_path;   /* how device memory reaches the NICs: "dmabuf", "hmem" or "staged"
+    const char *provider; /* NULL: $EFAX_PROVIDER, else efa > tcp > shm */
+    const char *nics;     /* comma list of NIC names; NULL: $EFAX_NICS, else the NICs a device backs
+                             (EFA devices, physical interfaces), else every NIC but loopback.
+                             Groups separated by ';' ("r0,r1;r2,r3") give each rank of a host
+                             its own NICs: local rank i takes group i mod the group count */
+    int local_rank;       /* this rank's index on its host (efax_boot.local_rank) for NIC groups */
+    int local_size;       /* ranks on this host (efax_boot.local_size): without nics, ranks moving
+                             host memory share the NICs' PCIe switch groups (efax_topo_host_nics);
+                             0: this rank alone */
+    char near_pci[16];    /* PCI address of this rank's GPU when it moves device memory
+                             (efax_cuda_near fills it): without nics / $EFAX_NICS, the NICs
+                             nearest it are used; "" (host memory): this rank's share of the
+                             PCIe switch groups (efax_topo_host_nics), else the NICs on the NUMA
+                             node it is bound to (efax_topo_near); with none known, every NIC */
+    int max_nics;         /* cap on NICs opened (0: no cap) */
+    int window;           /* operations in flight per NIC (0: min(provider tx size, 256)) */
+    int timeout_ms;       /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
+    int imm_tags;         /* immediate-data tags counted per peer (0: 64; at most 256) */
+    bool hmem;            /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
+    bool fi_more;         /* post batches with FI_MORE on all but the last (default off) */
+    int shm_split;        /* shm on libfabric 2.x: a write with immediate data of at least this many
+                             bytes, host memory on both sides, is copied half by the writer and half
+                             by the target at once (two cores; see efax__post_split). 0:
+                             $EFAX_SHM_SPLIT, else 512 KiB; -1: never */
+    int huge_pages;       /* host buffers efax allocates (efax_ctx_host_alloc): 1 ask for transparent
+                             huge pages from 2 MiB up, -1 never, 0: $EFAX_HUGE_PAGES, else yes
+                             unless a NIC is tcp */
+    bool efa_shm;         /* efa: let its own shared memory carry peers on this host (default
+                             off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
+    int cuda_api;         /* whether the provider may call CUDA (FI_OPT_CUDA_API_PERMITTED) to move
+                             device memory. 0: $EFAX_CUDA_API, else the default: on efa with
+                             hmem it may not (GPUDirect RDMA only, as aws-ofi-nccl sets it), and
+                             where efa refuses (no GPU peer-to-peer support) device memory is
+                             staged through host memory and said so ("no GPUDirect"); other
+                             providers are left alone. 1 (--cuda-api, EFAX_CUDA_API=1): it may,
+                             knowingly (efa without GPUDirect then copies with CUDA). -1
+                             (--no-cuda-api, EFAX_CUDA_API=0): it may not, on every provider,
+                             and a provider that refuses fails efax_ctx_init */
+    bool no_cuda_api;     /* the older spelling of cuda_api = -1 */
+    const char *mem_path; /* how device memory reaches the NICs: "dmabuf", "hmem" or "staged"
                                forces one (NULL: $EFAX_MEM_PATH, else efax_cuda.h tries them in
                                that order); efax_ctx_mem_path */
-    efax_log_fn log;        /* NULL: stderr */
+    efax_log_fn log;      /* NULL: stderr */
     void *log_user;
-    int log_level;          /* most verbose level logged (0: errors and warnings; 2 adds info) */
+    int log_level; /* most verbose level logged (0: errors and warnings; 2 adds info) */
 } efax_ctx_desc;
 
 /* Per-NIC traffic counters (this process, since init or efax_ctx_stats_reset). */
 typedef struct efax_nic_stats {
-    uint64_t tx_bytes, tx_ops;     /* bytes and operations this NIC carried out */
-    uint64_t rx_bytes, rx_ops;     /* receives, and remote writes with data that landed here (their
-                                      bytes once efax_expect_wait saw them land; rx_ops as each chunk
-                                      lands) */
-    uint64_t eagain;               /* posts the provider refused for now (-FI_EAGAIN) */
+    uint64_t tx_bytes, tx_ops; /* bytes and operations this NIC carried out */
+    uint64_t rx_bytes, rx_ops; /* receives, and remote writes with data that landed here (their
+                                  bytes once efax_expect_wait saw them land; rx_ops as each chunk
+                                  lands) */
+    uint64_t eagain;           /* posts the provider refused for now (-FI_EAGAIN) */
 } efax_nic_stats;
 
 /* Which provider a context runs on: the one place efax tells providers apart by name
@@ -481,10 +481,10 @@ EFAX_API void efax_log(const efax_ctx *ctx, int level, const char *fmt, ...)
 
 /* What a registered region is used for: registration asks only for these rights. */
 enum {
-    EFAX_MR_SEND = 1u << 0,        /* source of sends */
-    EFAX_MR_RECV = 1u << 1,        /* destination of receives */
-    EFAX_MR_WRITE_SRC = 1u << 2,   /* local source of RDMA writes */
-    EFAX_MR_WRITE_DST = 1u << 3,   /* remote peers write into it (FI_REMOTE_WRITE) */
+    EFAX_MR_SEND = 1u << 0,      /* source of sends */
+    EFAX_MR_RECV = 1u << 1,      /* destination of receives */
+    EFAX_MR_WRITE_SRC = 1u << 2, /* local source of RDMA writes */
+    EFAX_MR_WRITE_DST = 1u << 3, /* remote peers write into it (FI_REMOTE_WRITE) */
     EFAX_MR_ALL = 0xfu
 };
 
@@ -515,15 +515,15 @@ EFAX_API uint64_t efax_stage_unit(uint64_t size, uint64_t chunk);
 typedef struct efax_mr_desc {
     void *ptr;
     size_t len;
-    unsigned access;          /* EFAX_MR_* bits; 0 means EFAX_MR_ALL */
-    int iface;                /* enum fi_hmem_iface; 0 = FI_HMEM_SYSTEM (host memory) */
-    int device;               /* CUDA device ordinal for FI_HMEM_CUDA */
-    int dmabuf_fd;            /* >= 0 (with dmabuf=true): register through FI_MR_DMABUF */
-    uint64_t dmabuf_offset;   /* offset of ptr within the dmabuf */
+    unsigned access;        /* EFAX_MR_* bits; 0 means EFAX_MR_ALL */
+    int iface;              /* enum fi_hmem_iface; 0 = FI_HMEM_SYSTEM (host memory) */
+    int device;             /* CUDA device ordinal for FI_HMEM_CUDA */
+    int dmabuf_fd;          /* >= 0 (with dmabuf=true): register through FI_MR_DMABUF */
+    uint64_t dmabuf_offset; /* offset of ptr within the dmabuf */
     bool dmabuf;
-    bool device_only;         /* device memory the host cannot address (cudaMalloc): registered with
-                                 FI_HMEM_DEVICE_ONLY where libfabric has it, which shm needs for its
-                                 CUDA IPC path (fi_mr(3)); without it shm bounces through host memory */
+    bool device_only;            /* device memory the host cannot address (cudaMalloc): registered with
+                                    FI_HMEM_DEVICE_ONLY where libfabric has it, which shm needs for its
+                                    CUDA IPC path (fi_mr(3)); without it shm bounces through host memory */
     const efax_stage_ops *stage; /* non-NULL: ptr is a bounce buffer standing in for other memory */
     void *stage_user;
     /* Optional: makes bytes that landed visible to whoever reads the region next. Providers may
@@ -540,13 +540,13 @@ typedef struct efax_mr_desc {
 } efax_mr_desc;
 
 /* Another rank's view of a registered region: where it is and its key on each of its NICs. */
-#define EFAX_RMR_STAGED 1u     /* the peer's region is staged: write it cell by cell */
-#define EFAX_RMR_WRITABLE 2u   /* the peer registered it for remote writes (it has keys) */
-#define EFAX_RMR_HOST 4u       /* the peer's region is host memory (not device memory) */
+#define EFAX_RMR_STAGED 1u   /* the peer's region is staged: write it cell by cell */
+#define EFAX_RMR_WRITABLE 2u /* the peer registered it for remote writes (it has keys) */
+#define EFAX_RMR_HOST 4u     /* the peer's region is host memory (not device memory) */
 typedef struct efax_rmr {
-    uint64_t base;            /* address used in writes (0-based offsets unless FI_MR_VIRT_ADDR) */
+    uint64_t base; /* address used in writes (0-based offsets unless FI_MR_VIRT_ADDR) */
     uint64_t len;
-    uint32_t flags;           /* EFAX_RMR_* */
+    uint32_t flags; /* EFAX_RMR_* */
     int nnic;
     uint64_t key[EFAX_MAX_NICS]; /* FI_KEY_NOTAVAIL where the region has no remote access */
 } efax_rmr;
@@ -561,7 +561,7 @@ typedef struct efax_mr {
     struct fid_mr *mr[EFAX_MAX_NICS];
     void *desc[EFAX_MAX_NICS];
     uint64_t key[EFAX_MAX_NICS]; /* FI_KEY_NOTAVAIL where no peer needs one (no remote access) */
-    efax_rmr *remote;         /* [size] after efax_mr_exchange; remote[own rank] is this one */
+    efax_rmr *remote;            /* [size] after efax_mr_exchange; remote[own rank] is this one */
     int nremote;
     const efax_stage_ops *stage;
     void *stage_user;
@@ -603,8 +603,8 @@ static inline EFAX_HD uint64_t efax_pattern_seed(int rank, uint64_t iter) {
 EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter);
 /* Counts bytes of buf that differ from the pattern; *first_bad (may be NULL) gets the
    offset of the first (or UINT64_MAX). */
-EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
-                                     uint64_t iter, uint64_t *first_bad);
+EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter,
+                                     uint64_t *first_bad);
 /* Clears a receive buffer with a poison byte before a checked iteration. */
 #define EFAX_POISON 0xA5
 EFAX_API void efax_poison(void *buf, uint64_t len);
@@ -613,8 +613,8 @@ EFAX_API void efax_poison(void *buf, uint64_t len);
    device memory (registered by dmabuf, by address, or staged through pinned buffers). */
 typedef struct efax_buf efax_buf;
 typedef struct efax_mem_ops {
-    const char *name;        /* "host", "pinned", "device" */
-    const char *label;       /* variant suffix: "" for host, "Pin", "DMA" */
+    const char *name;  /* "host", "pinned", "device" */
+    const char *label; /* variant suffix: "" for host, "Pin", "DMA" */
     int (*alloc)(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access);
     void (*release)(efax_buf *b);
     /* the message at [off, off+len) gets pattern bytes 0..len of (rank, iter); check counts
@@ -632,12 +632,12 @@ typedef struct efax_mem_ops {
 
 struct efax_buf {
     const efax_mem_ops *ops;
-    void *ptr;               /* where the data lives (host or device address) */
+    void *ptr; /* where the data lives (host or device address) */
     size_t len;
-    efax_mr mr;              /* what the NICs use: ptr itself, or a staging buffer */
-    char path[32];           /* host, pinned, dmabuf, hmem, staged; " (no GPUDirect)" added where the
+    efax_mr mr;    /* what the NICs use: ptr itself, or a staging buffer */
+    char path[32]; /* host, pinned, dmabuf, hmem, staged; " (no GPUDirect)" added where the
                                 provider had none (efax_caps.gpudirect 0) */
-    void *impl;              /* the kind's own state */
+    void *impl;    /* the kind's own state */
 };
 
 
@@ -656,7 +656,8 @@ EFAX_API void *efax_ctx_host_alloc(const efax_ctx *ctx, size_t len);
 EFAX_API const efax_mem_ops *efax_mem_host(void);
 /* Parses a --mem list for a host-only build: "host" or "all"; pin and dma need the CUDA build
    (efax_cuda_mem_select). Returns 0, or -EFAX_E_USAGE with the reason in msg. */
-EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg, size_t len);
+EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg,
+                             size_t len);
 /* "host,pinned,device": the names of n kinds, for headers. */
 EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len);
 /* Allocates len bytes of a memory kind and registers them with `access` (EFAX_MR_*) on
@@ -677,22 +678,22 @@ EFAX_API int efax_buf_settle(efax_buf *b);
 enum { EFAX_BOOT_NONE = 0, EFAX_BOOT_PMIX, EFAX_BOOT_TCP, EFAX_BOOT_SINGLE };
 
 typedef struct efax_boot_desc {
-    int timeout_ms;          /* 0: $EFAX_TIMEOUT_MS, else 30000 */
-    bool allow_single;       /* with no launcher, run as rank 0 of 1 instead of failing */
-    const char *force;       /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic); "single":
-                                rank 0 of 1 whatever launched it (a rank's own loopback checks,
-                                beside the job's boot: efax's doctor) */
+    int timeout_ms;    /* 0: $EFAX_TIMEOUT_MS, else 30000 */
+    bool allow_single; /* with no launcher, run as rank 0 of 1 instead of failing */
+    const char *force; /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic); "single":
+                          rank 0 of 1 whatever launched it (a rank's own loopback checks,
+                          beside the job's boot: efax's doctor) */
     efax_log_fn log;
     void *log_user;
 } efax_boot_desc;
 
 /* Who this process is and how to reach the others. Must not move after init. */
 struct efax_boot {
-    int kind;                /* EFAX_BOOT_* */
+    int kind; /* EFAX_BOOT_* */
     int rank, size;
     int local_rank, local_size;
     char host[64];
-    char (*hosts)[64];       /* [size] host name of every rank */
+    char (*hosts)[64]; /* [size] host name of every rank */
     int timeout_ms;
     efax_log_fn log;
     void *log_user;
@@ -700,7 +701,7 @@ struct efax_boot {
     int *fds;
     int fd;
     uint64_t token;
-    void *pmix_proc;         /* pmix_proc_t of this process */
+    void *pmix_proc; /* pmix_proc_t of this process */
 };
 
 /* Finds the launcher and joins the job: PMIx (mpirun, srun --mpi=pmix, prterun), or the TCP
@@ -758,12 +759,12 @@ EFAX_API void efax_imm_decode(uint32_t imm, int *rank, int *tag, uint32_t *seq);
 
 /* One contiguous piece of a transfer on one NIC. Filled by the scheduler (efax_plan). */
 typedef struct efax_seg {
-    struct efax_seg *next;     /* NIC's pending list */
+    struct efax_seg *next; /* NIC's pending list */
     struct efax_xfer *x;
-    uint64_t off;              /* offset within the transfer */
+    uint64_t off; /* offset within the transfer */
     uint64_t len;
-    uint64_t posted;           /* bytes of it posted so far */
-    uint64_t completed;        /* bytes of it completed */
+    uint64_t posted;    /* bytes of it posted so far */
+    uint64_t completed; /* bytes of it completed */
     int nic;
 } efax_seg;
 
@@ -781,23 +782,23 @@ typedef void (*efax_done_fn)(void *user, efax_xfer *x);
    status, done, chunks and, for receives, rx_len, rx_data and rx_has_data; the rest is
    efax's. */
 struct efax_xfer {
-    int op;                    /* EFAX_OP_* */
-    int peer;                  /* -1 for a receive from anyone */
-    int status;                /* 0, or the first error of any chunk */
+    int op;     /* EFAX_OP_* */
+    int peer;   /* -1 for a receive from anyone */
+    int status; /* 0, or the first error of any chunk */
     bool done;
     bool has_imm;
     uint32_t imm;
-    const efax_mr *lmr;        /* local region */
-    uint64_t loff;             /* offset in the local region */
-    const efax_mr *rmr;        /* remote region (writes): rmr->remote[peer] */
+    const efax_mr *lmr; /* local region */
+    uint64_t loff;      /* offset in the local region */
+    const efax_mr *rmr; /* remote region (writes): rmr->remote[peer] */
     uint64_t roff;
     uint64_t len;
-    uint64_t chunk;            /* most bytes one post carries */
+    uint64_t chunk; /* most bytes one post carries */
     int nseg;
     efax_seg seg[EFAX_MAX_NICS];
-    uint32_t pending;          /* chunks posted but not completed */
-    uint32_t unposted;         /* segments with bytes still to post */
-    uint32_t chunks;           /* chunks this transfer is made of (the target counts them) */
+    uint32_t pending;  /* chunks posted but not completed */
+    uint32_t unposted; /* segments with bytes still to post */
+    uint32_t chunks;   /* chunks this transfer is made of (the target counts them) */
     uint64_t bytes_done;
     /* receives: what arrived */
     uint64_t rx_len;
@@ -805,21 +806,21 @@ struct efax_xfer {
     bool rx_has_data;
     bool (*ready)(void *user, uint64_t off, uint64_t len); /* efax_write_desc's */
     void *ready_user;
-    bool cell_seq;             /* chunks on the `chunk` grid, each carrying its cell index */
-    efax_done_fn on_done;      /* the desc's */
+    bool cell_seq;        /* chunks on the `chunk` grid, each carrying its cell index */
+    efax_done_fn on_done; /* the desc's */
     void *done_user;
 };
 
 /* One send as its sender describes it. Zeroed fields mean defaults. */
 typedef struct efax_send_desc {
-    int to;                    /* the receiving rank */
-    int nic;                   /* the local NIC it leaves on (0: NIC 0) */
-    const efax_mr *src;        /* the sender's region */
+    int to;             /* the receiving rank */
+    int nic;            /* the local NIC it leaves on (0: NIC 0) */
+    const efax_mr *src; /* the sender's region */
     uint64_t src_off;
-    uint64_t size;             /* bytes: one post (sends are not chunked) */
-    bool has_imm;              /* carry immediate data: the receiver's xfer gets it in rx_data */
+    uint64_t size; /* bytes: one post (sends are not chunked) */
+    bool has_imm;  /* carry immediate data: the receiver's xfer gets it in rx_data */
     uint32_t imm;
-    efax_done_fn on_done;      /* optional (NULL: none) */
+    efax_done_fn on_done; /* optional (NULL: none) */
     void *done_user;
 } efax_send_desc;
 
@@ -829,8 +830,7 @@ EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s);
 
 /* Posts a receive of up to len bytes into mr+off on local NIC `nic` from any peer, into x (any
    memory). Returns 0, -FI_EINVAL or -EFAX_E_BOUNDS. Not thread safe. */
-EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off,
-                       uint64_t len);
+EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off, uint64_t len);
 
 /* Drives the context once: drains every NIC's CQ (completions, receives, immediate data,
    errors), then posts queued chunks up to each NIC's window; every 1024th call it also reads
@@ -878,8 +878,7 @@ EFAX_API int efax_ctx_imm_hook(efax_ctx *ctx, int tag, efax_imm_fn fn, void *use
    -FI_ETIMEDOUT (names the peer, tag and how many of count arrived), -EFAX_E_STALE, or the
    error of a failed arrival. It does not settle the region written (efax_mr_desc.settle):
    for device memory use efax_expect_wait, or efax_buf_settle after it. Not thread safe. */
-EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count,
-                           int timeout_ms);
+EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms);
 
 /* Arrivals counted so far from peer under tag, not yet consumed. */
 EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag);
@@ -889,11 +888,11 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag);
 
 /* How one logical transfer becomes posts over several NICs. */
 typedef enum efax_mode {
-    EFAX_MODE_SINGLE = 0,     /* one NIC (the one asked for) */
-    EFAX_MODE_SPLIT,          /* one buffer striped evenly over all NICs */
-    EFAX_MODE_ROUNDROBIN,     /* whole messages rotate over NICs (message index picks the NIC) */
-    EFAX_MODE_STRIPE,         /* small messages whole and rotating, large ones striped over
-                                 up to all NICs with stripes of at least min_stripe (aws-ofi-nccl) */
+    EFAX_MODE_SINGLE = 0, /* one NIC (the one asked for) */
+    EFAX_MODE_SPLIT,      /* one buffer striped evenly over all NICs */
+    EFAX_MODE_ROUNDROBIN, /* whole messages rotate over NICs (message index picks the NIC) */
+    EFAX_MODE_STRIPE,     /* small messages whole and rotating, large ones striped over
+                             up to all NICs with stripes of at least min_stripe (aws-ofi-nccl) */
     EFAX_MODE_COUNT
 } efax_mode;
 
@@ -917,8 +916,8 @@ typedef struct efax_plan_seg {
    SINGLE uses. min_stripe: STRIPE's smallest stripe (0: EFAX_MIN_STRIPE).
    out: at least nnic entries. Returns the number of segments (>= 1; a 0-byte message gives
    one empty segment) or -FI_EINVAL. Pure: the same inputs give the same plan on every rank. */
-EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0,
-                       uint64_t min_stripe, efax_plan_seg *out);
+EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0, uint64_t min_stripe,
+                       efax_plan_seg *out);
 
 /* The largest chunk efax posts as one write, whatever --chunk says (0 included): efa carries a
    write with immediate data as one hardware RDMA write (efa_rdm_pke.c efa_rdm_pke_write asserts
@@ -960,28 +959,28 @@ EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t
    (build it in one function both sides call). Zeroed fields mean defaults, resolved for both
    sides in one place (efax__write_desc). */
 typedef struct efax_write_desc {
-    int from, to;              /* the writer's rank and the target's (may be the same: a loopback
-                                  through the NIC) */
-    const efax_mr *src;        /* the writer's region (only the writer reads it) */
+    int from, to;       /* the writer's rank and the target's (may be the same: a loopback
+                           through the NIC) */
+    const efax_mr *src; /* the writer's region (only the writer reads it) */
     uint64_t src_off;
-    const efax_mr *dst;        /* the target's region: exchanged (efax_mr_exchange) on the writer,
-                                  the target's own on the target */
+    const efax_mr *dst; /* the target's region: exchanged (efax_mr_exchange) on the writer,
+                           the target's own on the target */
     uint64_t dst_off;
-    uint64_t size;             /* bytes */
-    efax_mode mode;            /* how the writer plans it over its NICs (0: Single) */
-    int nic;                   /* the writer's NIC that Single uses (0: NIC 0; modulo its NICs) */
-    uint64_t index;            /* the message's number: the NIC a rotating mode starts on */
-    uint64_t chunk;            /* most bytes one post carries (0: as many as allowed,
-                                  efax_ctx_max_chunk; always clamped to it). Into a staged
-                                  region a post is one cell of efax_stage_unit(size, chunk) */
-    int tag;                   /* every chunk carries immediate data (from, tag, seq): the target
-                                  counts them under (from, tag) */
+    uint64_t size;  /* bytes */
+    efax_mode mode; /* how the writer plans it over its NICs (0: Single) */
+    int nic;        /* the writer's NIC that Single uses (0: NIC 0; modulo its NICs) */
+    uint64_t index; /* the message's number: the NIC a rotating mode starts on */
+    uint64_t chunk; /* most bytes one post carries (0: as many as allowed,
+                       efax_ctx_max_chunk; always clamped to it). Into a staged
+                       region a post is one cell of efax_stage_unit(size, chunk) */
+    int tag;        /* every chunk carries immediate data (from, tag, seq): the target
+                       counts them under (from, tag) */
     uint32_t seq;
     /* the writer's alone (the target ignores them; NULL: none). A chunk is posted only once
        ready(ready_user, off, len) says its source bytes are in place: */
     bool (*ready)(void *user, uint64_t off, uint64_t len);
     void *ready_user;
-    efax_done_fn on_done;      /* called inside efax_progress once the write is done */
+    efax_done_fn on_done; /* called inside efax_progress once the write is done */
     void *done_user;
 } efax_write_desc;
 
@@ -1002,11 +1001,11 @@ EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mo
 typedef struct efax_expect {
     const efax_mr *mr;
     int peer, tag;
-    uint32_t seq, count;       /* ordinary regions: chunks to count */
-    uint64_t off, size, unit;  /* staged regions: the window written, its cells */
+    uint32_t seq, count;      /* ordinary regions: chunks to count */
+    uint64_t off, size, unit; /* staged regions: the window written, its cells */
     int ncells, cells_done, status;
     bool active;
-    uint32_t on_nic[EFAX_MAX_NICS]; /* ordinary regions: chunks to count on each local NIC */
+    uint32_t on_nic[EFAX_MAX_NICS];       /* ordinary regions: chunks to count on each local NIC */
     uint64_t on_nic_bytes[EFAX_MAX_NICS]; /* bytes the plan lands on each local NIC: its rx_bytes once
                                              landed (a remote write's completion carries no length
                                              on every provider: tcp reports 0) */
@@ -1053,8 +1052,9 @@ typedef struct efax_cmd {
    of src_len bytes and [doff, doff+size) inside dst->remote[destination] (an exchanged
    efax_mr). Returns 0, or -EFAX_E_PEER with the reason in why (c is filled as far as
    decoded). Pure; thread safe. */
-EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected, int rank, int size,
-                             uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why, size_t wl);
+EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected,
+                             int rank, int size, uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why,
+                             size_t wl);
 
 /* What a rank tells the ranks of its host about a device buffer (efax_ipc_open); handle is
    the CUDA IPC handle's 64 bytes. */
@@ -1071,7 +1071,8 @@ typedef struct efax_ipc_record {
    rank, a non-empty terminated host name, and for a record from this host a device ordinal
    in 0..1023. *local (may be NULL) is set when the record is from this host (its handle can be
    opened). Returns 0, -EFAX_E_VERSION or -EFAX_E_PEER (why says). Pure; thread safe. */
-EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local, char *why, size_t wl);
+EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local,
+                                   char *why, size_t wl);
 
 // >>counters --------------------------------------------------------------------------------
 
@@ -1089,8 +1090,8 @@ EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const cha
    Values are the raw counters, sorted by name; efax_os_counters_delta subtracts two readings. */
 #define EFAX_OS_COUNTERS_MAX 32
 typedef struct efax_os_counters {
-    char source[8];            /* "efa", "net", "tcp", or "" when the OS has none for the NIC */
-    char dev[64];              /* what was read: "rdmap16s27", "r0", "/proc/net/snmp" */
+    char source[8]; /* "efa", "net", "tcp", or "" when the OS has none for the NIC */
+    char dev[64];   /* what was read: "rdmap16s27", "r0", "/proc/net/snmp" */
     int n;
     char name[EFAX_OS_COUNTERS_MAX][32];
     uint64_t value[EFAX_OS_COUNTERS_MAX];
@@ -1130,32 +1131,32 @@ EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, ui
 enum { EFAX__OPK_TX = 1, EFAX__OPK_RX, EFAX__OPK_CTRL };
 
 struct efax_op {
-    struct fi_context2 fctx;   /* first: providers with FI_CONTEXT/FI_CONTEXT2 use it */
+    struct fi_context2 fctx; /* first: providers with FI_CONTEXT/FI_CONTEXT2 use it */
     efax_op *next;
     efax_xfer *x;
     uint64_t len;
-    int kind;                  /* EFAX__OPK_* */
+    int kind; /* EFAX__OPK_* */
     int nic;
-    int slot;                  /* control slot */
-    struct iovec iov;          /* kept alive for FI_ASYNC_IOV */
+    int slot;         /* control slot */
+    struct iovec iov; /* kept alive for FI_ASYNC_IOV */
     struct fi_rma_iov riov;
     void *desc;
-    int split;                 /* EFAX__SPLIT_*: a half of a split write, or its marker */
-    efax_op *partner;          /* the other half while both are in flight */
+    int split;        /* EFAX__SPLIT_*: a half of a split write, or its marker */
+    efax_op *partner; /* the other half while both are in flight */
 };
 
 /* The states of an operation of a split write (efax__post_split). */
 enum { EFAX__SPLIT_NONE = 0, EFAX__SPLIT_HALF, EFAX__SPLIT_WAIT, EFAX__SPLIT_MARKER };
 
 typedef struct efax__route {
-    fi_addr_t fa;              /* peer's matched NIC in this NIC's AV */
-    int rnic;                  /* its index on the peer */
+    fi_addr_t fa; /* peer's matched NIC in this NIC's AV */
+    int rnic;     /* its index on the peer */
 } efax__route;
 
 typedef struct efax__imm_slot {
-    uint32_t count;            /* arrivals not yet consumed */
-    uint32_t stale;            /* arrivals with a sequence other than the first's */
-    uint32_t seq;              /* sequence of the first unconsumed arrival */
+    uint32_t count; /* arrivals not yet consumed */
+    uint32_t stale; /* arrivals with a sequence other than the first's */
+    uint32_t seq;   /* sequence of the first unconsumed arrival */
     uint32_t stale_seq;
 } efax__imm_slot;
 
@@ -1180,34 +1181,34 @@ typedef struct efax__nic {
     struct fid_cq *cq;
     struct fid_av *av;
     struct fid_ep *ep;
-    struct fid_eq *eq;                   /* errors the provider cannot put on the CQ (efax__eq_read) */
+    struct fid_eq *eq; /* errors the provider cannot put on the CQ (efax__eq_read) */
     uint8_t addr[EFAX__ADDR_MAX];
     size_t addrlen;
     int window, inflight;
     efax_op *ops, *free_ops;
-    efax_seg *pend_head, *pend_tail;     /* transmit segments waiting for the window */
-    efax_seg *rxp_head, *rxp_tail;       /* receives waiting to be posted */
+    efax_seg *pend_head, *pend_tail; /* transmit segments waiting for the window */
+    efax_seg *rxp_head, *rxp_tail;   /* receives waiting to be posted */
     int rx_inflight;
     uint8_t *ctrl_buf;
     struct fid_mr *ctrl_mr;
     void *ctrl_desc;
     efax_op ctrl_ops[EFAX__CTRL_SLOTS];
     int nctrl, ctrl_posted;
-    uint64_t split_min;                  /* shm on libfabric 2.x: writes this large are split (0: never) */
-    efax_op *retry;                      /* split-write posts the provider refused for now */
+    uint64_t split_min; /* shm on libfabric 2.x: writes this large are split (0: never) */
+    efax_op *retry;     /* split-write posts the provider refused for now */
     efax_nic_stats stats;
-    efax_nic_cold cold;                  /* efax_ctx_cold */
+    efax_nic_cold cold; /* efax_ctx_cold */
 } efax__nic;
 
 struct efax_ctx {
     int nnic;
-    efax__nic *nic;            /* [nnic] */
-    int rank, size;            /* after efax_ctx_connect; 0/1 before */
+    efax__nic *nic; /* [nnic] */
+    int rank, size; /* after efax_ctx_connect; 0/1 before */
     bool connected;
-    int *peer_nnic;            /* [size] */
-    char (*peer_host)[64];     /* [size] host of every rank, for messages */
-    efax__route *route;        /* [size * nnic] */
-    int *route_in;             /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
+    int *peer_nnic;        /* [size] */
+    char (*peer_host)[64]; /* [size] host of every rank, for messages */
+    efax__route *route;    /* [size * nnic] */
+    int *route_in;         /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
     int ntags;
     efax__imm_slot *imm;       /* [size * ntags] */
     uint32_t *imm_nic;         /* [size * ntags * nnic]: a slot's counted arrivals on each local NIC */
@@ -1216,24 +1217,24 @@ struct efax_ctx {
     uint64_t bad_imm;          /* arrivals whose immediate data named no valid rank/tag */
     int timeout_ms;
     bool fi_more;
-    uint64_t next_key;         /* requested keys when the provider does not choose them */
-    bool huge_pages;           /* efax_ctx_host_alloc asks for transparent huge pages */
+    uint64_t next_key; /* requested keys when the provider does not choose them */
+    bool huge_pages;   /* efax_ctx_host_alloc asks for transparent huge pages */
     efax_log_fn log;
     void *log_user;
     int log_level;
     char provider[32];
-    int last_cq_error;         /* a failure no transfer owned (control or remote write) */
-    char mem_note[192];        /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
-    int eq_error;              /* an endpoint error from an EQ: every later progress returns it */
-    uint64_t max_chunk;        /* efax_ctx_max_chunk */
-    bool efa_shm;              /* efax_ctx_desc's, with the environment applied */
-    int cuda_api;              /* efax_ctx_desc.cuda_api resolved: 0 default, 1 permit, -1 forbid */
-    int uwr;                   /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV to set (efax__ctx_defaults) */
-    efax_caps caps;            /* efax_ctx_caps */
-    char peer_note[256];       /* efax_ctx_peer_note */
-    char nic_choice[128];      /* how the NICs were chosen, for the run header */
-    char mem_path[64];         /* efax_ctx_desc.mem_path, resolved ("" when none is forced) */
-    unsigned eq_tick;          /* progress calls, to read the EQs every 1024th */
+    int last_cq_error;    /* a failure no transfer owned (control or remote write) */
+    char mem_note[192];   /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
+    int eq_error;         /* an endpoint error from an EQ: every later progress returns it */
+    uint64_t max_chunk;   /* efax_ctx_max_chunk */
+    bool efa_shm;         /* efax_ctx_desc's, with the environment applied */
+    int cuda_api;         /* efax_ctx_desc.cuda_api resolved: 0 default, 1 permit, -1 forbid */
+    int uwr;              /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV to set (efax__ctx_defaults) */
+    efax_caps caps;       /* efax_ctx_caps */
+    char peer_note[256];  /* efax_ctx_peer_note */
+    char nic_choice[128]; /* how the NICs were chosen, for the run header */
+    char mem_path[64];    /* efax_ctx_desc.mem_path, resolved ("" when none is forced) */
+    unsigned eq_tick;     /* progress calls, to read the EQs every 1024th */
 };
 
 
@@ -1292,16 +1293,17 @@ extern "C" {
    topology and its proxy loop on these private functions, so that they behave exactly as the
    host ones do. Nothing else private is used outside efax.h: efax_cuda.h uses these and public
    functions, efax_bench.h public functions alone (tests/run.sh, header/internal-boundary). */
-EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src);         /* bounded strcpy */
-EFAX_PRIVATE int efax__read_sysfs(const char *path, char *buf, size_t len);  /* one sysfs value */
-EFAX_PRIVATE void efax__idle(int got, unsigned *idle);                       /* a wait's spin, then yield */
+EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src);       /* bounded strcpy */
+EFAX_PRIVATE int efax__read_sysfs(const char *path, char *buf, size_t len); /* one sysfs value */
+EFAX_PRIVATE void efax__idle(int got, unsigned *idle);                      /* a wait's spin, then yield */
 /* registers host memory b->ptr[0..len) for a CPU-addressable kind; b->path becomes path */
 EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path);
 /* the host kind's pattern operations (efax_mem_ops), for kinds the CPU addresses */
 EFAX_PRIVATE void efax__host_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
 EFAX_PRIVATE void efax__host_poison(efax_buf *b, uint64_t off, uint64_t len);
 EFAX_PRIVATE uint64_t efax__host_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
-EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
+EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff,
+                                  uint64_t len);
 
 // >>config (implementation) ------------------------------------------------------------------
 
@@ -1369,15 +1371,15 @@ EFAX_PRIVATE void efax__vlog(efax_log_fn fn, void *user, int max_level, int leve
 EFAX_API void efax_log(const efax_ctx *ctx, int level, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    efax__vlog(ctx ? ctx->log : NULL, ctx ? ctx->log_user : NULL, ctx ? ctx->log_level : 0, level,
-               fmt, ap);
+    efax__vlog(ctx ? ctx->log : NULL, ctx ? ctx->log_user : NULL, ctx ? ctx->log_level : 0, level, fmt, ap);
     va_end(ap);
 }
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-EFAX_PRIVATE void efax__blog(const efax_boot *b, int level, const char *fmt, ...) {
+EFAX_PRIVATE void
+efax__blog(const efax_boot *b, int level, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     efax__vlog(b->log, b->log_user, 0, level, fmt, ap);
@@ -1388,7 +1390,10 @@ EFAX_PRIVATE int efax__env_int_quiet(const char *name, int def, int lo, int hi, 
     const char *s = getenv(name);
     char *end;
     long v;
-    if (!s || !*s) { *out = def; return 0; }
+    if (!s || !*s) {
+        *out = def;
+        return 0;
+    }
     errno = 0;
     v = strtol(s, &end, 10);
     if (errno || *end || v < lo || v > hi) return -EFAX_E_USAGE;
@@ -1398,7 +1403,9 @@ EFAX_PRIVATE int efax__env_int_quiet(const char *name, int def, int lo, int hi, 
 
 EFAX_PRIVATE int efax__env_int(const char *name, int def, int lo, int hi, int *out) {
     int rc = efax__env_int_quiet(name, def, lo, hi, out);
-    if (rc) fprintf(stderr, "efax: error: %s='%s' is not valid: expected an integer in [%d, %d]\n", name, getenv(name), lo, hi);
+    if (rc)
+        fprintf(stderr, "efax: error: %s='%s' is not valid: expected an integer in [%d, %d]\n", name,
+                getenv(name), lo, hi);
     return rc;
 }
 
@@ -1431,7 +1438,9 @@ static const struct {
 
 EFAX_PRIVATE int efax__env_why(int id, char *err, size_t len) {
     int v;
-    if (!efax__env_int_quiet(efax__envs[id].name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi, &v)) return 0;
+    if (!efax__env_int_quiet(efax__envs[id].name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi,
+                             &v))
+        return 0;
     snprintf(err, len, "%s='%s' is not valid: expected %s", efax__envs[id].name, getenv(efax__envs[id].name),
              efax__envs[id].what);
     return -EFAX_E_USAGE;
@@ -1441,8 +1450,11 @@ EFAX_PRIVATE int efax__env_why(int id, char *err, size_t len) {
 EFAX_PRIVATE int efax__env(int id, int *out) {
     char err[256];
     int rc = efax__env_why(id, err, sizeof err);
-    if (rc) fprintf(stderr, "efax: error: %s\n", err);
-    else efax__env_int_quiet(efax__envs[id].name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi, out);
+    if (rc)
+        fprintf(stderr, "efax: error: %s\n", err);
+    else
+        efax__env_int_quiet(efax__envs[id].name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi,
+                            out);
     return rc;
 }
 
@@ -1596,20 +1608,18 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
     n->mr_key_size = fi->domain_attr->mr_key_size;
     n->addr_format = fi->addr_format;
     n->hmem = (fi->caps & FI_HMEM) != 0;
-    n->loopback = !strcmp(n->name, "lo") || !strncmp(n->fabric, "127.", 4) ||
-                  !strcmp(n->fabric, "::1/128");
+    n->loopback = !strcmp(n->name, "lo") || !strncmp(n->fabric, "127.", 4) || !strcmp(n->fabric, "::1/128");
     if (fi->nic && fi->nic->bus_attr && fi->nic->bus_attr->bus_type == FI_BUS_PCI) {
         const struct fi_pci_attr *p = &fi->nic->bus_attr->attr.pci;
-        snprintf(n->pci, sizeof n->pci, "%04x:%02x:%02x.%x", p->domain_id, p->bus_id,
-                 p->device_id, p->function_id);
+        snprintf(n->pci, sizeof n->pci, "%04x:%02x:%02x.%x", p->domain_id, p->bus_id, p->device_id,
+                 p->function_id);
     }
     if (fi->nic && fi->nic->link_attr && fi->nic->link_attr->speed)
         n->link_gbps = (double)fi->nic->link_attr->speed / 1e9;
     if (!n->pci[0]) efax__if_pci(n->name, n->pci, sizeof n->pci);
     if (n->link_gbps == 0) {
         snprintf(path, sizeof path, "%s/sys/class/net/%s/speed", efax_topo_sysfs_root(), n->name);
-        if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0)
-            n->link_gbps = atoi(buf) / 1000.0;
+        if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0) n->link_gbps = atoi(buf) / 1000.0;
     }
     /* A network interface with no device behind it (veth, bridge, tun, lo) reports a nominal
        speed (a veth says 10 Gbit/s) that no link enforces: the line rate is unknown there. */
@@ -1643,7 +1653,8 @@ EFAX_PRIVATE int efax__pci_path(const char *root, const char *pci, char comp[][1
     snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s", root ? root : "", pci);
     if (!realpath(path, real) || !(at = strstr(real, "/sys/devices/pci"))) return 0;
     while ((next = strstr(at + 1, "/sys/devices/pci"))) at = next; /* the tree's own, under any root */
-    for (tok = strtok_r(at + strlen("/sys/devices/"), "/", &save); tok && n < max; tok = strtok_r(NULL, "/", &save))
+    for (tok = strtok_r(at + strlen("/sys/devices/"), "/", &save); tok && n < max;
+         tok = strtok_r(NULL, "/", &save))
         efax__copy(comp[n++], 16, tok);
     return n;
 }
@@ -1655,8 +1666,8 @@ EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b)
     return d;
 }
 
-EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci, int numa,
-                            int *out, int max) {
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
+                            int numa, int *out, int max) {
     int i, n = 0, best = 0;
     if (dev_pci && *dev_pci) {
         for (i = 0; i < nnics; i++) {
@@ -1780,8 +1791,7 @@ EFAX_PRIVATE int efax__domains(struct fi_info *list, struct fi_info **pick, int 
         for (i = 0; i < n; i++)
             if (!strcmp(pick[i]->domain_attr->name, fi->domain_attr->name)) break;
         if (i < n) {
-            if (pick[i]->addr_format != FI_SOCKADDR_IN && fi->addr_format == FI_SOCKADDR_IN)
-                pick[i] = fi;
+            if (pick[i]->addr_format != FI_SOCKADDR_IN && fi->addr_format == FI_SOCKADDR_IN) pick[i] = fi;
             continue;
         }
         if (n < max) pick[n] = fi;
@@ -1809,7 +1819,10 @@ EFAX_API int efax_topo_providers(char *buf, size_t len) {
             size_t nl = strlen(name);
             bool seen = false;
             while (*q) {
-                if (!strncmp(q, name, nl) && (q[nl] == ',' || q[nl] == 0)) { seen = true; break; }
+                if (!strncmp(q, name, nl) && (q[nl] == ',' || q[nl] == 0)) {
+                    seen = true;
+                    break;
+                }
                 q = strchr(q, ',');
                 if (!q) break;
                 q++;
@@ -1919,15 +1932,21 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
 #if EFAX__FI_AT_LEAST(1, 21)
     if (efa) {
         bool permit = ctx->efa_shm;
-        int rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &permit, sizeof permit);
-        if (rc) efax_log(ctx, 1, "NIC %s: FI_OPT_SHARED_MEMORY_PERMITTED=%s refused (%s): same-host peers go as efa decides",
-                         n->info.name, permit ? "true" : "false", fi_strerror(-rc));
+        int rc =
+            fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &permit, sizeof permit);
+        if (rc)
+            efax_log(
+                ctx, 1,
+                "NIC %s: FI_OPT_SHARED_MEMORY_PERMITTED=%s refused (%s): same-host peers go as efa decides",
+                n->info.name, permit ? "true" : "false", fi_strerror(-rc));
         n->info.efa_shm = rc ? -1 : permit;
     }
 #else
     if (efa)
-        efax_log(ctx, 2, "NIC %s: libfabric %d.%d cannot switch off efa's shared memory (1.21+); "
-                         "FI_EFA_ENABLE_SHM_TRANSFER=0 does", n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
+        efax_log(ctx, 2,
+                 "NIC %s: libfabric %d.%d cannot switch off efa's shared memory (1.21+); "
+                 "FI_EFA_ENABLE_SHM_TRANSFER=0 does",
+                 n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
 #endif
 #if EFAX__FI_AT_LEAST(2, 5)
     if (efa) {
@@ -1947,9 +1966,11 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
         n->info.gpudirect = rc == 0;
         n->info.cuda_api = rc ? -1 : 0;
         if (rc && ctx->cuda_api < 0) {
-            efax_log(ctx, 0, "NIC %s (%s): FI_OPT_CUDA_API_PERMITTED=false refused (%s): this provider or host has no "
-                             "GPUDirect RDMA path for device memory; run without --no-cuda-api / EFAX_CUDA_API=0",
-                     n->info.name, n->info.provider, fi_strerror(-rc));
+            efax_log(
+                ctx, 0,
+                "NIC %s (%s): FI_OPT_CUDA_API_PERMITTED=false refused (%s): this provider or host has no "
+                "GPUDirect RDMA path for device memory; run without --no-cuda-api / EFAX_CUDA_API=0",
+                n->info.name, n->info.provider, fi_strerror(-rc));
             return rc;
         }
         if (rc && first)
@@ -1992,7 +2013,8 @@ EFAX_PRIVATE void efax__ep_emulated(efax_ctx *ctx, efax__nic *n) {
 #if EFAX__FI_AT_LEAST(1, 18)
     bool emulated = false;
     size_t len = sizeof emulated;
-    if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &emulated, &len) == 0 && len == sizeof emulated) {
+    if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &emulated, &len) == 0 &&
+        len == sizeof emulated) {
         n->info.emulated_write = emulated;
         if (emulated)
             efax_log(ctx, 1,
@@ -2023,7 +2045,10 @@ EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
         if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, opt[i], &v, &len) == 0 && len == sizeof v) {
             if (v != *dst[i])
                 efax_log(ctx, 2, "NIC %s: the endpoint's %s is %zu (fi_info: %zu)", n->info.name,
-                         i == 0 ? "max_rma_size" : i == 1 ? "inject_msg_size" : "inject_rma_size", v, *dst[i]);
+                         i == 0   ? "max_rma_size"
+                         : i == 1 ? "inject_msg_size"
+                                  : "inject_rma_size",
+                         v, *dst[i]);
             *dst[i] = v;
         }
     }
@@ -2112,8 +2137,8 @@ EFAX_PRIVATE void efax__dmabuf_fill(struct fi_mr_dmabuf *db, int fd, uint64_t of
 }
 #endif
 
-EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, uint64_t access,
-                           int iface, int device, int dmabuf_fd, uint64_t dmabuf_off, bool device_only,
+EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, uint64_t access, int iface,
+                           int device, int dmabuf_fd, uint64_t dmabuf_off, bool device_only,
                            struct fid_mr **mr) {
     struct fi_mr_attr attr;
     struct iovec iov;
@@ -2145,8 +2170,8 @@ EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, u
         }
 #else
         (void)dmabuf_off;
-        efax_log(ctx, 1, "NIC %s: this build's libfabric (%d.%d) has no FI_MR_DMABUF (1.20+)",
-                 n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
+        efax_log(ctx, 1, "NIC %s: this build's libfabric (%d.%d) has no FI_MR_DMABUF (1.20+)", n->info.name,
+                 FI_MAJOR_VERSION, FI_MINOR_VERSION);
         return -FI_ENOSYS;
 #endif
     }
@@ -2177,9 +2202,12 @@ EFAX_PRIVATE int efax__shm_enable_renamed(efax_ctx *ctx, efax__nic *n) {
     int rc;
     memset(name, 0, sizeof name);
     if ((rc = fi_getname(&n->ep->fid, name, &len))) return rc;
-    snprintf(renamed, sizeof renamed, "%s:efax%llx", name, (unsigned long long)(efax_now_ns() ^ ((uint64_t)getpid() << 40)));
-    efax_log(ctx, 1, "NIC %s: shm endpoint %s is taken (most likely left by a killed process whose pid "
-             "this one reused); enabling it as %s", n->info.name, name, renamed);
+    snprintf(renamed, sizeof renamed, "%s:efax%llx", name,
+             (unsigned long long)(efax_now_ns() ^ ((uint64_t)getpid() << 40)));
+    efax_log(ctx, 1,
+             "NIC %s: shm endpoint %s is taken (most likely left by a killed process whose pid "
+             "this one reused); enabling it as %s",
+             n->info.name, name, renamed);
     if ((rc = fi_setname(&n->ep->fid, renamed, strlen(renamed) + 1))) return rc;
     return fi_enable(n->ep);
 }
@@ -2228,11 +2256,11 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         return efax__fierr(ctx, rc, "fi_endpoint", n->info.name);
     if ((rc = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV)))
         return efax__fierr(ctx, rc, "fi_ep_bind(cq)", n->info.name);
-    if ((rc = fi_ep_bind(n->ep, &n->av->fid, 0)))
-        return efax__fierr(ctx, rc, "fi_ep_bind(av)", n->info.name);
+    if ((rc = fi_ep_bind(n->ep, &n->av->fid, 0))) return efax__fierr(ctx, rc, "fi_ep_bind(av)", n->info.name);
     if (n->eq && (rc = fi_ep_bind(n->ep, &n->eq->fid, 0))) {
         if (ctx->caps.eq_required) return efax__fierr(ctx, rc, "fi_ep_bind(eq)", n->info.name);
-        efax_log(ctx, 2, "NIC %s: the provider takes no event queue (fi_ep_bind: %s)", n->info.name, fi_strerror(-rc));
+        efax_log(ctx, 2, "NIC %s: the provider takes no event queue (fi_ep_bind: %s)", n->info.name,
+                 fi_strerror(-rc));
         fi_close(&n->eq->fid);
         n->eq = NULL;
     }
@@ -2260,11 +2288,13 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         return efax__fierr(ctx, rc, "fi_mr_regattr(control buffers)", n->info.name);
     n->ctrl_desc = fi_mr_desc(n->ctrl_mr);
     /* as many as a quarter of the provider's receive queue allows: the rest is the user's */
-    n->nctrl = n->info.rx_size && n->info.rx_size / 4 < EFAX__CTRL_SLOTS ? (int)(n->info.rx_size / 4) : EFAX__CTRL_SLOTS;
+    n->nctrl = n->info.rx_size && n->info.rx_size / 4 < EFAX__CTRL_SLOTS ? (int)(n->info.rx_size / 4)
+                                                                         : EFAX__CTRL_SLOTS;
     if (n->nctrl < 1) n->nctrl = 1;
     for (i = 0; i < n->nctrl; i++) {
         rc = efax__post_ctrl(ctx, n, i);
-        if (rc && rc != -FI_EAGAIN && rc != -FI_ENOMEM) return efax__fierr(ctx, rc, "fi_trecv(control)", n->info.name);
+        if (rc && rc != -FI_EAGAIN && rc != -FI_ENOMEM)
+            return efax__fierr(ctx, rc, "fi_trecv(control)", n->info.name);
         if (rc) n->ctrl_ops[i].kind = 0; /* posted later by efax_progress */
     }
     return 0;
@@ -2295,12 +2325,16 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
    huge_pages $EFAX_HUGE_PAGES or by the NICs (efax__ctx_open). */
 EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, efax_ctx_desc *d) {
     int rc, v;
-    if (desc) *d = *desc;
-    else memset(d, 0, sizeof *d);
-    ctx->log = d->log, ctx->log_user = d->log_user, ctx->log_level = d->log_level; /* errors below are logged */
+    if (desc)
+        *d = *desc;
+    else
+        memset(d, 0, sizeof *d);
+    ctx->log = d->log, ctx->log_user = d->log_user,
+    ctx->log_level = d->log_level; /* errors below are logged */
     if (d->imm_tags <= 0) d->imm_tags = 64;
     if (d->imm_tags > EFAX_IMM_MAX_TAGS) {
-        efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d->imm_tags, EFAX_IMM_MAX_TAGS);
+        efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d->imm_tags,
+                 EFAX_IMM_MAX_TAGS);
         return -EFAX_E_USAGE;
     }
     if (d->window <= 0) d->window = 256;
@@ -2342,9 +2376,10 @@ EFAX_PRIVATE int efax__ctx_provider(efax_ctx *ctx, const efax_ctx_desc *d, struc
     const char *want;
     int rc = efax_topo_pick_provider(d->provider, ctx->provider, sizeof ctx->provider);
     if (rc == -EFAX_E_UNSUPPORTED) {
-        efax_log(ctx, 0, "provider efa-direct is not supported: efax's control messages are tagged "
-                         "(efa-direct has no FI_TAGGED) and its writes with immediate data consume no "
-                         "receive at the target (efa-direct needs FI_RX_CQ_DATA); use --provider efa");
+        efax_log(ctx, 0,
+                 "provider efa-direct is not supported: efax's control messages are tagged "
+                 "(efa-direct has no FI_TAGGED) and its writes with immediate data consume no "
+                 "receive at the target (efa-direct needs FI_RX_CQ_DATA); use --provider efa");
         return -EFAX_E_USAGE;
     }
     if (rc) {
@@ -2354,8 +2389,10 @@ EFAX_PRIVATE int efax__ctx_provider(efax_ctx *ctx, const efax_ctx_desc *d, struc
             efax_log(ctx, 0, "provider '%s' is not available here; providers on this host: %s", want,
                      names[0] ? names : "none");
         else
-            efax_log(ctx, 0, "none of efa, tcp, shm is available (providers here: %s); install "
-                             "libfabric (Debian: apt-get install libfabric1)", names[0] ? names : "none");
+            efax_log(ctx, 0,
+                     "none of efa, tcp, shm is available (providers here: %s); install "
+                     "libfabric (Debian: apt-get install libfabric1)",
+                     names[0] ? names : "none");
         return -EFAX_E_NOPROV;
     }
     rc = efax__getinfo(ctx->provider, d->hmem, list);
@@ -2364,8 +2401,10 @@ EFAX_PRIVATE int efax__ctx_provider(efax_ctx *ctx, const efax_ctx_desc *d, struc
         rc = efax__getinfo(ctx->provider, false, list);
     }
     if (rc || !*list) {
-        efax_log(ctx, 0, "provider %s offers no RDM endpoint with messages, tagged messages and "
-                         "RMA writes (fi_getinfo: %s)", ctx->provider, fi_strerror(-rc));
+        efax_log(ctx, 0,
+                 "provider %s offers no RDM endpoint with messages, tagged messages and "
+                 "RMA writes (fi_getinfo: %s)",
+                 ctx->provider, fi_strerror(-rc));
         return -EFAX_E_NOPROV;
     }
     return 0;
@@ -2378,7 +2417,8 @@ EFAX_PRIVATE int efax__ctx_named_nics(efax_ctx *ctx, const efax_ctx_desc *d, str
                                       const char *names, struct fi_info **chosen) {
     char buf[1024], *tok, *save = NULL;
     int nsel = 0, i;
-    snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "given (%s)", d->nics == getenv("EFAX_NICS") ? "EFAX_NICS" : "--nics");
+    snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "given (%s)",
+             d->nics == getenv("EFAX_NICS") ? "EFAX_NICS" : "--nics");
     efax__copy(buf, sizeof buf, d->nics);
     if (strchr(buf, ';')) { /* NIC groups: this rank's is the (local rank mod count)-th */
         int ngroups = 1, g = 0, pickg;
@@ -2399,7 +2439,8 @@ EFAX_PRIVATE int efax__ctx_named_nics(efax_ctx *ctx, const efax_ctx_desc *d, str
         for (i = 0; i < ndom; i++)
             if (!strcmp(dom[i]->domain_attr->name, tok)) break;
         if (i == ndom) {
-            efax_log(ctx, 0, "NIC '%s' is not offered by provider %s; its NICs here: %s", tok, ctx->provider, names);
+            efax_log(ctx, 0, "NIC '%s' is not offered by provider %s; its NICs here: %s", tok, ctx->provider,
+                     names);
             return -EFAX_E_NONIC;
         }
         if (nsel == EFAX_MAX_NICS) {
@@ -2450,7 +2491,8 @@ EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, s
     if (k <= 0) return nsel;
     for (i = 0; i < k; i++) nearer[i] = chosen[idx[i]];
     for (i = 0; i < k; i++) chosen[i] = nearer[i];
-    if (gpu[0]) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
+    if (gpu[0])
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
     else if (!why[0])
         snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (where this rank is bound)", numa);
     return k;
@@ -2598,7 +2640,8 @@ EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi
         ctx->nic[i].cold.open_ns = efax_now_ns() - t0;
         if (rc) return rc;
         if (ni->cq_data_size < 4) {
-            efax_log(ctx, 0, "NIC %s offers %zu bytes of immediate data; efax needs 4", ni->name, ni->cq_data_size);
+            efax_log(ctx, 0, "NIC %s offers %zu bytes of immediate data; efax needs 4", ni->name,
+                     ni->cq_data_size);
             return -EFAX_E_UNSUPPORTED;
         }
         if (ctx->caps.split_writes) /* two halves of whole pages */
@@ -2626,7 +2669,8 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
         size_t l = strlen(names);
         snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", dom[i]->domain_attr->name);
     }
-    nsel = d.nics && *d.nics ? efax__ctx_named_nics(ctx, &d, dom, ndom, names, chosen) : efax__ctx_default_nics(ctx, &d, dom, ndom, chosen);
+    nsel = d.nics && *d.nics ? efax__ctx_named_nics(ctx, &d, dom, ndom, names, chosen)
+                             : efax__ctx_default_nics(ctx, &d, dom, ndom, chosen);
     if (nsel > 0 && d.max_nics > 0 && nsel > d.max_nics) nsel = d.max_nics;
     if (nsel == 0) {
         efax_log(ctx, 0, "provider %s: no NIC selected (NICs here: %s)", ctx->provider, names);
@@ -2818,12 +2862,15 @@ EFAX_PRIVATE int efax__hello_check(const efax__hello *h, int rank, const char *p
         return -EFAX_E_PEER;
     }
     if (h->wire != EFAX_WIRE_VERSION) {
-        snprintf(why, wl, "rank %d runs efax wire version %u, this rank %u: build every rank from the "
-                          "same efax.h", rank, h->wire, EFAX_WIRE_VERSION);
+        snprintf(why, wl,
+                 "rank %d runs efax wire version %u, this rank %u: build every rank from the "
+                 "same efax.h",
+                 rank, h->wire, EFAX_WIRE_VERSION);
         return -EFAX_E_VERSION;
     }
     if (h->rank != rank || h->nnic < 1 || h->nnic > EFAX_MAX_NICS) {
-        snprintf(why, wl, "rank %d sent a malformed endpoint list (rank %d, %d NICs)", rank, h->rank, h->nnic);
+        snprintf(why, wl, "rank %d sent a malformed endpoint list (rank %d, %d NICs)", rank, h->rank,
+                 h->nnic);
         return -EFAX_E_PEER;
     }
     if (memchr(h->provider, 0, sizeof h->provider) == NULL || strcmp(h->provider, provider)) {
@@ -2901,13 +2948,15 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     ctx->rank = boot->rank;
     ctx->size = size;
     ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
-    ctx->peer_host = (char (*)[64])calloc((size_t)size, 64);
+    ctx->peer_host = (char(*)[64])calloc((size_t)size, 64);
     ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
     ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
-    ctx->imm_nic = (uint32_t *)calloc((size_t)size * (size_t)ctx->ntags * (size_t)ctx->nnic, sizeof(uint32_t));
+    ctx->imm_nic =
+        (uint32_t *)calloc((size_t)size * (size_t)ctx->ntags * (size_t)ctx->nnic, sizeof(uint32_t));
     ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
     if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
-    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->imm_nic || !ctx->route_in || !ctx->hooks) {
+    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->imm_nic || !ctx->route_in ||
+        !ctx->hooks) {
         free(all);
         return -FI_ENOMEM;
     }
@@ -2915,7 +2964,8 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
         ctx->peer_nnic[p] = all[p].nnic;
         memcpy(ctx->peer_host[p], all[p].host, 64);
         ctx->peer_host[p][63] = 0;
-        for (j = 0; j < all[p].nnic; j++) ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(&all[p], j, &me);
+        for (j = 0; j < all[p].nnic; j++)
+            ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(&all[p], j, &me);
         for (i = 0; i < ctx->nnic; i++) {
             efax__nic *n = &ctx->nic[i];
             int out = efax__match(&me, i, &all[p]);
@@ -2928,7 +2978,8 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
                 n->cold.connect_ns += efax_now_ns() - t0;
                 if (rc != 1) {
                     efax_log(ctx, 0, "fi_av_insert of rank %d (%s) NIC %s into NIC %s failed: %s", p,
-                             all[p].host, all[p].nic[j].name, n->info.name, fi_strerror(rc < 0 ? -rc : FI_EOTHER));
+                             all[p].host, all[p].nic[j].name, n->info.name,
+                             fi_strerror(rc < 0 ? -rc : FI_EOTHER));
                     free(all);
                     return rc < 0 ? rc : -FI_EOTHER;
                 }
@@ -2985,7 +3036,8 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
         efax__nic *n = &ctx->nic[i];
         uint64_t t0 = efax_now_ns();
         rc = efax__reg(ctx, n, desc->ptr, desc->len, fa, desc->iface, desc->device,
-                       desc->dmabuf ? desc->dmabuf_fd : -1, desc->dmabuf_offset, desc->device_only, &mr->mr[i]);
+                       desc->dmabuf ? desc->dmabuf_fd : -1, desc->dmabuf_offset, desc->device_only,
+                       &mr->mr[i]);
         n->cold.reg_ns += efax_now_ns() - t0;
         n->cold.regs++;
         if (rc) {
@@ -3003,11 +3055,13 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
            that is only used locally, there isn't a key"): normal, not an error. */
         if (mr->key[i] == FI_KEY_NOTAVAIL && (fa & FI_REMOTE_WRITE)) {
             if (n->info.mr_mode & FI_MR_RAW)
-                efax_log(ctx, 0, "NIC %s uses raw memory keys (FI_MR_RAW: fi_mr_raw_attr), which efax does "
-                         "not support; choose another provider with --provider", n->info.name);
+                efax_log(ctx, 0,
+                         "NIC %s uses raw memory keys (FI_MR_RAW: fi_mr_raw_attr), which efax does "
+                         "not support; choose another provider with --provider",
+                         n->info.name);
             else
-                efax_log(ctx, 0, "NIC %s gave no key for %zu bytes registered for remote writes", n->info.name,
-                         desc->len);
+                efax_log(ctx, 0, "NIC %s gave no key for %zu bytes registered for remote writes",
+                         n->info.name, desc->len);
             efax_mr_dereg(mr);
             return -EFAX_E_UNSUPPORTED;
         }
@@ -3044,8 +3098,8 @@ EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank,
     for (; i < len; i++) p[i] = (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)));
 }
 
-EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
-                                     uint64_t iter, uint64_t *first_bad) {
+EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter,
+                                     uint64_t *first_bad) {
     const uint8_t *p = (const uint8_t *)buf;
     uint64_t seed = efax_pattern_seed(rank, iter), i = 0, bad = 0, first = UINT64_MAX;
     for (; i < len; i++) {
@@ -3081,10 +3135,13 @@ EFAX_PRIVATE void *efax__host_pages(size_t len, bool huge) {
 }
 
 EFAX_API void *efax_host_alloc(size_t len) { return efax__host_pages(len, true); }
-EFAX_API void *efax_ctx_host_alloc(const efax_ctx *ctx, size_t len) { return efax__host_pages(len, ctx->huge_pages); }
+EFAX_API void *efax_ctx_host_alloc(const efax_ctx *ctx, size_t len) {
+    return efax__host_pages(len, ctx->huge_pages);
+}
 
 /* Registers b->ptr (len bytes the CPU addresses: host or pinned) and names its path. */
-EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path) {
+EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access,
+                                   const char *path) {
     efax_mr_desc md;
     memset(&md, 0, sizeof md);
     md.ptr = b->ptr;
@@ -3106,31 +3163,44 @@ EFAX_PRIVATE void efax__host_release(efax_buf *b) { free(b->ptr); }
 EFAX_PRIVATE void efax__host_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
     efax_pattern_fill((uint8_t *)b->ptr + off, len, 0, rank, iter);
 }
-EFAX_PRIVATE void efax__host_poison(efax_buf *b, uint64_t off, uint64_t len) { efax_poison((uint8_t *)b->ptr + off, len); }
+EFAX_PRIVATE void efax__host_poison(efax_buf *b, uint64_t off, uint64_t len) {
+    efax_poison((uint8_t *)b->ptr + off, len);
+}
 EFAX_PRIVATE uint64_t efax__host_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
     return efax_pattern_check((uint8_t *)b->ptr + off, len, 0, rank, iter, NULL);
 }
 
-EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
+EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff,
+                                  uint64_t len) {
     memcpy((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len);
 }
 
 EFAX_API const efax_mem_ops *efax_mem_host(void) {
-    static const efax_mem_ops ops = {"host", "", efax__host_alloc, efax__host_release, efax__host_fill,
-                                     efax__host_poison, efax__host_check, efax__host_copy, NULL};
+    static const efax_mem_ops ops = {"host",
+                                     "",
+                                     efax__host_alloc,
+                                     efax__host_release,
+                                     efax__host_fill,
+                                     efax__host_poison,
+                                     efax__host_check,
+                                     efax__host_copy,
+                                     NULL};
     return &ops;
 }
 
-EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg, size_t len) {
+EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg,
+                             size_t len) {
     char buf[128], *tok, *save = NULL;
     *n = 0;
     msg[0] = 0;
     efax__copy(buf, sizeof buf, list && *list ? list : "host");
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (strcmp(tok, "host") && strcmp(tok, "all")) {
-            bool cuda = !strcmp(tok, "pin") || !strcmp(tok, "pinned") || !strcmp(tok, "dma") || !strcmp(tok, "device");
-            snprintf(msg, len, "--mem: '%s' %s", tok, cuda ? "needs the CUDA build of this driver (build/*_cuda, made by nvcc)"
-                                                            : "is not valid: expected host, pin, dma or all");
+            bool cuda = !strcmp(tok, "pin") || !strcmp(tok, "pinned") || !strcmp(tok, "dma") ||
+                        !strcmp(tok, "device");
+            snprintf(msg, len, "--mem: '%s' %s", tok,
+                     cuda ? "needs the CUDA build of this driver (build/*_cuda, made by nvcc)"
+                          : "is not valid: expected host, pin, dma or all");
             return -EFAX_E_USAGE;
         }
         if (*n == 0 && max > 0) kinds[(*n)++] = efax_mem_host();
@@ -3141,7 +3211,8 @@ EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int m
 EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len) {
     size_t u = 0;
     buf[0] = 0;
-    for (int i = 0; i < n && u < len; i++) u += (size_t)snprintf(buf + u, len - u, "%s%s", i ? "," : "", kinds[i]->name);
+    for (int i = 0; i < n && u < len; i++)
+        u += (size_t)snprintf(buf + u, len - u, "%s%s", i ? "," : "", kinds[i]->name);
     return buf;
 }
 
@@ -3151,7 +3222,8 @@ EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, u
 
 EFAX_API int efax_buf_settle(efax_buf *b) { return b->ops && b->ops->settle ? b->ops->settle(b) : 0; }
 
-EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access) {
+EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len,
+                            unsigned access) {
     int rc;
     memset(b, 0, sizeof *b);
     b->ops = ops;
@@ -3182,8 +3254,11 @@ typedef struct efax__mr_blob {
 EFAX_PRIVATE int efax__mr_blob_check(const efax__mr_blob *b, int rank, int nnic, char *why, size_t wl) {
     if (b->magic != EFAX__MR_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != rank || b->nnic != nnic ||
         (b->flags & ~(EFAX_RMR_STAGED | EFAX_RMR_WRITABLE | EFAX_RMR_HOST))) {
-        snprintf(why, wl, "sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs, flags %x; expected wire %u, rank %d, "
-                          "%d NICs)", b->magic, b->wire, b->rank, b->nnic, b->flags, EFAX_WIRE_VERSION, rank, nnic);
+        snprintf(why, wl,
+                 "sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs, flags %x; expected wire %u, "
+                 "rank %d, "
+                 "%d NICs)",
+                 b->magic, b->wire, b->rank, b->nnic, b->flags, EFAX_WIRE_VERSION, rank, nnic);
         return b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
     }
     return 0;
@@ -3204,7 +3279,8 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     me.nnic = ctx->nnic;
     me.base = (ctx->nic[0].info.mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->ptr : 0;
     me.len = mr->len;
-    me.flags = (mr->stage ? EFAX_RMR_STAGED : 0) | ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0) |
+    me.flags = (mr->stage ? EFAX_RMR_STAGED : 0) |
+               ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0) |
                (mr->iface == 0 ? EFAX_RMR_HOST : 0);
     for (i = 0; i < ctx->nnic; i++) me.key[i] = mr->key[i];
     all = (efax__mr_blob *)calloc((size_t)ctx->size, sizeof *all);
@@ -3216,7 +3292,10 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     }
     free(mr->remote);
     mr->remote = (efax_rmr *)calloc((size_t)ctx->size, sizeof(efax_rmr));
-    if (!mr->remote) { free(all); return -FI_ENOMEM; }
+    if (!mr->remote) {
+        free(all);
+        return -FI_ENOMEM;
+    }
     mr->nremote = ctx->size;
     for (p = 0; p < ctx->size; p++) {
         const efax__mr_blob *b = &all[p];
@@ -3287,14 +3366,16 @@ typedef struct efax__boot_reply {
 /* Checks a rendezvous hello at rank 0: 0 to accept; 1 to drop the connection and go on
    waiting (not an efax peer, wrong token); -EFAX_E_VERSION / -EFAX_E_BOOT to give up. why
    says what. fds: the ranks joined so far (-1: not yet). */
-EFAX_PRIVATE int efax__boot_hello_check(const efax__boot_hello *h, uint64_t token, int size, const int *fds, char *why,
-                                        size_t wl) {
+EFAX_PRIVATE int efax__boot_hello_check(const efax__boot_hello *h, uint64_t token, int size, const int *fds,
+                                        char *why, size_t wl) {
     if (h->magic != EFAX__BOOT_MAGIC || h->token != token) {
-        snprintf(why, wl, "rejected a connection: %s", h->magic != EFAX__BOOT_MAGIC ? "not an efax peer" : "wrong EFAX_TOKEN");
+        snprintf(why, wl, "rejected a connection: %s",
+                 h->magic != EFAX__BOOT_MAGIC ? "not an efax peer" : "wrong EFAX_TOKEN");
         return 1;
     }
     if (h->wire != EFAX_WIRE_VERSION) {
-        snprintf(why, wl, "rank %d runs efax wire version %u, rank 0 runs %u: build every rank from the same efax.h",
+        snprintf(why, wl,
+                 "rank %d runs efax wire version %u, rank 0 runs %u: build every rank from the same efax.h",
                  h->rank, h->wire, EFAX_WIRE_VERSION);
         return -EFAX_E_VERSION;
     }
@@ -3345,8 +3426,10 @@ EFAX_PRIVATE int efax__tcp_listen(efax_boot *b, const char *root, const struct a
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, b->size)) {
         rc = -errno;
-        efax__blog(b, 0, "rendezvous: rank 0 cannot listen on %s: %s (it must be an address of rank 0's "
-                         "host, and the port free)", root, strerror(errno));
+        efax__blog(b, 0,
+                   "rendezvous: rank 0 cannot listen on %s: %s (it must be an address of rank 0's "
+                   "host, and the port free)",
+                   root, strerror(errno));
         close(lfd);
         return rc;
     }
@@ -3359,7 +3442,10 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, int lfd, uint64_
     int one = 1, joined = 0, i, rc = 0;
     efax__boot_reply rep;
     b->fds = (int *)malloc(sizeof(int) * (size_t)b->size);
-    if (!b->fds) { close(lfd); return -FI_ENOMEM; }
+    if (!b->fds) {
+        close(lfd);
+        return -FI_ENOMEM;
+    }
     b->fd = -1;
     for (i = 0; i < b->size; i++) b->fds[i] = -1;
     while (joined < b->size - 1) {
@@ -3381,8 +3467,9 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, int lfd, uint64_
                 if (b->fds[i] < 0) l += (size_t)snprintf(miss + l, sizeof miss - l, "%s%d", l ? "," : "", i);
             efax__blog(b, 0, "rendezvous: timed out after %d ms waiting for rank(s) %s to join at %s (%s)",
                        b->timeout_ms, miss, root,
-                       b->kind == EFAX_BOOT_TCP ? "never started, or EFAX_ROOT/EFAX_TOKEN differ"
-                                                : "they could not reach this host over TCP: see their errors");
+                       b->kind == EFAX_BOOT_TCP
+                           ? "never started, or EFAX_ROOT/EFAX_TOKEN differ"
+                           : "they could not reach this host over TCP: see their errors");
             rc = -FI_ETIMEDOUT;
             break;
         }
@@ -3396,7 +3483,10 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, int lfd, uint64_
         {
             uint64_t hd = efax_now_ns() + 5000000000ull;
             if (hd > deadline) hd = deadline;
-            if (efax__io(fd, &h, sizeof h, false, hd)) { close(fd); continue; }
+            if (efax__io(fd, &h, sizeof h, false, hd)) {
+                close(fd);
+                continue;
+            }
         }
         memset(&rep, 0, sizeof rep);
         rep.magic = EFAX__BOOT_MAGIC;
@@ -3433,7 +3523,10 @@ EFAX_PRIVATE int efax__tcp_try(efax_boot *b, const struct addrinfo *a, const cha
     struct pollfd pf;
     efax__boot_hello h;
     efax__boot_reply rep;
-    if (fd < 0) { snprintf(last, ll, "socket: %s", strerror(errno)); return 1; }
+    if (fd < 0) {
+        snprintf(last, ll, "socket: %s", strerror(errno));
+        return 1;
+    }
     if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
         snprintf(last, ll, "%s", strerror(errno));
         close(fd);
@@ -3462,11 +3555,17 @@ EFAX_PRIVATE int efax__tcp_try(efax_boot *b, const struct addrinfo *a, const cha
     h.token = b->token;
     h.rank = b->rank;
     h.size = b->size;
-    if ((rc = efax__io(fd, &h, sizeof h, true, deadline)) || (rc = efax__io(fd, &rep, sizeof rep, false, deadline))) {
+    if ((rc = efax__io(fd, &h, sizeof h, true, deadline)) ||
+        (rc = efax__io(fd, &rep, sizeof rep, false, deadline))) {
         close(fd);
-        if (stranger_ok) { snprintf(last, ll, "a listener that is not our rank 0"); return 1; }
-        efax__blog(b, 0, "rendezvous at %s: rank 0 closed the connection or did not answer (%s): "
-                         "check that EFAX_TOKEN and EFAX_SIZE are the same on every rank", root, efax_strerror(rc));
+        if (stranger_ok) {
+            snprintf(last, ll, "a listener that is not our rank 0");
+            return 1;
+        }
+        efax__blog(b, 0,
+                   "rendezvous at %s: rank 0 closed the connection or did not answer (%s): "
+                   "check that EFAX_TOKEN and EFAX_SIZE are the same on every rank",
+                   root, efax_strerror(rc));
         return rc == -FI_ETIMEDOUT ? rc : -EFAX_E_BOOT;
     }
     if (rep.magic == EFAX__BOOT_MAGIC && !rep.status) {
@@ -3475,13 +3574,18 @@ EFAX_PRIVATE int efax__tcp_try(efax_boot *b, const struct addrinfo *a, const cha
     }
     close(fd);
     if (rep.magic == EFAX__BOOT_MAGIC && (rep.status == -EFAX_E_VERSION || rep.wire != EFAX_WIRE_VERSION)) {
-        efax__blog(b, 0, "rendezvous: rank 0 runs efax wire version %u, this rank %u: build every rank from "
-                         "the same efax.h", rep.wire, EFAX_WIRE_VERSION);
+        efax__blog(b, 0,
+                   "rendezvous: rank 0 runs efax wire version %u, this rank %u: build every rank from "
+                   "the same efax.h",
+                   rep.wire, EFAX_WIRE_VERSION);
         return -EFAX_E_VERSION;
     }
-    if (stranger_ok) { snprintf(last, ll, "another job's rank 0 refused us"); return 1; }
-    efax__blog(b, 0, "rendezvous at %s refused rank %d: %s (check EFAX_TOKEN, EFAX_SIZE, EFAX_RANK)", root, b->rank,
-               efax_strerror(rep.status));
+    if (stranger_ok) {
+        snprintf(last, ll, "another job's rank 0 refused us");
+        return 1;
+    }
+    efax__blog(b, 0, "rendezvous at %s refused rank %d: %s (check EFAX_TOKEN, EFAX_SIZE, EFAX_RANK)", root,
+               b->rank, efax_strerror(rep.status));
     return -EFAX_E_BOOT;
 }
 
@@ -3498,8 +3602,9 @@ EFAX_PRIVATE int efax__tcp_dial(efax_boot *b, const struct addrinfo *ai, const c
         if (efax__remaining_ms(deadline) == 0) break;
         usleep(100000);
     }
-    efax__blog(b, 0, "rendezvous: could not reach rank 0 at %s within %d ms (last error: %s); check the "
-                     "address, that rank 0 is running, and that TCP between the hosts is allowed",
+    efax__blog(b, 0,
+               "rendezvous: could not reach rank 0 at %s within %d ms (last error: %s); check the "
+               "address, that rank 0 is running, and that TCP between the hosts is allowed",
                root, b->timeout_ms, last);
     return -FI_ETIMEDOUT;
 }
@@ -3548,15 +3653,16 @@ EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, v
     for (i = 1; i < b->size; i++) {
         rc = efax__io(b->fds[i], &hdr, sizeof hdr, false, deadline);
         if (!rc && hdr != len) {
-            efax__blog(b, 0, "rendezvous all-gather: rank %d sent %llu bytes, rank 0 expected %zu: the "
-                             "ranks run different programs or call collectives in another order",
+            efax__blog(b, 0,
+                       "rendezvous all-gather: rank %d sent %llu bytes, rank 0 expected %zu: the "
+                       "ranks run different programs or call collectives in another order",
                        i, (unsigned long long)hdr, len);
             return -EFAX_E_BOOT;
         }
         if (!rc) rc = efax__io(b->fds[i], (uint8_t *)out + (size_t)i * len, len, false, deadline);
         if (rc) {
-            efax__blog(b, 0, "rendezvous all-gather: lost rank %d (%s): %s", i,
-                       b->hosts ? b->hosts[i] : "?", rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
+            efax__blog(b, 0, "rendezvous all-gather: lost rank %d (%s): %s", i, b->hosts ? b->hosts[i] : "?",
+                       rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
             return rc;
         }
     }
@@ -3649,7 +3755,8 @@ EFAX_PRIVATE uint64_t efax__random64(void) {
 
 /* Appends " a.b.c.d" to the bootstrap card unless it is there already (or is loopback and
    loopback_ok is false); returns the new length. */
-EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struct in_addr *ip, bool loopback_ok) {
+EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struct in_addr *ip,
+                                   bool loopback_ok) {
     char a[INET_ADDRSTRLEN + 2] = " ";
     size_t n;
     if (!loopback_ok && (ntohl(ip->s_addr) >> 24) == 127) return l;
@@ -3659,7 +3766,10 @@ EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struc
     a[n + 1] = 0;
     card[l] = ' '; /* the card ends in a space while we search, so every address matches whole */
     card[l + 1] = 0;
-    if (strstr(card, a) || l + n + 2 >= cap) { card[l] = 0; return l; }
+    if (strstr(card, a) || l + n + 2 >= cap) {
+        card[l] = 0;
+        return l;
+    }
     a[n] = 0;
     memcpy(card + l, a, n + 1);
     return l + n;
@@ -3695,7 +3805,8 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
         any.ai_addrlen = sizeof sa;
         if ((lfd = efax__tcp_listen(b, "an ephemeral port (PMIx bootstrap)", &any)) < 0) return lfd;
         getsockname(lfd, (struct sockaddr *)&sa, &sl);
-        l = (size_t)snprintf(card, sizeof card, "%016llx %u", (unsigned long long)b->token, (unsigned)ntohs(sa.sin_port));
+        l = (size_t)snprintf(card, sizeof card, "%016llx %u", (unsigned long long)b->token,
+                             (unsigned)ntohs(sa.sin_port));
         { /* first what this host's name resolves to (the address the cluster knows it by) */
             char hn[256];
             struct addrinfo hints, *res = NULL, *a;
@@ -3704,7 +3815,8 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
             hints.ai_socktype = SOCK_STREAM;
             if (!gethostname(hn, sizeof hn) && !getaddrinfo(hn, NULL, &hints, &res)) {
                 for (a = res; a; a = a->ai_next)
-                    l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)a->ai_addr)->sin_addr, false);
+                    l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)a->ai_addr)->sin_addr,
+                                       false);
                 freeaddrinfo(res);
             }
         }
@@ -3713,7 +3825,8 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
                 for (i = ifs; i; i = i->ifa_next)
                     if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
                         !(i->ifa_flags & IFF_LOOPBACK) == !pass)
-                        l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, pass == 1);
+                        l = efax__card_add(card, sizeof card, l,
+                                           &((struct sockaddr_in *)i->ifa_addr)->sin_addr, pass == 1);
             freeifaddrs(ifs);
         }
         PMIX_VALUE_CONSTRUCT(&val);
@@ -3735,7 +3848,8 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
     efax__pmix_proc(&r0, me, 0);
     st = PMIx_Get(&r0, "efax.boot", NULL, 0, &v);
     if (st != PMIX_SUCCESS || !v || v->type != PMIX_STRING || !v->data.string) {
-        efax__blog(b, 0, "PMIx_Get(efax.boot) from rank 0: %s", st != PMIX_SUCCESS ? PMIx_Error_string(st) : "not a string");
+        efax__blog(b, 0, "PMIx_Get(efax.boot) from rank 0: %s",
+                   st != PMIX_SUCCESS ? PMIx_Error_string(st) : "not a string");
         if (v) PMIX_VALUE_RELEASE(v);
         return -EFAX_E_BOOT;
     }
@@ -3750,7 +3864,8 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
         char a[INET_ADDRSTRLEN + 1];
         const char *addrs;
         if (sscanf(card, "%llx %u%n", &token, &port, &off) != 2 || port == 0 || port > 65535) {
-            efax__blog(b, 0, "PMIx: rank 0 published '%s' under efax.boot: the ranks run different programs", card);
+            efax__blog(b, 0, "PMIx: rank 0 published '%s' under efax.boot: the ranks run different programs",
+                       card);
             return -EFAX_E_BOOT;
         }
         b->token = token;
@@ -3784,8 +3899,10 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
    30000) and force ($EFAX_BOOTSTRAP: pmix or tcp). */
 EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, efax_boot_desc *d) {
     int rc;
-    if (desc) *d = *desc;
-    else memset(d, 0, sizeof *d);
+    if (desc)
+        *d = *desc;
+    else
+        memset(d, 0, sizeof *d);
     b->log = d->log, b->log_user = d->log_user; /* errors below are logged */
     if (d->timeout_ms <= 0 && (rc = efax__env(EFAX__ENV_TIMEOUT_MS, &d->timeout_ms))) return rc;
     if (d->force && !strcmp(d->force, "single")) return 0;
@@ -3803,7 +3920,8 @@ EFAX_PRIVATE int efax__boot_tcp(efax_boot *b, const char *root) {
     char h[256], pt[16];
     int rc;
     if (!root || !*root || !getenv("EFAX_RANK") || !getenv("EFAX_SIZE")) {
-        efax__blog(b, 0, "the TCP rendezvous needs EFAX_RANK, EFAX_SIZE and EFAX_ROOT=host:port on every rank");
+        efax__blog(b, 0,
+                   "the TCP rendezvous needs EFAX_RANK, EFAX_SIZE and EFAX_ROOT=host:port on every rank");
         return -EFAX_E_LAUNCH;
     }
     if ((rc = efax__env_int("EFAX_SIZE", 1, 1, EFAX_IMM_MAX_RANKS, &b->size))) return rc;
@@ -3812,7 +3930,8 @@ EFAX_PRIVATE int efax__boot_tcp(efax_boot *b, const char *root) {
         efax__blog(b, 0, "EFAX_ROOT='%s' is not host:port (e.g. 10.0.0.1:29500 or [fe80::1]:29500)", root);
         return -EFAX_E_USAGE;
     }
-    if (!getenv("EFAX_TOKEN")) efax__blog(b, 1, "EFAX_TOKEN is not set: the rendezvous accepts any peer that knows EFAX_ROOT");
+    if (!getenv("EFAX_TOKEN"))
+        efax__blog(b, 1, "EFAX_TOKEN is not set: the rendezvous accepts any peer that knows EFAX_ROOT");
     b->token = efax__hash(getenv("EFAX_TOKEN"));
     b->kind = EFAX_BOOT_TCP;
     return b->size > 1 ? efax__tcp_join(b, root, deadline) : 0;
@@ -3822,10 +3941,12 @@ EFAX_PRIVATE int efax__boot_tcp(efax_boot *b, const char *root) {
 EFAX_PRIVATE int efax__boot_hosts(efax_boot *b) {
     const char *node = getenv("EFAX_NODE");
     int rc, i;
-    if (!b->host[0] && node && *node) efax__copy(b->host, sizeof b->host, node); /* PMIx may have named it */
-    else if (!b->host[0] && gethostname(b->host, sizeof b->host)) efax__copy(b->host, sizeof b->host, "?");
+    if (!b->host[0] && node && *node)
+        efax__copy(b->host, sizeof b->host, node); /* PMIx may have named it */
+    else if (!b->host[0] && gethostname(b->host, sizeof b->host))
+        efax__copy(b->host, sizeof b->host, "?");
     b->host[sizeof b->host - 1] = 0;
-    if (!(b->hosts = (char (*)[64])calloc((size_t)b->size, 64))) return -FI_ENOMEM;
+    if (!(b->hosts = (char(*)[64])calloc((size_t)b->size, 64))) return -FI_ENOMEM;
     if ((rc = efax_boot_allgather(b, b->host, 64, b->hosts, -1))) return rc;
     b->local_rank = 0, b->local_size = 0;
     for (i = 0; i < b->size; i++) {
@@ -3855,16 +3976,18 @@ EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
 #ifndef EFAX_NO_PMIX
         if (!(rc = efax__pmix_init(b))) rc = efax__pmix_star(b);
 #else
-        efax__blog(b, 0, "launched under PMIx, but this program was built with EFAX_NO_PMIX: rebuild "
-                         "without it (and with $(pkg-config --cflags --libs pmix)) or use EFAX_ROOT");
+        efax__blog(b, 0,
+                   "launched under PMIx, but this program was built with EFAX_NO_PMIX: rebuild "
+                   "without it (and with $(pkg-config --cflags --libs pmix)) or use EFAX_ROOT");
         return -EFAX_E_LAUNCH;
 #endif
     } else if (d.allow_single) {
         b->kind = EFAX_BOOT_SINGLE;
     } else {
-        efax__blog(b, 0, "no launcher found: start every rank with `mpirun -np N PROG` (Open MPI), "
-                         "`srun --mpi=pmix -n N PROG` (Slurm) or `prterun`, or set EFAX_RANK, EFAX_SIZE, "
-                         "EFAX_ROOT=host:port and EFAX_TOKEN on every rank");
+        efax__blog(b, 0,
+                   "no launcher found: start every rank with `mpirun -np N PROG` (Open MPI), "
+                   "`srun --mpi=pmix -n N PROG` (Slurm) or `prterun`, or set EFAX_RANK, EFAX_SIZE, "
+                   "EFAX_ROOT=host:port and EFAX_TOKEN on every rank");
         return -EFAX_E_LAUNCH;
     }
     if (!rc) rc = efax__boot_hosts(b);
@@ -3895,15 +4018,15 @@ EFAX_API void efax_boot_deinit(efax_boot *b) {
 EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
     if (timeout_ms < 0) timeout_ms = b->timeout_ms;
     switch (b->kind) {
-    case EFAX_BOOT_SINGLE:
-        memcpy(out, in, len);
-        return 0;
+    case EFAX_BOOT_SINGLE: memcpy(out, in, len); return 0;
     case EFAX_BOOT_TCP:
     case EFAX_BOOT_PMIX: /* collectives run on the TCP star PMIx helped wire (efax__pmix_star) */
-        if (b->size == 1) { memcpy(out, in, len); return 0; }
+        if (b->size == 1) {
+            memcpy(out, in, len);
+            return 0;
+        }
         return efax__tcp_allgather(b, in, len, out, timeout_ms);
-    default:
-        return -EFAX_E_BOOT;
+    default: return -EFAX_E_BOOT;
     }
 }
 
@@ -3956,8 +4079,10 @@ EFAX_PRIVATE const char *efax__host(const efax_ctx *ctx, int peer) {
 
 EFAX_PRIVATE void efax__seg_push(efax_seg **head, efax_seg **tail, efax_seg *s) {
     s->next = NULL;
-    if (*tail) (*tail)->next = s;
-    else *head = s;
+    if (*tail)
+        (*tail)->next = s;
+    else
+        *head = s;
     *tail = s;
 }
 
@@ -3990,7 +4115,8 @@ EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint6
         return (int)(x->has_imm ? fi_inject_writedata(n->ep, buf, len, imm, rt->fa, addr, key)
                                 : fi_inject_write(n->ep, buf, len, rt->fa, addr, key));
     }
-    return (int)(x->has_imm ? fi_injectdata(n->ep, buf, len, imm, rt->fa) : fi_inject(n->ep, buf, len, rt->fa));
+    return (int)(x->has_imm ? fi_injectdata(n->ep, buf, len, imm, rt->fa)
+                            : fi_inject(n->ep, buf, len, rt->fa));
 }
 
 EFAX_PRIVATE void efax__op_free(efax__nic *n, efax_op *op) {
@@ -4003,7 +4129,8 @@ EFAX_PRIVATE void efax__split_done(efax_ctx *ctx, efax__nic *n, efax_op *op);
 
 /* Fills op for len bytes at offset off of transfer x on NIC nic: the local iovec and, for a
    write, the remote one. Returns the peer's address on that NIC. */
-EFAX_PRIVATE fi_addr_t efax__op_fill(efax_ctx *ctx, efax_op *op, efax_xfer *x, int nic, uint64_t off, uint64_t len) {
+EFAX_PRIVATE fi_addr_t efax__op_fill(efax_ctx *ctx, efax_op *op, efax_xfer *x, int nic, uint64_t off,
+                                     uint64_t len) {
     const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)nic];
     op->kind = EFAX__OPK_TX;
     op->x = x;
@@ -4101,9 +4228,10 @@ EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
         int rc = 0;
         if (!x->status) {
             const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic];
-            rc = op->split == EFAX__SPLIT_HALF ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
-                                               : (int)fi_inject_writedata(n->ep, op->iov.iov_base, 0, x->imm, rt->fa,
-                                                                          op->riov.addr, op->riov.key);
+            rc = op->split == EFAX__SPLIT_HALF
+                     ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
+                     : (int)fi_inject_writedata(n->ep, op->iov.iov_base, 0, x->imm, rt->fa, op->riov.addr,
+                                                op->riov.key);
             if (rc == -FI_EAGAIN) {
                 n->stats.eagain++;
                 return;
@@ -4112,8 +4240,8 @@ EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
         n->retry = op->next;
         if (rc) {
             efax_log(ctx, 0, "%s to rank %d (%s) on NIC %s: posting failed: %s (%d)",
-                     op->split == EFAX__SPLIT_HALF ? "split write's own half" : "split write's marker", x->peer,
-                     efax__host(ctx, x->peer), n->info.name, fi_strerror(-rc), rc);
+                     op->split == EFAX__SPLIT_HALF ? "split write's own half" : "split write's marker",
+                     x->peer, efax__host(ctx, x->peer), n->info.name, fi_strerror(-rc), rc);
             efax__fail_xfer(ctx, x, rc);
         }
         if (op->split == EFAX__SPLIT_HALF && !rc && !x->status) {
@@ -4188,14 +4316,18 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         if (x->cell_seq) { /* to a staged target: one cell per chunk, its index in the sequence bits */
             uint64_t cell = at / x->chunk, end = (cell + 1) * x->chunk;
             if (len > end - at) len = end - at;
-            imm = (x->imm & ~((1u << EFAX_IMM_SEQ_BITS) - 1)) | (uint32_t)(cell & ((1u << EFAX_IMM_SEQ_BITS) - 1));
+            imm = (x->imm & ~((1u << EFAX_IMM_SEQ_BITS) - 1)) |
+                  (uint32_t)(cell & ((1u << EFAX_IMM_SEQ_BITS) - 1));
         } else if (len > x->chunk) {
             len = x->chunk;
         }
         if (x->ready && !x->ready(x->ready_user, at, len)) break;
         /* a staged source: its bytes must have been copied out first */
-        if (x->lmr->stage && x->op == EFAX_OP_WRITE && !x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + at, len)) break;
-        if (len <= (x->op == EFAX_OP_WRITE ? n->info.inject_rma_size : n->info.inject_size) && x->lmr->iface == 0) {
+        if (x->lmr->stage && x->op == EFAX_OP_WRITE &&
+            !x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + at, len))
+            break;
+        if (len <= (x->op == EFAX_OP_WRITE ? n->info.inject_rma_size : n->info.inject_size) &&
+            x->lmr->iface == 0) {
             rc = efax__inject_tx(ctx, n, s, len, imm);
             if (rc == 0) {
                 n->stats.tx_bytes += len;
@@ -4301,9 +4433,10 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     efax_imm_decode((uint32_t)data, &rank, &tag, &seq);
     if (!ctx->imm || rank >= ctx->size || tag >= ctx->ntags) {
         if (ctx->bad_imm++ < 8)
-            efax_log(ctx, 1, "NIC %s: immediate data 0x%08x names rank %d tag %d, outside this job "
-                             "(%d ranks, %d tags): ignored", ctx->nic[nic].info.name, (unsigned)data, rank,
-                     tag, ctx->size, ctx->ntags);
+            efax_log(ctx, 1,
+                     "NIC %s: immediate data 0x%08x names rank %d tag %d, outside this job "
+                     "(%d ranks, %d tags): ignored",
+                     ctx->nic[nic].info.name, (unsigned)data, rank, tag, ctx->size, ctx->ntags);
         return;
     }
     if (ctx->hooks[tag].fn) {
@@ -4337,7 +4470,10 @@ EFAX_PRIVATE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int e
             n->stats.tx_ops++;
             x->bytes_done += op->len;
             for (i = 0; i < x->nseg; i++) /* which NIC's piece: for naming a stalled NIC */
-                if (x->seg[i].nic == op->nic) { x->seg[i].completed += op->len; break; }
+                if (x->seg[i].nic == op->nic) {
+                    x->seg[i].completed += op->len;
+                    break;
+                }
         }
         if (op->split) { /* a half of a split write: the marker follows both */
             if (err) efax__fail_xfer(ctx, x, err);
@@ -4390,9 +4526,12 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
     }
     {
         efax_xfer *x = op->x;
-        int rnic = x->peer >= 0 && ctx->route ? ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic].rnic : -1;
+        int rnic = x->peer >= 0 && ctx->route
+                       ? ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic].rnic
+                       : -1;
         if (x->peer >= 0)
-            efax_log(ctx, 0, "%s of %llu bytes to rank %d (%s) on NIC %s (peer NIC %d) failed: %s (provider: %s)",
+            efax_log(ctx, 0,
+                     "%s of %llu bytes to rank %d (%s) on NIC %s (peer NIC %d) failed: %s (provider: %s)",
                      efax__opname(x->op), (unsigned long long)op->len, x->peer, efax__host(ctx, x->peer),
                      n->info.name, rnic, fi_strerror(e.err), ptxt ? ptxt : "-");
         else
@@ -4462,8 +4601,9 @@ EFAX_PRIVATE int efax__eq_read(efax_ctx *ctx, efax__nic *n) {
             return (int)got;
         }
         ptxt = e.prov_errno ? fi_eq_strerror(n->eq, e.prov_errno, e.err_data, pbuf, sizeof pbuf) : "none";
-        efax_log(ctx, 0, "NIC %s (%s, %s) reported an endpoint error on its event queue: %s (provider errno %d: %s); "
-                         "the provider names no peer or operation for it: every transfer on this NIC stops here",
+        efax_log(ctx, 0,
+                 "NIC %s (%s, %s) reported an endpoint error on its event queue: %s (provider errno %d: %s); "
+                 "the provider names no peer or operation for it: every transfer on this NIC stops here",
                  n->info.name, n->info.provider, ctx->peer_host ? efax__host(ctx, ctx->rank) : "this host",
                  fi_strerror(e.err ? e.err : FI_EOTHER), e.prov_errno, ptxt ? ptxt : "-");
         return -(e.err > 0 ? e.err : FI_EOTHER);
@@ -4598,8 +4738,7 @@ EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
     return 0;
 }
 
-EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off,
-                       uint64_t len) {
+EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off, uint64_t len) {
     int rc;
     if (nic < 0 || nic >= ctx->nnic) {
         efax_log(ctx, 0, "receive: NIC index %d, this context has %d", nic, ctx->nnic);
@@ -4625,17 +4764,22 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
     x->cell_seq = (rmr->remote[peer].flags & EFAX_RMR_STAGED) != 0; /* chunks on its cell grid, indexed */
     for (i = 0; i < nseg; i++) {
         const efax_seg *s = &x->seg[i];
-        if (!s->len) chunks++;
-        else if (x->cell_seq) chunks += (s->off + s->len - 1) / chunk - s->off / chunk + 1;
-        else chunks += (s->len + chunk - 1) / chunk;
+        if (!s->len)
+            chunks++;
+        else if (x->cell_seq)
+            chunks += (s->off + s->len - 1) / chunk - s->off / chunk + 1;
+        else
+            chunks += (s->len + chunk - 1) / chunk;
     }
     if ((rc = efax__check_local(ctx, lmr, loff, len, "write source"))) return rc;
     {
         const efax_rmr *rm = &rmr->remote[peer];
         if (roff > rm->len || len > rm->len - roff) {
-            efax_log(ctx, 0, "write to rank %d (%s): bytes [%llu, %llu) fall outside its registered "
-                             "window of %llu bytes", peer, efax__host(ctx, peer), (unsigned long long)roff,
-                     (unsigned long long)(roff + len), (unsigned long long)rm->len);
+            efax_log(ctx, 0,
+                     "write to rank %d (%s): bytes [%llu, %llu) fall outside its registered "
+                     "window of %llu bytes",
+                     peer, efax__host(ctx, peer), (unsigned long long)roff, (unsigned long long)(roff + len),
+                     (unsigned long long)rm->len);
             return -EFAX_E_BOUNDS;
         }
     }
@@ -4662,8 +4806,8 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
     if (lmr->stage) { /* a staged source: copy it out cell by cell; each chunk waits for its cells */
         int src = lmr->stage->out_begin(lmr->stage_user, loff, len, stage_unit);
         if (src) {
-            efax_log(ctx, 0, "write to rank %d: copying %llu bytes out to the staging buffer failed: %s", peer,
-                     (unsigned long long)len, efax_strerror(src));
+            efax_log(ctx, 0, "write to rank %d: copying %llu bytes out to the staging buffer failed: %s",
+                     peer, (unsigned long long)len, efax_strerror(src));
             x->done = true;
             x->status = src;
             return src;
@@ -4685,7 +4829,8 @@ EFAX_API bool efax_xfer_done(const efax_xfer *x) { return x->done; }
 /* Waits spin on the CQs; after a stretch with nothing completed they yield the core, so
    ranks that outnumber cores (CI, oversubscribed tests) still make progress promptly. */
 EFAX_PRIVATE void efax__idle(int got, unsigned *idle) {
-    if (got > 0) *idle = 0;
+    if (got > 0)
+        *idle = 0;
     else if (++*idle >= 512) {
         *idle = 0;
         sched_yield();
@@ -4727,17 +4872,18 @@ EFAX_PRIVATE void efax__busy_nics(const efax_ctx *ctx, char *out, size_t len) {
         const efax_seg *sg;
         for (sg = n->pend_head; sg; sg = sg->next) waiting++;
         if (!n->inflight && !waiting) continue;
-        u += (size_t)snprintf(out + u, len - u, "%s NIC %s (%d posted, %u waiting)", u ? "," : "; still in flight here:",
-                              n->info.name, n->inflight, waiting);
+        u += (size_t)snprintf(out + u, len - u, "%s NIC %s (%d posted, %u waiting)",
+                              u ? "," : "; still in flight here:", n->info.name, n->inflight, waiting);
     }
 }
 
 EFAX_PRIVATE int efax__timeout_msg(efax_ctx *ctx, const efax_xfer *x, int ms) {
     if (x->op == EFAX_OP_RECV)
-        efax_log(ctx, 0, "timed out after %d ms waiting for a receive of up to %llu bytes on NIC %s: "
-                         "no peer sent it (died, never started, or slower than the timeout: raise "
-                         "EFAX_TIMEOUT_MS or --timeout)", ms, (unsigned long long)x->len,
-                 ctx->nic[x->seg[0].nic].info.name);
+        efax_log(ctx, 0,
+                 "timed out after %d ms waiting for a receive of up to %llu bytes on NIC %s: "
+                 "no peer sent it (died, never started, or slower than the timeout: raise "
+                 "EFAX_TIMEOUT_MS or --timeout)",
+                 ms, (unsigned long long)x->len, ctx->nic[x->seg[0].nic].info.name);
     else {
         char nics[256];
         size_t u = 0;
@@ -4746,12 +4892,15 @@ EFAX_PRIVATE int efax__timeout_msg(efax_ctx *ctx, const efax_xfer *x, int ms) {
         for (i = 0; i < x->nseg && u < sizeof nics; i++) /* the NICs whose pieces did not finish */
             if (x->seg[i].completed < x->seg[i].len || (!x->seg[i].len && x->pending))
                 u += (size_t)snprintf(nics + u, sizeof nics - u, "%s%s (%llu of %llu bytes)", u ? ", " : "",
-                                      ctx->nic[x->seg[i].nic].info.name, (unsigned long long)x->seg[i].completed,
+                                      ctx->nic[x->seg[i].nic].info.name,
+                                      (unsigned long long)x->seg[i].completed,
                                       (unsigned long long)x->seg[i].len);
-        efax_log(ctx, 0, "timed out after %d ms: %s of %llu bytes to rank %d (%s) stalled on NIC %s; %u chunk(s) "
-                         "in flight. The peer died or stopped progressing, that NIC's link is down, or the "
-                         "transfer needs more than EFAX_TIMEOUT_MS / --timeout", ms, efax__opname(x->op),
-                 (unsigned long long)x->len, x->peer, efax__host(ctx, x->peer), nics[0] ? nics : "?", x->pending);
+        efax_log(ctx, 0,
+                 "timed out after %d ms: %s of %llu bytes to rank %d (%s) stalled on NIC %s; %u chunk(s) "
+                 "in flight. The peer died or stopped progressing, that NIC's link is down, or the "
+                 "transfer needs more than EFAX_TIMEOUT_MS / --timeout",
+                 ms, efax__opname(x->op), (unsigned long long)x->len, x->peer, efax__host(ctx, x->peer),
+                 nics[0] ? nics : "?", x->pending);
     }
     return -FI_ETIMEDOUT;
 }
@@ -4770,7 +4919,8 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
         if (first == n) break;
         if ((rc = efax_progress(ctx)) < 0) return rc;
         efax__idle(rc, &idle);
-        if (efax__expired(&deadline, &spins, timeout_ms)) return efax__timeout_msg(ctx, xs[first], timeout_ms);
+        if (efax__expired(&deadline, &spins, timeout_ms))
+            return efax__timeout_msg(ctx, xs[first], timeout_ms);
     }
     for (i = 0; i < n; i++)
         if (xs[i] && xs[i]->status) return xs[i]->status;
@@ -4804,7 +4954,8 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     memset(msg + 4, 0, 4);
     for (;;) {
         rc = (int)fi_tinjectdata(n->ep, msg, sizeof msg, imm,
-                                 ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa, EFAX__CTRL_TAG);
+                                 ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa,
+                                 EFAX__CTRL_TAG);
         if (rc == 0) return 0;
         if (rc != -FI_EAGAIN) {
             efax_log(ctx, 0, "notify to rank %d (%s) on NIC %s failed: %s (%d)", peer, efax__host(ctx, peer),
@@ -4815,8 +4966,10 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
         if ((rc = efax_progress(ctx)) < 0) return rc;
         efax__idle(rc, &idle);
         if (efax__expired(&deadline, &spins, ctx->timeout_ms)) {
-            efax_log(ctx, 0, "timed out after %d ms sending a notification to rank %d (%s): the provider "
-                             "kept refusing (-FI_EAGAIN)", ctx->timeout_ms, peer, efax__host(ctx, peer));
+            efax_log(ctx, 0,
+                     "timed out after %d ms sending a notification to rank %d (%s): the provider "
+                     "kept refusing (-FI_EAGAIN)",
+                     ctx->timeout_ms, peer, efax__host(ctx, peer));
             return -FI_ETIMEDOUT;
         }
     }
@@ -4832,14 +4985,16 @@ EFAX_API int efax_ctx_warmup(efax_ctx *ctx) {
         for (k = 0; p != ctx->rank && k < ctx->nnic; k++)
             if ((rc = efax_notify_nic(ctx, p, k, EFAX_TAG_INTERNAL, 0))) return rc;
     for (p = 0; p < ctx->size; p++)
-        if (p != ctx->rank && (rc = efax_wait_imm(ctx, p, EFAX_TAG_INTERNAL, 0, (uint32_t)ctx->peer_nnic[p], -1)))
+        if (p != ctx->rank &&
+            (rc = efax_wait_imm(ctx, p, EFAX_TAG_INTERNAL, 0, (uint32_t)ctx->peer_nnic[p], -1)))
             return rc;
     return 0;
 }
 
 EFAX_API int efax_ctx_imm_hook(efax_ctx *ctx, int tag, efax_imm_fn fn, void *user) {
     if (!ctx->hooks || tag <= EFAX_TAG_INTERNAL || tag >= ctx->ntags) {
-        efax_log(ctx, 0, "imm hook: tag %d outside 1..%d (or efax_ctx_connect not called)", tag, ctx->ntags - 1);
+        efax_log(ctx, 0, "imm hook: tag %d outside 1..%d (or efax_ctx_connect not called)", tag,
+                 ctx->ntags - 1);
         return -FI_EINVAL;
     }
     ctx->hooks[tag].fn = fn;
@@ -4854,8 +5009,8 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag) {
 
 /* efax_wait_imm; `expect` (arrivals due on each local NIC, or NULL) lets a timeout name the
    NICs that fell short — a dead rail — rather than only count what arrived. */
-EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms,
-                                const uint32_t *expect) {
+EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count,
+                                int timeout_ms, const uint32_t *expect) {
     efax__imm_slot *sl;
     uint64_t deadline = 0;
     unsigned spins = 0, idle = 0;
@@ -4870,8 +5025,9 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
     for (;;) {
         if (sl->stale || (sl->count && sl->seq != seq)) {
-            efax_log(ctx, 0, "rank %d (%s) tag %d: expected arrivals of sequence %u, got %u of sequence %u: "
-                             "data of another iteration (use distinct tags for transfers that overlap)",
+            efax_log(ctx, 0,
+                     "rank %d (%s) tag %d: expected arrivals of sequence %u, got %u of sequence %u: "
+                     "data of another iteration (use distinct tags for transfers that overlap)",
                      peer, efax__host(ctx, peer), tag, seq, sl->stale ? sl->stale : sl->count,
                      sl->stale ? sl->stale_seq : sl->seq);
             return -EFAX_E_STALE;
@@ -4880,11 +5036,12 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
             sl->count -= count;
             return 0;
         }
-        if (ctx->last_cq_error) { /* an incoming write failed: say which wait it ended, so the peer is named */
+        if (ctx->last_cq_error) { /* an incoming write failed: say which wait it ended (names the peer) */
             rc = ctx->last_cq_error;
             ctx->last_cq_error = 0;
-            efax_log(ctx, 0, "waiting for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived): an "
-                             "incoming operation failed (%s); the peer may have died mid-transfer",
+            efax_log(ctx, 0,
+                     "waiting for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived): an "
+                     "incoming operation failed (%s); the peer may have died mid-transfer",
                      count, peer, efax__host(ctx, peer), tag, seq, sl->count, fi_strerror(-rc));
             return rc;
         }
@@ -4892,24 +5049,27 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
         efax__idle(rc, &idle);
         if (efax__expired(&deadline, &spins, timeout_ms)) {
             char busy[256], where[512] = "";
-            const uint32_t *got = &ctx->imm_nic[((size_t)peer * (size_t)ctx->ntags + (size_t)tag) * (size_t)ctx->nnic];
+            const uint32_t *got =
+                &ctx->imm_nic[((size_t)peer * (size_t)ctx->ntags + (size_t)tag) * (size_t)ctx->nnic];
             size_t u = 0;
             int k;
             efax__busy_nics(ctx, busy, sizeof busy);
-            for (k = 0; k < ctx->nnic && u < sizeof where; k++) { /* what came on each NIC; which fell short */
+            for (k = 0; k < ctx->nnic && u < sizeof where;
+                 k++) { /* what came on each NIC; which fell short */
                 uint32_t on = sl->count ? got[k] : 0, due = expect ? expect[k] : 0;
                 char of[24] = "";
                 if (!on && !due) continue;
                 if (due) snprintf(of, sizeof of, " of %u", due);
-                u += (size_t)snprintf(where + u, sizeof where - u, "%s%u%s on NIC %s%s", u ? ", " : " (", on, of,
-                                      ctx->nic[k].info.name,
+                u += (size_t)snprintf(where + u, sizeof where - u, "%s%u%s on NIC %s%s", u ? ", " : " (", on,
+                                      of, ctx->nic[k].info.name,
                                       on < due ? (on ? ": short" : ": nothing arrived") : "");
             }
             if (u && u < sizeof where) snprintf(where + u, sizeof where - u, ")");
-            efax_log(ctx, 0, "timed out after %d ms waiting for %u arrival(s) from rank %d (%s), tag %d, "
-                             "sequence %u: %u arrived%s; the peer died, never started, a link is down, or the "
-                             "peer is slower than the timeout (raise EFAX_TIMEOUT_MS or --timeout)%s", timeout_ms,
-                     count, peer, efax__host(ctx, peer), tag, seq, sl->count, where, busy);
+            efax_log(ctx, 0,
+                     "timed out after %d ms waiting for %u arrival(s) from rank %d (%s), tag %d, "
+                     "sequence %u: %u arrived%s; the peer died, never started, a link is down, or the "
+                     "peer is slower than the timeout (raise EFAX_TIMEOUT_MS or --timeout)%s",
+                     timeout_ms, count, peer, efax__host(ctx, peer), tag, seq, sl->count, where, busy);
             return -FI_ETIMEDOUT;
         }
     }
@@ -4934,16 +5094,23 @@ EFAX_API const char *efax_mode_label(efax_mode m) {
 EFAX_API int efax_mode_parse(const char *s, efax_mode *m) {
     int i;
     if (!s) return -EFAX_E_USAGE;
-    if (!strcasecmp(s, "rr")) { *m = EFAX_MODE_ROUNDROBIN; return 0; }
+    if (!strcasecmp(s, "rr")) {
+        *m = EFAX_MODE_ROUNDROBIN;
+        return 0;
+    }
     for (i = 0; i < EFAX_MODE_COUNT; i++)
-        if (!strcasecmp(s, efax_mode_name((efax_mode)i))) { *m = (efax_mode)i; return 0; }
+        if (!strcasecmp(s, efax_mode_name((efax_mode)i))) {
+            *m = (efax_mode)i;
+            return 0;
+        }
     return -EFAX_E_USAGE;
 }
 
 EFAX_PRIVATE uint64_t efax__div_ceil(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 /* Cuts size into k stripes of ceil(size/k) rounded up to `align`, on NICs start, start+1, ... */
-EFAX_PRIVATE int efax__stripes(uint64_t size, int k, uint64_t align, int nnic, int start, efax_plan_seg *out) {
+EFAX_PRIVATE int efax__stripes(uint64_t size, int k, uint64_t align, int nnic, int start,
+                               efax_plan_seg *out) {
     uint64_t stripe = efax__div_ceil(efax__div_ceil(size, (uint64_t)k), align) * align, off = 0;
     int n = 0;
     while (off < size && n < k) {
@@ -4957,20 +5124,16 @@ EFAX_PRIVATE int efax__stripes(uint64_t size, int k, uint64_t align, int nnic, i
     return n;
 }
 
-EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0,
-                       uint64_t min_stripe, efax_plan_seg *out) {
+EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0, uint64_t min_stripe,
+                       efax_plan_seg *out) {
     int k;
     if (nnic < 1 || nnic > EFAX_MAX_NICS || !out || nic0 < 0) return -FI_EINVAL;
     if (!min_stripe) min_stripe = EFAX_MIN_STRIPE;
     out[0].off = 0;
     out[0].len = size;
     switch (mode) {
-    case EFAX_MODE_SINGLE:
-        out[0].nic = nic0 % nnic;
-        return 1;
-    case EFAX_MODE_ROUNDROBIN:
-        out[0].nic = (int)(index % (uint64_t)nnic);
-        return 1;
+    case EFAX_MODE_SINGLE: out[0].nic = nic0 % nnic; return 1;
+    case EFAX_MODE_ROUNDROBIN: out[0].nic = (int)(index % (uint64_t)nnic); return 1;
     case EFAX_MODE_SPLIT:
         if (size == 0 || nnic == 1) {
             out[0].nic = 0;
@@ -4990,10 +5153,10 @@ EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, 
             out[0].nic = (int)(index % (uint64_t)nnic);
             return 1;
         }
-        return efax__stripes(size, k, EFAX_STRIPE_ALIGN, nnic, (int)((index * (uint64_t)k) % (uint64_t)nnic), out);
+        return efax__stripes(size, k, EFAX_STRIPE_ALIGN, nnic, (int)((index * (uint64_t)k) % (uint64_t)nnic),
+                             out);
     }
-    default:
-        return -FI_EINVAL;
+    default: return -FI_EINVAL;
     }
 }
 
@@ -5045,25 +5208,28 @@ EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mo
    defaults resolve, the same on both sides: out->chunk becomes what one post carries (into a
    staged region one cell, *unit: efax_stage_unit(size, chunk); else chunk clamped to
    efax_ctx_max_chunk, 0 meaning as large as that). */
-EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w, bool writer, efax_write_desc *out,
-                                  uint64_t *unit) {
+EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w, bool writer,
+                                  efax_write_desc *out, uint64_t *unit) {
     const char *side = writer ? "write" : "expect_write";
     int me = writer ? w->from : w->to, peer = writer ? w->to : w->from, rc;
     const efax_rmr *rm;
     bool staged;
     if ((rc = efax__check_peer((efax_ctx *)ctx, peer, 0))) return rc;
     if (me != ctx->rank) {
-        efax_log(ctx, 0, "%s: desc.%s is rank %d, but this is rank %d", side, writer ? "from" : "to", me, ctx->rank);
+        efax_log(ctx, 0, "%s: desc.%s is rank %d, but this is rank %d", side, writer ? "from" : "to", me,
+                 ctx->rank);
         return -FI_EINVAL;
     }
     /* this rank itself is a peer too: the write loops back through the NIC (the doctor checks each NIC
        so) */
     if (peer < 0 || peer >= ctx->size) {
-        efax_log(ctx, 0, "%s: desc.%s is rank %d: expected a rank of 0..%d", side, writer ? "to" : "from", peer, ctx->size - 1);
+        efax_log(ctx, 0, "%s: desc.%s is rank %d: expected a rank of 0..%d", side, writer ? "to" : "from",
+                 peer, ctx->size - 1);
         return -FI_EINVAL;
     }
     if (w->tag <= EFAX_TAG_INTERNAL || w->tag >= ctx->ntags) {
-        efax_log(ctx, 0, "%s: desc.tag %d outside 1..%d (efax_ctx_desc.imm_tags)", side, w->tag, ctx->ntags - 1);
+        efax_log(ctx, 0, "%s: desc.tag %d outside 1..%d (efax_ctx_desc.imm_tags)", side, w->tag,
+                 ctx->ntags - 1);
         return -FI_EINVAL;
     }
     if (!w->dst || (writer && !w->src)) {
@@ -5081,8 +5247,10 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
     }
     rm = writer ? &w->dst->remote[peer] : NULL;
     if (rm && !(rm->flags & EFAX_RMR_WRITABLE)) {
-        efax_log(ctx, 0, "write: rank %d registered the destination without EFAX_MR_WRITE_DST: it takes no "
-                 "remote writes (add EFAX_MR_WRITE_DST to its efax_mr_desc.access)", peer);
+        efax_log(ctx, 0,
+                 "write: rank %d registered the destination without EFAX_MR_WRITE_DST: it takes no "
+                 "remote writes (add EFAX_MR_WRITE_DST to its efax_mr_desc.access)",
+                 peer);
         return -FI_EINVAL;
     }
     staged = rm ? (rm->flags & EFAX_RMR_STAGED) != 0 : w->dst->stage != NULL;
@@ -5090,9 +5258,12 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
     *unit = efax_stage_unit(w->size, w->chunk); /* a staged side's cells: from the chunk asked for */
     out->chunk = staged ? *unit : efax_chunk_clamp(w->chunk, ctx->max_chunk);
     if (out->chunk > efax_ctx_max_chunk(ctx)) {
-        efax_log(ctx, 0, "%s of %llu bytes between ranks %d and %d: its staging cells of %llu bytes exceed the largest "
-                         "write (%llu bytes); stage less at once", side, (unsigned long long)w->size, w->from, w->to,
-                 (unsigned long long)out->chunk, (unsigned long long)efax_ctx_max_chunk(ctx));
+        efax_log(
+            ctx, 0,
+            "%s of %llu bytes between ranks %d and %d: its staging cells of %llu bytes exceed the largest "
+            "write (%llu bytes); stage less at once",
+            side, (unsigned long long)w->size, w->from, w->to, (unsigned long long)out->chunk,
+            (unsigned long long)efax_ctx_max_chunk(ctx));
         return -EFAX_E_UNSUPPORTED;
     }
     return 0;
@@ -5127,9 +5298,11 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *desc
 EFAX_PRIVATE void efax__stage_cell(efax_ctx *ctx, efax_expect *e, unsigned cell, uint32_t n) {
     if ((int)cell >= e->ncells || e->got[cell] + n > e->want[cell]) {
         if (!e->status)
-            efax_log(ctx, 0, "staged write from rank %d (%s), tag %d: cell %u arrived %u time(s) more than its %u "
-                             "piece(s): data of another transfer (use distinct tags for transfers that overlap)",
-                     e->peer, efax__host(ctx, e->peer), e->tag, cell, n, (int)cell < e->ncells ? e->want[cell] : 0);
+            efax_log(ctx, 0,
+                     "staged write from rank %d (%s), tag %d: cell %u arrived %u time(s) more than its %u "
+                     "piece(s): data of another transfer (use distinct tags for transfers that overlap)",
+                     e->peer, efax__host(ctx, e->peer), e->tag, cell, n,
+                     (int)cell < e->ncells ? e->want[cell] : 0);
         e->status = -EFAX_E_STALE;
         return;
     }
@@ -5148,19 +5321,24 @@ EFAX_PRIVATE void efax__stage_hook(void *user, int peer, int tag, uint32_t seq, 
     efax_ctx *ctx = (efax_ctx *)user;
     efax__stage_rx *r = &ctx->stage_rx[tag][peer];
     (void)nic;
-    if (r->e) efax__stage_cell(ctx, r->e, seq, 1);
-    else if (r->early[seq] < UINT16_MAX) r->early[seq]++, r->nearly++;
+    if (r->e)
+        efax__stage_cell(ctx, r->e, seq, 1);
+    else if (r->early[seq] < UINT16_MAX)
+        r->early[seq]++, r->nearly++;
 }
 
 EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag) {
     if (!dst->stage) return 0;
     if (!ctx->connected || tag <= EFAX_TAG_INTERNAL || tag >= ctx->ntags) {
-        efax_log(ctx, 0, "expect_prepare: tag %d outside 1..%d (or efax_ctx_connect not called)", tag, ctx->ntags - 1);
+        efax_log(ctx, 0, "expect_prepare: tag %d outside 1..%d (or efax_ctx_connect not called)", tag,
+                 ctx->ntags - 1);
         return -FI_EINVAL;
     }
-    if (!ctx->stage_rx && !(ctx->stage_rx = (efax__stage_rx **)calloc((size_t)ctx->ntags, sizeof *ctx->stage_rx)))
+    if (!ctx->stage_rx &&
+        !(ctx->stage_rx = (efax__stage_rx **)calloc((size_t)ctx->ntags, sizeof *ctx->stage_rx)))
         return -FI_ENOMEM;
-    if (!ctx->stage_rx[tag] && !(ctx->stage_rx[tag] = (efax__stage_rx *)calloc((size_t)ctx->size, sizeof(efax__stage_rx))))
+    if (!ctx->stage_rx[tag] &&
+        !(ctx->stage_rx[tag] = (efax__stage_rx *)calloc((size_t)ctx->size, sizeof(efax__stage_rx))))
         return -FI_ENOMEM;
     return efax_ctx_imm_hook(ctx, tag, efax__stage_hook, ctx);
 }
@@ -5199,12 +5377,16 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
         return e->count ? 0 : -FI_EINVAL;
     }
     if (!ctx->stage_rx || !ctx->stage_rx[tag]) {
-        efax_log(ctx, 0, "expect_write: the region is staged: call efax_expect_prepare(ctx, region, %d) before peers write", tag);
+        efax_log(ctx, 0,
+                 "expect_write: the region is staged: call efax_expect_prepare(ctx, region, %d) before peers "
+                 "write",
+                 tag);
         return -FI_EOPBADSTATE;
     }
     r = &ctx->stage_rx[tag][peer];
     if (r->e) {
-        efax_log(ctx, 0, "expect_write: a staged write from rank %d under tag %d is already expected", peer, tag);
+        efax_log(ctx, 0, "expect_write: a staged write from rank %d under tag %d is already expected", peer,
+                 tag);
         return -FI_EBUSY;
     }
     e->unit = w.chunk;
@@ -5212,11 +5394,14 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     n = efax_plan(size, writer_nnic, w.mode, w.index, w.nic, 0, segs);
     if (n < 0) return n;
     for (i = 0; i < n; i++) { /* how many pieces (one per segment it meets) each cell comes in */
-        if (ctx->route_in) /* connected: the local NIC this piece lands on */
-            e->on_nic_bytes[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS] += segs[i].len;
-        if (!segs[i].len) e->want[0]++;
+        if (ctx->route_in)    /* connected: the local NIC this piece lands on */
+            e->on_nic_bytes[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] %
+                            EFAX_MAX_NICS] += segs[i].len;
+        if (!segs[i].len)
+            e->want[0]++;
         else
-            for (uint64_t c = segs[i].off / e->unit; c <= (segs[i].off + segs[i].len - 1) / e->unit; c++) e->want[c]++;
+            for (uint64_t c = segs[i].off / e->unit; c <= (segs[i].off + segs[i].len - 1) / e->unit; c++)
+                e->want[c]++;
     }
     r->e = e;
     if (r->nearly) { /* cells that landed before this call */
@@ -5246,18 +5431,25 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
         e->active = false;
         rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
         if (!rc) efax__credit_rx(ctx, e);
-        if (!rc && e->mr->settle) rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+        if (!rc && e->mr->settle)
+            rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
         return rc;
     }
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
     deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (e->cells_done < e->ncells && !e->status) {
-        if ((rc = efax_progress(ctx)) < 0) { e->status = rc; break; }
+        if ((rc = efax_progress(ctx)) < 0) {
+            e->status = rc;
+            break;
+        }
         efax__idle(rc, &idle);
         if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
-            efax_log(ctx, 0, "timed out after %d ms waiting for a staged write of %llu bytes from rank %d (%s), tag %d: "
-                             "%d of %d cells arrived; the peer died or stopped, or raise EFAX_TIMEOUT_MS",
-                     timeout_ms, (unsigned long long)e->size, e->peer, efax__host(ctx, e->peer), e->tag, e->cells_done, e->ncells);
+            efax_log(
+                ctx, 0,
+                "timed out after %d ms waiting for a staged write of %llu bytes from rank %d (%s), tag %d: "
+                "%d of %d cells arrived; the peer died or stopped, or raise EFAX_TIMEOUT_MS",
+                timeout_ms, (unsigned long long)e->size, e->peer, efax__host(ctx, e->peer), e->tag,
+                e->cells_done, e->ncells);
             e->status = -FI_ETIMEDOUT;
         }
     }
@@ -5271,8 +5463,9 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
 
 // >>gpu wire (implementation) -------------------------------------------------------------------
 
-EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected, int rank, int size,
-                             uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why, size_t wl) {
+EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected,
+                             int rank, int size, uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why,
+                             size_t wl) {
     memset(c, 0, sizeof *c);
     c->op = (uint32_t)w[0] & 0xff;
     c->flags = (uint32_t)(w[0] >> 8) & 0xff;
@@ -5283,8 +5476,8 @@ EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producer
     c->seq = (uint32_t)(w[4] >> 32);
     c->number = w[5];
     if (c->producer >= producers || w[6] != c->producer) {
-        snprintf(why, wl, "producer id %u (word 6: %llu) outside 0..%u", c->producer, (unsigned long long)w[6],
-                 producers ? producers - 1 : 0);
+        snprintf(why, wl, "producer id %u (word 6: %llu) outside 0..%u", c->producer,
+                 (unsigned long long)w[6], producers ? producers - 1 : 0);
         return -EFAX_E_PEER;
     }
     if (c->number != expected) {
@@ -5306,24 +5499,28 @@ EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producer
         return -EFAX_E_PEER;
     }
     if (c->size > src_len || c->soff > src_len - c->size) {
-        snprintf(why, wl, "source bytes outside the registered window of %llu bytes", (unsigned long long)src_len);
+        snprintf(why, wl, "source bytes outside the registered window of %llu bytes",
+                 (unsigned long long)src_len);
         return -EFAX_E_PEER;
     }
     if (!dst || !dst->remote || c->dst >= dst->nremote || c->size > dst->remote[c->dst].len ||
         c->doff > dst->remote[c->dst].len - c->size) {
         snprintf(why, wl, "destination bytes outside rank %d's window of %llu bytes", c->dst,
-                 dst && dst->remote && c->dst < dst->nremote ? (unsigned long long)dst->remote[c->dst].len : 0ull);
+                 dst && dst->remote && c->dst < dst->nremote ? (unsigned long long)dst->remote[c->dst].len
+                                                             : 0ull);
         return -EFAX_E_PEER;
     }
     return 0;
 }
 
-EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local, char *why, size_t wl) {
+EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local,
+                                   char *why, size_t wl) {
     bool here;
     if (local) *local = false;
     if (r->magic != EFAX_IPC_MAGIC || r->wire != EFAX_WIRE_VERSION) {
-        snprintf(why, wl, "rank %d sent a malformed IPC handle (magic %08x, wire %u; this rank's wire %u)%s", rank, r->magic,
-                 r->wire, EFAX_WIRE_VERSION, r->wire != EFAX_WIRE_VERSION ? ": build every rank from the same efax.h" : "");
+        snprintf(why, wl, "rank %d sent a malformed IPC handle (magic %08x, wire %u; this rank's wire %u)%s",
+                 rank, r->magic, r->wire, EFAX_WIRE_VERSION,
+                 r->wire != EFAX_WIRE_VERSION ? ": build every rank from the same efax.h" : "");
         return r->magic == EFAX_IPC_MAGIC && r->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
     }
     if (r->rank != rank || !memchr(r->host, 0, sizeof r->host) || !r->host[0]) {
@@ -5410,7 +5607,8 @@ EFAX_API int efax_os_counters_tcp(efax_os_counters *out) {
     if (!(f = fopen(path, "r"))) return -FI_ENOENT;
     /* a "Tcp:" line of names, then one of values */
     while (fgets(names, sizeof names, f)) {
-        if (strncmp(names, "Tcp:", 4) || !fgets(values, sizeof values, f) || strncmp(values, "Tcp:", 4)) continue;
+        if (strncmp(names, "Tcp:", 4) || !fgets(values, sizeof values, f) || strncmp(values, "Tcp:", 4))
+            continue;
         n = strtok_r(names + 4, " \n", &ns);
         v = strtok_r(values + 4, " \n", &vs);
         for (; n && v; n = strtok_r(NULL, " \n", &ns), v = strtok_r(NULL, " \n", &vs)) {
@@ -5438,7 +5636,8 @@ EFAX_API void efax_os_counters_delta(const efax_os_counters *before, const efax_
     for (i = 0; i < after->n; i++) {
         int64_t b = efax_os_counter(before, after->name[i]);
         if (b < 0) continue;
-        efax__osc_add(&d, after->name[i], after->value[i] >= (uint64_t)b ? after->value[i] - (uint64_t)b : after->value[i]);
+        efax__osc_add(&d, after->name[i],
+                      after->value[i] >= (uint64_t)b ? after->value[i] - (uint64_t)b : after->value[i]);
     }
     *out = d;
 }
@@ -5458,9 +5657,12 @@ EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, ui
     const char *of = "tx_pkts";
     int n = 2, i, found = 0;
     *lost = *sent = 0;
-    if (!strcmp(c->source, "tcp")) names = tcp, n = 1, of = "OutSegs";
-    else if (!strcmp(c->source, "net")) names = net, n = 4, of = "tx_packets";
-    else if (strcmp(c->source, "efa")) return -FI_ENOENT;
+    if (!strcmp(c->source, "tcp"))
+        names = tcp, n = 1, of = "OutSegs";
+    else if (!strcmp(c->source, "net"))
+        names = net, n = 4, of = "tx_packets";
+    else if (strcmp(c->source, "efa"))
+        return -FI_ENOENT;
     for (i = 0; i < n; i++) {
         int64_t v = efax_os_counter(c, names[i]);
         if (v >= 0) *lost += (uint64_t)v, found++;
