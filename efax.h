@@ -46,6 +46,8 @@
        efax_write / efax_send / efax_recv   start a transfer (an efax_xfer); efax_progress moves it
        efax_wait          wait for a transfer, with a timeout; efax_wait_imm counts a peer's arrivals
        efax_notify        a tiny control message that the peer counts like a write's immediate data
+       efax_os_counters_nic   what the OS counts for a NIC (efa hw_counters, an interface's
+                          statistics): bytes, packets, retransmits, drops
 
    Config macros (define before including)
    ---------------------------------------
@@ -92,8 +94,9 @@
                            what this rank reports about its provider (efax_caps)
        EFAX_MEM_PATH       dmabuf | hmem | staged: how device memory reaches the NICs, forced
                            (default: efax_cuda.h tries them in that order)
-       EFAX_SYSFS_ROOT     read the PCI topology from ROOT/sys instead of /sys (e.g. the
-                           synthetic tests/topo/p5); without EFAX_NICS a rank uses the NICs
+       EFAX_SYSFS_ROOT     read the PCI topology and the OS's NIC counters from ROOT/sys (and
+                           ROOT/proc/net/snmp) instead of /sys (e.g. the synthetic tests/topo/p5,
+                           tests/topo/counters); without EFAX_NICS a rank uses the NICs
                            nearest its GPU (device memory), or its share of the PCIe switch
                            groups (host memory), else those on its CPU's NUMA node
 
@@ -243,10 +246,10 @@ typedef struct efax_nic_info {
     int efa_shm;                /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
     int emulated_write;         /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
     int cuda_api;               /* FI_OPT_CUDA_API_PERMITTED: 0 set false (GPUDirect only), 1 set true
-                               (--cuda-api), -1 untouched */
+                                   (--cuda-api), -1 untouched */
     int gpudirect;              /* 1: the provider took FI_OPT_CUDA_API_PERMITTED=false, so it moves device
-                               memory by the NIC; 0: it refused (efa: no GPU peer-to-peer support);
-                               -1: not asked */
+                                   memory by the NIC; 0: it refused (efa: no GPU peer-to-peer support);
+                                   -1: not asked */
     int unsolicited_write_recv; /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV as efax set it (2.5+), -1 not */
     bool hmem;                  /* FI_HMEM offered */
     bool loopback;              /* the loopback interface (tcp) */
@@ -322,18 +325,18 @@ typedef struct efax_op efax_op;
 typedef struct efax_ctx_desc {
     const char *provider; /* NULL: $EFAX_PROVIDER, else efa > tcp > shm */
     const char *nics;     /* comma list of NIC names; NULL: $EFAX_NICS, else the NICs a device backs
-                               (EFA devices, physical interfaces), else every NIC but loopback.
-                               Groups separated by ';' ("r0,r1;r2,r3") give each rank of a host
-                               its own NICs: local rank i takes group i mod the group count */
+                             (EFA devices, physical interfaces), else every NIC but loopback.
+                             Groups separated by ';' ("r0,r1;r2,r3") give each rank of a host
+                             its own NICs: local rank i takes group i mod the group count */
     int local_rank;       /* this rank's index on its host (efax_boot.local_rank) for NIC groups */
     int local_size;       /* ranks on this host (efax_boot.local_size): without nics, ranks moving
-                               host memory share the NICs' PCIe switch groups (efax_topo_host_nics);
-                               0: this rank alone */
+                             host memory share the NICs' PCIe switch groups (efax_topo_host_nics);
+                             0: this rank alone */
     char near_pci[16];    /* PCI address of this rank's GPU when it moves device memory
-                               (efax_cuda_near fills it): without nics / $EFAX_NICS, the NICs
-                               nearest it are used; "" (host memory): this rank's share of the
-                               PCIe switch groups (efax_topo_host_nics), else the NICs on the NUMA
-                               node it is bound to (efax_topo_near); with none known, every NIC */
+                             (efax_cuda_near fills it): without nics / $EFAX_NICS, the NICs
+                             nearest it are used; "" (host memory): this rank's share of the
+                             PCIe switch groups (efax_topo_host_nics), else the NICs on the NUMA
+                             node it is bound to (efax_topo_near); with none known, every NIC */
     int max_nics;         /* cap on NICs opened (0: no cap) */
     int window;           /* operations in flight per NIC (0: min(provider tx size, 256)) */
     int timeout_ms;       /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
@@ -341,26 +344,26 @@ typedef struct efax_ctx_desc {
     bool hmem;            /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
     bool fi_more;         /* post batches with FI_MORE on all but the last (default off) */
     int shm_split;        /* shm on libfabric 2.x: a write with immediate data of at least this many
-                               bytes, host memory on both sides, is copied half by the writer and half
-                               by the target at once (two cores; see efax__post_split). 0:
-                               $EFAX_SHM_SPLIT, else 512 KiB; -1: never */
+                             bytes, host memory on both sides, is copied half by the writer and half
+                             by the target at once (two cores; see efax__post_split). 0:
+                             $EFAX_SHM_SPLIT, else 512 KiB; -1: never */
     int huge_pages;       /* host buffers efax allocates (efax_ctx_host_alloc): 1 ask for transparent
-                               huge pages from 2 MiB up, -1 never, 0: $EFAX_HUGE_PAGES, else yes
-                               unless a NIC is tcp */
+                             huge pages from 2 MiB up, -1 never, 0: $EFAX_HUGE_PAGES, else yes
+                             unless a NIC is tcp */
     int cq_size;          /* entries of each NIC's completion queue (0: $EFAX_CQ_SIZE, else two windows
-                               + control + 16384 for peers' writes; at least 256). A smaller queue
-                               shrinks the window to a quarter of it (efax__cq_plan says why) */
+                             + control + 16384 for peers' writes; at least 256). A smaller queue
+                             shrinks the window to a quarter of it (efax__cq_plan says why) */
     bool efa_shm;         /* efa: let its own shared memory carry peers on this host (default
-                               off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
+                             off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
     int cuda_api;         /* whether the provider may call CUDA (FI_OPT_CUDA_API_PERMITTED) to move
-                               device memory. 0: $EFAX_CUDA_API, else the default: on efa with
-                               hmem it may not (GPUDirect RDMA only, as aws-ofi-nccl sets it), and
-                               where efa refuses (no GPU peer-to-peer support) device memory is
-                               staged through host memory and said so ("no GPUDirect"); other
-                               providers are left alone. 1 (--cuda-api, EFAX_CUDA_API=1): it may,
-                               knowingly (efa without GPUDirect then copies with CUDA). -1
-                               (--no-cuda-api, EFAX_CUDA_API=0): it may not, on every provider,
-                               and a provider that refuses fails efax_ctx_init */
+                             device memory. 0: $EFAX_CUDA_API, else the default: on efa with
+                             hmem it may not (GPUDirect RDMA only, as aws-ofi-nccl sets it), and
+                             where efa refuses (no GPU peer-to-peer support) device memory is
+                             staged through host memory and said so ("no GPUDirect"); other
+                             providers are left alone. 1 (--cuda-api, EFAX_CUDA_API=1): it may,
+                             knowingly (efa without GPUDirect then copies with CUDA). -1
+                             (--no-cuda-api, EFAX_CUDA_API=0): it may not, on every provider,
+                             and a provider that refuses fails efax_ctx_init */
     bool no_cuda_api;     /* the older spelling of cuda_api = -1 */
     const char *mem_path; /* how device memory reaches the NICs: "dmabuf", "hmem" or "staged"
                                forces one (NULL: $EFAX_MEM_PATH, else efax_cuda.h tries them in
@@ -373,7 +376,9 @@ typedef struct efax_ctx_desc {
 /* Per-NIC traffic counters (this process, since init or efax_ctx_stats_reset). */
 typedef struct efax_nic_stats {
     uint64_t tx_bytes, tx_ops; /* bytes and operations this NIC carried out */
-    uint64_t rx_bytes, rx_ops; /* receives and remote writes with data that landed here */
+    uint64_t rx_bytes, rx_ops; /* receives, and remote writes with data that landed here (their
+                                  bytes once efax_expect_wait saw them land; rx_ops as each chunk
+                                  lands) */
     uint64_t eagain;           /* posts the provider refused for now (-FI_EAGAIN) */
 } efax_nic_stats;
 
@@ -447,6 +452,17 @@ EFAX_API const char *efax_ctx_nic_addr(const efax_ctx *ctx, int i, char *buf, si
 EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i);
 /* Zeroes every NIC's counters. */
 EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx);
+
+/* How long local NIC i took to start, in nanoseconds: efax_ctx_init opening its fabric, domain,
+   CQ, AV and endpoint; efax_ctx_connect inserting every peer's addresses into its AV; and every
+   efax_mr_reg so far registering on it (regs of them). A run header's cold start: a slow start
+   shows where it is (a ~4 s first transfer from lazy address insertion on 16x16 EFA NICs:
+   Mooncake's EFA notes). */
+typedef struct efax_nic_cold {
+    uint64_t open_ns, connect_ns, reg_ns;
+    uint32_t regs;
+} efax_nic_cold;
+EFAX_API efax_nic_cold efax_ctx_cold(const efax_ctx *ctx, int i);
 /* A line saying how device memory reaches this context's NICs and why ("dmabuf: ..."), set by
    efax_cuda.h when it registers device memory; "" when none was. The report prints it. */
 EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx);
@@ -518,8 +534,8 @@ typedef struct efax_mr_desc {
     uint64_t dmabuf_offset; /* offset of ptr within the dmabuf */
     bool dmabuf;
     bool device_only;            /* device memory the host cannot address (cudaMalloc): registered with
-                                 FI_HMEM_DEVICE_ONLY where libfabric has it, which shm needs for its
-                                 CUDA IPC path (fi_mr(3)); without it shm bounces through host memory */
+                                    FI_HMEM_DEVICE_ONLY where libfabric has it, which shm needs for its
+                                    CUDA IPC path (fi_mr(3)); without it shm bounces through host memory */
     const efax_stage_ops *stage; /* non-NULL: ptr is a bounce buffer standing in for other memory */
     void *stage_user;
     /* Optional: makes bytes that landed visible to whoever reads the region next. Providers may
@@ -676,7 +692,9 @@ enum { EFAX_BOOT_NONE = 0, EFAX_BOOT_PMIX, EFAX_BOOT_TCP, EFAX_BOOT_SINGLE };
 typedef struct efax_boot_desc {
     int timeout_ms;    /* 0: $EFAX_TIMEOUT_MS, else 30000 */
     bool allow_single; /* with no launcher, run as rank 0 of 1 instead of failing */
-    const char *force; /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic) */
+    const char *force; /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic); "single":
+                          rank 0 of 1 whatever launched it (a rank's own loopback checks,
+                          beside the job's boot: efax's doctor) */
     efax_log_fn log;
     void *log_user;
 } efax_boot_desc;
@@ -966,7 +984,7 @@ typedef enum efax_mode {
     EFAX_MODE_SPLIT,      /* one buffer striped evenly over all NICs */
     EFAX_MODE_ROUNDROBIN, /* whole messages rotate over NICs (message index picks the NIC) */
     EFAX_MODE_STRIPE,     /* small messages whole and rotating, large ones striped over
-                                 up to all NICs with stripes of at least min_stripe (aws-ofi-nccl) */
+                             up to all NICs with stripes of at least min_stripe (aws-ofi-nccl) */
     EFAX_MODE_COUNT
 } efax_mode;
 
@@ -1033,21 +1051,22 @@ EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t
    (build it in one function both sides call). Zeroed fields mean defaults, resolved for both
    sides in one place (efax__write_desc). */
 typedef struct efax_write_desc {
-    int from, to;       /* the writer's rank and the target's */
+    int from, to;       /* the writer's rank and the target's (may be the same: a loopback
+                           through the NIC) */
     const efax_mr *src; /* the writer's region (only the writer reads it) */
     uint64_t src_off;
     const efax_mr *dst; /* the target's region: exchanged (efax_mr_exchange) on the writer,
-                                  the target's own on the target */
+                           the target's own on the target */
     uint64_t dst_off;
     uint64_t size;  /* bytes */
     efax_mode mode; /* how the writer plans it over its NICs (0: Single) */
     int nic;        /* the writer's NIC that Single uses (0: NIC 0; modulo its NICs) */
     uint64_t index; /* the message's number: the NIC a rotating mode starts on */
     uint64_t chunk; /* most bytes one post carries (0: as many as allowed,
-                                  efax_ctx_max_chunk; always clamped to it). Into a staged
-                                  region a post is one cell of efax_stage_unit(size, chunk) */
+                       efax_ctx_max_chunk; always clamped to it). Into a staged
+                       region a post is one cell of efax_stage_unit(size, chunk) */
     int tag;        /* every chunk carries immediate data (from, tag, seq): the target
-                                  counts them under (from, tag) */
+                       counts them under (from, tag) */
     uint32_t seq;
     /* the writer's alone (the target ignores them; NULL: none). A chunk is posted only once
        ready(ready_user, off, len) says its source bytes are in place: */
@@ -1078,7 +1097,10 @@ typedef struct efax_expect {
     uint64_t off, size, unit; /* staged regions: the window written, its cells */
     int ncells, cells_done, status;
     bool active;
-    uint32_t on_nic[EFAX_MAX_NICS]; /* ordinary regions: chunks to count on each local NIC */
+    uint32_t on_nic[EFAX_MAX_NICS];       /* ordinary regions: chunks to count on each local NIC */
+    uint64_t on_nic_bytes[EFAX_MAX_NICS]; /* bytes the plan lands on each local NIC: its rx_bytes once
+                                             landed (a remote write's completion carries no length
+                                             on every provider: tcp reports 0) */
     uint16_t want[256], got[256];
 } efax_expect;
 
@@ -1143,6 +1165,53 @@ typedef struct efax_ipc_record {
    opened). Returns 0, -EFAX_E_VERSION or -EFAX_E_PEER (why says). Pure; thread safe. */
 EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local,
                                    char *why, size_t wl);
+
+// >>counters --------------------------------------------------------------------------------
+
+/* What the operating system counts for a NIC, beside efax's own counters (efax_nic_stats): the
+   NIC's or the interface's counters, read from sysfs under efax_topo_sysfs_root(), so that a run
+   can say what the wire did (retransmits, drops) and a transfer engine can watch its rails.
+     efa  <root>/sys/class/infiniband/<device>/ports/1/hw_counters/<name>: the efa kernel driver's
+          port statistics (tx_bytes, rx_bytes, tx_pkts, rdma_write_bytes, rdma_write_recv_bytes,
+          retrans_pkts, rx_drops, ...; drivers/infiniband/hw/efa/efa_verbs.c in Linux). The
+          device of domain "rdmap16s27-rdm" is "rdmap16s27".
+     net  <root>/sys/class/net/<interface>/statistics/<name>: a tcp rail's interface (rx_bytes,
+          tx_packets, tx_dropped, ...).
+     tcp  <root>/proc/net/snmp, its "Tcp:" lines (OutSegs, RetransSegs, InErrs, ...): the counters
+          of this process's network namespace, shared by every interface in it.
+   Values are the raw counters, sorted by name; efax_os_counters_delta subtracts two readings. */
+#define EFAX_OS_COUNTERS_MAX 32
+typedef struct efax_os_counters {
+    char source[8]; /* "efa", "net", "tcp", or "" when the OS has none for the NIC */
+    char dev[64];   /* what was read: "rdmap16s27", "r0", "/proc/net/snmp" */
+    int n;
+    char name[EFAX_OS_COUNTERS_MAX][32];
+    uint64_t value[EFAX_OS_COUNTERS_MAX];
+} efax_os_counters;
+
+/* Reads the OS's counters of NIC `nic` (efax_ctx_nic, efax_topo_list) into out: an efa NIC's
+   hw_counters, else the statistics of the interface the NIC is named after. Returns 0, or
+   -FI_ENOENT with out->n = 0 when the OS has none for it (shm; an interface in another network
+   namespace). Reads a few dozen small files: not for a timed loop. Thread safe. */
+EFAX_API int efax_os_counters_nic(const efax_nic_info *nic, efax_os_counters *out);
+
+/* Reads this network namespace's TCP counters (<root>/proc/net/snmp). Returns 0 or -FI_ENOENT.
+   Thread safe. */
+EFAX_API int efax_os_counters_tcp(efax_os_counters *out);
+
+/* out = after - before, counter by counter (names in both; a counter that went backwards, reset
+   or wrapped, counts from 0). out may be after. Pure. */
+EFAX_API void efax_os_counters_delta(const efax_os_counters *before, const efax_os_counters *after,
+                                     efax_os_counters *out);
+
+/* The value of counter `name`, or -1 when c has no such counter. Pure. */
+EFAX_API int64_t efax_os_counter(const efax_os_counters *c, const char *name);
+
+/* What the counters (a delta) say the wire lost: *lost the packets sent again or dropped, *sent
+   the packets sent. efa: retrans_pkts + rx_drops of tx_pkts; tcp: RetransSegs of OutSegs; net:
+   tx_dropped + rx_dropped + tx_errors + rx_errors of tx_packets. Returns 0, or -FI_ENOENT (both
+   0) when c holds none of them. Pure. */
+EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, uint64_t *sent);
 
 // >>private types (declared here so callers can embed them; do not touch their fields) ---------
 
@@ -1226,6 +1295,7 @@ typedef struct efax__nic {
     int cq_incoming;          /* of them, room for peers' writes with immediate data */
     uint64_t expecting;       /* chunks that expectations (efax_expect_write) await here now */
     struct efax__fnic *fault; /* the fault layer's state; NULL when it is off */
+    efax_nic_cold cold;       /* efax_ctx_cold */
 } efax__nic;
 
 /* The fault layer (>>faults): what EFAX_FAULTS asked for and what it did. */
@@ -1315,6 +1385,7 @@ struct efax_ctx {
 #include <net/if.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <dirent.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_ext.h> /* efa's endpoint options (FI_OPT_EFA_EMULATED_WRITE) */
 #ifndef EFAX_NO_PMIX
@@ -3489,8 +3560,11 @@ EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi
         d->huge_pages > 0 || (!d->huge_pages && !ctx->caps.small_pages); /* efax_ctx_host_alloc */
     for (i = 0; i < nsel; i++) {
         const efax_nic_info *ni = &ctx->nic[i].info;
+        uint64_t t0 = efax_now_ns();
         ctx->nnic = i + 1;
-        if ((rc = efax__open_nic(ctx, &ctx->nic[i], chosen[i], d->window))) return rc;
+        rc = efax__open_nic(ctx, &ctx->nic[i], chosen[i], d->window);
+        ctx->nic[i].cold.open_ns = efax_now_ns() - t0;
+        if (rc) return rc;
         if (ni->cq_data_size < 4) {
             efax_log(ctx, 0, "NIC %s offers %zu bytes of immediate data; efax needs 4", ni->name,
                      ni->cq_data_size);
@@ -3562,6 +3636,13 @@ EFAX_API const efax_nic_info *efax_ctx_nic(const efax_ctx *ctx, int i) {
     return i >= 0 && i < ctx->nnic ? &ctx->nic[i].info : NULL;
 }
 EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i) { return ctx->nic[i].stats; }
+
+EFAX_API efax_nic_cold efax_ctx_cold(const efax_ctx *ctx, int i) {
+    efax_nic_cold z;
+    if (i >= 0 && i < ctx->nnic) return ctx->nic[i].cold;
+    memset(&z, 0, sizeof z);
+    return z;
+}
 EFAX_API const char *efax_ctx_nic_addr(const efax_ctx *ctx, int i, char *buf, size_t len) {
     size_t l = len;
     if (i < 0 || i >= ctx->nnic || !len) return "";
@@ -3864,8 +3945,10 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             /* insert the NIC we send to, and every NIC of the peer that sends to us here */
             for (j = 0; j < all[p].nnic; j++) {
                 fi_addr_t fa = FI_ADDR_NOTAVAIL;
+                uint64_t t0 = efax_now_ns();
                 if (j != out && efax__match(&all[p], j, &me) != i) continue;
                 rc = fi_av_insert(n->av, all[p].nic[j].addr, 1, &fa, 0, NULL);
+                n->cold.connect_ns += efax_now_ns() - t0;
                 if (rc != 1) {
                     efax_log(ctx, 0, "fi_av_insert of rank %d (%s) NIC %s into NIC %s failed: %s", p,
                              all[p].host, all[p].nic[j].name, n->info.name,
@@ -3930,9 +4013,12 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
     mr->settle_user = desc->settle_user;
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
+        uint64_t t0 = efax_now_ns();
         rc = efax__reg(ctx, n, desc->ptr, desc->len, fa, desc->iface, desc->device,
                        desc->dmabuf ? desc->dmabuf_fd : -1, desc->dmabuf_offset, desc->device_only,
                        &mr->mr[i]);
+        n->cold.reg_ns += efax_now_ns() - t0;
+        n->cold.regs++;
         if (rc) {
             efax_log(ctx, rc == -FI_ENOSYS || desc->iface != FI_HMEM_SYSTEM ? 2 : 0,
                      "registering %zu bytes of %s memory%s on NIC %s failed: %s (%d)", desc->len,
@@ -4823,6 +4909,7 @@ EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, e
         memset(d, 0, sizeof *d);
     b->log = d->log, b->log_user = d->log_user; /* errors below are logged */
     if (d->timeout_ms <= 0 && (rc = efax__env(EFAX__ENV_TIMEOUT_MS, &d->timeout_ms))) return rc;
+    if (d->force && !strcmp(d->force, "single")) return 0;
     if (!d->force) d->force = getenv("EFAX_BOOTSTRAP");
     if (d->force && *d->force && strcmp(d->force, "pmix") && strcmp(d->force, "tcp")) {
         efax__blog(b, 0, "EFAX_BOOTSTRAP='%s': expected pmix or tcp", d->force);
@@ -4885,7 +4972,9 @@ EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
     b->size = 1;
     if ((rc = efax__boot_defaults(b, desc, &d))) return rc;
     b->timeout_ms = d.timeout_ms;
-    if (!strcmp(d.force ? d.force : "", "tcp") || (!(d.force && *d.force) && root && *root)) {
+    if (d.force && !strcmp(d.force, "single")) {
+        b->kind = EFAX_BOOT_SINGLE;
+    } else if (!strcmp(d.force ? d.force : "", "tcp") || (!(d.force && *d.force) && root && *root)) {
         rc = efax__boot_tcp(b, root);
     } else if ((d.force && !strcmp(d.force, "pmix")) || getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
 #ifndef EFAX_NO_PMIX
@@ -5553,8 +5642,8 @@ EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n) {
         for (i = 0; i < got; i++) {
             efax_op *op = (efax_op *)e[i].op_context;
             if (!op || (e[i].flags & FI_REMOTE_WRITE)) {
-                /* a peer's write with immediate data landed here */
-                n->stats.rx_bytes += e[i].len;
+                /* a peer's write with immediate data landed here: its bytes are credited by
+                   efax_expect_wait (a remote write's completion has no length on tcp) */
                 n->stats.rx_ops++;
                 if (e[i].flags & FI_REMOTE_CQ_DATA) efax__count_imm(ctx, e[i].data, (int)(n - ctx->nic));
                 continue;
@@ -6067,8 +6156,7 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
             sl->count -= count;
             return 0;
         }
-        /* an incoming write failed: say which wait it ended, so the peer is named */
-        if (ctx->last_cq_error) {
+        if (ctx->last_cq_error) { /* an incoming write failed: say which wait it ended (names the peer) */
             rc = ctx->last_cq_error;
             ctx->last_cq_error = 0;
             efax_log(ctx, 0,
@@ -6255,9 +6343,11 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
                  ctx->rank);
         return -FI_EINVAL;
     }
-    if (peer < 0 || peer >= ctx->size || peer == ctx->rank) {
-        efax_log(ctx, 0, "%s: desc.%s is rank %d: expected another rank of 0..%d", side,
-                 writer ? "to" : "from", peer, ctx->size - 1);
+    /* this rank itself is a peer too: the write loops back through the NIC (the doctor checks each NIC
+       so) */
+    if (peer < 0 || peer >= ctx->size) {
+        efax_log(ctx, 0, "%s: desc.%s is rank %d: expected a rank of 0..%d", side, writer ? "to" : "from",
+                 peer, ctx->size - 1);
         return -FI_EINVAL;
     }
     if (w->tag <= EFAX_TAG_INTERNAL || w->tag >= ctx->ntags) {
@@ -6402,7 +6492,9 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
         n = efax_plan(size, writer_nnic, w.mode, w.index, w.nic, 0, segs);
         for (i = 0; i < n; i++) { /* each piece's chunks, counted on the NIC they arrive on here */
             uint32_t c = efax_plan_chunks(&segs[i], 1, w.chunk);
-            e->on_nic[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS] += c;
+            int here = ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS;
+            e->on_nic[here] += c;
+            e->on_nic_bytes[here] += segs[i].len;
             e->count += c;
         }
         if (!e->count) return -FI_EINVAL;
@@ -6448,6 +6540,9 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     n = efax_plan(size, writer_nnic, w.mode, w.index, w.nic, 0, segs);
     if (n < 0) return n;
     for (i = 0; i < n; i++) { /* how many pieces (one per segment it meets) each cell comes in */
+        if (ctx->route_in)    /* connected: the local NIC this piece lands on */
+            e->on_nic_bytes[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] %
+                            EFAX_MAX_NICS] += segs[i].len;
         if (!segs[i].len)
             e->want[0]++;
         else
@@ -6467,6 +6562,12 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     return 0;
 }
 
+/* A write that landed: each local NIC's rx_bytes gets what the plan put on it. */
+EFAX_PRIVATE void efax__credit_rx(efax_ctx *ctx, const efax_expect *e) {
+    int i;
+    for (i = 0; i < ctx->nnic && i < EFAX_MAX_NICS; i++) ctx->nic[i].stats.rx_bytes += e->on_nic_bytes[i];
+}
+
 EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     uint64_t deadline;
     unsigned spins = 0, idle = 0;
@@ -6477,6 +6578,7 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
         e->active = false;
         for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting -= e->on_nic[i];
         rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
+        if (!rc) efax__credit_rx(ctx, e);
         if (!rc && e->mr->settle)
             rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
         return rc;
@@ -6502,6 +6604,7 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     rc = e->mr->stage->in_wait(e->mr->stage_user, efax__remaining_ms(deadline) + 1);
     ctx->stage_rx[e->tag][e->peer].e = NULL;
     e->active = false;
+    if (!e->status && !rc) efax__credit_rx(ctx, e);
     return e->status ? e->status : rc;
 }
 
@@ -6580,6 +6683,140 @@ EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const cha
     }
     if (local) *local = here;
     return 0;
+}
+
+// >>counters (implementation) ------------------------------------------------------------------
+
+/* Inserts (name, value) into c, keeping names sorted; drops what does not fit. */
+EFAX_PRIVATE void efax__osc_add(efax_os_counters *c, const char *name, uint64_t value) {
+    int i = c->n, j;
+    if (c->n >= EFAX_OS_COUNTERS_MAX || strlen(name) >= sizeof c->name[0]) return;
+    while (i > 0 && strcmp(c->name[i - 1], name) > 0) i--;
+    for (j = c->n; j > i; j--) {
+        memcpy(c->name[j], c->name[j - 1], sizeof c->name[0]);
+        c->value[j] = c->value[j - 1];
+    }
+    efax__copy(c->name[i], sizeof c->name[0], name);
+    c->value[i] = value;
+    c->n++;
+}
+
+/* Every file of dir holding one unsigned number, as a counter. Returns how many were read. */
+EFAX_PRIVATE int efax__osc_dir(efax_os_counters *c, const char *dir) {
+    char path[PATH_MAX], buf[64], *end;
+    struct dirent *de;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    while ((de = readdir(d))) {
+        unsigned long long v;
+        if (de->d_name[0] == '.') continue;
+        /* hw_counters/lifespan is how long the kernel caches the values (ms), not a counter */
+        if (!strcmp(de->d_name, "lifespan")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (efax__read_sysfs(path, buf, sizeof buf) || !isdigit((unsigned char)buf[0])) continue;
+        errno = 0;
+        v = strtoull(buf, &end, 10);
+        if (errno || *end) continue;
+        efax__osc_add(c, de->d_name, (uint64_t)v);
+    }
+    closedir(d);
+    return c->n;
+}
+
+EFAX_API int efax_os_counters_nic(const efax_nic_info *nic, efax_os_counters *out) {
+    char dev[64], dir[PATH_MAX], *dash;
+    const char *root = efax_topo_sysfs_root();
+    memset(out, 0, sizeof *out);
+    if (efax__prov_of(nic->provider) == EFAX_PROV_EFA) {
+        efax__copy(dev, sizeof dev, nic->name);
+        if ((dash = strrchr(dev, '-')) && (!strcmp(dash, "-rdm") || !strcmp(dash, "-dgrm"))) *dash = 0;
+        snprintf(dir, sizeof dir, "%s/sys/class/infiniband/%s/ports/1/hw_counters", root, dev);
+        if (efax__osc_dir(out, dir)) {
+            efax__copy(out->source, sizeof out->source, "efa");
+            efax__copy(out->dev, sizeof out->dev, dev);
+            return 0;
+        }
+        return -FI_ENOENT;
+    }
+    snprintf(dir, sizeof dir, "%s/sys/class/net/%s/statistics", root, nic->name);
+    if (!nic->name[0] || strchr(nic->name, '/') || !efax__osc_dir(out, dir)) return -FI_ENOENT;
+    efax__copy(out->source, sizeof out->source, "net");
+    efax__copy(out->dev, sizeof out->dev, nic->name);
+    return 0;
+}
+
+EFAX_API int efax_os_counters_tcp(efax_os_counters *out) {
+    /* RtoAlgorithm, RtoMin, RtoMax and MaxConn are settings and CurrEstab a gauge: not counted */
+    static const char *const skip[] = {"RtoAlgorithm", "RtoMin", "RtoMax", "MaxConn", "CurrEstab"};
+    char path[PATH_MAX], names[1024], values[1024], *ns, *vs, *n, *v;
+    FILE *f;
+    memset(out, 0, sizeof *out);
+    snprintf(path, sizeof path, "%s/proc/net/snmp", efax_topo_sysfs_root());
+    if (!(f = fopen(path, "r"))) return -FI_ENOENT;
+    /* a "Tcp:" line of names, then one of values */
+    while (fgets(names, sizeof names, f)) {
+        if (strncmp(names, "Tcp:", 4) || !fgets(values, sizeof values, f) || strncmp(values, "Tcp:", 4))
+            continue;
+        n = strtok_r(names + 4, " \n", &ns);
+        v = strtok_r(values + 4, " \n", &vs);
+        for (; n && v; n = strtok_r(NULL, " \n", &ns), v = strtok_r(NULL, " \n", &vs)) {
+            unsigned k;
+            bool keep = isdigit((unsigned char)v[0]) != 0;
+            for (k = 0; k < sizeof skip / sizeof skip[0]; k++) keep = keep && strcmp(n, skip[k]);
+            if (keep) efax__osc_add(out, n, (uint64_t)strtoull(v, NULL, 10));
+        }
+        break;
+    }
+    fclose(f);
+    if (!out->n) return -FI_ENOENT;
+    efax__copy(out->source, sizeof out->source, "tcp");
+    efax__copy(out->dev, sizeof out->dev, "/proc/net/snmp");
+    return 0;
+}
+
+EFAX_API void efax_os_counters_delta(const efax_os_counters *before, const efax_os_counters *after,
+                                     efax_os_counters *out) {
+    efax_os_counters d;
+    int i;
+    memset(&d, 0, sizeof d);
+    efax__copy(d.source, sizeof d.source, after->source);
+    efax__copy(d.dev, sizeof d.dev, after->dev);
+    for (i = 0; i < after->n; i++) {
+        int64_t b = efax_os_counter(before, after->name[i]);
+        if (b < 0) continue;
+        efax__osc_add(&d, after->name[i],
+                      after->value[i] >= (uint64_t)b ? after->value[i] - (uint64_t)b : after->value[i]);
+    }
+    *out = d;
+}
+
+EFAX_API int64_t efax_os_counter(const efax_os_counters *c, const char *name) {
+    int i;
+    for (i = 0; c && i < c->n; i++)
+        if (!strcmp(c->name[i], name)) return (int64_t)(c->value[i] & INT64_MAX);
+    return -1;
+}
+
+EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, uint64_t *sent) {
+    static const char *const efa[] = {"retrans_pkts", "rx_drops"};
+    static const char *const tcp[] = {"RetransSegs"};
+    static const char *const net[] = {"tx_dropped", "rx_dropped", "tx_errors", "rx_errors"};
+    const char *const *names = efa;
+    const char *of = "tx_pkts";
+    int n = 2, i, found = 0;
+    *lost = *sent = 0;
+    if (!strcmp(c->source, "tcp"))
+        names = tcp, n = 1, of = "OutSegs";
+    else if (!strcmp(c->source, "net"))
+        names = net, n = 4, of = "tx_packets";
+    else if (strcmp(c->source, "efa"))
+        return -FI_ENOENT;
+    for (i = 0; i < n; i++) {
+        int64_t v = efax_os_counter(c, names[i]);
+        if (v >= 0) *lost += (uint64_t)v, found++;
+    }
+    if (efax_os_counter(c, of) >= 0) *sent = (uint64_t)efax_os_counter(c, of), found++;
+    return found ? 0 : -FI_ENOENT;
 }
 
 #ifdef __cplusplus

@@ -231,6 +231,77 @@ t unit/json-escape 60 json_escape
 t info/lists-providers 60 expect_fail 0 "shm" "$B/info"
 t info/json 60 bash -c "'$B/info' --json '$LOGS/info.jsonl' >/dev/null && jq -e -s 'length > 0 and all(.[]; .nic|type==\"string\")' '$LOGS/info.jsonl'"
 
+# --- the doctor: a preflight of this host, one line per finding; a FAIL exits 1
+# here it must pass, and say what it cannot know (no EFA, no GPU) as SKIP, with every NIC's loopback write
+doctor_here() {
+  local j=$LOGS/doctor.jsonl out
+  out=$("$B/doctor" --json "$j"); echo "$out"
+  jq -e . "$j" >/dev/null || { echo "doctor.jsonl is not JSON Lines"; return 1; }
+  jq -e -s '(map(select(.summary)) | length == 1 and .[0].summary.fail == 0) and
+            any(.[]; .level == "SKIP" and .check == "efa") and any(.[]; .level == "SKIP" and .check == "gpu") and
+            any(.[]; .level == "PASS" and .check == "nic" and (.text | test("landed, every byte right")))' "$j" >/dev/null ||
+    { echo "doctor.jsonl lacks the summary, the SKIPs for EFA and GPU, or a NIC's loopback write"; return 1; }
+  grep -qE '^SKIP  efa ' <<<"$out" && grep -qE '^# doctor: [0-9]+ PASS, [0-9]+ WARN, 0 FAIL' <<<"$out"
+}
+# a recorded (synthetic) EFA device without libfabric's efa provider is a FAIL with its fix, exit 1
+doctor_fails() {
+  EFAX_SYSFS_ROOT=$PWD/tests/topo/counters expect_fail 1 "but the libfabric loaded offers no efa provider" "$B/doctor" -q &&
+    expect_fail 1 "FAIL  providers" "$B/doctor" -q --provider bogus &&
+    expect_fail 1 "FAIL  efa" "$B/doctor" -q --expect-efa &&
+    expect_fail 2 "doctor: " "$B/doctor" --timeout x
+}
+# two ranks posing as hosts a and b (efax's TCP rendezvous, EFAX_NODE): one report per host; hosts
+# whose NICs differ are a FAIL (efax matches NICs between hosts by name)
+doctor_hosts() {
+  local port=$((20000 + RANDOM % 20000)) rc r1 out
+  two() {
+    EFAX_NODE=b EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=t "$B/doctor" -q --nics "$2" >/dev/null 2>&1 & local p=$!
+    EFAX_NODE=a EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=t "$B/doctor" -q --nics "$1" 2>&1; local rc=$?
+    wait $p; return $(( rc | $? ))
+  }
+  out=$(two lo lo); rc=$?; echo "$out"
+  [ $rc = 0 ] && grep -q 'host a (rank 0 of 2)' <<<"$out" && grep -q 'host b (rank 1 of 2)' <<<"$out" || { echo "expected two hosts, exit 0"; return 1; }
+  port=$((port + 1))
+  out=$(two lo lo,lo); rc=$?; echo "$out"
+  [ $rc = 1 ] && grep -q '^FAIL  hosts' <<<"$out" || { echo "expected a FAIL for hosts whose NICs differ, exit 1"; return 1; }
+}
+# the CUDA build runs here too, and says why it checks no GPU
+doctor_cuda() {
+  [ -x "$B/doctor_cuda" ] || { echo "skipped: no $B/doctor_cuda (make cuda: needs nvcc)"; return 77; }
+  expect_fail 0 "SKIP  gpu        no CUDA device here" "$B/doctor_cuda"
+}
+export -f doctor_here doctor_fails doctor_hosts doctor_cuda
+t doctor/this-host-ready          120 doctor_here
+t doctor/fail-exits-1             120 doctor_fails
+t doctor/hosts-compared           120 doctor_hosts
+t doctor/cuda-build-skips-gpu     120 doctor_cuda
+
+# --- per-NIC counters in every row, and the cold start in the header (#32)
+# efax's own counters add up to the bytes moved (no warm-up, so the row's counters hold only the timed
+# iterations: every byte written left on one NIC and landed on one); the OS's are checked in the lab
+# (loopback here carries every other process's traffic too); Split over two endpoints
+# even (spread <= 1.05), Single's idle endpoint named; every NIC's cold start in the header and JSON
+counters_add_up() {
+  local p=$1 j=$LOGS/counters-$1.jsonl out idle nics=lo,lo
+  [ "$p" = shm ] && nics=shm,shm
+  out=$($MPIRUN_STR -np 2 "$B/write" --provider "$p" --nics "$nics" -b 256K -e 4M -f 4 -n 10 -w 0 \
+    --mode single,split --json "$j" 2>&1) || { echo "$out"; return 1; }
+  echo "$out"
+  idle="${nics%%,*}#1"
+  grep -q '^# cold start, rank 0 per NIC' <<<"$out" || { echo "no cold start in the header"; return 1; }
+  grep -qE "^ +4M \|.* $idle idle \|.* 1\.0[0-5]$" <<<"$out" || { echo "the table shows no spread or no idle NIC"; return 1; }
+  jq -e -s --arg idle "$idle" 'length == 6 and all(.[]; (.counted == "timed" or .counted == "row")
+      and ([.nic_counters[].tx_bytes] | add) == .bytes and ([.nic_counters[].rx_bytes] | add) == .bytes
+      and (.tcp_counters | type) == "array"
+      and (.run.cold.nics | length) == 2 and all(.run.cold.nics[]; .open_ms > 0 and .first_message_ms > 0)
+      and (if .variant == "Split" then .nic_spread <= 1.05 and .nics_idle == [] else .nics_idle == [$idle] end))' "$j" >/dev/null ||
+    { echo "$j: counters do not add up, or no spread, idle NIC or cold start:"
+      jq -c '{variant, size, bytes, counted, nic_spread, nics_idle, tx: [.nic_counters[].tx_bytes], rx: [.nic_counters[].rx_bytes], cold: .run.cold}' "$j"; return 1; }
+  jq -r '"\(.variant) \(.size): \(.bytes) B moved; efax tx \([.nic_counters[].tx_bytes] | add), rx \([.nic_counters[].rx_bytes] | add)"' "$j"
+}
+export -f counters_add_up
+for p in tcp shm; do has_provider $p && t counters/$p-add-up-spread-cold 120 counters_add_up $p; done
+
 for p in tcp shm; do
   if ! has_provider $p; then skip=$((skip + 1)); echo "SKIP $p/*: provider $p not available"; continue; fi
   nics=$(two_nics $p)
@@ -886,13 +957,58 @@ lab_slurm() {
   [ -z "$(ip netns list | grep efax-h)" ] || { echo "lab namespaces left"; return 1; }
 }
 export -f lab_unshaped lab_slurm
+# per-NIC counters and the slow-rail finder (drivers/rails.c) in a lab of 2 hosts x 4 rails at 200mbit:
+# write's rows (4 even shares in Split, 3 idle rails in Single, counters adding up); all healthy,
+# nothing flagged; h1's r2 at a quarter of the rate, r2 flagged both ways and nothing else; h1's r1
+# losing 2% of what it sends (nftables, tests/lab.sh rail), h1 r1 -> h0 r1 flagged and no other
+# rail. First the doctor on both hosts: one report each, and they agree.
+lab_rails_finder() {
+  local rc out=$LOGS/lab-rails flagged
+  [ "$(id -u)" = 0 ] || { echo "skipped: the lab needs root"; return 77; }
+  command -v nft >/dev/null || { echo "skipped: no nft (tests/deps.sh test installs nftables)"; return 77; }
+  tests/lab.sh up 2 4 200mbit >"$LOGS/lab-up.log" 2>&1 || { rc=$?; cat "$LOGS/lab-up.log"; return $rc; }
+  finder() { # NAME: one run; prints its verdicts; FLAGGED gets "from nic -> to" of every flagged path
+    lab_mpirun "$PWD/$B/rails" -q -B 8M -s 512K --expect-healthy --json "$out.$1.jsonl" >"$out.$1.log" 2>&1; rc=$?
+    echo "== $1 (exit $rc)"; grep -v '^\[' "$out.$1.log"
+    flagged=$(jq -r 'select(.kind == "path" and (.slow or .lossy)) | "\(.from) \(.nic) -> \(.to)"' "$out.$1.jsonl" | sort | tr '\n' ';')
+  }
+  (
+    lab_mpirun "$PWD/$B/doctor" -q >"$out.doctor.log" 2>&1; rc=$?
+    cat "$out.doctor.log"
+    [ $rc = 0 ] && grep -q 'host h0 ' "$out.doctor.log" && grep -q 'host h1 ' "$out.doctor.log" || { echo "doctor: expected both hosts, exit 0"; exit 1; }
+    # where the bytes went: Split over the 4 rails in 4 even shares, Single's 3 idle rails at a glance,
+    # and efax's counters and each host's rails' OS counters add up to the bytes moved
+    lab_mpirun "$PWD/$B/write" -b 1M -e 1M -n 8 -w 0 --mode single,split --json "$out.write.jsonl" >"$out.write.log" 2>&1 ||
+      { cat "$out.write.log"; exit 1; }
+    grep -v '^\[' "$out.write.log"
+    grep -qE '^ +1M \|.* 3 idle \|.* 1\.0[0-5]$' "$out.write.log" || { echo "the table does not show 3 idle and an even Split"; exit 1; }
+    jq -e -s 'length == 2 and all(.[]; (.counted == "timed" or .counted == "row") and ([.nic_counters[].tx_bytes] | add) == .bytes
+        and ([.nic_counters[].rx_bytes] | add) == .bytes
+        and ([.nic_counters[] | select(.host == "h0") | .os.delta.tx_bytes] | add) as $os | $os >= .bytes and $os <= .bytes * 1.1 + 1048576)
+      and (.[] | select(.variant == "Split") | .nic_spread <= 1.05 and ([.nic_counters[] | select(.host == "h0" and .tx_bytes > 0)] | length) == 4)
+      and (.[] | select(.variant == "Single") | .nics_idle == ["r1", "r2", "r3"])' "$out.write.jsonl" >/dev/null ||
+      { echo "per-NIC counters: expected 4 even shares in Split, r1-r3 idle in Single, counters adding up:"
+        jq -c '{variant, bytes, nic_spread, nics_idle, n: [.nic_counters[] | "\(.host) \(.nic) tx \(.tx_bytes) rx \(.rx_bytes) os_tx \(.os.delta.tx_bytes)"]}' "$out.write.jsonl"; exit 1; }
+    jq -r '"\(.variant): \(.bytes) B; " + ([.nic_counters[] | select(.host == "h0") | "\(.nic) \(.tx_bytes) (OS \(.os.delta.tx_bytes))"] | join(", "))' "$out.write.jsonl"
+    finder healthy
+    [ $rc = 0 ] && [ -z "$flagged" ] || { echo "healthy: expected nothing flagged and exit 0, got '$flagged'"; exit 1; }
+    tests/lab.sh rail h1 r2 rate 50mbit && finder slow
+    [ $rc = 1 ] && [ "$flagged" = "h0 r2 -> h1;h1 r2 -> h0;" ] || { echo "slow: expected r2 flagged both ways and exit 1, got '$flagged'"; exit 1; }
+    tests/lab.sh rail h1 r2 heal && tests/lab.sh rail h1 r1 loss 2 && finder lossy
+    [ $rc = 1 ] && [[ $flagged == *"h1 r1 -> h0;"* ]] && [ -z "$(tr ';' '\n' <<<"$flagged" | grep -v ' r1 -> ')" ] ||
+      { echo "lossy: expected h1 r1 -> h0 flagged, no other rail, exit 1; got '$flagged'"; exit 1; }
+  ); rc=$?
+  tests/lab.sh down >/dev/null 2>&1
+  return $rc
+}
+export -f lab_rails_finder
 # the lab is one per machine: a second suite (another libfabric, another checkout) waits for its
 # turn before the test's time limit starts
 # (only when a lab test is selected at all)
 lab_selected() {
   local p n
   [ ${#ONLY[@]} -eq 0 ] && return 0
-  for n in lab/2hosts-2rails-split-rr lab/rail-down-mid-run lab/unshaped-line-rate-unknown lab/slurm-write-check lab/slurm-all2all-check; do
+  for n in lab/2hosts-2rails-split-rr lab/rail-down-mid-run lab/rails-finder-slow-lossy-healthy lab/unshaped-line-rate-unknown lab/slurm-write-check lab/slurm-all2all-check; do
     for p in "${ONLY[@]}"; do [[ "$n" == *"$p"* ]] && return 0; done
   done
   return 1
@@ -901,6 +1017,7 @@ lab_selected && { flock 9
 t lab/2hosts-2rails-split-rr     300 lab_rails 9>&-
 t lab/rail-down-mid-run          300 lab_rail_down 9>&-
 t lab/unshaped-line-rate-unknown 300 lab_unshaped 9>&-
+t lab/rails-finder-slow-lossy-healthy 300 lab_rails_finder 9>&-
 t lab/slurm-write-check          300 lab_slurm write 2 8 -b 64K -e 4M -f 4 -n 5 --mode split,rr 9>&-
 t lab/slurm-all2all-check        300 lab_slurm all2all 4 6 -b 64K -e 1M -f 4 -n 5 --mode single,split 9>&-
 } 9>/tmp/efax-lab.lock
