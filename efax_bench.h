@@ -168,6 +168,9 @@ typedef struct efax_result {
     double seconds;              /* sum of timed iterations */
     uint64_t bytes;              /* bytes moved in the timed iterations (one direction) */
     double gbps;                 /* bytes*8/seconds/1e9 */
+    double mmsgs;                /* million messages per second: bytes/size/seconds/1e6, the messages one
+                                    direction carries (a round trip: one); reported where the driver
+                                    asks (efax_bench_desc.msg_rate) */
     double algbw_gbs, busbw_gbs; /* all2all (GB/s, nccl-tests definitions); 0 elsewhere */
     double line_gbps;            /* line rate the % column uses (sum over the NICs used) */
     efax_stats lat_us;           /* per-iteration time in microseconds */
@@ -207,6 +210,7 @@ typedef struct efax_report {
     int nresults;            /* results added (a run that measured nothing fails efax_report_status) */
     int nwrong;              /* results with wrong bytes, and their "size variant (N bytes)" */
     char wrong_rows[512];
+    bool msg_rate; /* efax_bench_desc.msg_rate: the Mmsg/s column and the "mmsgs" field */
 } efax_report;
 #define EFAXB__CHOICE_LEN 256
 
@@ -242,7 +246,7 @@ EFAX_API void efax_result_init(efax_result *res, const char *variant, const char
                                efax_result_kind kind, uint64_t size, int window, int peers);
 
 /* Finishes a result from n per-iteration times (microseconds; sorted in place) and the
-   bytes one iteration moves: seconds, bytes, gbps, lat_us, line_gbps. */
+   bytes one iteration moves: seconds, bytes, gbps, mmsgs, lat_us, line_gbps. */
 EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
                                double line_gbps);
 
@@ -270,6 +274,8 @@ typedef struct efax_bench_desc {
                          0: --mode's); of these, all but Single run only with several NICs */
     bool own_table;   /* the driver prints its own table: the report writes --json and --csv
                          alone (as --quiet) */
+    bool msg_rate;    /* the table shows the message rate (Mmsg/s), the JSON has "mmsgs" (osu_mbw_mr's,
+                         perftest's figure); the CSV's mmsgs column is empty without it */
     const efax_bench_xchg *xchg; /* the layout of the driver's exchange (efax_bench_exchange); NULL: none */
 } efax_bench_desc;
 
@@ -948,6 +954,8 @@ EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t
     res->seconds = sum * 1e-6;
     res->bytes = bytes_per_iter * (uint64_t)n;
     res->gbps = res->seconds > 0 ? (double)res->bytes * 8 / res->seconds / 1e9 : 0;
+    res->mmsgs =
+        res->seconds > 0 && res->size > 0 ? (double)res->bytes / (double)res->size / res->seconds / 1e6 : 0;
     res->line_gbps = line_gbps;
     res->lat_us = efax_stats_of(lat_us, n);
 }
@@ -1270,11 +1278,11 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     }
     efaxb__cat(r->meta, sizeof r->meta, &u, "}}");
     if (r->csv)
-        fprintf(
-            r->csv,
-            "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_"
-            "gbps,"
-            "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes\n");
+        fprintf(r->csv,
+                "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_"
+                "gbps,"
+                "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes,"
+                "mmsgs\n");
     if (!o->quiet) {
         char sz[32], cs[32];
         printf("# efax %s %s\n", driver, EFAX_VERSION_STRING);
@@ -1392,6 +1400,10 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         efaxb__json_num(buf, sizeof buf, &u, res->gbps);
         efaxb__cat(buf, sizeof buf, &u, ",\"gbs\":");
         efaxb__json_num(buf, sizeof buf, &u, res->gbps / 8);
+        if (r->msg_rate) {
+            efaxb__cat(buf, sizeof buf, &u, ",\"mmsgs\":");
+            efaxb__json_num(buf, sizeof buf, &u, res->mmsgs);
+        }
         efaxb__cat(buf, sizeof buf, &u, ",\"line_gbps\":");
         if (res->line_gbps > 0)
             efaxb__json_num(buf, sizeof buf, &u, res->line_gbps);
@@ -1450,7 +1462,10 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         for (i = 0; i < res->nnic; i++)
             fprintf(r->csv, "%s%s=%llu", i ? ";" : "", res->nic[i].name,
                     (unsigned long long)res->nic[i].bytes);
-        fprintf(r->csv, "\n");
+        if (r->msg_rate)
+            fprintf(r->csv, ",%.6g\n", res->mmsgs);
+        else
+            fprintf(r->csv, ",\n");
         fflush(r->csv);
     }
 }
@@ -1469,7 +1484,8 @@ EFAX_API void efax_report_row(efax_report *r) {
     if (!r->o->quiet) {
         if (!r->header_printed) {
             printf("\n%8s", "size");
-            for (i = 0; i < r->nrow; i++) printf(" | %-*s", a2a ? 39 : 30, r->row[i].variant);
+            for (i = 0; i < r->nrow; i++)
+                printf(" | %-*s", a2a ? 39 : r->msg_rate ? 40 : 30, r->row[i].variant);
             printf("%s\n%8s", r->o->check ? " | " : "", "(bytes)");
             for (i = 0; i < r->nrow; i++) {
                 if (a2a)
@@ -1477,6 +1493,7 @@ EFAX_API void efax_report_row(efax_report *r) {
                 else
                     printf(" | %9s %6s %12s", r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "Gbps(rt)" : "Gbps",
                            "%line", r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "rtt p50 us" : "p50 us");
+                if (!a2a && r->msg_rate) printf(" %9s", "Mmsg/s");
             }
             printf("%s\n", r->o->check ? " | #wrong" : "");
             r->header_printed = true;
@@ -1493,6 +1510,7 @@ EFAX_API void efax_report_row(efax_report *r) {
                 printf(" | %10.3f %10.3f %6s %11.2f", x->algbw_gbs, x->busbw_gbs, pct, x->lat_us.p50);
             else
                 printf(" | %9.3f %6s %12.2f", x->gbps, pct, x->lat_us.p50);
+            if (!a2a && r->msg_rate) printf(" %9.4f", x->mmsgs);
             if (x->wrong >= 0) wrong = (wrong < 0 ? 0 : wrong) + x->wrong;
         }
         if (r->o->check) printf(" | %lld", (long long)wrong);
@@ -1672,6 +1690,7 @@ EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
     b->begun = true;
     if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot)))
         return rc;
+    b->rep->msg_rate = b->d.msg_rate;
 #ifdef EFAX_CUDA_H
     if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efaxb__ceiling(b, 256u << 20);
 #endif
