@@ -307,7 +307,8 @@ typedef struct efax_bench {
     double *lat;                 /* room for a step's times: efax_opts_iters at 1 byte, for every rank */
     efax_xfer *xs;               /* [size * msgs]: this rank's writes of an iteration */
     efax_expect *ex;             /* [size * msgs]: the writes into this rank of an iteration */
-    efax_write_desc *xw;         /* [size * msgs]: this rank's writes as it describes them */
+    efax_write_desc *xw;         /* [2 * size * msgs]: this rank's writes as it describes them, then the
+                                    writes into it as it expects them */
 } efax_bench;
 
 /* One point of the sweep. Zero it before the first efax_bench_next. */
@@ -1629,7 +1630,7 @@ EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
     }
     b->xs = (efax_xfer *)efax_bench_calloc(b, n * msgs, sizeof *b->xs);
     b->ex = (efax_expect *)efax_bench_calloc(b, n * msgs, sizeof *b->ex);
-    b->xw = (efax_write_desc *)efax_bench_calloc(b, n * msgs, sizeof *b->xw);
+    b->xw = (efax_write_desc *)efax_bench_calloc(b, 2 * n * msgs, sizeof *b->xw);
     b->lat = (double *)efax_bench_calloc(b, (size_t)efax_opts_iters(&b->o, 1) * n, sizeof *b->lat);
     if (rc) return rc;
     return !b->xs || !b->ex || !b->xw || !b->lat ? -FI_ENOMEM : 0;
@@ -1914,24 +1915,30 @@ EFAX_PRIVATE uint64_t efaxb__dslot(const efaxb__xstep *x, int f, int m) {
 /* The pattern iteration of the bytes in source slot s in iteration seq. */
 EFAX_PRIVATE uint64_t efaxb__pattern(uint64_t seq, uint64_t s) { return seq << 24 | s; }
 
-/* Message m of iteration seq from rank f to rank t, as both sides describe it. */
+/* Message m (in w, as efaxb__msg described it) becomes iteration seq's: what changes with it. */
+EFAX_PRIVATE efax_write_desc *efaxb__msg_seq(const efaxb__xstep *x, efax_write_desc *w, int m, uint64_t seq) {
+    w->index = seq * (uint64_t)x->msgs + (uint64_t)w->from + efaxb__sslot(x, w->to, m);
+    w->tag = x->tag0 + (x->b->d.xchg->unconfirmed ? (int)(seq & 1) * efaxb__msgs(x->b) : 0) + m;
+    w->seq = (uint32_t)seq;
+    return w;
+}
+
+/* Message m of iteration seq from rank f to rank t, as both sides describe it. The exchange
+   describes each message once and then only changes its iteration (efaxb__msg_seq): a desc costs
+   as much as the write it starts (memset, efax_bench_chunk). */
 EFAX_PRIVATE const efax_write_desc *efaxb__msg(const efaxb__xstep *x, efax_write_desc *w, int f, int t, int m,
                                                uint64_t seq) {
-    uint64_t s = efaxb__sslot(x, t, m);
     memset(w, 0, sizeof *w);
     w->from = f;
     w->to = t;
     w->src = &x->src->mr;
-    w->src_off = s * x->size;
+    w->src_off = efaxb__sslot(x, t, m) * x->size;
     w->dst = &x->dst->mr;
     w->dst_off = efaxb__dslot(x, f, m) * x->size;
     w->size = x->size;
     w->mode = x->st->mode;
-    w->index = seq * (uint64_t)x->msgs + (uint64_t)f + s;
     w->chunk = efax_bench_chunk(x->b, x->st->kind, f, t);
-    w->tag = x->tag0 + (x->b->d.xchg->unconfirmed ? (int)(seq & 1) * efaxb__msgs(x->b) : 0) + m;
-    w->seq = (uint32_t)seq;
-    return w;
+    return efaxb__msg_seq(x, w, m, seq);
 }
 
 /* How long a writer waits for a target's confirmation: longer than the target waits for the
@@ -1968,13 +1975,13 @@ EFAX_PRIVATE void efaxb__fill(const efaxb__xstep *x, uint64_t seq) {
    context timeout for all, so that this side gives up before a writer's confirmation wait. */
 EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq) {
     efax_ctx *ctx = &x->b->ctx;
-    efax_write_desc w;
+    efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b); /* efaxb__describe's */
     uint64_t deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
     int rc = 0;
     for (int i = 0; i < x->nfrom && !rc; i++)
         for (int m = 0; m < x->msgs && !rc; m++)
             rc = efax_expect_write(ctx, &x->b->ex[i * x->msgs + m],
-                                   efaxb__msg(x, &w, x->from[i], x->me, m, seq));
+                                   efaxb__msg_seq(x, &in[i * x->msgs + m], m, seq));
     for (int i = 0; i < x->nfrom * x->msgs && !rc; i++) {
         uint64_t now = efax_now_ns();
         rc = efax_expect_wait(ctx, &x->b->ex[i], now < deadline ? (int)((deadline - now) / 1000000ull) : 0);
@@ -1999,6 +2006,16 @@ EFAX_PRIVATE int efaxb__check(const efaxb__xstep *x, uint64_t seq, int64_t *wron
     return rc;
 }
 
+/* Describes every message of the step once: this rank's writes (b->xw from 0), the writes into it
+   (from size * msgs on), as iteration 0's. */
+EFAX_PRIVATE void efaxb__describe(const efaxb__xstep *x) {
+    efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b);
+    for (int i = 0; i < x->nto; i++)
+        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &x->b->xw[i * x->msgs + m], x->me, x->to[i], m, 0);
+    for (int i = 0; i < x->nfrom; i++)
+        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &in[i * x->msgs + m], x->from[i], x->me, m, 0);
+}
+
 /* One iteration on this rank; *us: its time, as the layout defines it. */
 EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *us, int64_t *wrong) {
     efax_bench *b = x->b;
@@ -2012,7 +2029,7 @@ EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *u
     if (b->o.check) efaxb__fill(x, seq);
     t0 = efax_now_ns();
     for (int i = 0; i < x->nto; i++)
-        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &b->xw[nw++], x->me, x->to[i], m, seq);
+        for (int m = 0; m < x->msgs; m++) efaxb__msg_seq(x, &b->xw[nw++], m, seq);
     if (!rc && p && nw && !(rc = p->post(p->user, b->xw, nw))) posted = true;
     for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(ctx, &b->xs[i], &b->xw[i], NULL);
     for (int m = 0; x->self && m < x->msgs && !rc; m++)
@@ -2064,6 +2081,7 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     for (int i = 0; b->o.check && i < x.nfrom + x.self; i++) /* what lands is checked against this */
         for (int m = 0; m < x.msgs; m++)
             x.dst->ops->poison(x.dst, efaxb__dslot(&x, i < x.nfrom ? x.from[i] : x.me, m) * x.size, x.size);
+    efaxb__describe(&x);
     rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS); /* every rank's turn begins together */
     for (int it = -warm; it < st->iters && !rc; it++) {
         double us = 0;

@@ -5,6 +5,7 @@
 #
 #   tests/instr.sh                 the counts on tcp and shm; fails when efax's exceed the bounds
 #   EFAX_BUILD=DIR tests/instr.sh  the programs of another build (build/lf-...: that libfabric)
+#   EFAX_INSTR_PROVIDERS=tcp       one provider (default: tcp shm)
 #
 # Own: instructions executed in the program's own code (callgrind's object: the driver binary, or
 # fi_pingpong), not in libfabric, libc, the loader or PMIx (tests/cg_own.py). Counted at 8 B:
@@ -86,7 +87,7 @@ efax_own() {
 fail=0
 printf '%-5s %-34s %12s %14s %10s\n' prov "own instructions (8 B)" "per message" "empty poll" "polls/msg"
 echo "      (polls/msg: all the long run made, per message: empty ones vary with timing, the count must not)"
-for p in tcp shm; do
+for p in ${EFAX_INSTR_PROVIDERS:-tcp shm}; do
   "$B/info" --provider $p >/dev/null 2>&1 || { echo "$p: not available here, skipped"; continue; }
   # an empty poll's own cost in each wait: three idle runs, c + E_wait * polls + E_imm * polls
   for m in "200 200" "1000 200" "200 1000"; do
