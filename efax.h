@@ -3843,6 +3843,23 @@ EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeou
 
 // >>operations (implementation) ----------------------------------------------------------------
 
+/* The hot path's branch hints: the error side of a check, kept out of line (EFAX__COLD), costs
+   the common side nothing but the test. */
+#ifndef EFAX__UNLIKELY
+#if defined(__GNUC__)
+#define EFAX__UNLIKELY(c) __builtin_expect(!!(c), 0)
+#define EFAX__COLD __attribute__((noinline, cold))
+#else
+#define EFAX__UNLIKELY(c) (c)
+#define EFAX__COLD
+#endif
+#endif
+#if defined(__GNUC__)
+#define EFAX__LIKELY(c) __builtin_expect(!!(c), 1)
+#else
+#define EFAX__LIKELY(c) (c)
+#endif
+
 EFAX_API int efax_imm_encode(int rank, int tag, uint32_t seq, uint32_t *imm) {
     *imm = 0;
     if (rank < 0 || rank >= EFAX_IMM_MAX_RANKS || tag < 0 || tag >= EFAX_IMM_MAX_TAGS) return -FI_EINVAL;
@@ -4404,7 +4421,25 @@ EFAX_API int efax_progress(efax_ctx *ctx) {
     return total;
 }
 
-EFAX_PRIVATE int efax__check_peer(efax_ctx *ctx, int peer, int nic) {
+/* The checks every post and wait makes: inline, one test each; what fails them goes to the cold
+   functions below, which name the problem. */
+EFAX_PRIVATE EFAX__COLD int efax__bad_peer(efax_ctx *ctx, int peer, int nic);
+EFAX_PRIVATE EFAX__COLD int efax__bad_local(efax_ctx *ctx, const efax_mr *mr, uint64_t off, uint64_t len,
+                                            const char *what);
+
+static inline int efax__check_peer(efax_ctx *ctx, int peer, int nic) {
+    if (EFAX__LIKELY(ctx->connected && (unsigned)peer < (unsigned)ctx->size && (unsigned)nic < (unsigned)ctx->nnic))
+        return 0;
+    return efax__bad_peer(ctx, peer, nic);
+}
+
+static inline int efax__check_local(efax_ctx *ctx, const efax_mr *mr, uint64_t off, uint64_t len,
+                                    const char *what) {
+    if (EFAX__LIKELY(mr && mr->ctx == ctx && off <= mr->len && len <= mr->len - off)) return 0;
+    return efax__bad_local(ctx, mr, off, len, what);
+}
+
+EFAX_PRIVATE int efax__bad_peer(efax_ctx *ctx, int peer, int nic) {
     if (!ctx->connected) {
         efax_log(ctx, 0, "no peers yet: call efax_ctx_connect first");
         return -FI_EOPBADSTATE;
@@ -4420,8 +4455,8 @@ EFAX_PRIVATE int efax__check_peer(efax_ctx *ctx, int peer, int nic) {
     return 0;
 }
 
-EFAX_PRIVATE int efax__check_local(efax_ctx *ctx, const efax_mr *mr, uint64_t off, uint64_t len,
-                                   const char *what) {
+EFAX_PRIVATE int efax__bad_local(efax_ctx *ctx, const efax_mr *mr, uint64_t off, uint64_t len,
+                                 const char *what) {
     if (!mr || mr->ctx != ctx) {
         efax_log(ctx, 0, "%s: the memory region is not registered with this context", what);
         return -FI_EINVAL;
