@@ -3906,11 +3906,22 @@ EFAX_PRIVATE void efax__xfer_check_done(efax_xfer *x) {
     }
 }
 
+/* The route to peer's NIC matched with local NIC nic. */
+static inline const efax__route *efax__route_to(const efax_ctx *ctx, int peer, int nic) {
+    return &ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic];
+}
+
+/* Sends len bytes at buf to fa by inject, with immediate data when has_imm. */
+static inline int efax__inject_send(efax__nic *n, const void *buf, uint64_t len, bool has_imm, uint32_t imm,
+                                    fi_addr_t fa) {
+    return (int)(has_imm ? fi_injectdata(n->ep, buf, len, imm, fa) : fi_inject(n->ep, buf, len, fa));
+}
+
 /* Sends or writes a small chunk by inject: the provider copies it at once, so it needs no
    operation context and produces no completion (one CQ round trip less per small message). */
 EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, uint32_t imm) {
     efax_xfer *x = s->x;
-    const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)s->nic];
+    const efax__route *rt = efax__route_to(ctx, x->peer, s->nic);
     const void *buf = (const uint8_t *)x->lmr->ptr + x->loff + s->off + s->posted;
     if (x->op == EFAX_OP_WRITE) {
         const efax_rmr *rm = &x->rmr->remote[x->peer];
@@ -3918,7 +3929,7 @@ EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint6
         return (int)(x->has_imm ? fi_inject_writedata(n->ep, buf, len, imm, rt->fa, addr, key)
                                 : fi_inject_write(n->ep, buf, len, rt->fa, addr, key));
     }
-    return (int)(x->has_imm ? fi_injectdata(n->ep, buf, len, imm, rt->fa) : fi_inject(n->ep, buf, len, rt->fa));
+    return efax__inject_send(n, buf, len, x->has_imm, imm, rt->fa);
 }
 
 EFAX_PRIVATE void efax__op_free(efax__nic *n, efax_op *op) {
@@ -4190,20 +4201,23 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     return posted;
 }
 
+/* Posts receive x on NIC n (index nic) with operation op (n->free_ops); the caller takes op from
+   the pool when the provider took it. fi_recv takes the buffer itself: op keeps no iovec. */
+static inline int efax__recv_post(efax__nic *n, efax_xfer *x, efax_op *op, int nic) {
+    op->kind = EFAX__OPK_RX;
+    op->x = x;
+    op->nic = nic;
+    op->len = x->len;
+    op->desc = x->lmr->desc[nic];
+    return (int)fi_recv(n->ep, (uint8_t *)x->lmr->ptr + x->loff, x->len, op->desc, FI_ADDR_UNSPEC, &op->fctx);
+}
+
 EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
     while (n->rxp_head && n->rx_inflight < n->window && n->free_ops) {
         efax_seg *s = n->rxp_head;
         efax_xfer *x = s->x;
         efax_op *op = n->free_ops;
-        int rc;
-        op->kind = EFAX__OPK_RX;
-        op->x = x;
-        op->nic = s->nic;
-        op->len = x->len;
-        op->iov.iov_base = (uint8_t *)x->lmr->ptr + x->loff;
-        op->iov.iov_len = x->len;
-        op->desc = x->lmr->desc[s->nic];
-        rc = (int)fi_recv(n->ep, op->iov.iov_base, x->len, op->desc, FI_ADDR_UNSPEC, &op->fctx);
+        int rc = efax__recv_post(n, x, op, s->nic);
         if (rc == -FI_EAGAIN) break;
         efax__seg_pop(&n->rxp_head, &n->rxp_tail);
         x->unposted--;
@@ -4520,25 +4534,38 @@ EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
                  (unsigned long long)len, efax_strerror(rc));
         return rc;
     }
+    n = &ctx->nic[nic];
+    /* A small send with nothing queued ahead of it on this NIC goes out at once by inject,
+       without the queue: a ping-pong's answer is sent on its critical path, and the queue's
+       general loop costs as many instructions as the provider's inject itself. It is done at
+       once, so x gets what a caller or a wait reads of a finished transfer (status, done, chunks;
+       the kind and region efax_wait_all looks at), not the segment table of one that queues.
+       Anything else (and an inject the provider refuses) takes the queue, which keeps the order. */
+    if (!n->pend_head && !n->retry && len <= n->info.inject_size && mr->iface == 0 &&
+        efax__inject_send(n, (const uint8_t *)mr->ptr + off, len, s->has_imm, imm,
+                          efax__route_to(ctx, peer, nic)->fa) == 0) {
+        n->stats.tx_bytes += len;
+        n->stats.tx_ops++;
+        x->op = EFAX_OP_SEND;
+        x->peer = peer;
+        x->status = 0;
+        x->done = true;
+        x->lmr = mr;
+        x->loff = off;
+        x->len = len;
+        x->nseg = 1;
+        x->pending = x->unposted = 0;
+        x->chunks = 1;
+        x->bytes_done = len;
+        x->seg[0].nic = nic;
+        if (s->on_done) s->on_done(s->done_user, x);
+        return 0;
+    }
     efax__xfer_one(x, EFAX_OP_SEND, peer, mr, off, len, nic);
     x->has_imm = s->has_imm;
     x->imm = imm;
     x->on_done = s->on_done;
     x->done_user = s->done_user;
-    n = &ctx->nic[nic];
-    /* A small send with nothing queued ahead of it on this NIC goes out at once by inject,
-       without the queue: a ping-pong's answer is sent on its critical path, and the queue's
-       general loop costs as many instructions as the provider's inject itself. Anything else
-       (and an inject the provider refuses) takes the queue, which keeps the order. */
-    if (!n->pend_head && !n->retry && len <= n->info.inject_size && mr->iface == 0 &&
-        efax__inject_tx(ctx, n, &x->seg[0], len, imm) == 0) {
-        n->stats.tx_bytes += len;
-        n->stats.tx_ops++;
-        x->bytes_done = x->seg[0].posted = len;
-        x->unposted = 0;
-        efax__xfer_check_done(x);
-        return 0;
-    }
     efax__seg_push(&n->pend_head, &n->pend_tail, &x->seg[0]);
     efax__post_nic(ctx, n);
     return 0;
@@ -4546,15 +4573,54 @@ EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
 
 EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off,
                        uint64_t len) {
+    efax__nic *n;
+    efax_op *op;
     int rc;
-    if (nic < 0 || nic >= ctx->nnic) {
+    if (EFAX__UNLIKELY((unsigned)nic >= (unsigned)ctx->nnic)) {
         efax_log(ctx, 0, "receive: NIC index %d, this context has %d", nic, ctx->nnic);
         return -FI_EINVAL;
     }
     if ((rc = efax__check_local(ctx, mr, off, len, "receive"))) return rc;
-    efax__xfer_one(x, EFAX_OP_RECV, -1, mr, off, len, nic);
-    efax__seg_push(&ctx->nic[nic].rxp_head, &ctx->nic[nic].rxp_tail, &x->seg[0]);
-    efax__post_rx(ctx, &ctx->nic[nic]);
+    n = &ctx->nic[nic];
+    /* what a receive's completion, a wait's timeout message and the caller read; the segment's
+       list fields only where it queues */
+    x->op = EFAX_OP_RECV;
+    x->peer = -1;
+    x->status = 0;
+    x->done = false;
+    x->lmr = mr;
+    x->loff = off;
+    x->len = len;
+    x->nseg = 1;
+    x->pending = 0;
+    x->unposted = 1;
+    x->chunks = 1;
+    x->bytes_done = 0;
+    x->rx_len = 0;
+    x->rx_data = 0;
+    x->rx_has_data = false;
+    x->on_done = NULL;
+    x->seg[0].x = x;
+    x->seg[0].nic = nic;
+    x->seg[0].len = len;
+    /* nothing queued ahead of it and room in the window: posted at once, without the queue */
+    if (!n->rxp_head && n->rx_inflight < n->window && (op = n->free_ops) &&
+        (rc = efax__recv_post(n, x, op, nic)) != -FI_EAGAIN) {
+        x->unposted = 0;
+        if (EFAX__UNLIKELY(rc != 0)) {
+            efax_log(ctx, 0, "posting a receive of %llu bytes on NIC %s failed: %s (%d)", (unsigned long long)len,
+                     n->info.name, fi_strerror(-rc), rc);
+            efax__fail_xfer(ctx, x, rc);
+            efax__xfer_check_done(x);
+            return 0;
+        }
+        n->free_ops = op->next;
+        n->rx_inflight++;
+        x->pending = 1;
+        return 0;
+    }
+    efax__seg_push(&n->rxp_head, &n->rxp_tail, &x->seg[0]);
+    efax__post_rx(ctx, n);
     return 0;
 }
 
