@@ -3856,8 +3856,12 @@ EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeou
 #endif
 #if defined(__GNUC__)
 #define EFAX__LIKELY(c) __builtin_expect(!!(c), 1)
+#define EFAX__HOT_INLINE static inline __attribute__((always_inline)) /* the poll that finds nothing */
+#define EFAX__NOINLINE __attribute__((noinline)) /* keeps its frame out of the caller's */
 #else
 #define EFAX__LIKELY(c) (c)
+#define EFAX__HOT_INLINE static inline
+#define EFAX__NOINLINE
 #endif
 
 EFAX_API int efax_imm_encode(int rank, int tag, uint32_t seq, uint32_t *imm) {
@@ -4344,11 +4348,15 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
     }
 }
 
-EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n) {
-    struct fi_cq_data_entry e[32];
+#define EFAX__CQ_BATCH 32 /* entries one fi_cq_read takes at most */
+
+/* Handles what fi_cq_read returned into e (got entries, or -FI_EAVAIL: an error entry waits) and
+   reads on while a read came back full. Returns the completions handled, or a negative code. */
+EFAX_PRIVATE EFAX__NOINLINE int efax__drain_on(efax_ctx *ctx, efax__nic *n, struct fi_cq_data_entry *e,
+                                               ssize_t got) {
     int total = 0;
-    for (;;) {
-        ssize_t got = fi_cq_read(n->cq, e, 32), i;
+    for (;; got = fi_cq_read(n->cq, e, EFAX__CQ_BATCH)) {
+        ssize_t i;
         if (got == -FI_EAGAIN) break;
         if (got == -FI_EAVAIL) {
             efax__cq_error(ctx, n);
@@ -4379,9 +4387,17 @@ EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n) {
             efax__complete(ctx, n, op, 0, e[i].len, e[i].flags, e[i].data);
         }
         total += (int)got;
-        if (got < 32) break;
+        if (got < EFAX__CQ_BATCH) break;
     }
     return total;
+}
+
+/* Drains a NIC's CQ. The read that finds nothing, most reads of a wait, returns at once, inside
+   the caller (efax__drain_on's frame and saved registers are paid only when there is something). */
+EFAX__HOT_INLINE int efax__drain(efax_ctx *ctx, efax__nic *n) {
+    struct fi_cq_data_entry e[EFAX__CQ_BATCH];
+    ssize_t got = fi_cq_read(n->cq, e, EFAX__CQ_BATCH);
+    return got == -FI_EAGAIN ? 0 : efax__drain_on(ctx, n, e, got);
 }
 
 /* Reads a NIC's event queue: ordinary events are dropped; an error entry (what efa would have
@@ -4414,23 +4430,37 @@ EFAX_PRIVATE int efax__eq_read(efax_ctx *ctx, efax__nic *n) {
     return (int)got;
 }
 
+/* Every NIC's event queue (efax__eq_read); an error there becomes the context's for good. */
+EFAX_PRIVATE EFAX__COLD int efax__eq_all(efax_ctx *ctx) {
+    int i, rc;
+    for (i = 0; i < ctx->nnic; i++)
+        if (ctx->nic[i].eq && (rc = efax__eq_read(ctx, &ctx->nic[i]))) return ctx->eq_error = rc;
+    return 0;
+}
+
+/* What waits on a NIC after its CQ was drained: receives and transmit chunks queued for the window,
+   a split write's refused post, control slots to post again. */
+EFAX_PRIVATE EFAX__NOINLINE void efax__nic_work(efax_ctx *ctx, efax__nic *n) {
+    int s;
+    if (n->rxp_head) efax__post_rx(ctx, n);
+    if (n->pend_head || n->retry) efax__post_nic(ctx, n); /* retry: a split write's refused post */
+    if (n->ctrl_posted < n->nctrl)
+        for (s = 0; s < n->nctrl; s++)
+            if (n->ctrl_ops[s].kind == 0 && efax__post_ctrl(ctx, n, s)) break;
+}
+
 EFAX_API int efax_progress(efax_ctx *ctx) {
-    int i, total = 0, rc, s;
+    int i, total = 0, rc;
+    if (EFAX__UNLIKELY(ctx->eq_error)) return ctx->eq_error;
     /* every 1024th call: an EQ error ends the endpoint, so it is seen within microseconds to a
        few milliseconds either way, and on tcp with libfabric 2.x one fi_eq_read costs 1.4-2 us
        (it drives the connection manager: a syscall), as much as the CQ poll itself */
-    bool eq = (ctx->eq_tick++ & 1023) == 0;
-    if (ctx->eq_error) return ctx->eq_error;
+    if (EFAX__UNLIKELY((ctx->eq_tick++ & 1023) == 0) && (rc = efax__eq_all(ctx))) return rc;
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
-        if (eq && n->eq && (rc = efax__eq_read(ctx, n))) return ctx->eq_error = rc;
         if ((rc = efax__drain(ctx, n)) < 0) return rc;
         total += rc;
-        if (n->rxp_head) efax__post_rx(ctx, n);
-        if (n->pend_head || n->retry) efax__post_nic(ctx, n); /* retry: a split write's refused post */
-        if (n->ctrl_posted < n->nctrl)
-            for (s = 0; s < n->nctrl; s++)
-                if (n->ctrl_ops[s].kind == 0 && efax__post_ctrl(ctx, n, s)) break;
+        if (n->rxp_head || n->pend_head || n->retry || n->ctrl_posted < n->nctrl) efax__nic_work(ctx, n);
     }
     return total;
 }
