@@ -1164,6 +1164,8 @@ struct efax_ctx {
     char nic_choice[128];      /* how the NICs were chosen, for the run header */
     char mem_path[64];         /* efax_ctx_desc.mem_path, resolved ("" when none is forced) */
     unsigned eq_tick;          /* progress calls, to read the EQs every 1024th */
+    int settling;              /* registered regions with a settle hook: efax_wait_all settles receives
+                                  into them (while there are none, it does not look) */
 };
 
 
@@ -2898,6 +2900,7 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
     mr->stage_user = desc->stage_user;
     mr->settle = desc->settle;
     mr->settle_user = desc->settle_user;
+    if (mr->settle) ctx->settling++; /* efax_mr_dereg, also of a failed registration, takes it back */
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
         rc = efax__reg(ctx, n, desc->ptr, desc->len, fa, desc->iface, desc->device,
@@ -2941,6 +2944,7 @@ EFAX_API void efax_mr_dereg(efax_mr *mr) {
     if (!mr) return;
     for (i = EFAX_MAX_NICS - 1; i >= 0; i--)
         if (mr->mr[i]) fi_close(&mr->mr[i]->fid);
+    if (mr->settle && mr->ctx) mr->ctx->settling--;
     free(mr->remote);
     memset(mr, 0, sizeof *mr);
 }
@@ -4802,21 +4806,10 @@ EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
     return efax_wait_all(ctx, &x, 1, timeout_ms);
 }
 
-EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms) {
-    uint64_t deadline = 0;
-    unsigned spins = 0, idle = 0;
-    int i, rc, first = 0;
-    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
-    for (;;) {
-        while (first < n && (!xs[first] || xs[first]->done)) first++;
-        if (first == n) break;
-        if ((rc = efax_progress(ctx)) < 0) return rc;
-        efax__idle(rc, &idle);
-        if (efax__expired(&deadline, &spins, timeout_ms)) return efax__timeout_msg(ctx, xs[first], timeout_ms);
-    }
-    for (i = 0; i < n; i++)
-        if (xs[i] && xs[i]->status) return xs[i]->status;
-    /* what landed in device memory is in place once the region settled (once per region) */
+/* efax_wait_all's last step where receives may land in regions with a settle hook: what landed in
+   device memory is in place once the region settled (once per region). */
+EFAX_PRIVATE EFAX__NOINLINE int efax__settle_recvs(efax_xfer **xs, int n, uint64_t deadline, int timeout_ms) {
+    int i, rc;
     for (i = 0; i < n; i++) {
         const efax_mr *m = xs[i] ? xs[i]->lmr : NULL;
         int j;
@@ -4827,6 +4820,27 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
         if (j == i && (rc = m->settle(m->settle_user, efax__remaining_ms(deadline) + 1))) return rc;
     }
     return 0;
+}
+
+EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms) {
+    uint64_t deadline = 0;
+    unsigned spins = 0, idle = 0;
+    int rc, first = 0, status = 0;
+    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
+    for (;;) {
+        for (; first < n; first++) { /* the finished ones, in order: the first failure is the answer */
+            const efax_xfer *x = xs[first];
+            if (!x) continue;
+            if (!x->done) break;
+            if (!status) status = x->status;
+        }
+        if (first == n) break;
+        if ((rc = efax_progress(ctx)) < 0) return rc;
+        efax__idle(rc, &idle);
+        if (efax__expired(&deadline, &spins, timeout_ms)) return efax__timeout_msg(ctx, xs[first], timeout_ms);
+    }
+    if (status || EFAX__LIKELY(!ctx->settling)) return status;
+    return efax__settle_recvs(xs, n, deadline, timeout_ms);
 }
 
 EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t seq) {
