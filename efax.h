@@ -758,7 +758,8 @@ typedef void (*efax_done_fn)(void *user, efax_xfer *x);
 
 /* One logical transfer: a send, a receive or a write, possibly in many chunks over many
    NICs. Owned by the caller; any memory will do: efax_send, efax_recv and efax_write set
-   every field from their arguments and read none back (the hooks are inputs of the descs).
+   every field that they or a later call read, from their arguments, and read none back (the
+   hooks are inputs of the descs; a send done at once by inject leaves the queue's fields).
    It must not move, nor be started again, until efax_xfer_done() says so. The caller reads
    status, done, chunks and, for receives, rx_len, rx_data and rx_has_data; the rest is
    efax's. */
@@ -4275,7 +4276,7 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     }
 }
 
-EFAX_PRIVATE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int err, uint64_t len,
+EFAX__HOT_INLINE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int err, uint64_t len,
                                  uint64_t flags, uint64_t data) {
     efax_xfer *x = op->x;
     (void)ctx;
@@ -4555,53 +4556,80 @@ EFAX_PRIVATE void efax__xfer_one(efax_xfer *x, int op, int peer, const efax_mr *
     x->seg[0].nic = nic;
 }
 
+/* A staged source's bytes copied out to its staging buffer before a send (efax_mr_desc.stage). */
+EFAX_PRIVATE EFAX__COLD int efax__send_stage(efax_ctx *ctx, const efax_send_desc *s) {
+    int rc = s->src->stage->out_sync(s->src->stage_user, s->src_off, s->size);
+    if (rc)
+        efax_log(ctx, 0, "send to rank %d: copying %llu bytes out to the staging buffer failed: %s", s->to,
+                 (unsigned long long)s->size, efax_strerror(rc));
+    return rc;
+}
+
+/* A send through the NIC's queue (efax__post_nic), which keeps the order of what waits there. */
+EFAX_PRIVATE EFAX__NOINLINE int efax__send_queued(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
+    efax__nic *n = &ctx->nic[s->nic];
+    efax__xfer_one(x, EFAX_OP_SEND, s->to, s->src, s->src_off, s->size, s->nic);
+    x->has_imm = s->has_imm;
+    x->imm = s->imm;
+    x->on_done = s->on_done;
+    x->done_user = s->done_user;
+    efax__seg_push(&n->pend_head, &n->pend_tail, &x->seg[0]);
+    efax__post_nic(ctx, n);
+    return 0;
+}
+
 EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
     const efax_mr *mr = s->src;
     uint64_t off = s->src_off, len = s->size;
-    uint32_t imm = s->imm;
     int peer = s->to, nic = s->nic, rc;
     efax__nic *n;
     if ((rc = efax__check_peer(ctx, peer, nic)) || (rc = efax__check_local(ctx, mr, off, len, "send")))
         return rc;
-    if (mr->stage && (rc = mr->stage->out_sync(mr->stage_user, off, len))) {
-        efax_log(ctx, 0, "send to rank %d: copying %llu bytes out to the staging buffer failed: %s", peer,
-                 (unsigned long long)len, efax_strerror(rc));
-        return rc;
-    }
+    if (EFAX__UNLIKELY(mr->stage != NULL) && (rc = efax__send_stage(ctx, s))) return rc;
     n = &ctx->nic[nic];
     /* A small send with nothing queued ahead of it on this NIC goes out at once by inject,
        without the queue: a ping-pong's answer is sent on its critical path, and the queue's
        general loop costs as many instructions as the provider's inject itself. It is done at
        once, so x gets what a caller or a wait reads of a finished transfer (status, done, chunks;
-       the kind and region efax_wait_all looks at), not the segment table of one that queues.
-       Anything else (and an inject the provider refuses) takes the queue, which keeps the order. */
-    if (!n->pend_head && !n->retry && len <= n->info.inject_size && mr->iface == 0 &&
-        efax__inject_send(n, (const uint8_t *)mr->ptr + off, len, s->has_imm, imm,
-                          efax__route_to(ctx, peer, nic)->fa) == 0) {
-        n->stats.tx_bytes += len;
-        n->stats.tx_ops++;
+       the kind and region efax_wait_all looks at), set before the inject so that few values live
+       across the call: a refused inject takes the queue, which sets x anew and keeps the order. */
+    if (!n->pend_head && !n->retry && len <= n->info.inject_size && mr->iface == 0) {
         x->op = EFAX_OP_SEND;
         x->peer = peer;
         x->status = 0;
         x->done = true;
         x->lmr = mr;
-        x->loff = off;
         x->len = len;
-        x->nseg = 1;
-        x->pending = x->unposted = 0;
         x->chunks = 1;
         x->bytes_done = len;
-        x->seg[0].nic = nic;
-        if (s->on_done) s->on_done(s->done_user, x);
-        return 0;
+        if (EFAX__LIKELY(efax__inject_send(n, (const uint8_t *)mr->ptr + off, len, s->has_imm, s->imm,
+                                           efax__route_to(ctx, peer, nic)->fa) == 0)) {
+            n->stats.tx_bytes += s->size;
+            n->stats.tx_ops++;
+            if (s->on_done) s->on_done(s->done_user, x);
+            return 0;
+        }
     }
-    efax__xfer_one(x, EFAX_OP_SEND, peer, mr, off, len, nic);
-    x->has_imm = s->has_imm;
-    x->imm = imm;
-    x->on_done = s->on_done;
-    x->done_user = s->done_user;
-    efax__seg_push(&n->pend_head, &n->pend_tail, &x->seg[0]);
-    efax__post_nic(ctx, n);
+    return efax__send_queued(ctx, x, s);
+}
+
+/* A receive through the NIC's queue of receives (efax__post_rx), which keeps their order. */
+EFAX_PRIVATE EFAX__NOINLINE int efax__recv_queued(efax_ctx *ctx, efax_xfer *x, int nic) {
+    efax__nic *n = &ctx->nic[nic];
+    x->seg[0].x = x;
+    x->seg[0].len = x->len;
+    efax__seg_push(&n->rxp_head, &n->rxp_tail, &x->seg[0]);
+    efax__post_rx(ctx, n);
+    return 0;
+}
+
+/* A receive the provider refused outright: the transfer fails (its wait says so). */
+EFAX_PRIVATE EFAX__COLD int efax__recv_failed(efax_ctx *ctx, efax__nic *n, efax_xfer *x, int rc) {
+    efax_log(ctx, 0, "posting a receive of %llu bytes on NIC %s failed: %s (%d)", (unsigned long long)x->len,
+             n->info.name, fi_strerror(-rc), rc);
+    x->unposted = 0;
+    efax__fail_xfer(ctx, x, rc);
+    efax__xfer_check_done(x);
     return 0;
 }
 
@@ -4616,8 +4644,8 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
     }
     if ((rc = efax__check_local(ctx, mr, off, len, "receive"))) return rc;
     n = &ctx->nic[nic];
-    /* what a receive's completion, a wait's timeout message and the caller read; the segment's
-       list fields only where it queues */
+    /* what a receive's completion, a wait's timeout message and the caller read (the segment's
+       list fields only where it queues) */
     x->op = EFAX_OP_RECV;
     x->peer = -1;
     x->status = 0;
@@ -4625,7 +4653,6 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
     x->lmr = mr;
     x->loff = off;
     x->len = len;
-    x->nseg = 1;
     x->pending = 0;
     x->unposted = 1;
     x->chunks = 1;
@@ -4634,28 +4661,20 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
     x->rx_data = 0;
     x->rx_has_data = false;
     x->on_done = NULL;
-    x->seg[0].x = x;
     x->seg[0].nic = nic;
-    x->seg[0].len = len;
     /* nothing queued ahead of it and room in the window: posted at once, without the queue */
-    if (!n->rxp_head && n->rx_inflight < n->window && (op = n->free_ops) &&
-        (rc = efax__recv_post(n, x, op, nic)) != -FI_EAGAIN) {
-        x->unposted = 0;
-        if (EFAX__UNLIKELY(rc != 0)) {
-            efax_log(ctx, 0, "posting a receive of %llu bytes on NIC %s failed: %s (%d)", (unsigned long long)len,
-                     n->info.name, fi_strerror(-rc), rc);
-            efax__fail_xfer(ctx, x, rc);
-            efax__xfer_check_done(x);
+    if (!n->rxp_head && n->rx_inflight < n->window && (op = n->free_ops)) {
+        rc = efax__recv_post(n, x, op, nic);
+        if (EFAX__LIKELY(rc == 0)) {
+            n->free_ops = op->next;
+            n->rx_inflight++;
+            x->pending = 1;
+            x->unposted = 0;
             return 0;
         }
-        n->free_ops = op->next;
-        n->rx_inflight++;
-        x->pending = 1;
-        return 0;
+        if (rc != -FI_EAGAIN) return efax__recv_failed(ctx, n, x, rc);
     }
-    efax__seg_push(&n->rxp_head, &n->rxp_tail, &x->seg[0]);
-    efax__post_rx(ctx, n);
-    return 0;
+    return efax__recv_queued(ctx, x, nic);
 }
 
 /* Starts the write of the segments efax_write planned into x->seg, as w (resolved by
