@@ -35,9 +35,9 @@ NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/loca
 NVFLAGS ?= -O2 -g -arch=sm_90 -Xcompiler -Wall,-Wextra -Werror all-warnings
 CUDA_LIBS := -ldl
 
-DRIVERS      := info bootstrap pingpong sendrecv write all2all incast
+DRIVERS      := info doctor rails bootstrap pingpong sendrecv write all2all incast
 TESTS        := unit xfer_test any_memory instr_idle
-CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda incast_cuda affinity queue proxy ipc
+CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda incast_cuda doctor_cuda affinity queue proxy ipc
 CUDA_TESTS   := cuda_test gpu_share
 
 # B: the build folder (build/asan for the sanitizer build)
@@ -45,7 +45,7 @@ B        ?= build
 HOST_BIN := $(addprefix $(B)/,$(DRIVERS) $(TESTS))
 CUDA_BIN := $(if $(and $(NVCC),$(wildcard efax_cuda.h)),$(addprefix $(B)/,$(CUDA_DRIVERS) $(CUDA_TESTS)))
 
-.PHONY: all host cuda test asan deps clean headers format
+.PHONY: all host cuda test asan soak deps clean headers format
 all: host cuda
 host: $(HOST_BIN)
 cuda: $(CUDA_BIN)
@@ -88,6 +88,12 @@ asan:
 	@tests/deps.sh test
 	@$(MAKE) --no-print-directory host B=$(ASAN_B) CFLAGS="$(ASAN_FLAGS)"
 	@EFAX_SANITIZE=1 EFAX_BUILD=$(ASAN_B) tests/run.sh $(T)
+
+# Every fault family at once (EFAX_FAULTS) for 10 minutes: each driver's checked run on tcp and shm,
+# one after another, each with its own seed (tests/soak.sh; SOAK_SECONDS=N for another length).
+soak:
+	@$(MAKE) --no-print-directory host
+	@EFAX_BUILD=$(B) tests/soak.sh
 
 # The layout: .clang-format (clang-format 14) applied to every header, driver and test program;
 # tests/run.sh's style/clang-format fails on drift.

@@ -30,8 +30,9 @@
 # Exit status: 0 when every run passed; 1 when a run failed, including a -c run that found
 # wrong bytes; 2 for bad options.
 #
-# The default sweep (no driver named): for each of the shm and tcp providers present, 2 ranks on
-# this host run pingpong, sendrecv and write; libfabric's own tools run beside them as references:
+# The default sweep (no driver named) opens with the doctor (is this host ready? WARN and FAIL
+# lines; ./bench.sh doctor prints every finding); then for each of the shm and tcp providers present,
+# 2 ranks on this host run pingpong, sendrecv and write; libfabric's own tools run beside them as references:
 # fi_pingpong (libfabric-bin) interleaved with efax's ping-pong, fabtests' fi_rma_bw -o writedata
 # with 64 writes in flight beside efax's write with 64 in flight (tcp; when fi_rma_bw is found:
 # --libfabric, or on PATH), and this host's single-thread memcpy as the ceiling for shm. The
@@ -276,6 +277,7 @@ JS
 plot() {
   local csv="$OUT/$1.csv" clauses="" v
   command -v gnuplot >/dev/null && [ -s "$csv" ] || return 0
+  head -1 "$csv" | grep -q '^driver,variant,' || return 0   # findings (doctor), not results
   while IFS= read -r v; do
     clauses+="${clauses:+, }'< awk -F, -v v=\"$v\" \"\\\$2 == v\" $csv' using 7:11 with linespoints title \"$v\""
   done < <(tail -n +2 "$csv" | cut -d, -f2 | awk '!seen[$0]++')
@@ -370,6 +372,7 @@ if [ -n "$LAB" ]; then
   [ "$LAB_H" = 2 ] && [ "$NP" = 2 ] || die "the lab sweep runs between two hosts: --lab 2xRAILS (and no --np)"
   BW_TSV=$OUT/fi_rma_bw-lab.tsv; : >"$BW_TSV"
   status=0
+  run doctor doctor --quiet || status=1   # both hosts, and whether they agree
   for r in 1 2; do
     for sz in 65536 262144 1048576 4194304; do
       n=$(( 1073741824 / (64 * sz) ))   # 1 GiB a run: shorter ones measured the lab's tcp moods
@@ -401,6 +404,9 @@ fi
 [ "${LAUNCH[0]}" = mpirun ] && [ -z "$HOSTS" ] && LAUNCH=(here "$NP")
 T0=$SECONDS LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "# efax bench on $(hostname): $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')"
+# first, is this host ready? (drivers/doctor.c: one line per finding; a FAIL fails the sweep)
+status=0
+run doctor doctor --quiet || status=1
 "$BUILD/info" | tee "$OUT/info.txt"
 MEMCPY_BIG=$("$BUILD/info" --memcpy 256M | awk '{print $(NF-1)}')
 MEMCPY_16M=$("$BUILD/info" --memcpy 16M | awk '{print $(NF-1)}')
@@ -454,7 +460,6 @@ mrate_pair() {
 PROVS=()
 for p in shm tcp; do "$BUILD/info" --provider $p >/dev/null 2>&1 && PROVS+=($p); done
 [ ${#PROVS[@]} -gt 0 ] || { echo "bench.sh: neither shm nor tcp is available from libfabric here" >&2; exit 1; }
-status=0
 ROUNDS=5
 for p in "${PROVS[@]}"; do
   # the ping-pong against fi_pingpong: interleaved rounds, the best of each per size (this
@@ -547,6 +552,9 @@ mrate_summary() {
 echo
 echo "==================== summary ($(date -u +%FT%TZ), $((SECONDS - T0)) s) ===================="
 echo "load average before the sweep $LOAD0, after it $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores here; the sweep's own ranks make ~2, more is other work sharing them)"
+echo
+echo "-- doctor: what needs fixing on this host (every finding: doctor.log, doctor.jsonl)"
+grep -E '^(WARN|FAIL) |^# doctor:' "$OUT/doctor.log" | sed 's/^/   /'
 # best (lowest time) of the rounds per size: "size usec MB/s"
 best_fi() { cat "$@" | sort -k1,1n -k2,2g | awk '!seen[$1]++'; }
 for p in "${PROVS[@]}"; do

@@ -46,6 +46,8 @@
        efax_write / efax_send / efax_recv   start a transfer (an efax_xfer); efax_progress moves it
        efax_wait          wait for a transfer, with a timeout; efax_wait_imm counts a peer's arrivals
        efax_notify        a tiny control message that the peer counts like a write's immediate data
+       efax_os_counters_nic   what the OS counts for a NIC (efa hw_counters, an interface's
+                          statistics): bytes, packets, retransmits, drops
 
    Config macros (define before including)
    ---------------------------------------
@@ -73,6 +75,12 @@
                            0: they go through the NIC; --efa-shm)
        EFAX_SHM_SPLIT      shm on libfabric 2.x: smallest write (bytes) that the writer and the target
                            copy half each, at once (default 524288; 0: never)
+       EFAX_CQ_SIZE        entries of each NIC's completion queue (default: two windows, control,
+                           and 16384 for peers' writes); a target expecting more chunks at once
+                           than that fails, naming it (efa would lose completions)
+       EFAX_FAULTS         family,family,...[:seed]: make tcp and shm behave as efa may (reorder,
+                           eagain, injectfail, emulated, smallrma[=SIZE], all); see >>faults. Off
+                           unless set; the seed a run used is in its header
        EFAX_HUGE_PAGES     1: host buffers of 2 MiB and more ask for transparent huge pages, 0: they
                            never do (default: they do unless a NIC is tcp; efax_ctx_host_alloc)
        EFAX_CUDA_API       whether the provider may call CUDA to move device memory
@@ -86,8 +94,9 @@
                            what this rank reports about its provider (efax_caps)
        EFAX_MEM_PATH       dmabuf | hmem | staged: how device memory reaches the NICs, forced
                            (default: efax_cuda.h tries them in that order)
-       EFAX_SYSFS_ROOT     read the PCI topology from ROOT/sys instead of /sys (e.g. the
-                           synthetic tests/topo/p5); without EFAX_NICS a rank uses the NICs
+       EFAX_SYSFS_ROOT     read the PCI topology and the OS's NIC counters from ROOT/sys (and
+                           ROOT/proc/net/snmp) instead of /sys (e.g. the synthetic tests/topo/p5,
+                           tests/topo/counters); without EFAX_NICS a rank uses the NICs
                            nearest its GPU (device memory), or its share of the PCIe switch
                            groups (host memory), else those on its CPU's NUMA node
 
@@ -190,9 +199,9 @@ EFAX_API int efax_exit_code(int rc);
 
 /* Checks the integer settings efax's headers read from the environment (EFAX_TIMEOUT_MS,
    EFAX_EFA_SHM, EFAX_CUDA_API, EFAX_EFA_UNSOLICITED_WRITE_RECV, EFAX_SHM_SPLIT, EFAX_HUGE_PAGES,
-   EFAX_GDR_FLUSH: each stated once, with its default and range), so that a program can refuse a
-   bad one before any rank waits on another. Returns 0, or -EFAX_E_USAGE with "NAME='value' is not
-   valid: expected ..." in err. Thread safe. */
+   EFAX_GDR_FLUSH, EFAX_CQ_SIZE: each stated once, with its default and range) and EFAX_FAULTS,
+   so that a program can refuse a bad one before any rank waits on another. Returns 0, or
+   -EFAX_E_USAGE with "NAME='value' is not valid: expected ..." in err. Thread safe. */
 EFAX_API int efax_env_check(char *err, size_t len);
 /* Setting `name` of those (its default when unset), for a header that reads one (efax_cuda.h:
    EFAX_GDR_FLUSH, -1 unset). Returns 0, -EFAX_E_USAGE for a bad value (efax_env_check names it) or
@@ -219,14 +228,14 @@ EFAX_API uint64_t efax_ticks(void);
 
 /* One NIC (a libfabric domain) of a provider and the attributes that matter. */
 typedef struct efax_nic_info {
-    char provider[32];      /* e.g. "efa", "tcp;ofi_rxm", "shm" */
-    char name[64];          /* domain name: EFA device (rdmap16s27-rdm), interface (eth0), "shm" */
+    char provider[32]; /* e.g. "efa", "tcp;ofi_rxm", "shm" */
+    char name[64];     /* domain name: EFA device (rdmap16s27-rdm), interface (eth0), "shm" */
     char fabric[64];
-    char pci[16];           /* "0000:10:1b.0", or "" when the NIC has no PCI device */
-    double link_gbps;       /* line rate (provider or sysfs); 0 when unknown or virtual (veth) */
-    int numa;               /* NUMA node, -1 when unknown */
+    char pci[16];     /* "0000:10:1b.0", or "" when the NIC has no PCI device */
+    double link_gbps; /* line rate (provider or sysfs); 0 when unknown or virtual (veth) */
+    int numa;         /* NUMA node, -1 when unknown */
     uint64_t caps, mode, mr_mode;
-    uint64_t msg_order;     /* transmit msg_order granted (FI_ORDER_SAS: sends arrive in order) */
+    uint64_t msg_order; /* transmit msg_order granted (FI_ORDER_SAS: sends arrive in order) */
     size_t cq_data_size, max_msg_size, inject_size, tx_size, rx_size, mr_key_size;
     size_t inject_rma_size; /* largest write by inject; inject_size is for sends. Both from the
                                endpoint (FI_OPT_INJECT_*_SIZE, libfabric 2.x) once it is open */
@@ -234,16 +243,16 @@ typedef struct efax_nic_info {
                                max_msg_size) */
     uint32_t addr_format;
     /* efa only, once the endpoint is open (-1: not efa, or this libfabric cannot say): */
-    int efa_shm;            /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
-    int emulated_write;     /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
-    int cuda_api;           /* FI_OPT_CUDA_API_PERMITTED: 0 set false (GPUDirect only), 1 set true
-                               (--cuda-api), -1 untouched */
-    int gpudirect;          /* 1: the provider took FI_OPT_CUDA_API_PERMITTED=false, so it moves device
-                               memory by the NIC; 0: it refused (efa: no GPU peer-to-peer support);
-                               -1: not asked */
+    int efa_shm;                /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
+    int emulated_write;         /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
+    int cuda_api;               /* FI_OPT_CUDA_API_PERMITTED: 0 set false (GPUDirect only), 1 set true
+                                   (--cuda-api), -1 untouched */
+    int gpudirect;              /* 1: the provider took FI_OPT_CUDA_API_PERMITTED=false, so it moves device
+                                   memory by the NIC; 0: it refused (efa: no GPU peer-to-peer support);
+                                   -1: not asked */
     int unsolicited_write_recv; /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV as efax set it (2.5+), -1 not */
-    bool hmem;              /* FI_HMEM offered */
-    bool loopback;          /* the loopback interface (tcp) */
+    bool hmem;                  /* FI_HMEM offered */
+    bool loopback;              /* the loopback interface (tcp) */
 } efax_nic_info;
 
 /* Lists the NICs `provider` offers on this host (RDM endpoints with messages, tagged
@@ -283,8 +292,8 @@ EFAX_API int efax_topo_pci_numa(const char *root, const char *pci);
    as aws-ofi-nccl does (nccl_ofi_topo.cpp); else numa >= 0: the NICs on that NUMA node.
    out: indices into nics, at most max. Returns how many (0: no preference: use them all).
    Reads sysfs under root only for PCI depths. Thread safe. */
-EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci, int numa,
-                            int *out, int max);
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
+                            int numa, int *out, int max);
 
 /* Groups NICs by the PCIe switch they hang off, read under root: NICs whose PCI paths agree on all
    but their last two components (the NIC and the switch port above it) share a switch (a p5: 8
@@ -314,58 +323,63 @@ typedef struct efax_op efax_op;
 
 /* How to set up a context. A zeroed desc means defaults. */
 typedef struct efax_ctx_desc {
-    const char *provider;   /* NULL: $EFAX_PROVIDER, else efa > tcp > shm */
-    const char *nics;       /* comma list of NIC names; NULL: $EFAX_NICS, else the NICs a device backs
-                               (EFA devices, physical interfaces), else every NIC but loopback.
-                               Groups separated by ';' ("r0,r1;r2,r3") give each rank of a host
-                               its own NICs: local rank i takes group i mod the group count */
-    int local_rank;         /* this rank's index on its host (efax_boot.local_rank) for NIC groups */
-    int local_size;         /* ranks on this host (efax_boot.local_size): without nics, ranks moving
-                               host memory share the NICs' PCIe switch groups (efax_topo_host_nics);
-                               0: this rank alone */
-    char near_pci[16];      /* PCI address of this rank's GPU when it moves device memory
-                               (efax_cuda_near fills it): without nics / $EFAX_NICS, the NICs
-                               nearest it are used; "" (host memory): this rank's share of the
-                               PCIe switch groups (efax_topo_host_nics), else the NICs on the NUMA
-                               node it is bound to (efax_topo_near); with none known, every NIC */
-    int max_nics;           /* cap on NICs opened (0: no cap) */
-    int window;             /* operations in flight per NIC (0: min(provider tx size, 256)) */
-    int timeout_ms;         /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
-    int imm_tags;           /* immediate-data tags counted per peer (0: 64; at most 256) */
-    bool hmem;              /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
-    bool fi_more;           /* post batches with FI_MORE on all but the last (default off) */
-    int shm_split;          /* shm on libfabric 2.x: a write with immediate data of at least this many
-                               bytes, host memory on both sides, is copied half by the writer and half
-                               by the target at once (two cores; see efax__post_split). 0:
-                               $EFAX_SHM_SPLIT, else 512 KiB; -1: never */
-    int huge_pages;         /* host buffers efax allocates (efax_ctx_host_alloc): 1 ask for transparent
-                               huge pages from 2 MiB up, -1 never, 0: $EFAX_HUGE_PAGES, else yes
-                               unless a NIC is tcp */
-    bool efa_shm;           /* efa: let its own shared memory carry peers on this host (default
-                               off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
-    int cuda_api;           /* whether the provider may call CUDA (FI_OPT_CUDA_API_PERMITTED) to move
-                               device memory. 0: $EFAX_CUDA_API, else the default: on efa with
-                               hmem it may not (GPUDirect RDMA only, as aws-ofi-nccl sets it), and
-                               where efa refuses (no GPU peer-to-peer support) device memory is
-                               staged through host memory and said so ("no GPUDirect"); other
-                               providers are left alone. 1 (--cuda-api, EFAX_CUDA_API=1): it may,
-                               knowingly (efa without GPUDirect then copies with CUDA). -1
-                               (--no-cuda-api, EFAX_CUDA_API=0): it may not, on every provider,
-                               and a provider that refuses fails efax_ctx_init */
-    bool no_cuda_api;       /* the older spelling of cuda_api = -1 */
-    const char *mem_path;   /* how device memory reaches the NICs: "dmabuf", "hmem" or "staged"
+    const char *provider; /* NULL: $EFAX_PROVIDER, else efa > tcp > shm */
+    const char *nics;     /* comma list of NIC names; NULL: $EFAX_NICS, else the NICs a device backs
+                             (EFA devices, physical interfaces), else every NIC but loopback.
+                             Groups separated by ';' ("r0,r1;r2,r3") give each rank of a host
+                             its own NICs: local rank i takes group i mod the group count */
+    int local_rank;       /* this rank's index on its host (efax_boot.local_rank) for NIC groups */
+    int local_size;       /* ranks on this host (efax_boot.local_size): without nics, ranks moving
+                             host memory share the NICs' PCIe switch groups (efax_topo_host_nics);
+                             0: this rank alone */
+    char near_pci[16];    /* PCI address of this rank's GPU when it moves device memory
+                             (efax_cuda_near fills it): without nics / $EFAX_NICS, the NICs
+                             nearest it are used; "" (host memory): this rank's share of the
+                             PCIe switch groups (efax_topo_host_nics), else the NICs on the NUMA
+                             node it is bound to (efax_topo_near); with none known, every NIC */
+    int max_nics;         /* cap on NICs opened (0: no cap) */
+    int window;           /* operations in flight per NIC (0: min(provider tx size, 256)) */
+    int timeout_ms;       /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
+    int imm_tags;         /* immediate-data tags counted per peer (0: 64; at most 256) */
+    bool hmem;            /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
+    bool fi_more;         /* post batches with FI_MORE on all but the last (default off) */
+    int shm_split;        /* shm on libfabric 2.x: a write with immediate data of at least this many
+                             bytes, host memory on both sides, is copied half by the writer and half
+                             by the target at once (two cores; see efax__post_split). 0:
+                             $EFAX_SHM_SPLIT, else 512 KiB; -1: never */
+    int huge_pages;       /* host buffers efax allocates (efax_ctx_host_alloc): 1 ask for transparent
+                             huge pages from 2 MiB up, -1 never, 0: $EFAX_HUGE_PAGES, else yes
+                             unless a NIC is tcp */
+    int cq_size;          /* entries of each NIC's completion queue (0: $EFAX_CQ_SIZE, else two windows
+                             + control + 16384 for peers' writes; at least 256). A smaller queue
+                             shrinks the window to a quarter of it (efax__cq_plan says why) */
+    bool efa_shm;         /* efa: let its own shared memory carry peers on this host (default
+                             off, so same-host ranks measure the NIC; $EFAX_EFA_SHM=1 too) */
+    int cuda_api;         /* whether the provider may call CUDA (FI_OPT_CUDA_API_PERMITTED) to move
+                             device memory. 0: $EFAX_CUDA_API, else the default: on efa with
+                             hmem it may not (GPUDirect RDMA only, as aws-ofi-nccl sets it), and
+                             where efa refuses (no GPU peer-to-peer support) device memory is
+                             staged through host memory and said so ("no GPUDirect"); other
+                             providers are left alone. 1 (--cuda-api, EFAX_CUDA_API=1): it may,
+                             knowingly (efa without GPUDirect then copies with CUDA). -1
+                             (--no-cuda-api, EFAX_CUDA_API=0): it may not, on every provider,
+                             and a provider that refuses fails efax_ctx_init */
+    bool no_cuda_api;     /* the older spelling of cuda_api = -1 */
+    const char *mem_path; /* how device memory reaches the NICs: "dmabuf", "hmem" or "staged"
                                forces one (NULL: $EFAX_MEM_PATH, else efax_cuda.h tries them in
                                that order); efax_ctx_mem_path */
-    efax_log_fn log;        /* NULL: stderr */
+    efax_log_fn log;      /* NULL: stderr */
     void *log_user;
-    int log_level;          /* most verbose level logged (0: errors and warnings; 2 adds info) */
+    int log_level; /* most verbose level logged (0: errors and warnings; 2 adds info) */
 } efax_ctx_desc;
 
 /* Per-NIC traffic counters (this process, since init or efax_ctx_stats_reset). */
 typedef struct efax_nic_stats {
-    uint64_t tx_bytes, tx_ops;     /* bytes and operations this NIC carried out */
-    uint64_t rx_bytes, rx_ops;     /* receives and remote writes with data that landed here */
-    uint64_t eagain;               /* posts the provider refused for now (-FI_EAGAIN) */
+    uint64_t tx_bytes, tx_ops; /* bytes and operations this NIC carried out */
+    uint64_t rx_bytes, rx_ops; /* receives, and remote writes with data that landed here (their
+                                  bytes once efax_expect_wait saw them land; rx_ops as each chunk
+                                  lands) */
+    uint64_t eagain;           /* posts the provider refused for now (-FI_EAGAIN) */
 } efax_nic_stats;
 
 /* Which provider a context runs on: the one place efax tells providers apart by name
@@ -421,8 +435,11 @@ EFAX_API void efax_ctx_deinit(efax_ctx *ctx);
 /* Exchanges endpoint names and NIC lists with every rank and fills each NIC's address
    vector. NICs are matched between hosts by name when both have the name (rails with the
    same interface or device names), else by index modulo the peer's NIC count, so hosts
-   need not have the same number or order of NICs. Collective. Returns 0,
-   -EFAX_E_VERSION (a peer runs another wire version), -EFAX_E_PEER, or a libfabric error. */
+   need not have the same number or order of NICs. From here on the boot's collectives drive
+   this context's progress while they wait (efax_boot.idle), so a rank in a barrier still sees a
+   lost injected operation or a dead endpoint; boot must stay valid until efax_ctx_deinit (which
+   unhooks it) or be deinitialised first. Collective. Returns 0, -EFAX_E_VERSION (a peer runs
+   another wire version), -EFAX_E_PEER, or a libfabric error. */
 EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot);
 
 /* Number of NICs the context opened. */
@@ -435,6 +452,17 @@ EFAX_API const char *efax_ctx_nic_addr(const efax_ctx *ctx, int i, char *buf, si
 EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i);
 /* Zeroes every NIC's counters. */
 EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx);
+
+/* How long local NIC i took to start, in nanoseconds: efax_ctx_init opening its fabric, domain,
+   CQ, AV and endpoint; efax_ctx_connect inserting every peer's addresses into its AV; and every
+   efax_mr_reg so far registering on it (regs of them). A run header's cold start: a slow start
+   shows where it is (a ~4 s first transfer from lazy address insertion on 16x16 EFA NICs:
+   Mooncake's EFA notes). */
+typedef struct efax_nic_cold {
+    uint64_t open_ns, connect_ns, reg_ns;
+    uint32_t regs;
+} efax_nic_cold;
+EFAX_API efax_nic_cold efax_ctx_cold(const efax_ctx *ctx, int i);
 /* A line saying how device memory reaches this context's NICs and why ("dmabuf: ..."), set by
    efax_cuda.h when it registers device memory; "" when none was. The report prints it. */
 EFAX_API const char *efax_ctx_mem_note(const efax_ctx *ctx);
@@ -465,10 +493,10 @@ EFAX_API void efax_log(const efax_ctx *ctx, int level, const char *fmt, ...)
 
 /* What a registered region is used for: registration asks only for these rights. */
 enum {
-    EFAX_MR_SEND = 1u << 0,        /* source of sends */
-    EFAX_MR_RECV = 1u << 1,        /* destination of receives */
-    EFAX_MR_WRITE_SRC = 1u << 2,   /* local source of RDMA writes */
-    EFAX_MR_WRITE_DST = 1u << 3,   /* remote peers write into it (FI_REMOTE_WRITE) */
+    EFAX_MR_SEND = 1u << 0,      /* source of sends */
+    EFAX_MR_RECV = 1u << 1,      /* destination of receives */
+    EFAX_MR_WRITE_SRC = 1u << 2, /* local source of RDMA writes */
+    EFAX_MR_WRITE_DST = 1u << 3, /* remote peers write into it (FI_REMOTE_WRITE) */
     EFAX_MR_ALL = 0xfu
 };
 
@@ -499,15 +527,15 @@ EFAX_API uint64_t efax_stage_unit(uint64_t size, uint64_t chunk);
 typedef struct efax_mr_desc {
     void *ptr;
     size_t len;
-    unsigned access;          /* EFAX_MR_* bits; 0 means EFAX_MR_ALL */
-    int iface;                /* enum fi_hmem_iface; 0 = FI_HMEM_SYSTEM (host memory) */
-    int device;               /* CUDA device ordinal for FI_HMEM_CUDA */
-    int dmabuf_fd;            /* >= 0 (with dmabuf=true): register through FI_MR_DMABUF */
-    uint64_t dmabuf_offset;   /* offset of ptr within the dmabuf */
+    unsigned access;        /* EFAX_MR_* bits; 0 means EFAX_MR_ALL */
+    int iface;              /* enum fi_hmem_iface; 0 = FI_HMEM_SYSTEM (host memory) */
+    int device;             /* CUDA device ordinal for FI_HMEM_CUDA */
+    int dmabuf_fd;          /* >= 0 (with dmabuf=true): register through FI_MR_DMABUF */
+    uint64_t dmabuf_offset; /* offset of ptr within the dmabuf */
     bool dmabuf;
-    bool device_only;         /* device memory the host cannot address (cudaMalloc): registered with
-                                 FI_HMEM_DEVICE_ONLY where libfabric has it, which shm needs for its
-                                 CUDA IPC path (fi_mr(3)); without it shm bounces through host memory */
+    bool device_only;            /* device memory the host cannot address (cudaMalloc): registered with
+                                    FI_HMEM_DEVICE_ONLY where libfabric has it, which shm needs for its
+                                    CUDA IPC path (fi_mr(3)); without it shm bounces through host memory */
     const efax_stage_ops *stage; /* non-NULL: ptr is a bounce buffer standing in for other memory */
     void *stage_user;
     /* Optional: makes bytes that landed visible to whoever reads the region next. Providers may
@@ -524,13 +552,13 @@ typedef struct efax_mr_desc {
 } efax_mr_desc;
 
 /* Another rank's view of a registered region: where it is and its key on each of its NICs. */
-#define EFAX_RMR_STAGED 1u     /* the peer's region is staged: write it cell by cell */
-#define EFAX_RMR_WRITABLE 2u   /* the peer registered it for remote writes (it has keys) */
-#define EFAX_RMR_HOST 4u       /* the peer's region is host memory (not device memory) */
+#define EFAX_RMR_STAGED 1u   /* the peer's region is staged: write it cell by cell */
+#define EFAX_RMR_WRITABLE 2u /* the peer registered it for remote writes (it has keys) */
+#define EFAX_RMR_HOST 4u     /* the peer's region is host memory (not device memory) */
 typedef struct efax_rmr {
-    uint64_t base;            /* address used in writes (0-based offsets unless FI_MR_VIRT_ADDR) */
+    uint64_t base; /* address used in writes (0-based offsets unless FI_MR_VIRT_ADDR) */
     uint64_t len;
-    uint32_t flags;           /* EFAX_RMR_* */
+    uint32_t flags; /* EFAX_RMR_* */
     int nnic;
     uint64_t key[EFAX_MAX_NICS]; /* FI_KEY_NOTAVAIL where the region has no remote access */
 } efax_rmr;
@@ -545,7 +573,7 @@ typedef struct efax_mr {
     struct fid_mr *mr[EFAX_MAX_NICS];
     void *desc[EFAX_MAX_NICS];
     uint64_t key[EFAX_MAX_NICS]; /* FI_KEY_NOTAVAIL where no peer needs one (no remote access) */
-    efax_rmr *remote;         /* [size] after efax_mr_exchange; remote[own rank] is this one */
+    efax_rmr *remote;            /* [size] after efax_mr_exchange; remote[own rank] is this one */
     int nremote;
     const efax_stage_ops *stage;
     void *stage_user;
@@ -587,8 +615,8 @@ static inline EFAX_HD uint64_t efax_pattern_seed(int rank, uint64_t iter) {
 EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter);
 /* Counts bytes of buf that differ from the pattern; *first_bad (may be NULL) gets the
    offset of the first (or UINT64_MAX). */
-EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
-                                     uint64_t iter, uint64_t *first_bad);
+EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter,
+                                     uint64_t *first_bad);
 /* Clears a receive buffer with a poison byte before a checked iteration. */
 #define EFAX_POISON 0xA5
 EFAX_API void efax_poison(void *buf, uint64_t len);
@@ -597,8 +625,8 @@ EFAX_API void efax_poison(void *buf, uint64_t len);
    device memory (registered by dmabuf, by address, or staged through pinned buffers). */
 typedef struct efax_buf efax_buf;
 typedef struct efax_mem_ops {
-    const char *name;        /* "host", "pinned", "device" */
-    const char *label;       /* variant suffix: "" for host, "Pin", "DMA" */
+    const char *name;  /* "host", "pinned", "device" */
+    const char *label; /* variant suffix: "" for host, "Pin", "DMA" */
     int (*alloc)(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access);
     void (*release)(efax_buf *b);
     /* the message at [off, off+len) gets pattern bytes 0..len of (rank, iter); check counts
@@ -616,12 +644,12 @@ typedef struct efax_mem_ops {
 
 struct efax_buf {
     const efax_mem_ops *ops;
-    void *ptr;               /* where the data lives (host or device address) */
+    void *ptr; /* where the data lives (host or device address) */
     size_t len;
-    efax_mr mr;              /* what the NICs use: ptr itself, or a staging buffer */
-    char path[32];           /* host, pinned, dmabuf, hmem, staged; " (no GPUDirect)" added where the
+    efax_mr mr;    /* what the NICs use: ptr itself, or a staging buffer */
+    char path[32]; /* host, pinned, dmabuf, hmem, staged; " (no GPUDirect)" added where the
                                 provider had none (efax_caps.gpudirect 0) */
-    void *impl;              /* the kind's own state */
+    void *impl;    /* the kind's own state */
 };
 
 
@@ -640,7 +668,8 @@ EFAX_API void *efax_ctx_host_alloc(const efax_ctx *ctx, size_t len);
 EFAX_API const efax_mem_ops *efax_mem_host(void);
 /* Parses a --mem list for a host-only build: "host" or "all"; pin and dma need the CUDA build
    (efax_cuda_mem_select). Returns 0, or -EFAX_E_USAGE with the reason in msg. */
-EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg, size_t len);
+EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg,
+                             size_t len);
 /* "host,pinned,device": the names of n kinds, for headers. */
 EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len);
 /* Allocates len bytes of a memory kind and registers them with `access` (EFAX_MR_*) on
@@ -661,20 +690,22 @@ EFAX_API int efax_buf_settle(efax_buf *b);
 enum { EFAX_BOOT_NONE = 0, EFAX_BOOT_PMIX, EFAX_BOOT_TCP, EFAX_BOOT_SINGLE };
 
 typedef struct efax_boot_desc {
-    int timeout_ms;          /* 0: $EFAX_TIMEOUT_MS, else 30000 */
-    bool allow_single;       /* with no launcher, run as rank 0 of 1 instead of failing */
-    const char *force;       /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic) */
+    int timeout_ms;    /* 0: $EFAX_TIMEOUT_MS, else 30000 */
+    bool allow_single; /* with no launcher, run as rank 0 of 1 instead of failing */
+    const char *force; /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic); "single":
+                          rank 0 of 1 whatever launched it (a rank's own loopback checks,
+                          beside the job's boot: efax's doctor) */
     efax_log_fn log;
     void *log_user;
 } efax_boot_desc;
 
 /* Who this process is and how to reach the others. Must not move after init. */
 struct efax_boot {
-    int kind;                /* EFAX_BOOT_* */
+    int kind; /* EFAX_BOOT_* */
     int rank, size;
     int local_rank, local_size;
     char host[64];
-    char (*hosts)[64];       /* [size] host name of every rank */
+    char (*hosts)[64]; /* [size] host name of every rank */
     int timeout_ms;
     efax_log_fn log;
     void *log_user;
@@ -682,7 +713,12 @@ struct efax_boot {
     int *fds;
     int fd;
     uint64_t token;
-    void *pmix_proc;         /* pmix_proc_t of this process */
+    void *pmix_proc; /* pmix_proc_t of this process */
+    /* Optional: called about every 10 ms while a collective waits for its peers; a negative return
+       ends the collective with that code. efax_ctx_connect sets it to the context's progress. */
+    int (*idle)(void *user);
+    void *idle_user;
+    int idle_rc; /* what idle returned when it ended a collective (for its message) */
 };
 
 /* Finds the launcher and joins the job: PMIx (mpirun, srun --mpi=pmix, prterun), or the TCP
@@ -740,12 +776,12 @@ EFAX_API void efax_imm_decode(uint32_t imm, int *rank, int *tag, uint32_t *seq);
 
 /* One contiguous piece of a transfer on one NIC. Filled by the scheduler (efax_plan). */
 typedef struct efax_seg {
-    struct efax_seg *next;     /* NIC's pending list */
+    struct efax_seg *next; /* NIC's pending list */
     struct efax_xfer *x;
-    uint64_t off;              /* offset within the transfer */
+    uint64_t off; /* offset within the transfer */
     uint64_t len;
-    uint64_t posted;           /* bytes of it posted so far */
-    uint64_t completed;        /* bytes of it completed */
+    uint64_t posted;    /* bytes of it posted so far */
+    uint64_t completed; /* bytes of it completed */
     int nic;
 } efax_seg;
 
@@ -764,23 +800,23 @@ typedef void (*efax_done_fn)(void *user, efax_xfer *x);
    status, done, chunks and, for receives, rx_len, rx_data and rx_has_data; the rest is
    efax's. */
 struct efax_xfer {
-    int op;                    /* EFAX_OP_* */
-    int peer;                  /* -1 for a receive from anyone */
-    int status;                /* 0, or the first error of any chunk */
+    int op;     /* EFAX_OP_* */
+    int peer;   /* -1 for a receive from anyone */
+    int status; /* 0, or the first error of any chunk */
     bool done;
     bool has_imm;
     uint32_t imm;
-    const efax_mr *lmr;        /* local region */
-    uint64_t loff;             /* offset in the local region */
-    const efax_mr *rmr;        /* remote region (writes): rmr->remote[peer] */
+    const efax_mr *lmr; /* local region */
+    uint64_t loff;      /* offset in the local region */
+    const efax_mr *rmr; /* remote region (writes): rmr->remote[peer] */
     uint64_t roff;
     uint64_t len;
-    uint64_t chunk;            /* most bytes one post carries */
+    uint64_t chunk; /* most bytes one post carries */
     int nseg;
     efax_seg seg[EFAX_MAX_NICS];
-    uint32_t pending;          /* chunks posted but not completed */
-    uint32_t unposted;         /* segments with bytes still to post */
-    uint32_t chunks;           /* chunks this transfer is made of (the target counts them) */
+    uint32_t pending;  /* chunks posted but not completed */
+    uint32_t unposted; /* segments with bytes still to post */
+    uint32_t chunks;   /* chunks this transfer is made of (the target counts them) */
     uint64_t bytes_done;
     /* receives: what arrived */
     uint64_t rx_len;
@@ -788,21 +824,21 @@ struct efax_xfer {
     bool rx_has_data;
     bool (*ready)(void *user, uint64_t off, uint64_t len); /* efax_write_desc's */
     void *ready_user;
-    bool cell_seq;             /* chunks on the `chunk` grid, each carrying its cell index */
-    efax_done_fn on_done;      /* the desc's */
+    bool cell_seq;        /* chunks on the `chunk` grid, each carrying its cell index */
+    efax_done_fn on_done; /* the desc's */
     void *done_user;
 };
 
 /* One send as its sender describes it. Zeroed fields mean defaults. */
 typedef struct efax_send_desc {
-    int to;                    /* the receiving rank */
-    int nic;                   /* the local NIC it leaves on (0: NIC 0) */
-    const efax_mr *src;        /* the sender's region */
+    int to;             /* the receiving rank */
+    int nic;            /* the local NIC it leaves on (0: NIC 0) */
+    const efax_mr *src; /* the sender's region */
     uint64_t src_off;
-    uint64_t size;             /* bytes: one post (sends are not chunked) */
-    bool has_imm;              /* carry immediate data: the receiver's xfer gets it in rx_data */
+    uint64_t size; /* bytes: one post (sends are not chunked) */
+    bool has_imm;  /* carry immediate data: the receiver's xfer gets it in rx_data */
     uint32_t imm;
-    efax_done_fn on_done;      /* optional (NULL: none) */
+    efax_done_fn on_done; /* optional (NULL: none) */
     void *done_user;
 } efax_send_desc;
 
@@ -812,15 +848,16 @@ EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s);
 
 /* Posts a receive of up to len bytes into mr+off on local NIC `nic` from any peer, into x (any
    memory). Returns 0, -FI_EINVAL or -EFAX_E_BOUNDS. Not thread safe. */
-EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off,
-                       uint64_t len);
+EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off, uint64_t len);
 
 /* Drives the context once: drains every NIC's CQ (completions, receives, immediate data,
    errors), then posts queued chunks up to each NIC's window; every 1024th call it also reads
    each NIC's event queue, where a provider puts endpoint errors that belong to no operation
    (efa would abort() without one). Returns the number of completions handled, or a negative
-   code for a failure not tied to one transfer (an event-queue error is returned by this and
-   every later call: the endpoint is unusable). Every efax wait runs through it.
+   code for a failure not tied to one transfer. Two are sticky, returned by this and every later
+   call: an event-queue error (the endpoint is unusable), and an injected operation (a small send,
+   write or notification, counted done when posted) whose error entry came later: its transfer
+   cannot be named, so nothing after it can be trusted. Every efax wait runs through it.
    Not thread safe. */
 EFAX_API int efax_progress(efax_ctx *ctx);
 
@@ -828,7 +865,10 @@ EFAX_API int efax_progress(efax_ctx *ctx);
 EFAX_API bool efax_xfer_done(const efax_xfer *x);
 
 /* Progresses until x is done or timeout_ms passes (<0: the context's timeout). Returns
-   x->status, or -FI_ETIMEDOUT with a message naming the operation, peer and NIC. */
+   x->status, -FI_ETIMEDOUT with a message naming the operation, peer and NIC, or the context's
+   sticky error (efax_progress), even for a transfer already done: an injected operation that
+   failed may have been it. A transfer made of injects is done when posted, so a wait for it that
+   comes before its failure surfaced returns 0: an inject reports nothing else. */
 EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms);
 
 /* Like efax_wait for n transfers (pointers; NULL entries are skipped). */
@@ -861,22 +901,91 @@ EFAX_API int efax_ctx_imm_hook(efax_ctx *ctx, int tag, efax_imm_fn fn, void *use
    -FI_ETIMEDOUT (names the peer, tag and how many of count arrived), -EFAX_E_STALE, or the
    error of a failed arrival. It does not settle the region written (efax_mr_desc.settle):
    for device memory use efax_expect_wait, or efax_buf_settle after it. Not thread safe. */
-EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count,
-                           int timeout_ms);
+EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms);
 
 /* Arrivals counted so far from peer under tag, not yet consumed. */
 EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag);
 
+// >>faults ----------------------------------------------------------------------------------
+
+/* A fault layer at efax's boundary with libfabric (each fi_* call of the data path goes through a
+   small wrapper), off unless $EFAX_FAULTS names families: then tcp and shm behave as efa may,
+   which they otherwise never do. EFAX_FAULTS=family,family,...[:seed], read once by
+   efax_ctx_init; the families:
+     reorder     completions handed on in any order, within a NIC and across NICs, a few held
+                 back for many polls; writes handed to the provider late, so a write lands before,
+                 after or between the notifications that follow it (efa orders neither)
+     eagain      any post refused with -FI_EAGAIN, in bursts lasting 1 to 2048 polls of the NIC's
+                 completion queue (efa's RNR back-off and full queues)
+     injectfail  an injected send, write or notification dropped after it was counted done, its
+                 error entry (op_context NULL, an efa provider errno) arriving polls later; now and
+                 then a completion turned into an error entry with a provider errno
+     emulated    every endpoint says its writes are emulated (FI_OPT_EFA_EMULATED_WRITE, read through
+                 efax's getopt wrapper, on every provider and line): flagged, and efa still delivers;
+                 emulated=odd: only odd ranks' do (even ranks' say not), a mismatched peer, which
+                 efax_ctx_connect refuses, naming both ranks
+     smallrma    the endpoint's max RMA size reads 64 KiB (smallrma=SIZE: another), so every large
+                 write is many chunks
+     all         every family
+   Decisions come from a seeded generator per rank and NIC (after efax_ctx_connect every rank
+   takes rank 0's seed), so a seed gives the same decisions for the same sequence of calls; how
+   processes interleave still varies. Whatever the families, posts with FI_MORE wait for the
+   next post without it, as efa's do (its doorbell), and the layer checks that efax never leaves
+   a batch ending on FI_MORE (a sticky error if it does). */
+enum {
+    EFAX_FAULT_REORDER = 1u << 0,
+    EFAX_FAULT_EAGAIN = 1u << 1,
+    EFAX_FAULT_INJECTFAIL = 1u << 2,
+    EFAX_FAULT_EMULATED = 1u << 3,
+    EFAX_FAULT_SMALLRMA = 1u << 4,
+    EFAX_FAULT_ALL = 0x1fu
+};
+
+/* An EFAX_FAULTS value, parsed. */
+typedef struct efax_fault_spec {
+    unsigned families; /* EFAX_FAULT_* bits; 0: off */
+    uint64_t seed;     /* when has_seed */
+    bool has_seed;
+    uint64_t rma;          /* smallrma's max RMA size: 64 KiB, or smallrma=SIZE */
+    uint64_t inject_first; /* injectfail=N: the N-th inject the provider takes is the first dropped
+                                 (0: one of the 16th to 271st, drawn from the seed) */
+    bool emulated_odd;     /* emulated=odd: only odd ranks' writes are emulated */
+} efax_fault_spec;
+
+/* Parses an EFAX_FAULTS value (NULL or "": off). Returns 0, or -EFAX_E_USAGE with a one-line
+   reason naming the value and the valid families in why. Pure; thread safe. */
+EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why, size_t wl);
+
+/* What the fault layer did so far in this process (zeroes when it is off). */
+typedef struct efax_fault_stats {
+    uint64_t held;        /* reorder: completions handed on later or out of order */
+    uint64_t deferred;    /* reorder: writes handed to the provider late */
+    uint64_t refused;     /* eagain: posts refused with -FI_EAGAIN */
+    uint64_t bursts;      /* eagain: bursts of refusals */
+    uint64_t failed;      /* injectfail: injected operations dropped, each with an error entry */
+    uint64_t errored;     /* injectfail: completions turned into error entries */
+    uint64_t emulated;    /* emulated: NICs that said their writes are emulated */
+    uint64_t capped;      /* smallrma: NICs whose max RMA size was cut */
+    uint64_t batched;     /* posts with FI_MORE that waited for the doorbell */
+    uint64_t interrupted; /* posts refused while a batch with FI_MORE waited for its doorbell */
+    uint64_t unrung;      /* batches efax left ending on FI_MORE (a bug: must stay 0) */
+} efax_fault_stats;
+
+/* The fault families in force as a replayable EFAX_FAULTS value with its seed
+   ("reorder,eagain:1234"), or "" when the layer is off. For run headers. */
+EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx);
+/* The fault layer's counts for this process. */
+EFAX_API efax_fault_stats efax_ctx_fault_stats(const efax_ctx *ctx);
 
 // >>schedule --------------------------------------------------------------------------------
 
 /* How one logical transfer becomes posts over several NICs. */
 typedef enum efax_mode {
-    EFAX_MODE_SINGLE = 0,     /* one NIC (the one asked for) */
-    EFAX_MODE_SPLIT,          /* one buffer striped evenly over all NICs */
-    EFAX_MODE_ROUNDROBIN,     /* whole messages rotate over NICs (message index picks the NIC) */
-    EFAX_MODE_STRIPE,         /* small messages whole and rotating, large ones striped over
-                                 up to all NICs with stripes of at least min_stripe (aws-ofi-nccl) */
+    EFAX_MODE_SINGLE = 0, /* one NIC (the one asked for) */
+    EFAX_MODE_SPLIT,      /* one buffer striped evenly over all NICs */
+    EFAX_MODE_ROUNDROBIN, /* whole messages rotate over NICs (message index picks the NIC) */
+    EFAX_MODE_STRIPE,     /* small messages whole and rotating, large ones striped over
+                             up to all NICs with stripes of at least min_stripe (aws-ofi-nccl) */
     EFAX_MODE_COUNT
 } efax_mode;
 
@@ -900,8 +1009,8 @@ typedef struct efax_plan_seg {
    SINGLE uses. min_stripe: STRIPE's smallest stripe (0: EFAX_MIN_STRIPE).
    out: at least nnic entries. Returns the number of segments (>= 1; a 0-byte message gives
    one empty segment) or -FI_EINVAL. Pure: the same inputs give the same plan on every rank. */
-EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0,
-                       uint64_t min_stripe, efax_plan_seg *out);
+EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0, uint64_t min_stripe,
+                       efax_plan_seg *out);
 
 /* The largest chunk efax posts as one write, whatever --chunk says (0 included): efa carries a
    write with immediate data as one hardware RDMA write (efa_rdm_pke.c efa_rdm_pke_write asserts
@@ -943,27 +1052,28 @@ EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t
    (build it in one function both sides call). Zeroed fields mean defaults, resolved for both
    sides in one place (efax__write_desc). */
 typedef struct efax_write_desc {
-    int from, to;              /* the writer's rank and the target's */
-    const efax_mr *src;        /* the writer's region (only the writer reads it) */
+    int from, to;       /* the writer's rank and the target's (may be the same: a loopback
+                           through the NIC) */
+    const efax_mr *src; /* the writer's region (only the writer reads it) */
     uint64_t src_off;
-    const efax_mr *dst;        /* the target's region: exchanged (efax_mr_exchange) on the writer,
-                                  the target's own on the target */
+    const efax_mr *dst; /* the target's region: exchanged (efax_mr_exchange) on the writer,
+                           the target's own on the target */
     uint64_t dst_off;
-    uint64_t size;             /* bytes */
-    efax_mode mode;            /* how the writer plans it over its NICs (0: Single) */
-    int nic;                   /* the writer's NIC that Single uses (0: NIC 0; modulo its NICs) */
-    uint64_t index;            /* the message's number: the NIC a rotating mode starts on */
-    uint64_t chunk;            /* most bytes one post carries (0: as many as allowed,
-                                  efax_ctx_max_chunk; always clamped to it). Into a staged
-                                  region a post is one cell of efax_stage_unit(size, chunk) */
-    int tag;                   /* every chunk carries immediate data (from, tag, seq): the target
-                                  counts them under (from, tag) */
+    uint64_t size;  /* bytes */
+    efax_mode mode; /* how the writer plans it over its NICs (0: Single) */
+    int nic;        /* the writer's NIC that Single uses (0: NIC 0; modulo its NICs) */
+    uint64_t index; /* the message's number: the NIC a rotating mode starts on */
+    uint64_t chunk; /* most bytes one post carries (0: as many as allowed,
+                       efax_ctx_max_chunk; always clamped to it). Into a staged
+                       region a post is one cell of efax_stage_unit(size, chunk) */
+    int tag;        /* every chunk carries immediate data (from, tag, seq): the target
+                       counts them under (from, tag) */
     uint32_t seq;
     /* the writer's alone (the target ignores them; NULL: none). A chunk is posted only once
        ready(ready_user, off, len) says its source bytes are in place: */
     bool (*ready)(void *user, uint64_t off, uint64_t len);
     void *ready_user;
-    efax_done_fn on_done;      /* called inside efax_progress once the write is done */
+    efax_done_fn on_done; /* called inside efax_progress once the write is done */
     void *done_user;
 } efax_write_desc;
 
@@ -984,11 +1094,14 @@ EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mo
 typedef struct efax_expect {
     const efax_mr *mr;
     int peer, tag;
-    uint32_t seq, count;       /* ordinary regions: chunks to count */
-    uint64_t off, size, unit;  /* staged regions: the window written, its cells */
+    uint32_t seq, count;      /* ordinary regions: chunks to count */
+    uint64_t off, size, unit; /* staged regions: the window written, its cells */
     int ncells, cells_done, status;
     bool active;
-    uint32_t on_nic[EFAX_MAX_NICS]; /* ordinary regions: chunks to count on each local NIC */
+    uint32_t on_nic[EFAX_MAX_NICS];       /* ordinary regions: chunks to count on each local NIC */
+    uint64_t on_nic_bytes[EFAX_MAX_NICS]; /* bytes the plan lands on each local NIC: its rx_bytes once
+                                             landed (a remote write's completion carries no length
+                                             on every provider: tcp reports 0) */
     uint16_t want[256], got[256];
 } efax_expect;
 
@@ -1032,8 +1145,9 @@ typedef struct efax_cmd {
    of src_len bytes and [doff, doff+size) inside dst->remote[destination] (an exchanged
    efax_mr). Returns 0, or -EFAX_E_PEER with the reason in why (c is filled as far as
    decoded). Pure; thread safe. */
-EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected, int rank, int size,
-                             uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why, size_t wl);
+EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected,
+                             int rank, int size, uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why,
+                             size_t wl);
 
 /* What a rank tells the ranks of its host about a device buffer (efax_ipc_open); handle is
    the CUDA IPC handle's 64 bytes. */
@@ -1050,7 +1164,55 @@ typedef struct efax_ipc_record {
    rank, a non-empty terminated host name, and for a record from this host a device ordinal
    in 0..1023. *local (may be NULL) is set when the record is from this host (its handle can be
    opened). Returns 0, -EFAX_E_VERSION or -EFAX_E_PEER (why says). Pure; thread safe. */
-EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local, char *why, size_t wl);
+EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local,
+                                   char *why, size_t wl);
+
+// >>counters --------------------------------------------------------------------------------
+
+/* What the operating system counts for a NIC, beside efax's own counters (efax_nic_stats): the
+   NIC's or the interface's counters, read from sysfs under efax_topo_sysfs_root(), so that a run
+   can say what the wire did (retransmits, drops) and a transfer engine can watch its rails.
+     efa  <root>/sys/class/infiniband/<device>/ports/1/hw_counters/<name>: the efa kernel driver's
+          port statistics (tx_bytes, rx_bytes, tx_pkts, rdma_write_bytes, rdma_write_recv_bytes,
+          retrans_pkts, rx_drops, ...; drivers/infiniband/hw/efa/efa_verbs.c in Linux). The
+          device of domain "rdmap16s27-rdm" is "rdmap16s27".
+     net  <root>/sys/class/net/<interface>/statistics/<name>: a tcp rail's interface (rx_bytes,
+          tx_packets, tx_dropped, ...).
+     tcp  <root>/proc/net/snmp, its "Tcp:" lines (OutSegs, RetransSegs, InErrs, ...): the counters
+          of this process's network namespace, shared by every interface in it.
+   Values are the raw counters, sorted by name; efax_os_counters_delta subtracts two readings. */
+#define EFAX_OS_COUNTERS_MAX 32
+typedef struct efax_os_counters {
+    char source[8]; /* "efa", "net", "tcp", or "" when the OS has none for the NIC */
+    char dev[64];   /* what was read: "rdmap16s27", "r0", "/proc/net/snmp" */
+    int n;
+    char name[EFAX_OS_COUNTERS_MAX][32];
+    uint64_t value[EFAX_OS_COUNTERS_MAX];
+} efax_os_counters;
+
+/* Reads the OS's counters of NIC `nic` (efax_ctx_nic, efax_topo_list) into out: an efa NIC's
+   hw_counters, else the statistics of the interface the NIC is named after. Returns 0, or
+   -FI_ENOENT with out->n = 0 when the OS has none for it (shm; an interface in another network
+   namespace). Reads a few dozen small files: not for a timed loop. Thread safe. */
+EFAX_API int efax_os_counters_nic(const efax_nic_info *nic, efax_os_counters *out);
+
+/* Reads this network namespace's TCP counters (<root>/proc/net/snmp). Returns 0 or -FI_ENOENT.
+   Thread safe. */
+EFAX_API int efax_os_counters_tcp(efax_os_counters *out);
+
+/* out = after - before, counter by counter (names in both; a counter that went backwards, reset
+   or wrapped, counts from 0). out may be after. Pure. */
+EFAX_API void efax_os_counters_delta(const efax_os_counters *before, const efax_os_counters *after,
+                                     efax_os_counters *out);
+
+/* The value of counter `name`, or -1 when c has no such counter. Pure. */
+EFAX_API int64_t efax_os_counter(const efax_os_counters *c, const char *name);
+
+/* What the counters (a delta) say the wire lost: *lost the packets sent again or dropped, *sent
+   the packets sent. efa: retrans_pkts + rx_drops of tx_pkts; tcp: RetransSegs of OutSegs; net:
+   tx_dropped + rx_dropped + tx_errors + rx_errors of tx_packets. Returns 0, or -FI_ENOENT (both
+   0) when c holds none of them. Pure. */
+EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, uint64_t *sent);
 
 // >>private types (declared here so callers can embed them; do not touch their fields) ---------
 
@@ -1062,32 +1224,32 @@ EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const cha
 enum { EFAX__OPK_TX = 1, EFAX__OPK_RX, EFAX__OPK_CTRL };
 
 struct efax_op {
-    struct fi_context2 fctx;   /* first: providers with FI_CONTEXT/FI_CONTEXT2 use it */
+    struct fi_context2 fctx; /* first: providers with FI_CONTEXT/FI_CONTEXT2 use it */
     efax_op *next;
     efax_xfer *x;
     uint64_t len;
-    int kind;                  /* EFAX__OPK_* */
+    int kind; /* EFAX__OPK_* */
     int nic;
-    int slot;                  /* control slot */
-    struct iovec iov;          /* kept alive for FI_ASYNC_IOV */
+    int slot;         /* control slot */
+    struct iovec iov; /* kept alive for FI_ASYNC_IOV */
     struct fi_rma_iov riov;
     void *desc;
-    int split;                 /* EFAX__SPLIT_*: a half of a split write, or its marker */
-    efax_op *partner;          /* the other half while both are in flight */
+    int split;        /* EFAX__SPLIT_*: a half of a split write, or its marker */
+    efax_op *partner; /* the other half while both are in flight */
 };
 
 /* The states of an operation of a split write (efax__post_split). */
 enum { EFAX__SPLIT_NONE = 0, EFAX__SPLIT_HALF, EFAX__SPLIT_WAIT, EFAX__SPLIT_MARKER };
 
 typedef struct efax__route {
-    fi_addr_t fa;              /* peer's matched NIC in this NIC's AV */
-    int rnic;                  /* its index on the peer */
+    fi_addr_t fa; /* peer's matched NIC in this NIC's AV */
+    int rnic;     /* its index on the peer */
 } efax__route;
 
 typedef struct efax__imm_slot {
-    uint32_t count;            /* arrivals not yet consumed */
-    uint32_t stale;            /* arrivals with a sequence other than the first's */
-    uint32_t seq;              /* sequence of the first unconsumed arrival */
+    uint32_t count; /* arrivals not yet consumed */
+    uint32_t stale; /* arrivals with a sequence other than the first's */
+    uint32_t seq;   /* sequence of the first unconsumed arrival */
     uint32_t stale_seq;
 } efax__imm_slot;
 
@@ -1104,6 +1266,8 @@ typedef struct efax__stage_rx {
     uint32_t nearly;
 } efax__stage_rx;
 
+struct efax__fnic; /* the fault layer's per-NIC state (>>faults implementation) */
+
 typedef struct efax__nic {
     efax_nic_info info;
     struct fi_info *fi;
@@ -1112,33 +1276,51 @@ typedef struct efax__nic {
     struct fid_cq *cq;
     struct fid_av *av;
     struct fid_ep *ep;
-    struct fid_eq *eq;                   /* errors the provider cannot put on the CQ (efax__eq_read) */
+    struct fid_eq *eq; /* errors the provider cannot put on the CQ (efax__eq_read) */
     uint8_t addr[EFAX__ADDR_MAX];
     size_t addrlen;
     int window, inflight;
     efax_op *ops, *free_ops;
-    efax_seg *pend_head, *pend_tail;     /* transmit segments waiting for the window */
-    efax_seg *rxp_head, *rxp_tail;       /* receives waiting to be posted */
+    efax_seg *pend_head, *pend_tail; /* transmit segments waiting for the window */
+    efax_seg *rxp_head, *rxp_tail;   /* receives waiting to be posted */
     int rx_inflight;
     uint8_t *ctrl_buf;
     struct fid_mr *ctrl_mr;
     void *ctrl_desc;
     efax_op ctrl_ops[EFAX__CTRL_SLOTS];
     int nctrl, ctrl_posted;
-    uint64_t split_min;                  /* shm on libfabric 2.x: writes this large are split (0: never) */
-    efax_op *retry;                      /* split-write posts the provider refused for now */
+    uint64_t split_min; /* shm on libfabric 2.x: writes this large are split (0: never) */
+    efax_op *retry;     /* split-write posts the provider refused for now */
     efax_nic_stats stats;
+    int cq_size;              /* entries the CQ was opened with (efax__cq_plan) */
+    int cq_incoming;          /* of them, room for peers' writes with immediate data */
+    uint64_t expecting;       /* chunks that expectations (efax_expect_write) await here now */
+    struct efax__fnic *fault; /* the fault layer's state; NULL when it is off */
+    efax_nic_cold cold;       /* efax_ctx_cold */
 } efax__nic;
+
+/* The fault layer (>>faults): what EFAX_FAULTS asked for and what it did. */
+typedef struct efax__faults {
+    unsigned fams; /* EFAX_FAULT_* (0: off) */
+    bool armed;    /* from efax_ctx_connect on: every rank draws from rank 0's seed */
+    uint64_t seed;
+    uint64_t rma;          /* smallrma's max RMA size */
+    uint64_t inject_first; /* injectfail=N (0: drawn) */
+    bool emulated_odd;     /* emulated=odd */
+    int rank_hint;         /* the launcher's rank (environment) for `emulated`, before connect */
+    char spec[112];        /* the replayable value: families and seed */
+    efax_fault_stats stats;
+} efax__faults;
 
 struct efax_ctx {
     int nnic;
-    efax__nic *nic;            /* [nnic] */
-    int rank, size;            /* after efax_ctx_connect; 0/1 before */
+    efax__nic *nic; /* [nnic] */
+    int rank, size; /* after efax_ctx_connect; 0/1 before */
     bool connected;
-    int *peer_nnic;            /* [size] */
-    char (*peer_host)[64];     /* [size] host of every rank, for messages */
-    efax__route *route;        /* [size * nnic] */
-    int *route_in;             /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
+    int *peer_nnic;        /* [size] */
+    char (*peer_host)[64]; /* [size] host of every rank, for messages */
+    efax__route *route;    /* [size * nnic] */
+    int *route_in;         /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
     int ntags;
     efax__imm_slot *imm;       /* [size * ntags] */
     uint32_t *imm_nic;         /* [size * ntags * nnic]: a slot's counted arrivals on each local NIC */
@@ -1147,25 +1329,29 @@ struct efax_ctx {
     uint64_t bad_imm;          /* arrivals whose immediate data named no valid rank/tag */
     int timeout_ms;
     bool fi_more;
-    uint64_t next_key;         /* requested keys when the provider does not choose them */
-    bool huge_pages;           /* efax_ctx_host_alloc asks for transparent huge pages */
+    uint64_t next_key; /* requested keys when the provider does not choose them */
+    bool huge_pages;   /* efax_ctx_host_alloc asks for transparent huge pages */
     efax_log_fn log;
     void *log_user;
     int log_level;
     char provider[32];
-    int last_cq_error;         /* a failure no transfer owned (control or remote write) */
-    char mem_note[192];        /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
-    int eq_error;              /* an endpoint error from an EQ: every later progress returns it */
-    uint64_t max_chunk;        /* efax_ctx_max_chunk */
-    bool efa_shm;              /* efax_ctx_desc's, with the environment applied */
-    int cuda_api;              /* efax_ctx_desc.cuda_api resolved: 0 default, 1 permit, -1 forbid */
-    int uwr;                   /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV to set (efax__ctx_defaults) */
-    efax_caps caps;            /* efax_ctx_caps */
-    char peer_note[256];       /* efax_ctx_peer_note */
-    char nic_choice[128];      /* how the NICs were chosen, for the run header */
-    char mem_path[64];         /* efax_ctx_desc.mem_path, resolved ("" when none is forced) */
-    unsigned eq_tick;          /* progress calls, to read the EQs every 1024th */
-    int settling;              /* registered regions with a settle hook: efax_wait_all settles receives
+    int last_cq_error;    /* a failure no transfer owned (control or remote write) */
+    char mem_note[192];   /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
+    int sticky_error;     /* every later progress returns it: an endpoint error from an EQ, or an
+                                  injected operation that failed after it was counted done */
+    efax__faults faults;  /* >>faults */
+    efax_boot *boot;      /* whose collectives progress this context while they wait */
+    uint64_t max_chunk;   /* efax_ctx_max_chunk */
+    int cq_entries;       /* efax_ctx_desc.cq_size, resolved (0: sized by the window) */
+    bool efa_shm;         /* efax_ctx_desc's, with the environment applied */
+    int cuda_api;         /* efax_ctx_desc.cuda_api resolved: 0 default, 1 permit, -1 forbid */
+    int uwr;              /* FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV to set (efax__ctx_defaults) */
+    efax_caps caps;       /* efax_ctx_caps */
+    char peer_note[256];  /* efax_ctx_peer_note */
+    char nic_choice[128]; /* how the NICs were chosen, for the run header */
+    char mem_path[64];    /* efax_ctx_desc.mem_path, resolved ("" when none is forced) */
+    unsigned eq_tick;     /* progress calls, to read the EQs every 1024th */
+    int settling;         /* registered regions with a settle hook: efax_wait_all settles receives
                                   into them (while there are none, it does not look) */
 };
 
@@ -1202,6 +1388,7 @@ struct efax_ctx {
 #include <net/if.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <dirent.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_ext.h> /* efa's endpoint options (FI_OPT_EFA_EMULATED_WRITE) */
 #ifndef EFAX_NO_PMIX
@@ -1224,16 +1411,17 @@ extern "C" {
    topology and its proxy loop on these private functions, so that they behave exactly as the
    host ones do. Nothing else private is used outside efax.h: efax_cuda.h uses these and public
    functions, efax_bench.h public functions alone (tests/run.sh, header/internal-boundary). */
-EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src);         /* bounded strcpy */
-EFAX_PRIVATE int efax__read_sysfs(const char *path, char *buf, size_t len);  /* one sysfs value */
-EFAX_PRIVATE void efax__idle(int got, unsigned *idle);                       /* a wait's spin, then yield */
+EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src);       /* bounded strcpy */
+EFAX_PRIVATE int efax__read_sysfs(const char *path, char *buf, size_t len); /* one sysfs value */
+EFAX_PRIVATE void efax__idle(int got, unsigned *idle);                      /* a wait's spin, then yield */
 /* registers host memory b->ptr[0..len) for a CPU-addressable kind; b->path becomes path */
 EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path);
 /* the host kind's pattern operations (efax_mem_ops), for kinds the CPU addresses */
 EFAX_PRIVATE void efax__host_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
 EFAX_PRIVATE void efax__host_poison(efax_buf *b, uint64_t off, uint64_t len);
 EFAX_PRIVATE uint64_t efax__host_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter);
-EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len);
+EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff,
+                                  uint64_t len);
 
 // >>config (implementation) ------------------------------------------------------------------
 
@@ -1301,15 +1489,15 @@ EFAX_PRIVATE void efax__vlog(efax_log_fn fn, void *user, int max_level, int leve
 EFAX_API void efax_log(const efax_ctx *ctx, int level, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    efax__vlog(ctx ? ctx->log : NULL, ctx ? ctx->log_user : NULL, ctx ? ctx->log_level : 0, level,
-               fmt, ap);
+    efax__vlog(ctx ? ctx->log : NULL, ctx ? ctx->log_user : NULL, ctx ? ctx->log_level : 0, level, fmt, ap);
     va_end(ap);
 }
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-EFAX_PRIVATE void efax__blog(const efax_boot *b, int level, const char *fmt, ...) {
+EFAX_PRIVATE void
+efax__blog(const efax_boot *b, int level, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     efax__vlog(b->log, b->log_user, 0, level, fmt, ap);
@@ -1320,7 +1508,10 @@ EFAX_PRIVATE int efax__env_int_quiet(const char *name, int def, int lo, int hi, 
     const char *s = getenv(name);
     char *end;
     long v;
-    if (!s || !*s) { *out = def; return 0; }
+    if (!s || !*s) {
+        *out = def;
+        return 0;
+    }
     errno = 0;
     v = strtol(s, &end, 10);
     if (errno || *end || v < lo || v > hi) return -EFAX_E_USAGE;
@@ -1330,7 +1521,9 @@ EFAX_PRIVATE int efax__env_int_quiet(const char *name, int def, int lo, int hi, 
 
 EFAX_PRIVATE int efax__env_int(const char *name, int def, int lo, int hi, int *out) {
     int rc = efax__env_int_quiet(name, def, lo, hi, out);
-    if (rc) fprintf(stderr, "efax: error: %s='%s' is not valid: expected an integer in [%d, %d]\n", name, getenv(name), lo, hi);
+    if (rc)
+        fprintf(stderr, "efax: error: %s='%s' is not valid: expected an integer in [%d, %d]\n", name,
+                getenv(name), lo, hi);
     return rc;
 }
 
@@ -1345,6 +1538,7 @@ enum {
     EFAX__ENV_SHM_SPLIT,
     EFAX__ENV_HUGE_PAGES,
     EFAX__ENV_GDR_FLUSH,
+    EFAX__ENV_CQ_SIZE,
     EFAX__ENV_COUNT
 };
 static const struct {
@@ -1359,11 +1553,15 @@ static const struct {
     {"EFAX_SHM_SPLIT", 512 << 10, 0, INT_MAX, "bytes (0: never split)"},
     {"EFAX_HUGE_PAGES", -1, 0, 1, "0 or 1"},
     {"EFAX_GDR_FLUSH", -1, 0, 1, "0 or 1"}, /* efax_cuda.h's (efax_env_setting); unset: by the GPU */
+    /* unset: sized by the window (efax__cq_plan); at least EFAX__CQ_MIN */
+    {"EFAX_CQ_SIZE", 0, 256, 1 << 24, "completion-queue entries in [256, 16777216]"},
 };
 
 EFAX_PRIVATE int efax__env_why(int id, char *err, size_t len) {
     int v;
-    if (!efax__env_int_quiet(efax__envs[id].name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi, &v)) return 0;
+    if (!efax__env_int_quiet(efax__envs[id].name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi,
+                             &v))
+        return 0;
     snprintf(err, len, "%s='%s' is not valid: expected %s", efax__envs[id].name, getenv(efax__envs[id].name),
              efax__envs[id].what);
     return -EFAX_E_USAGE;
@@ -1373,8 +1571,11 @@ EFAX_PRIVATE int efax__env_why(int id, char *err, size_t len) {
 EFAX_PRIVATE int efax__env(int id, int *out) {
     char err[256];
     int rc = efax__env_why(id, err, sizeof err);
-    if (rc) fprintf(stderr, "efax: error: %s\n", err);
-    else efax__env_int_quiet(efax__envs[id].name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi, out);
+    if (rc)
+        fprintf(stderr, "efax: error: %s\n", err);
+    else
+        efax__env_int_quiet(efax__envs[id].name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi,
+                            out);
     return rc;
 }
 
@@ -1387,7 +1588,10 @@ EFAX_API int efax_env_setting(const char *name, int *value) {
 
 EFAX_API int efax_env_check(char *err, size_t len) {
     int id, rc = 0;
+    efax_fault_spec fs;
     for (id = 0; id < EFAX__ENV_COUNT && !rc; id++) rc = efax__env_why(id, err, len);
+    if (!rc)
+        rc = efax_faults_parse(getenv("EFAX_FAULTS"), &fs, err, len); /* not an integer: its own parser */
     return rc;
 }
 
@@ -1528,20 +1732,18 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
     n->mr_key_size = fi->domain_attr->mr_key_size;
     n->addr_format = fi->addr_format;
     n->hmem = (fi->caps & FI_HMEM) != 0;
-    n->loopback = !strcmp(n->name, "lo") || !strncmp(n->fabric, "127.", 4) ||
-                  !strcmp(n->fabric, "::1/128");
+    n->loopback = !strcmp(n->name, "lo") || !strncmp(n->fabric, "127.", 4) || !strcmp(n->fabric, "::1/128");
     if (fi->nic && fi->nic->bus_attr && fi->nic->bus_attr->bus_type == FI_BUS_PCI) {
         const struct fi_pci_attr *p = &fi->nic->bus_attr->attr.pci;
-        snprintf(n->pci, sizeof n->pci, "%04x:%02x:%02x.%x", p->domain_id, p->bus_id,
-                 p->device_id, p->function_id);
+        snprintf(n->pci, sizeof n->pci, "%04x:%02x:%02x.%x", p->domain_id, p->bus_id, p->device_id,
+                 p->function_id);
     }
     if (fi->nic && fi->nic->link_attr && fi->nic->link_attr->speed)
         n->link_gbps = (double)fi->nic->link_attr->speed / 1e9;
     if (!n->pci[0]) efax__if_pci(n->name, n->pci, sizeof n->pci);
     if (n->link_gbps == 0) {
         snprintf(path, sizeof path, "%s/sys/class/net/%s/speed", efax_topo_sysfs_root(), n->name);
-        if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0)
-            n->link_gbps = atoi(buf) / 1000.0;
+        if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0) n->link_gbps = atoi(buf) / 1000.0;
     }
     /* A network interface with no device behind it (veth, bridge, tun, lo) reports a nominal
        speed (a veth says 10 Gbit/s) that no link enforces: the line rate is unknown there. */
@@ -1575,7 +1777,8 @@ EFAX_PRIVATE int efax__pci_path(const char *root, const char *pci, char comp[][1
     snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s", root ? root : "", pci);
     if (!realpath(path, real) || !(at = strstr(real, "/sys/devices/pci"))) return 0;
     while ((next = strstr(at + 1, "/sys/devices/pci"))) at = next; /* the tree's own, under any root */
-    for (tok = strtok_r(at + strlen("/sys/devices/"), "/", &save); tok && n < max; tok = strtok_r(NULL, "/", &save))
+    for (tok = strtok_r(at + strlen("/sys/devices/"), "/", &save); tok && n < max;
+         tok = strtok_r(NULL, "/", &save))
         efax__copy(comp[n++], 16, tok);
     return n;
 }
@@ -1587,8 +1790,8 @@ EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b)
     return d;
 }
 
-EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci, int numa,
-                            int *out, int max) {
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
+                            int numa, int *out, int max) {
     int i, n = 0, best = 0;
     if (dev_pci && *dev_pci) {
         for (i = 0; i < nnics; i++) {
@@ -1712,8 +1915,7 @@ EFAX_PRIVATE int efax__domains(struct fi_info *list, struct fi_info **pick, int 
         for (i = 0; i < n; i++)
             if (!strcmp(pick[i]->domain_attr->name, fi->domain_attr->name)) break;
         if (i < n) {
-            if (pick[i]->addr_format != FI_SOCKADDR_IN && fi->addr_format == FI_SOCKADDR_IN)
-                pick[i] = fi;
+            if (pick[i]->addr_format != FI_SOCKADDR_IN && fi->addr_format == FI_SOCKADDR_IN) pick[i] = fi;
             continue;
         }
         if (n < max) pick[n] = fi;
@@ -1741,7 +1943,10 @@ EFAX_API int efax_topo_providers(char *buf, size_t len) {
             size_t nl = strlen(name);
             bool seen = false;
             while (*q) {
-                if (!strncmp(q, name, nl) && (q[nl] == ',' || q[nl] == 0)) { seen = true; break; }
+                if (!strncmp(q, name, nl) && (q[nl] == ',' || q[nl] == 0)) {
+                    seen = true;
+                    break;
+                }
                 q = strchr(q, ',');
                 if (!q) break;
                 q++;
@@ -1806,6 +2011,801 @@ EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, i
     return 0;
 }
 
+// >>completion queues (implementation) ---------------------------------------------------------
+
+/* A NIC's completion queue must hold whatever can wait in it at once (#29 item 8): its own
+   transmits and receives (a window each), its control receives, and peers' writes with immediate
+   data. On efa those consume no receive here (unsolicited write recv, fi_efa(7)
+   FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, on by default), so only the writers bound them: an incast
+   of N peers with a window W each puts up to N*W completions here. efa sizes its device CQ at its
+   rx + tx queues (prov/efa/src/efa_domain.c, rdm_cq_size), or at what fi_cq_open asks when that is
+   larger (efa_rdm_cq.c), and does not protect it from overrun (prov/efa/docs/
+   efa_fabric_comparison.md, FI_RM_ENABLED): completions beyond it are lost and the waits for them
+   time out, naming what never arrived. A writer's window does not bound them: its writes complete
+   when the target's NIC placed them, whether or not the target read its CQ, so the writer posts
+   on. Only the protocol does: the target confirms, and writers write no more than it expects until
+   then (efax_bench's exchange: one iteration). So efax asks for room (entries 0: two windows +
+   control + EFAX__CQ_INCOMING; a given size shrinks the window to a quarter of what control
+   leaves, so at least half of it is for incoming writes) and checks the protocol against it: a
+   target announcing more chunks at once on a NIC than that room (efax_expect_write) fails, naming
+   the numbers, on efa, under the fault layer, and wherever a size was given (efax__cq_enforced).
+   tcp and shm queue overflowing completions in software. */
+#define EFAX__CQ_INCOMING 16384
+#define EFAX__CQ_MIN 256
+
+/* Whether a target checks what it awaits against its CQ's room (efax_expect_write). */
+EFAX_PRIVATE bool efax__cq_enforced(const efax_ctx *ctx) {
+    return ctx->caps.prov == EFAX_PROV_EFA || ctx->faults.fams || ctx->cq_entries > 0;
+}
+
+EFAX_PRIVATE void efax__cq_plan(int entries, int ctrl, int *window, int *cq_size, int *incoming) {
+    int w;
+    if (entries <= 0) {
+        *cq_size = 2 * *window + ctrl + EFAX__CQ_INCOMING;
+        *incoming = EFAX__CQ_INCOMING;
+        return;
+    }
+    if (entries < EFAX__CQ_MIN) entries = EFAX__CQ_MIN;
+    w = (entries - ctrl) / 4;
+    if (*window > w) *window = w > 0 ? w : 1;
+    *cq_size = entries;
+    *incoming = entries - 2 * *window - ctrl;
+}
+
+// >>faults (implementation) --------------------------------------------------------------------
+
+/* The fault layer sits where efax calls libfabric's data path: each call goes through a small
+   inline wrapper, efax__fi_*, that costs one predictable branch when the layer is off (n->fault
+   is NULL) and hands the call to efax__f_* when it is on. */
+
+#if defined(__GNUC__)
+#define EFAX__UNLIKELY(c) __builtin_expect(!!(c), 0)
+#define EFAX__COLD __attribute__((noinline, cold)) /* the layer's side of a wrapper stays out of the caller */
+#else
+#define EFAX__UNLIKELY(c) (c)
+#define EFAX__COLD
+#endif
+
+/* libfabric's headers are at least version a.b (>>context has the same test for its options) */
+#define EFAX__F_FI_AT_LEAST(a, b) (FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(a, b))
+
+#define EFAX__F_HOLD 16  /* completions held back at once, at most (reorder) */
+#define EFAX__F_POSTS 64 /* posts the layer holds per NIC: late writes, doorbell batches */
+#define EFAX__F_ERRS 32  /* error entries waiting to be handed on per NIC */
+
+static const char *const efax__fault_names[] = {"reorder", "eagain", "injectfail", "emulated", "smallrma"};
+
+EFAX_PRIVATE int efax__f_bad(const char *spec, const char *what, char *why, size_t wl) {
+    snprintf(why, wl,
+             "EFAX_FAULTS='%s' is not valid: %s; expected family,family,...[:seed] with families "
+             "reorder, eagain, injectfail[=N], emulated[=odd], smallrma[=SIZE] or all",
+             spec, what);
+    return -EFAX_E_USAGE;
+}
+
+EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why, size_t wl) {
+    char buf[256], *tok, *save = NULL, *colon, what[160];
+    unsigned *families = &out->families;
+    memset(out, 0, sizeof *out);
+    out->rma = 64u << 10;
+    if (why && wl) why[0] = 0;
+    if (!spec || !*spec) return 0;
+    if (strlen(spec) >= sizeof buf) return efax__f_bad("(too long)", "longer than 255 characters", why, wl);
+    memcpy(buf, spec, strlen(spec) + 1);
+    if ((colon = strchr(buf, ':'))) {
+        char *end;
+        *colon = 0;
+        errno = 0;
+        out->seed = strtoull(colon + 1, &end, 0);
+        if (errno || end == colon + 1 || *end || colon[1] == '-')
+            return efax__f_bad(spec, "the seed after ':' is not a non-negative integer", why, wl);
+        out->has_seed = true;
+    }
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        unsigned k;
+        if (!strcmp(tok, "all")) {
+            *families |= EFAX_FAULT_ALL;
+            continue;
+        }
+        if (!strncmp(tok, "smallrma=", 9)) {
+            char *end;
+            double v = strtod(tok + 9, &end);
+            uint64_t mul = *end == 'K' || *end == 'k' ? 1024u : *end == 'M' || *end == 'm' ? 1u << 20 : 1;
+            if (mul > 1) end++;
+            if (end == tok + 9 || *end || !(v * (double)mul >= 1) || v * (double)mul > (double)(1ull << 30)) {
+                snprintf(what, sizeof what,
+                         "smallrma size '%.40s' is not a size of 1 byte to 1G (K and M suffixes)", tok + 9);
+                return efax__f_bad(spec, what, why, wl);
+            }
+            out->rma = (uint64_t)(v * (double)mul);
+            *families |= EFAX_FAULT_SMALLRMA;
+            continue;
+        }
+        if (!strcmp(tok, "emulated=odd")) {
+            out->emulated_odd = true;
+            *families |= EFAX_FAULT_EMULATED;
+            continue;
+        }
+        if (!strncmp(tok, "injectfail=", 11)) {
+            char *end;
+            unsigned long long v;
+            errno = 0;
+            v = strtoull(tok + 11, &end, 10);
+            if (errno || end == tok + 11 || *end || tok[11] == '-' || v < 1 || v > 1000000000ull) {
+                snprintf(what, sizeof what,
+                         "injectfail count '%.40s' is not a number of injects in [1, 1000000000]", tok + 11);
+                return efax__f_bad(spec, what, why, wl);
+            }
+            out->inject_first = v;
+            *families |= EFAX_FAULT_INJECTFAIL;
+            continue;
+        }
+        for (k = 0; k < sizeof efax__fault_names / sizeof efax__fault_names[0]; k++)
+            if (!strcmp(tok, efax__fault_names[k])) break;
+        if (k == sizeof efax__fault_names / sizeof efax__fault_names[0]) {
+            snprintf(what, sizeof what, "unknown family '%.40s'", tok);
+            return efax__f_bad(spec, what, why, wl);
+        }
+        *families |= 1u << k;
+    }
+    if (!*families) return efax__f_bad(spec, "no family named", why, wl);
+    return 0;
+}
+
+/* A post as the layer keeps it: every argument of the call, to hand to the provider later. */
+enum {
+    EFAX__FP_WRITEMSG = 1,
+    EFAX__FP_SENDMSG,
+    EFAX__FP_INJECT,
+    EFAX__FP_INJECTDATA,
+    EFAX__FP_INJECT_WRITE,
+    EFAX__FP_INJECT_WRITEDATA,
+    EFAX__FP_TINJECTDATA,
+    EFAX__FP_RECV,
+    EFAX__FP_TRECV
+};
+
+typedef struct efax__fpost {
+    int kind;         /* EFAX__FP_* */
+    uint64_t release; /* the NIC's poll count from which it may go to the provider */
+    uint64_t flags;   /* writemsg, sendmsg */
+    struct iovec iov;
+    void *desc;
+    struct fi_rma_iov riov; /* writes: remote address and key */
+    fi_addr_t addr;
+    uint64_t data, tag;
+    void *context;
+    const void *buf; /* injects: the caller's bytes */
+    size_t len;
+} efax__fpost;
+
+typedef struct efax__fent {
+    struct fi_cq_data_entry e;
+    uint64_t release;
+    bool held; /* held back when it was read */
+} efax__fent;
+
+typedef struct efax__ferr {
+    struct fi_cq_err_entry e;
+    uint64_t release;
+    bool synthetic; /* made by the layer: its text is in data */
+    char data[256]; /* the provider's err_data copied (it reuses its buffer), or the layer's text */
+} efax__ferr;
+
+struct efax__fnic {
+    efax_ctx *ctx;
+    efax__nic *n;
+    uint64_t rng;
+    uint64_t polls;             /* fi_cq_read calls through the layer: its clock */
+    uint64_t refuse, refuse_rx; /* eagain: transmits / receives are refused until `polls` reaches it */
+    uint64_t inject_left;       /* injectfail: injects until the next one fails */
+    efax__fent *ent;            /* a ring of completions read from the provider, not handed on */
+    size_t cap, head, nent;
+    int held; /* of them, held back (release in the future) */
+    efax__ferr err[EFAX__F_ERRS];
+    int nerr;
+    efax__ferr cur; /* the error entry -FI_EAVAIL announced, for fi_cq_readerr */
+    bool has_cur;
+    efax__fpost late[EFAX__F_POSTS]; /* posts to hand to the provider at their release, in order */
+    int nlate;
+    efax__fpost bell[EFAX__F_POSTS]; /* posts with FI_MORE waiting for one without it (efa's doorbell) */
+    int nbell;
+    bool unrung_logged;
+};
+
+/* xorshift64*: the layer's generator, one per NIC (seeded per rank and NIC). */
+EFAX_PRIVATE uint64_t efax__f_rand(struct efax__fnic *f) {
+    f->rng ^= f->rng >> 12;
+    f->rng ^= f->rng << 25;
+    f->rng ^= f->rng >> 27;
+    return f->rng * 0x2545f4914f6cdd1dull;
+}
+
+/* A delay in polls: mostly none, some short, a few long (completions held back for many polls). */
+EFAX_PRIVATE uint64_t efax__f_delay(struct efax__fnic *f) {
+    uint64_t r = efax__f_rand(f) % 100;
+    if (r < 70) return 0;
+    if (r < 96) return 1 + efax__f_rand(f) % 8;
+    return 64 + efax__f_rand(f) % 960;
+}
+
+EFAX_PRIVATE bool efax__f_on(const struct efax__fnic *f, unsigned fam) {
+    return f->ctx->faults.armed && (f->ctx->faults.fams & fam);
+}
+
+/* The rank the launcher gave this process, from its environment: emulated=odd picks odd ranks
+   before efax_ctx_connect knows them. 1 when no launcher variable says (emulated). */
+EFAX_PRIVATE int efax__f_rank_hint(void) {
+    static const char *const vars[] = {"EFAX_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",
+                                       "PMI_RANK"};
+    size_t i;
+    for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r;
+        if (!v || !*v) continue;
+        r = strtol(v, &end, 10);
+        if (!*end && r >= 0 && r < INT_MAX) return (int)r;
+    }
+    return 1;
+}
+
+/* The replayable value: the families as given (all when all) and the seed. */
+EFAX_PRIVATE void efax__faults_spec(efax_ctx *ctx) {
+    efax__faults *fs = &ctx->faults;
+    size_t u = 0, k;
+    if ((fs->fams & EFAX_FAULT_ALL) == EFAX_FAULT_ALL && fs->rma == (64u << 10) && !fs->inject_first &&
+        !fs->emulated_odd) {
+        snprintf(fs->spec, sizeof fs->spec, "all:%llu", (unsigned long long)fs->seed);
+        return;
+    }
+    for (k = 0; k < sizeof efax__fault_names / sizeof efax__fault_names[0]; k++) {
+        if (!(fs->fams & (1u << k))) continue;
+        u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "%s%s", u ? "," : "", efax__fault_names[k]);
+        if ((1u << k) == EFAX_FAULT_SMALLRMA && fs->rma != (64u << 10) && u < sizeof fs->spec)
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu", (unsigned long long)fs->rma);
+        if ((1u << k) == EFAX_FAULT_EMULATED && fs->emulated_odd && u < sizeof fs->spec)
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=odd");
+        if ((1u << k) == EFAX_FAULT_INJECTFAIL && fs->inject_first && u < sizeof fs->spec)
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu",
+                                  (unsigned long long)fs->inject_first);
+    }
+    if (u < sizeof fs->spec)
+        snprintf(fs->spec + u, sizeof fs->spec - u, ":%llu", (unsigned long long)fs->seed);
+}
+
+/* Reads $EFAX_FAULTS (once, in efax_ctx_init). Returns 0 or -EFAX_E_USAGE (one line logged). */
+EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx) {
+    efax__faults *fs = &ctx->faults;
+    efax_fault_spec sp;
+    char why[320];
+    memset(fs, 0, sizeof *fs);
+    if (efax_faults_parse(getenv("EFAX_FAULTS"), &sp, why, sizeof why)) {
+        fprintf(stderr, "efax: error: %s\n", why);
+        return -EFAX_E_USAGE;
+    }
+    fs->fams = sp.families, fs->seed = sp.seed, fs->rma = sp.rma, fs->inject_first = sp.inject_first;
+    fs->emulated_odd = sp.emulated_odd;
+    if (!fs->fams) return 0;
+    if (!sp.has_seed) fs->seed = (efax_now_ns() ^ ((uint64_t)getpid() << 32)) & 0xffffffffull;
+    fs->rank_hint = efax__f_rank_hint();
+    efax__faults_spec(ctx);
+    return 0;
+}
+
+/* The layer's state for an open NIC. */
+EFAX_PRIVATE int efax__fault_open(efax_ctx *ctx, efax__nic *n) {
+    struct efax__fnic *f;
+    if (!ctx->faults.fams) return 0;
+    if (!(f = (struct efax__fnic *)calloc(1, sizeof *f))) return -FI_ENOMEM;
+    f->ctx = ctx;
+    f->n = n;
+    f->cap = 256 + EFAX__F_HOLD; /* what one poll hands on (efax__drain asks 32 at a time) and the held */
+    f->ent = (efax__fent *)calloc(f->cap, sizeof *f->ent);
+    n->fault = f;
+    if (!f->ent) return -FI_ENOMEM;
+    f->rng = 0x9e3779b97f4a7c15ull; /* until efax_ctx_connect seeds it; nothing is drawn before */
+    return 0;
+}
+
+EFAX_PRIVATE void efax__fault_close(efax__nic *n) {
+    if (!n->fault) return;
+    free(n->fault->ent);
+    free(n->fault);
+    n->fault = NULL;
+}
+
+/* From efax_ctx_connect on, every rank draws from rank 0's seed: one generator per (rank, NIC). */
+EFAX_PRIVATE void efax__faults_arm(efax_ctx *ctx, uint64_t seed) {
+    int i;
+    if (!ctx->faults.fams) return;
+    ctx->faults.seed = seed;
+    for (i = 0; i < ctx->nnic; i++) {
+        struct efax__fnic *f = ctx->nic[i].fault;
+        if (!f) continue;
+        f->rng = efax_pattern_word(seed ^ ((uint64_t)(uint32_t)ctx->rank << 32), (uint64_t)i) | 1;
+        f->inject_left = ctx->faults.inject_first ? ctx->faults.inject_first - 1 : 15 + efax__f_rand(f) % 256;
+    }
+    efax__faults_spec(ctx);
+    ctx->faults.armed = true;
+}
+
+/* getopt of FI_OPT_EFA_EMULATED_WRITE (1.18+), answered by `emulated` on every provider and line
+   (true; with emulated=odd true on odd ranks and false on even ones, as an efa device that does
+   RDMA writes says): the code that reads it (efax__ep_emulated, the connect fingerprint) runs as
+   on efa. */
+EFAX_PRIVATE int efax__getopt_emulated(efax_ctx *ctx, efax__nic *n, bool *emulated) {
+    int rc = -FI_ENOPROTOOPT;
+#if EFAX__F_FI_AT_LEAST(1, 18)
+    size_t len = sizeof *emulated;
+    rc = fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, emulated, &len);
+    if (!rc && len != sizeof *emulated) rc = -FI_EINVAL;
+#else
+    (void)n;
+#endif
+    if (ctx->faults.fams & EFAX_FAULT_EMULATED) {
+        *emulated = !ctx->faults.emulated_odd || (ctx->faults.rank_hint & 1);
+        if (*emulated) ctx->faults.stats.emulated++;
+        rc = 0;
+    }
+    return rc;
+}
+
+/* getopt of the endpoint's max RMA size (FI_OPT_MAX_RMA_SIZE, 2.x; 1.x has only fi_info's
+   max_msg_size, already in *v), cut to `smallrma`'s size when asked. */
+EFAX_PRIVATE int efax__getopt_max_rma(efax_ctx *ctx, efax__nic *n, size_t *v) {
+    int rc = -FI_ENOPROTOOPT;
+#if EFAX__F_FI_AT_LEAST(2, 0)
+    size_t got = 0, len = sizeof got;
+    if ((rc = fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_RMA_SIZE, &got, &len)) == 0 &&
+        len == sizeof got)
+        *v = got;
+    else if (!rc)
+        rc = -FI_EINVAL;
+#else
+    (void)n;
+#endif
+    if ((ctx->faults.fams & EFAX_FAULT_SMALLRMA) && (*v == 0 || *v > ctx->faults.rma)) {
+        *v = (size_t)ctx->faults.rma;
+        ctx->faults.stats.capped++;
+        rc = 0;
+    }
+    return rc;
+}
+
+EFAX_PRIVATE ssize_t efax__f_issue(efax__nic *n, const efax__fpost *p) {
+    switch (p->kind) {
+    case EFAX__FP_WRITEMSG: {
+        struct fi_msg_rma m;
+        memset(&m, 0, sizeof m);
+        m.msg_iov = &p->iov;
+        m.desc = (void **)&p->desc;
+        m.iov_count = 1;
+        m.addr = p->addr;
+        m.rma_iov = &p->riov;
+        m.rma_iov_count = 1;
+        m.context = p->context;
+        m.data = p->data;
+        return fi_writemsg(n->ep, &m, p->flags);
+    }
+    case EFAX__FP_SENDMSG: {
+        struct fi_msg m;
+        memset(&m, 0, sizeof m);
+        m.msg_iov = &p->iov;
+        m.desc = (void **)&p->desc;
+        m.iov_count = 1;
+        m.addr = p->addr;
+        m.context = p->context;
+        m.data = p->data;
+        return fi_sendmsg(n->ep, &m, p->flags);
+    }
+    case EFAX__FP_INJECT: return fi_inject(n->ep, p->buf, p->len, p->addr);
+    case EFAX__FP_INJECTDATA: return fi_injectdata(n->ep, p->buf, p->len, p->data, p->addr);
+    case EFAX__FP_INJECT_WRITE:
+        return fi_inject_write(n->ep, p->buf, p->len, p->addr, p->riov.addr, p->riov.key);
+    case EFAX__FP_INJECT_WRITEDATA:
+        return fi_inject_writedata(n->ep, p->buf, p->len, p->data, p->addr, p->riov.addr, p->riov.key);
+    case EFAX__FP_TINJECTDATA: return fi_tinjectdata(n->ep, p->buf, p->len, p->data, p->addr, p->tag);
+    case EFAX__FP_RECV: return fi_recv(n->ep, p->iov.iov_base, p->iov.iov_len, p->desc, p->addr, p->context);
+    case EFAX__FP_TRECV:
+        return fi_trecv(n->ep, p->iov.iov_base, p->iov.iov_len, p->desc, p->addr, p->tag, 0, p->context);
+    default: return -FI_EINVAL;
+    }
+}
+
+EFAX_PRIVATE bool efax__f_inject(int kind) { return kind >= EFAX__FP_INJECT && kind <= EFAX__FP_TINJECTDATA; }
+EFAX_PRIVATE bool efax__f_write(int kind) {
+    return kind == EFAX__FP_WRITEMSG || kind == EFAX__FP_INJECT_WRITE || kind == EFAX__FP_INJECT_WRITEDATA;
+}
+/* The flags a completion (or error entry) of such a post carries. */
+EFAX_PRIVATE uint64_t efax__f_flags(int kind) {
+    return kind == EFAX__FP_TINJECTDATA ? FI_SEND | FI_TAGGED
+           : efax__f_write(kind)        ? FI_RMA | FI_WRITE
+                                        : FI_SEND | FI_MSG;
+}
+
+/* An error entry for the CQ, handed on after `delay` polls; false when the NIC's queue is full. */
+EFAX_PRIVATE bool efax__f_error(struct efax__fnic *f, const struct fi_cq_err_entry *e, const char *text,
+                                uint64_t delay) {
+    efax__ferr *x;
+    if (f->nerr == EFAX__F_ERRS) return false;
+    x = &f->err[f->nerr++];
+    x->e = *e;
+    x->release = f->polls + delay;
+    x->synthetic = text != NULL;
+    x->data[0] = 0;
+    if (text)
+        efax__copy(x->data, sizeof x->data, text);
+    else if (e->err_data && e->err_data_size)
+        memcpy(x->data, e->err_data, e->err_data_size < sizeof x->data ? e->err_data_size : sizeof x->data);
+    x->e.err_data = NULL;
+    x->e.err_data_size = 0;
+    return true;
+}
+
+/* efa's provider errors for an operation whose peer did not answer (prov/efa/src/efa_errno.h and
+   efa_errno_to_fi_errno there): what an injected operation failing later most likely carries. */
+EFAX_PRIVATE void efax__f_fail(struct efax__fnic *f, struct fi_cq_err_entry *e, const char *what) {
+    static const struct {
+        int prov, err;
+        const char *text;
+    } codes[] = {
+        {13, FI_ECONNABORTED, "Unresponsive remote (was previously responsive)"},
+        {15, FI_EHOSTUNREACH, "Unreachable remote - never received a response"},
+        {10, FI_ENORX, "Destination resource not ready (no work queue entries posted on receive queue)"}};
+    char text[256];
+    unsigned k = (unsigned)(efax__f_rand(f) % 3);
+    e->err = codes[k].err;
+    e->prov_errno = codes[k].prov;
+    snprintf(text, sizeof text, "%s [efa provider errno %d; injected by EFAX_FAULTS=%s: injectfail %s]",
+             codes[k].text, codes[k].prov, f->ctx->faults.spec, what);
+    efax__f_error(f, e, text, efax__f_rand(f) % 16);
+}
+
+/* Hands held posts whose time came to the provider, in order, stopping at a refusal (so a later one
+   never overtakes a refused earlier one). A post the provider fails becomes an error entry. */
+EFAX_PRIVATE void efax__f_pump(struct efax__fnic *f) {
+    int i = 0, j;
+    while (i < f->nlate) {
+        efax__fpost *p = &f->late[i];
+        ssize_t rc;
+        if (p->release > f->polls) {
+            i++;
+            continue;
+        }
+        rc = efax__f_issue(f->n, p);
+        if (rc == -FI_EAGAIN) break;
+        if (rc) {
+            struct fi_cq_err_entry e;
+            memset(&e, 0, sizeof e);
+            e.op_context = efax__f_inject(p->kind) ? NULL : p->context;
+            e.flags = efax__f_flags(p->kind);
+            e.err = (int)-rc;
+            e.data = p->data;
+            efax__f_error(f, &e, NULL, 0);
+        }
+        for (j = i + 1; j < f->nlate; j++) f->late[j - 1] = f->late[j];
+        f->nlate--;
+    }
+}
+
+/* The doorbell: a post without FI_MORE was accepted, so the posts with FI_MORE before it go, in
+   order, ahead of anything handed on late. */
+EFAX_PRIVATE void efax__f_ring(struct efax__fnic *f) {
+    int i;
+    if (!f->nbell) return;
+    for (i = f->nlate - 1; i >= 0; i--) f->late[i + f->nbell] = f->late[i];
+    for (i = 0; i < f->nbell; i++) {
+        f->late[i] = f->bell[i];
+        f->late[i].release = 0;
+        f->late[i].flags &= ~FI_MORE;
+    }
+    f->nlate += f->nbell;
+    f->nbell = 0;
+    efax__f_pump(f);
+}
+
+/* A post, with the layer on: refused (eagain), dropped with a later error (injectfail), held for
+   the doorbell (FI_MORE), handed on late (reorder) or to the provider now. */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
+    struct efax__fnic *f = n->fault;
+    efax__faults *fs = &f->ctx->faults;
+    bool tx = p->kind != EFAX__FP_RECV && p->kind != EFAX__FP_TRECV;
+    bool write = efax__f_write(p->kind);
+    ssize_t rc;
+    if (efax__f_on(f, EFAX_FAULT_EAGAIN)) {
+        /* transmits: a burst of 1-16 polls, some to 256, a few to 2048 (efa's RNR back-off, a full
+           send queue); receives: short bursts of 1-8 polls, more often (a full receive pool) */
+        uint64_t *until = tx ? &f->refuse : &f->refuse_rx;
+        if (*until <= f->polls && efax__f_rand(f) % (tx ? 256 : 16) == 0) {
+            uint64_t r = efax__f_rand(f) % 100;
+            *until = f->polls + (!tx      ? 1 + efax__f_rand(f) % 8
+                                 : r < 70 ? 1 + efax__f_rand(f) % 16
+                                 : r < 95 ? 16 + efax__f_rand(f) % 240
+                                          : 256 + efax__f_rand(f) % 1792);
+            fs->stats.bursts++;
+        }
+        if (*until > f->polls) { /* every such post until the NIC has been polled that often */
+            fs->stats.refused++;
+            if (tx && f->nbell) fs->stats.interrupted++; /* #29 item 9's case: efax must post again at once */
+            return -FI_EAGAIN;
+        }
+    }
+    if (tx && (p->flags & FI_MORE) && f->nbell + f->nlate < EFAX__F_POSTS) { /* efa: no doorbell yet */
+        f->bell[f->nbell++] = *p;
+        fs->stats.batched++;
+        return 0;
+    }
+    /* the countdown counts injects the provider took (tcp refuses the first ones while it connects) */
+    if (efax__f_inject(p->kind) && efax__f_on(f, EFAX_FAULT_INJECTFAIL) && f->inject_left == 0) {
+        struct fi_cq_err_entry e;
+        char what[96];
+        f->inject_left = 256 + efax__f_rand(f) % 4096;
+        memset(&e, 0, sizeof e); /* as efa_rdm_txe_handle_error makes it: an inject has no context */
+        e.flags = efax__f_flags(p->kind);
+        e.data = p->data;
+        e.tag = p->tag;
+        snprintf(what, sizeof what, "dropped this %s of %zu bytes",
+                 p->kind == EFAX__FP_TINJECTDATA ? "notification"
+                 : write                         ? "write"
+                                                 : "send",
+                 p->len);
+        efax__f_fail(f, &e, what);
+        fs->stats.failed++;
+        efax__f_ring(f); /* it was accepted, as far as efax can tell */
+        return 0;
+    }
+    /* reorder: a write handed on late, so what is posted after it (a notification, another chunk)
+       may overtake it. Only writes with a completion: the caller polls until it comes, which hands
+       the write on. An inject is the caller's to forget: efa sends it without another call, and a
+       held one would wait for a poll that may never come (a rank's last answer before a barrier). */
+    if (p->kind == EFAX__FP_WRITEMSG && efax__f_on(f, EFAX_FAULT_REORDER) &&
+        f->nlate + f->nbell < EFAX__F_POSTS && efax__f_rand(f) % 4 == 0) {
+        efax__f_ring(f);
+        p->release = f->polls + 1 + efax__f_delay(f);
+        p->flags &= ~FI_MORE;
+        f->late[f->nlate++] = *p;
+        fs->stats.deferred++;
+        return 0;
+    }
+    if (tx && f->nbell) { /* ring: what waited for the doorbell goes first */
+        efax__f_ring(f);
+        if (f->nlate && f->late[0].release == 0)
+            return -FI_EAGAIN; /* the provider refused some: keep the order */
+    }
+    rc = efax__f_issue(n, p);
+    if (rc == 0 && efax__f_inject(p->kind) && f->inject_left && efax__f_on(f, EFAX_FAULT_INJECTFAIL))
+        f->inject_left--;
+    return rc;
+}
+
+/* fi_cq_read with the layer on: hands on late posts, reads from the provider into the layer's ring,
+   then hands completions on: in any order (reorder), some held back for many polls, error entries
+   as -FI_EAVAIL. */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_entry *out, size_t count) {
+    struct efax__fnic *f = n->fault;
+    efax__faults *fs = &f->ctx->faults;
+    bool reorder = efax__f_on(f, EFAX_FAULT_REORDER);
+    size_t given = 0;
+    int i;
+    f->polls++;
+    if (f->nlate) efax__f_pump(f);
+    for (;;) { /* enough to hand on `count` (held ones aside) */
+        struct fi_cq_data_entry tmp[64];
+        size_t room = f->cap - f->nent, ready = f->nent - (size_t)f->held, want, k;
+        ssize_t got;
+        want = ready >= count ? 0 : count - ready;
+        if (want > room) want = room;
+        if (want > 64) want = 64;
+        if (!want) break;
+        got = fi_cq_read(n->cq, tmp, want);
+        if (got == -FI_EAGAIN) break;
+        if (got == -FI_EAVAIL) {
+            struct fi_cq_err_entry e;
+            if (f->nerr == EFAX__F_ERRS) break;
+            memset(&e, 0, sizeof e);
+            if ((got = fi_cq_readerr(n->cq, &e, 0)) < 0) return got;
+            efax__f_error(f, &e, NULL, reorder ? efax__f_delay(f) : 0);
+            continue;
+        }
+        if (got < 0) return got;
+        for (k = 0; k < (size_t)got; k++) {
+            efax__fent *x;
+            efax_op *op = (efax_op *)tmp[k].op_context;
+            if (op && !(tmp[k].flags & FI_REMOTE_WRITE) && op->kind == EFAX__OPK_TX &&
+                efax__f_on(f, EFAX_FAULT_INJECTFAIL) && efax__f_rand(f) % 4096 == 0 &&
+                f->nerr < EFAX__F_ERRS) { /* a completion turned into an error entry with a provider errno */
+                struct fi_cq_err_entry e;
+                memset(&e, 0, sizeof e);
+                e.op_context = tmp[k].op_context;
+                e.flags = tmp[k].flags;
+                e.data = tmp[k].data;
+                efax__f_fail(f, &e, "turned this completion into an error");
+                fs->stats.errored++;
+                continue;
+            }
+            x = &f->ent[(f->head + f->nent++) % f->cap];
+            x->e = tmp[k];
+            x->release = reorder && f->held < EFAX__F_HOLD ? f->polls + efax__f_delay(f) : 0;
+            x->held = x->release > f->polls;
+            if (x->held) f->held++, fs->stats.held++;
+        }
+        if ((size_t)got < want) break;
+    }
+    for (i = 0; i < f->nerr; i++) /* an error whose time came: announced when nothing else was handed on */
+        if (f->err[i].release <= f->polls) {
+            int j;
+            f->cur = f->err[i];
+            f->has_cur = true;
+            for (j = i + 1; j < f->nerr; j++) f->err[j - 1] = f->err[j];
+            f->nerr--;
+            return -FI_EAVAIL;
+        }
+    while (given < count && f->nent) {
+        size_t scan = f->nent < 64 ? f->nent : 64, pick = SIZE_MAX, ready = 0, k;
+        for (k = 0; k < scan; k++) { /* reorder: any ready one of the first 64 (at most 16 are held back) */
+            const efax__fent *x = &f->ent[(f->head + k) % f->cap];
+            if (x->release > f->polls) continue;
+            if (!reorder) {
+                pick = k;
+                break;
+            }
+            if (efax__f_rand(f) % ++ready == 0) pick = k;
+        }
+        if (pick == SIZE_MAX) break;
+        {
+            efax__fent *x = &f->ent[(f->head + pick) % f->cap], *h = &f->ent[f->head];
+            if (x->held) f->held--; /* it was held back; its time came */
+            out[given++] = x->e;
+            if (pick) *x = *h; /* the head takes its place */
+            f->head = (f->head + 1) % f->cap;
+            f->nent--;
+        }
+    }
+    return given ? (ssize_t)given : -FI_EAGAIN;
+}
+
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e) {
+    struct efax__fnic *f = n->fault;
+    if (!f->has_cur) return -FI_EAGAIN;
+    *e = f->cur.e;
+    e->err_data = f->cur.data[0] ? f->cur.data : NULL;
+    e->err_data_size = f->cur.data[0] ? strlen(f->cur.data) + 1 : 0;
+    f->has_cur = false;
+    return 1;
+}
+
+/* efax__post_nic returned: a batch it left ending on FI_MORE would sit unsent on efa until some
+   later post (prov/efa/src/efa_data_path_ops.h rings only without FI_MORE). A sticky error, so a
+   test of efax's posting sees it. */
+EFAX__COLD EFAX_PRIVATE void efax__f_bell_check(efax__nic *n) {
+    struct efax__fnic *f = n->fault;
+    if (!f->nbell) return;
+    f->ctx->faults.stats.unrung++;
+    if (!f->unrung_logged) {
+        f->unrung_logged = true;
+        efax_log(
+            f->ctx, 0,
+            "NIC %s: efax's posting returned with %d post(s) sent with FI_MORE and none without it after "
+            "them: efa would not send them until some later post (its doorbell rings only without FI_MORE)",
+            n->info.name, f->nbell);
+    }
+    if (!f->ctx->sticky_error) f->ctx->sticky_error = -FI_EOTHER;
+}
+
+/* The wrappers: one predictable branch when the layer is off. */
+
+static inline ssize_t efax__fi_writemsg(efax__nic *n, const struct fi_msg_rma *m, uint64_t flags) {
+    efax__fpost p;
+    if (EFAX__UNLIKELY(n->fault)) {
+        memset(&p, 0, sizeof p);
+        p.kind = EFAX__FP_WRITEMSG, p.flags = flags, p.iov = m->msg_iov[0],
+        p.desc = m->desc ? m->desc[0] : NULL;
+        p.riov = m->rma_iov[0], p.addr = m->addr, p.data = m->data, p.context = m->context,
+        p.len = m->msg_iov[0].iov_len;
+        return efax__f_post(n, &p);
+    }
+    return fi_writemsg(n->ep, m, flags);
+}
+static inline ssize_t efax__fi_sendmsg(efax__nic *n, const struct fi_msg *m, uint64_t flags) {
+    efax__fpost p;
+    if (EFAX__UNLIKELY(n->fault)) {
+        memset(&p, 0, sizeof p);
+        p.kind = EFAX__FP_SENDMSG, p.flags = flags, p.iov = m->msg_iov[0],
+        p.desc = m->desc ? m->desc[0] : NULL;
+        p.addr = m->addr, p.data = m->data, p.context = m->context, p.len = m->msg_iov[0].iov_len;
+        return efax__f_post(n, &p);
+    }
+    return fi_sendmsg(n->ep, m, flags);
+}
+/* The injects and receives with the layer on: the call's arguments as a post (kind EFAX__FP_*). */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_args(efax__nic *n, int kind, const void *buf, size_t len,
+                                                  uint64_t data, fi_addr_t a, uint64_t raddr, uint64_t key,
+                                                  uint64_t tag, void *desc, void *ctx) {
+    efax__fpost p;
+    memset(&p, 0, sizeof p);
+    p.kind = kind, p.buf = buf, p.len = len, p.data = data, p.addr = a, p.riov.addr = raddr, p.riov.key = key;
+    p.riov.len = len, p.tag = tag, p.desc = desc, p.context = ctx;
+    p.iov.iov_base = (void *)(uintptr_t)buf, p.iov.iov_len = len;
+    return efax__f_post(n, &p);
+}
+static inline ssize_t efax__fi_inject(efax__nic *n, const void *buf, size_t len, fi_addr_t a) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECT, buf, len, 0, a, 0, 0, 0, NULL, NULL);
+    return fi_inject(n->ep, buf, len, a);
+}
+static inline ssize_t efax__fi_injectdata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                          fi_addr_t a) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECTDATA, buf, len, data, a, 0, 0, 0, NULL, NULL);
+    return fi_injectdata(n->ep, buf, len, data, a);
+}
+static inline ssize_t efax__fi_inject_write(efax__nic *n, const void *buf, size_t len, fi_addr_t a,
+                                            uint64_t raddr, uint64_t key) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECT_WRITE, buf, len, 0, a, raddr, key, 0, NULL, NULL);
+    return fi_inject_write(n->ep, buf, len, a, raddr, key);
+}
+static inline ssize_t efax__fi_inject_writedata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                                fi_addr_t a, uint64_t raddr, uint64_t key) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECT_WRITEDATA, buf, len, data, a, raddr, key, 0, NULL, NULL);
+    return fi_inject_writedata(n->ep, buf, len, data, a, raddr, key);
+}
+static inline ssize_t efax__fi_tinjectdata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                           fi_addr_t a, uint64_t tag) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_TINJECTDATA, buf, len, data, a, 0, 0, tag, NULL, NULL);
+    return fi_tinjectdata(n->ep, buf, len, data, a, tag);
+}
+static inline ssize_t efax__fi_recv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a, void *ctx) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_RECV, buf, len, 0, a, 0, 0, 0, desc, ctx);
+    return fi_recv(n->ep, buf, len, desc, a, ctx);
+}
+static inline ssize_t efax__fi_trecv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a,
+                                     uint64_t tag, void *ctx) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_TRECV, buf, len, 0, a, 0, 0, tag, desc, ctx);
+    return fi_trecv(n->ep, buf, len, desc, a, tag, 0, ctx);
+}
+static inline ssize_t efax__fi_cq_read(efax__nic *n, struct fi_cq_data_entry *buf, size_t count) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_cq_read(n, buf, count);
+    return fi_cq_read(n->cq, buf, count);
+}
+static inline ssize_t efax__fi_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_cq_readerr(n, e);
+    return fi_cq_readerr(n->cq, e, 0);
+}
+/* The provider's text for an error entry; the layer's own for one it made. */
+static inline const char *efax__fi_cq_strerror(efax__nic *n, const struct fi_cq_err_entry *e, char *buf,
+                                               size_t len) {
+    if (EFAX__UNLIKELY(n->fault) && e->err_data && e->err_data == (const void *)n->fault->cur.data &&
+        n->fault->cur.synthetic)
+        return (const char *)e->err_data;
+    return fi_cq_strerror(n->cq, e->prov_errno, e->err_data, buf, len);
+}
+
+/* One line per rank at the end: what the layer did (the soak reads these). */
+EFAX_PRIVATE void efax__faults_summary(efax_ctx *ctx) {
+    const efax_fault_stats *s = &ctx->faults.stats;
+    if (!ctx->faults.fams || !ctx->faults.armed) return;
+    efax_log(
+        ctx, 1,
+        "EFAX_FAULTS=%s on rank %d: reorder held=%llu deferred=%llu; eagain refused=%llu bursts=%llu; "
+        "injectfail failed=%llu errored=%llu; emulated nics=%llu; smallrma nics=%llu; doorbell batched=%llu "
+        "interrupted=%llu unrung=%llu",
+        ctx->faults.spec, ctx->rank, (unsigned long long)s->held, (unsigned long long)s->deferred,
+        (unsigned long long)s->refused, (unsigned long long)s->bursts, (unsigned long long)s->failed,
+        (unsigned long long)s->errored, (unsigned long long)s->emulated, (unsigned long long)s->capped,
+        (unsigned long long)s->batched, (unsigned long long)s->interrupted, (unsigned long long)s->unrung);
+}
+
+EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx) {
+    return ctx && ctx->faults.fams ? ctx->faults.spec : "";
+}
+EFAX_API efax_fault_stats efax_ctx_fault_stats(const efax_ctx *ctx) { return ctx->faults.stats; }
+
 // >>context (implementation) -------------------------------------------------------------------
 
 /* The libfabric headers this is built against are at least version a.b. Endpoint options are
@@ -1851,15 +2851,21 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
 #if EFAX__FI_AT_LEAST(1, 21)
     if (efa) {
         bool permit = ctx->efa_shm;
-        int rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &permit, sizeof permit);
-        if (rc) efax_log(ctx, 1, "NIC %s: FI_OPT_SHARED_MEMORY_PERMITTED=%s refused (%s): same-host peers go as efa decides",
-                         n->info.name, permit ? "true" : "false", fi_strerror(-rc));
+        int rc =
+            fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &permit, sizeof permit);
+        if (rc)
+            efax_log(
+                ctx, 1,
+                "NIC %s: FI_OPT_SHARED_MEMORY_PERMITTED=%s refused (%s): same-host peers go as efa decides",
+                n->info.name, permit ? "true" : "false", fi_strerror(-rc));
         n->info.efa_shm = rc ? -1 : permit;
     }
 #else
     if (efa)
-        efax_log(ctx, 2, "NIC %s: libfabric %d.%d cannot switch off efa's shared memory (1.21+); "
-                         "FI_EFA_ENABLE_SHM_TRANSFER=0 does", n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
+        efax_log(ctx, 2,
+                 "NIC %s: libfabric %d.%d cannot switch off efa's shared memory (1.21+); "
+                 "FI_EFA_ENABLE_SHM_TRANSFER=0 does",
+                 n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
 #endif
 #if EFAX__FI_AT_LEAST(2, 5)
     if (efa) {
@@ -1879,9 +2885,11 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
         n->info.gpudirect = rc == 0;
         n->info.cuda_api = rc ? -1 : 0;
         if (rc && ctx->cuda_api < 0) {
-            efax_log(ctx, 0, "NIC %s (%s): FI_OPT_CUDA_API_PERMITTED=false refused (%s): this provider or host has no "
-                             "GPUDirect RDMA path for device memory; run without --no-cuda-api / EFAX_CUDA_API=0",
-                     n->info.name, n->info.provider, fi_strerror(-rc));
+            efax_log(
+                ctx, 0,
+                "NIC %s (%s): FI_OPT_CUDA_API_PERMITTED=false refused (%s): this provider or host has no "
+                "GPUDirect RDMA path for device memory; run without --no-cuda-api / EFAX_CUDA_API=0",
+                n->info.name, n->info.provider, fi_strerror(-rc));
             return rc;
         }
         if (rc && first)
@@ -1921,20 +2929,17 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
    answer for them. It reflects the local device only (efa_rdm_ep_fiops.c getopt): a peer that
    differs is caught by the connect fingerprint. */
 EFAX_PRIVATE void efax__ep_emulated(efax_ctx *ctx, efax__nic *n) {
-#if EFAX__FI_AT_LEAST(1, 18)
     bool emulated = false;
-    size_t len = sizeof emulated;
-    if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &emulated, &len) == 0 && len == sizeof emulated) {
+    /* the fault layer's `emulated` answers here for any provider (efax__getopt_emulated) */
+    if (efax__getopt_emulated(ctx, n, &emulated) == 0) {
         n->info.emulated_write = emulated;
         if (emulated)
             efax_log(ctx, 1,
                      "NIC %s: %s emulates RDMA writes with messages on this device: WRITE results are not "
-                     "RDMA writes",
-                     n->info.name, n->info.provider);
+                     "RDMA writes%s",
+                     n->info.name, n->info.provider,
+                     ctx->faults.fams & EFAX_FAULT_EMULATED ? " (EFAX_FAULTS emulated says so)" : "");
     }
-#else
-    (void)ctx, (void)n;
-#endif
 }
 
 /* Limits the open endpoint reports (fi_endpoint(3) FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE,
@@ -1945,17 +2950,27 @@ EFAX_PRIVATE void efax__ep_emulated(efax_ctx *ctx, efax__nic *n) {
    endpoint tells (efax__efa_max_rdma). A provider without an option answers -FI_ENOPROTOOPT and
    fi_info's value stays. */
 EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
+    size_t rma = n->info.max_rma_size;
+    /* the fault layer's `smallrma` answers here on either line */
+    if (efax__getopt_max_rma(ctx, n, &rma) == 0 && rma != n->info.max_rma_size) {
+        efax_log(ctx, 2, "NIC %s: the endpoint's max_rma_size is %zu (fi_info: %zu)", n->info.name, rma,
+                 n->info.max_rma_size);
+        n->info.max_rma_size = rma;
+    }
 #if EFAX__FI_AT_LEAST(2, 0)
-    static const int opt[3] = {FI_OPT_MAX_RMA_SIZE, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE};
+    static const int opt[3] = {0, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE};
     size_t *dst[3];
     int i;
     dst[0] = &n->info.max_rma_size, dst[1] = &n->info.inject_size, dst[2] = &n->info.inject_rma_size;
-    for (i = 0; i < 3; i++) {
+    for (i = 1; i < 3; i++) {
         size_t v = 0, len = sizeof v;
         if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, opt[i], &v, &len) == 0 && len == sizeof v) {
             if (v != *dst[i])
                 efax_log(ctx, 2, "NIC %s: the endpoint's %s is %zu (fi_info: %zu)", n->info.name,
-                         i == 0 ? "max_rma_size" : i == 1 ? "inject_msg_size" : "inject_rma_size", v, *dst[i]);
+                         i == 0   ? "max_rma_size"
+                         : i == 1 ? "inject_msg_size"
+                                  : "inject_rma_size",
+                         v, *dst[i]);
             *dst[i] = v;
         }
     }
@@ -2010,6 +3025,9 @@ EFAX_PRIVATE int efax__fierr(const efax_ctx *ctx, int rc, const char *what, cons
     return rc;
 }
 
+/* (Re)posts control receive `slot`. A slot whose post the provider refused is left free (kind 0)
+   so that efax_progress posts it again: marked as posted, it was lost for good, and once every
+   slot was, notifications found no receive (#29 item 7). */
 EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
     efax_op *op = &n->ctrl_ops[slot];
     ssize_t rc;
@@ -2017,13 +3035,12 @@ EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
     op->kind = EFAX__OPK_CTRL;
     op->nic = (int)(n - ctx->nic);
     op->slot = slot;
-    rc = fi_trecv(n->ep, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc,
-                  FI_ADDR_UNSPEC, EFAX__CTRL_TAG, 0, &op->fctx);
-    if (rc == 0) {
-        op->next = NULL;
-        op->slot = slot;
+    rc = efax__fi_trecv(n, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc,
+                        FI_ADDR_UNSPEC, EFAX__CTRL_TAG, &op->fctx);
+    if (rc == 0)
         n->ctrl_posted++;
-    }
+    else
+        op->kind = 0;
     return (int)rc;
 }
 
@@ -2044,8 +3061,8 @@ EFAX_PRIVATE void efax__dmabuf_fill(struct fi_mr_dmabuf *db, int fd, uint64_t of
 }
 #endif
 
-EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, uint64_t access,
-                           int iface, int device, int dmabuf_fd, uint64_t dmabuf_off, bool device_only,
+EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, uint64_t access, int iface,
+                           int device, int dmabuf_fd, uint64_t dmabuf_off, bool device_only,
                            struct fid_mr **mr) {
     struct fi_mr_attr attr;
     struct iovec iov;
@@ -2077,8 +3094,8 @@ EFAX_PRIVATE int efax__reg(efax_ctx *ctx, efax__nic *n, void *buf, size_t len, u
         }
 #else
         (void)dmabuf_off;
-        efax_log(ctx, 1, "NIC %s: this build's libfabric (%d.%d) has no FI_MR_DMABUF (1.20+)",
-                 n->info.name, FI_MAJOR_VERSION, FI_MINOR_VERSION);
+        efax_log(ctx, 1, "NIC %s: this build's libfabric (%d.%d) has no FI_MR_DMABUF (1.20+)", n->info.name,
+                 FI_MAJOR_VERSION, FI_MINOR_VERSION);
         return -FI_ENOSYS;
 #endif
     }
@@ -2109,9 +3126,12 @@ EFAX_PRIVATE int efax__shm_enable_renamed(efax_ctx *ctx, efax__nic *n) {
     int rc;
     memset(name, 0, sizeof name);
     if ((rc = fi_getname(&n->ep->fid, name, &len))) return rc;
-    snprintf(renamed, sizeof renamed, "%s:efax%llx", name, (unsigned long long)(efax_now_ns() ^ ((uint64_t)getpid() << 40)));
-    efax_log(ctx, 1, "NIC %s: shm endpoint %s is taken (most likely left by a killed process whose pid "
-             "this one reused); enabling it as %s", n->info.name, name, renamed);
+    snprintf(renamed, sizeof renamed, "%s:efax%llx", name,
+             (unsigned long long)(efax_now_ns() ^ ((uint64_t)getpid() << 40)));
+    efax_log(ctx, 1,
+             "NIC %s: shm endpoint %s is taken (most likely left by a killed process whose pid "
+             "this one reused); enabling it as %s",
+             n->info.name, name, renamed);
     if ((rc = fi_setname(&n->ep->fid, renamed, strlen(renamed) + 1))) return rc;
     return fi_enable(n->ep);
 }
@@ -2146,12 +3166,14 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
     }
     n->window = window; /* efax__ctx_defaults: 256 unless asked; at most the transmit queue */
     if (n->info.tx_size && (size_t)n->window > n->info.tx_size) n->window = (int)n->info.tx_size;
+    efax__cq_plan(ctx->cq_entries, EFAX__CTRL_SLOTS, &n->window, &n->cq_size, &n->cq_incoming);
     memset(&cqa, 0, sizeof cqa);
     cqa.format = FI_CQ_FORMAT_DATA;
     cqa.wait_obj = FI_WAIT_NONE;
-    cqa.size = (size_t)n->window * 2 + EFAX__CTRL_SLOTS + 1024;
+    cqa.size = (size_t)n->cq_size;
     if ((rc = fi_cq_open(n->domain, &cqa, &n->cq, NULL)))
         return efax__fierr(ctx, rc, "fi_cq_open", n->info.name);
+    if ((rc = efax__fault_open(ctx, n))) return rc;
     memset(&ava, 0, sizeof ava);
     ava.type = n->fi->domain_attr->av_type != FI_AV_UNSPEC ? n->fi->domain_attr->av_type : FI_AV_TABLE;
     if ((rc = fi_av_open(n->domain, &ava, &n->av, NULL)))
@@ -2160,11 +3182,11 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         return efax__fierr(ctx, rc, "fi_endpoint", n->info.name);
     if ((rc = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV)))
         return efax__fierr(ctx, rc, "fi_ep_bind(cq)", n->info.name);
-    if ((rc = fi_ep_bind(n->ep, &n->av->fid, 0)))
-        return efax__fierr(ctx, rc, "fi_ep_bind(av)", n->info.name);
+    if ((rc = fi_ep_bind(n->ep, &n->av->fid, 0))) return efax__fierr(ctx, rc, "fi_ep_bind(av)", n->info.name);
     if (n->eq && (rc = fi_ep_bind(n->ep, &n->eq->fid, 0))) {
         if (ctx->caps.eq_required) return efax__fierr(ctx, rc, "fi_ep_bind(eq)", n->info.name);
-        efax_log(ctx, 2, "NIC %s: the provider takes no event queue (fi_ep_bind: %s)", n->info.name, fi_strerror(-rc));
+        efax_log(ctx, 2, "NIC %s: the provider takes no event queue (fi_ep_bind: %s)", n->info.name,
+                 fi_strerror(-rc));
         fi_close(&n->eq->fid);
         n->eq = NULL;
     }
@@ -2192,17 +3214,20 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         return efax__fierr(ctx, rc, "fi_mr_regattr(control buffers)", n->info.name);
     n->ctrl_desc = fi_mr_desc(n->ctrl_mr);
     /* as many as a quarter of the provider's receive queue allows: the rest is the user's */
-    n->nctrl = n->info.rx_size && n->info.rx_size / 4 < EFAX__CTRL_SLOTS ? (int)(n->info.rx_size / 4) : EFAX__CTRL_SLOTS;
+    n->nctrl = n->info.rx_size && n->info.rx_size / 4 < EFAX__CTRL_SLOTS ? (int)(n->info.rx_size / 4)
+                                                                         : EFAX__CTRL_SLOTS;
     if (n->nctrl < 1) n->nctrl = 1;
     for (i = 0; i < n->nctrl; i++) {
         rc = efax__post_ctrl(ctx, n, i);
-        if (rc && rc != -FI_EAGAIN && rc != -FI_ENOMEM) return efax__fierr(ctx, rc, "fi_trecv(control)", n->info.name);
-        if (rc) n->ctrl_ops[i].kind = 0; /* posted later by efax_progress */
+        if (rc && rc != -FI_EAGAIN && rc != -FI_ENOMEM)
+            return efax__fierr(ctx, rc, "fi_trecv(control)", n->info.name);
+        /* refused for now: efax__post_ctrl left it free, efax_progress posts it later */
     }
     return 0;
 }
 
 EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
+    efax__fault_close(n);
     if (n->ep) fi_close(&n->ep->fid);
     if (n->ctrl_mr) fi_close(&n->ctrl_mr->fid);
     if (n->av) fi_close(&n->av->fid);
@@ -2227,12 +3252,16 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
    huge_pages $EFAX_HUGE_PAGES or by the NICs (efax__ctx_open). */
 EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, efax_ctx_desc *d) {
     int rc, v;
-    if (desc) *d = *desc;
-    else memset(d, 0, sizeof *d);
-    ctx->log = d->log, ctx->log_user = d->log_user, ctx->log_level = d->log_level; /* errors below are logged */
+    if (desc)
+        *d = *desc;
+    else
+        memset(d, 0, sizeof *d);
+    ctx->log = d->log, ctx->log_user = d->log_user,
+    ctx->log_level = d->log_level; /* errors below are logged */
     if (d->imm_tags <= 0) d->imm_tags = 64;
     if (d->imm_tags > EFAX_IMM_MAX_TAGS) {
-        efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d->imm_tags, EFAX_IMM_MAX_TAGS);
+        efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d->imm_tags,
+                 EFAX_IMM_MAX_TAGS);
         return -EFAX_E_USAGE;
     }
     if (d->window <= 0) d->window = 256;
@@ -2260,6 +3289,8 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
         if ((rc = efax__env(EFAX__ENV_SHM_SPLIT, &v))) return rc;
         d->shm_split = v ? v : -1;
     }
+    if (!d->cq_size && (rc = efax__env(EFAX__ENV_CQ_SIZE, &d->cq_size))) return rc;
+    if (d->cq_size && d->cq_size < EFAX__CQ_MIN) d->cq_size = EFAX__CQ_MIN;
     if (!d->huge_pages) { /* unset: decided by the NICs once open (efax__ctx_open) */
         if ((rc = efax__env(EFAX__ENV_HUGE_PAGES, &v))) return rc;
         d->huge_pages = v < 0 ? 0 : v ? 1 : -1;
@@ -2274,9 +3305,10 @@ EFAX_PRIVATE int efax__ctx_provider(efax_ctx *ctx, const efax_ctx_desc *d, struc
     const char *want;
     int rc = efax_topo_pick_provider(d->provider, ctx->provider, sizeof ctx->provider);
     if (rc == -EFAX_E_UNSUPPORTED) {
-        efax_log(ctx, 0, "provider efa-direct is not supported: efax's control messages are tagged "
-                         "(efa-direct has no FI_TAGGED) and its writes with immediate data consume no "
-                         "receive at the target (efa-direct needs FI_RX_CQ_DATA); use --provider efa");
+        efax_log(ctx, 0,
+                 "provider efa-direct is not supported: efax's control messages are tagged "
+                 "(efa-direct has no FI_TAGGED) and its writes with immediate data consume no "
+                 "receive at the target (efa-direct needs FI_RX_CQ_DATA); use --provider efa");
         return -EFAX_E_USAGE;
     }
     if (rc) {
@@ -2286,8 +3318,10 @@ EFAX_PRIVATE int efax__ctx_provider(efax_ctx *ctx, const efax_ctx_desc *d, struc
             efax_log(ctx, 0, "provider '%s' is not available here; providers on this host: %s", want,
                      names[0] ? names : "none");
         else
-            efax_log(ctx, 0, "none of efa, tcp, shm is available (providers here: %s); install "
-                             "libfabric (Debian: apt-get install libfabric1)", names[0] ? names : "none");
+            efax_log(ctx, 0,
+                     "none of efa, tcp, shm is available (providers here: %s); install "
+                     "libfabric (Debian: apt-get install libfabric1)",
+                     names[0] ? names : "none");
         return -EFAX_E_NOPROV;
     }
     rc = efax__getinfo(ctx->provider, d->hmem, list);
@@ -2296,8 +3330,10 @@ EFAX_PRIVATE int efax__ctx_provider(efax_ctx *ctx, const efax_ctx_desc *d, struc
         rc = efax__getinfo(ctx->provider, false, list);
     }
     if (rc || !*list) {
-        efax_log(ctx, 0, "provider %s offers no RDM endpoint with messages, tagged messages and "
-                         "RMA writes (fi_getinfo: %s)", ctx->provider, fi_strerror(-rc));
+        efax_log(ctx, 0,
+                 "provider %s offers no RDM endpoint with messages, tagged messages and "
+                 "RMA writes (fi_getinfo: %s)",
+                 ctx->provider, fi_strerror(-rc));
         return -EFAX_E_NOPROV;
     }
     return 0;
@@ -2310,7 +3346,8 @@ EFAX_PRIVATE int efax__ctx_named_nics(efax_ctx *ctx, const efax_ctx_desc *d, str
                                       const char *names, struct fi_info **chosen) {
     char buf[1024], *tok, *save = NULL;
     int nsel = 0, i;
-    snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "given (%s)", d->nics == getenv("EFAX_NICS") ? "EFAX_NICS" : "--nics");
+    snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "given (%s)",
+             d->nics == getenv("EFAX_NICS") ? "EFAX_NICS" : "--nics");
     efax__copy(buf, sizeof buf, d->nics);
     if (strchr(buf, ';')) { /* NIC groups: this rank's is the (local rank mod count)-th */
         int ngroups = 1, g = 0, pickg;
@@ -2331,7 +3368,8 @@ EFAX_PRIVATE int efax__ctx_named_nics(efax_ctx *ctx, const efax_ctx_desc *d, str
         for (i = 0; i < ndom; i++)
             if (!strcmp(dom[i]->domain_attr->name, tok)) break;
         if (i == ndom) {
-            efax_log(ctx, 0, "NIC '%s' is not offered by provider %s; its NICs here: %s", tok, ctx->provider, names);
+            efax_log(ctx, 0, "NIC '%s' is not offered by provider %s; its NICs here: %s", tok, ctx->provider,
+                     names);
             return -EFAX_E_NONIC;
         }
         if (nsel == EFAX_MAX_NICS) {
@@ -2374,15 +3412,16 @@ EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, s
     k = gpu[0] ? 0
                : efax_topo_host_nics(root, infos, nsel, numa, d->local_rank, d->local_size, idx,
                                      EFAX_MAX_NICS, why, sizeof why);
-    if (k > 0)
-        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "%s; host memory", why);
+    if (k > 0) /* why bounded: gcc -O1 (make asan) sees a truncation otherwise */
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "%.100s; host memory", why);
     else
         k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
     free(infos);
     if (k <= 0) return nsel;
     for (i = 0; i < k; i++) nearer[i] = chosen[idx[i]];
     for (i = 0; i < k; i++) chosen[i] = nearer[i];
-    if (gpu[0]) snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
+    if (gpu[0])
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
     else if (!why[0])
         snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (where this rank is bound)", numa);
     return k;
@@ -2524,10 +3563,14 @@ EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi
         d->huge_pages > 0 || (!d->huge_pages && !ctx->caps.small_pages); /* efax_ctx_host_alloc */
     for (i = 0; i < nsel; i++) {
         const efax_nic_info *ni = &ctx->nic[i].info;
+        uint64_t t0 = efax_now_ns();
         ctx->nnic = i + 1;
-        if ((rc = efax__open_nic(ctx, &ctx->nic[i], chosen[i], d->window))) return rc;
+        rc = efax__open_nic(ctx, &ctx->nic[i], chosen[i], d->window);
+        ctx->nic[i].cold.open_ns = efax_now_ns() - t0;
+        if (rc) return rc;
         if (ni->cq_data_size < 4) {
-            efax_log(ctx, 0, "NIC %s offers %zu bytes of immediate data; efax needs 4", ni->name, ni->cq_data_size);
+            efax_log(ctx, 0, "NIC %s offers %zu bytes of immediate data; efax needs 4", ni->name,
+                     ni->cq_data_size);
             return -EFAX_E_UNSUPPORTED;
         }
         if (ctx->caps.split_writes) /* two halves of whole pages */
@@ -2544,6 +3587,8 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     memset(ctx, 0, sizeof *ctx);
     ctx->rank = 0, ctx->size = 1;
     if ((rc = efax__ctx_defaults(ctx, desc, &d))) return rc;
+    if ((rc = efax__faults_init(ctx))) return rc;
+    ctx->cq_entries = d.cq_size;
     ctx->fi_more = d.fi_more, ctx->efa_shm = d.efa_shm, ctx->cuda_api = d.cuda_api;
     ctx->ntags = d.imm_tags, ctx->timeout_ms = d.timeout_ms;
     efax__copy(ctx->mem_path, sizeof ctx->mem_path, d.mem_path ? d.mem_path : "");
@@ -2555,7 +3600,8 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
         size_t l = strlen(names);
         snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", dom[i]->domain_attr->name);
     }
-    nsel = d.nics && *d.nics ? efax__ctx_named_nics(ctx, &d, dom, ndom, names, chosen) : efax__ctx_default_nics(ctx, &d, dom, ndom, chosen);
+    nsel = d.nics && *d.nics ? efax__ctx_named_nics(ctx, &d, dom, ndom, names, chosen)
+                             : efax__ctx_default_nics(ctx, &d, dom, ndom, chosen);
     if (nsel > 0 && d.max_nics > 0 && nsel > d.max_nics) nsel = d.max_nics;
     if (nsel == 0) {
         efax_log(ctx, 0, "provider %s: no NIC selected (NICs here: %s)", ctx->provider, names);
@@ -2570,6 +3616,8 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
 EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
     int i;
     if (!ctx) return;
+    if (ctx->boot && ctx->boot->idle_user == ctx) ctx->boot->idle = NULL, ctx->boot->idle_user = NULL;
+    efax__faults_summary(ctx);
     for (i = ctx->nnic - 1; i >= 0; i--)
         if (ctx->nic) efax__close_nic(&ctx->nic[i]);
     free(ctx->nic);
@@ -2591,6 +3639,13 @@ EFAX_API const efax_nic_info *efax_ctx_nic(const efax_ctx *ctx, int i) {
     return i >= 0 && i < ctx->nnic ? &ctx->nic[i].info : NULL;
 }
 EFAX_API efax_nic_stats efax_ctx_stats(const efax_ctx *ctx, int i) { return ctx->nic[i].stats; }
+
+EFAX_API efax_nic_cold efax_ctx_cold(const efax_ctx *ctx, int i) {
+    efax_nic_cold z;
+    if (i >= 0 && i < ctx->nnic) return ctx->nic[i].cold;
+    memset(&z, 0, sizeof z);
+    return z;
+}
 EFAX_API const char *efax_ctx_nic_addr(const efax_ctx *ctx, int i, char *buf, size_t len) {
     size_t l = len;
     if (i < 0 || i >= ctx->nnic || !len) return "";
@@ -2652,6 +3707,20 @@ typedef struct efax__hello {
     efax__fp fp;
     efax__hello_nic nic[EFAX_MAX_NICS];
 } efax__hello;
+
+/* The boot's idle hook (efax_boot.idle): a collective that waits drives the context, so a rank in
+   a barrier still sees its own failures (a lost inject, a dead endpoint) and ends the wait. */
+EFAX_PRIVATE int efax__boot_idle(void *user) {
+    int rc = efax_progress((efax_ctx *)user);
+    return rc < 0 ? rc : 0;
+}
+
+/* What every rank tells the others beside its hello: its fault layer (EFAX_FAULTS must agree;
+   rank 0's seed serves every rank). */
+typedef struct efax__limits {
+    uint64_t fault_seed;
+    uint32_t fault_fams, pad;
+} efax__limits;
 
 EFAX_PRIVATE void efax__fp_of(const efax_caps *c, efax__fp *fp) {
     memset(fp, 0, sizeof *fp);
@@ -2740,12 +3809,15 @@ EFAX_PRIVATE int efax__hello_check(const efax__hello *h, int rank, const char *p
         return -EFAX_E_PEER;
     }
     if (h->wire != EFAX_WIRE_VERSION) {
-        snprintf(why, wl, "rank %d runs efax wire version %u, this rank %u: build every rank from the "
-                          "same efax.h", rank, h->wire, EFAX_WIRE_VERSION);
+        snprintf(why, wl,
+                 "rank %d runs efax wire version %u, this rank %u: build every rank from the "
+                 "same efax.h",
+                 rank, h->wire, EFAX_WIRE_VERSION);
         return -EFAX_E_VERSION;
     }
     if (h->rank != rank || h->nnic < 1 || h->nnic > EFAX_MAX_NICS) {
-        snprintf(why, wl, "rank %d sent a malformed endpoint list (rank %d, %d NICs)", rank, h->rank, h->nnic);
+        snprintf(why, wl, "rank %d sent a malformed endpoint list (rank %d, %d NICs)", rank, h->rank,
+                 h->nnic);
         return -EFAX_E_PEER;
     }
     if (memchr(h->provider, 0, sizeof h->provider) == NULL || strcmp(h->provider, provider)) {
@@ -2775,6 +3847,7 @@ EFAX_PRIVATE int efax__match(const efax__hello *from, int i, const efax__hello *
 
 EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     efax__hello *all = NULL, me;
+    efax__limits *lim = NULL;
     int rc, p, i, j, size = boot->size;
     char why[512];
     memset(&me, 0, sizeof me);
@@ -2820,16 +3893,46 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     ctx->max_chunk = ctx->caps.max_write;
     for (p = 0; p < size; p++)
         if (all[p].fp.max_write && all[p].fp.max_write < ctx->max_chunk) ctx->max_chunk = all[p].fp.max_write;
+    { /* the fault layer, alike on every rank: rank 0's seed serves every rank */
+        efax__limits mine;
+        memset(&mine, 0, sizeof mine);
+        mine.fault_seed = ctx->faults.seed;
+        mine.fault_fams = ctx->faults.fams;
+        if (!(lim = (efax__limits *)calloc((size_t)size, sizeof *lim))) {
+            free(all);
+            return -FI_ENOMEM;
+        }
+        if ((rc = efax_boot_allgather(boot, &mine, sizeof mine, lim, -1))) {
+            efax_log(ctx, 0, "exchanging fault settings failed: %s", efax_strerror(rc));
+            free(lim);
+            free(all);
+            return rc;
+        }
+        for (p = 0; p < size; p++)
+            if (lim[p].fault_fams != ctx->faults.fams) {
+                efax_log(ctx, 0,
+                         "EFAX_FAULTS differs between ranks (rank %d: %s, this rank: %s): set it alike on "
+                         "every rank",
+                         p, lim[p].fault_fams ? "on" : "off",
+                         ctx->faults.fams ? efax_ctx_faults(ctx) : "off");
+                free(lim);
+                free(all);
+                return -EFAX_E_USAGE;
+            }
+    }
     ctx->rank = boot->rank;
     ctx->size = size;
     ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
-    ctx->peer_host = (char (*)[64])calloc((size_t)size, 64);
+    ctx->peer_host = (char(*)[64])calloc((size_t)size, 64);
     ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
     ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
-    ctx->imm_nic = (uint32_t *)calloc((size_t)size * (size_t)ctx->ntags * (size_t)ctx->nnic, sizeof(uint32_t));
+    ctx->imm_nic =
+        (uint32_t *)calloc((size_t)size * (size_t)ctx->ntags * (size_t)ctx->nnic, sizeof(uint32_t));
     ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
     if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
-    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->imm_nic || !ctx->route_in || !ctx->hooks) {
+    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->imm_nic || !ctx->route_in ||
+        !ctx->hooks) {
+        free(lim);
         free(all);
         return -FI_ENOMEM;
     }
@@ -2837,18 +3940,23 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
         ctx->peer_nnic[p] = all[p].nnic;
         memcpy(ctx->peer_host[p], all[p].host, 64);
         ctx->peer_host[p][63] = 0;
-        for (j = 0; j < all[p].nnic; j++) ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(&all[p], j, &me);
+        for (j = 0; j < all[p].nnic; j++)
+            ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(&all[p], j, &me);
         for (i = 0; i < ctx->nnic; i++) {
             efax__nic *n = &ctx->nic[i];
             int out = efax__match(&me, i, &all[p]);
             /* insert the NIC we send to, and every NIC of the peer that sends to us here */
             for (j = 0; j < all[p].nnic; j++) {
                 fi_addr_t fa = FI_ADDR_NOTAVAIL;
+                uint64_t t0 = efax_now_ns();
                 if (j != out && efax__match(&all[p], j, &me) != i) continue;
                 rc = fi_av_insert(n->av, all[p].nic[j].addr, 1, &fa, 0, NULL);
+                n->cold.connect_ns += efax_now_ns() - t0;
                 if (rc != 1) {
                     efax_log(ctx, 0, "fi_av_insert of rank %d (%s) NIC %s into NIC %s failed: %s", p,
-                             all[p].host, all[p].nic[j].name, n->info.name, fi_strerror(rc < 0 ? -rc : FI_EOTHER));
+                             all[p].host, all[p].nic[j].name, n->info.name,
+                             fi_strerror(rc < 0 ? -rc : FI_EOTHER));
+                    free(lim);
                     free(all);
                     return rc < 0 ? rc : -FI_EOTHER;
                 }
@@ -2859,8 +3967,13 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
             }
         }
     }
-    ctx->connected = true;
+    efax__faults_arm(ctx, lim[0].fault_seed);
+    free(lim);
     free(all);
+    ctx->connected = true;
+    boot->idle = efax__boot_idle; /* collectives progress the fabric while they wait */
+    boot->idle_user = ctx;
+    ctx->boot = boot;
     return 0;
 }
 
@@ -2904,8 +4017,12 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
     if (mr->settle) ctx->settling++; /* efax_mr_dereg, also of a failed registration, takes it back */
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
+        uint64_t t0 = efax_now_ns();
         rc = efax__reg(ctx, n, desc->ptr, desc->len, fa, desc->iface, desc->device,
-                       desc->dmabuf ? desc->dmabuf_fd : -1, desc->dmabuf_offset, desc->device_only, &mr->mr[i]);
+                       desc->dmabuf ? desc->dmabuf_fd : -1, desc->dmabuf_offset, desc->device_only,
+                       &mr->mr[i]);
+        n->cold.reg_ns += efax_now_ns() - t0;
+        n->cold.regs++;
         if (rc) {
             efax_log(ctx, rc == -FI_ENOSYS || desc->iface != FI_HMEM_SYSTEM ? 2 : 0,
                      "registering %zu bytes of %s memory%s on NIC %s failed: %s (%d)", desc->len,
@@ -2921,11 +4038,13 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
            that is only used locally, there isn't a key"): normal, not an error. */
         if (mr->key[i] == FI_KEY_NOTAVAIL && (fa & FI_REMOTE_WRITE)) {
             if (n->info.mr_mode & FI_MR_RAW)
-                efax_log(ctx, 0, "NIC %s uses raw memory keys (FI_MR_RAW: fi_mr_raw_attr), which efax does "
-                         "not support; choose another provider with --provider", n->info.name);
+                efax_log(ctx, 0,
+                         "NIC %s uses raw memory keys (FI_MR_RAW: fi_mr_raw_attr), which efax does "
+                         "not support; choose another provider with --provider",
+                         n->info.name);
             else
-                efax_log(ctx, 0, "NIC %s gave no key for %zu bytes registered for remote writes", n->info.name,
-                         desc->len);
+                efax_log(ctx, 0, "NIC %s gave no key for %zu bytes registered for remote writes",
+                         n->info.name, desc->len);
             efax_mr_dereg(mr);
             return -EFAX_E_UNSUPPORTED;
         }
@@ -2963,8 +4082,8 @@ EFAX_API void efax_pattern_fill(void *buf, uint64_t len, uint64_t off, int rank,
     for (; i < len; i++) p[i] = (uint8_t)(efax_pattern_word(seed, (off + i) >> 3) >> (8 * ((off + i) & 7)));
 }
 
-EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank,
-                                     uint64_t iter, uint64_t *first_bad) {
+EFAX_API uint64_t efax_pattern_check(const void *buf, uint64_t len, uint64_t off, int rank, uint64_t iter,
+                                     uint64_t *first_bad) {
     const uint8_t *p = (const uint8_t *)buf;
     uint64_t seed = efax_pattern_seed(rank, iter), i = 0, bad = 0, first = UINT64_MAX;
     for (; i < len; i++) {
@@ -3000,10 +4119,13 @@ EFAX_PRIVATE void *efax__host_pages(size_t len, bool huge) {
 }
 
 EFAX_API void *efax_host_alloc(size_t len) { return efax__host_pages(len, true); }
-EFAX_API void *efax_ctx_host_alloc(const efax_ctx *ctx, size_t len) { return efax__host_pages(len, ctx->huge_pages); }
+EFAX_API void *efax_ctx_host_alloc(const efax_ctx *ctx, size_t len) {
+    return efax__host_pages(len, ctx->huge_pages);
+}
 
 /* Registers b->ptr (len bytes the CPU addresses: host or pinned) and names its path. */
-EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path) {
+EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access,
+                                   const char *path) {
     efax_mr_desc md;
     memset(&md, 0, sizeof md);
     md.ptr = b->ptr;
@@ -3025,31 +4147,44 @@ EFAX_PRIVATE void efax__host_release(efax_buf *b) { free(b->ptr); }
 EFAX_PRIVATE void efax__host_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
     efax_pattern_fill((uint8_t *)b->ptr + off, len, 0, rank, iter);
 }
-EFAX_PRIVATE void efax__host_poison(efax_buf *b, uint64_t off, uint64_t len) { efax_poison((uint8_t *)b->ptr + off, len); }
+EFAX_PRIVATE void efax__host_poison(efax_buf *b, uint64_t off, uint64_t len) {
+    efax_poison((uint8_t *)b->ptr + off, len);
+}
 EFAX_PRIVATE uint64_t efax__host_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
     return efax_pattern_check((uint8_t *)b->ptr + off, len, 0, rank, iter, NULL);
 }
 
-EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
+EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff,
+                                  uint64_t len) {
     memcpy((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len);
 }
 
 EFAX_API const efax_mem_ops *efax_mem_host(void) {
-    static const efax_mem_ops ops = {"host", "", efax__host_alloc, efax__host_release, efax__host_fill,
-                                     efax__host_poison, efax__host_check, efax__host_copy, NULL};
+    static const efax_mem_ops ops = {"host",
+                                     "",
+                                     efax__host_alloc,
+                                     efax__host_release,
+                                     efax__host_fill,
+                                     efax__host_poison,
+                                     efax__host_check,
+                                     efax__host_copy,
+                                     NULL};
     return &ops;
 }
 
-EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg, size_t len) {
+EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *msg,
+                             size_t len) {
     char buf[128], *tok, *save = NULL;
     *n = 0;
     msg[0] = 0;
     efax__copy(buf, sizeof buf, list && *list ? list : "host");
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (strcmp(tok, "host") && strcmp(tok, "all")) {
-            bool cuda = !strcmp(tok, "pin") || !strcmp(tok, "pinned") || !strcmp(tok, "dma") || !strcmp(tok, "device");
-            snprintf(msg, len, "--mem: '%s' %s", tok, cuda ? "needs the CUDA build of this driver (build/*_cuda, made by nvcc)"
-                                                            : "is not valid: expected host, pin, dma or all");
+            bool cuda = !strcmp(tok, "pin") || !strcmp(tok, "pinned") || !strcmp(tok, "dma") ||
+                        !strcmp(tok, "device");
+            snprintf(msg, len, "--mem: '%s' %s", tok,
+                     cuda ? "needs the CUDA build of this driver (build/*_cuda, made by nvcc)"
+                          : "is not valid: expected host, pin, dma or all");
             return -EFAX_E_USAGE;
         }
         if (*n == 0 && max > 0) kinds[(*n)++] = efax_mem_host();
@@ -3060,7 +4195,8 @@ EFAX_API int efax_mem_select(const char *list, const efax_mem_ops **kinds, int m
 EFAX_API const char *efax_mem_names(const efax_mem_ops *const *kinds, int n, char *buf, size_t len) {
     size_t u = 0;
     buf[0] = 0;
-    for (int i = 0; i < n && u < len; i++) u += (size_t)snprintf(buf + u, len - u, "%s%s", i ? "," : "", kinds[i]->name);
+    for (int i = 0; i < n && u < len; i++)
+        u += (size_t)snprintf(buf + u, len - u, "%s%s", i ? "," : "", kinds[i]->name);
     return buf;
 }
 
@@ -3070,7 +4206,8 @@ EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, u
 
 EFAX_API int efax_buf_settle(efax_buf *b) { return b->ops && b->ops->settle ? b->ops->settle(b) : 0; }
 
-EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len, unsigned access) {
+EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len,
+                            unsigned access) {
     int rc;
     memset(b, 0, sizeof *b);
     b->ops = ops;
@@ -3101,8 +4238,11 @@ typedef struct efax__mr_blob {
 EFAX_PRIVATE int efax__mr_blob_check(const efax__mr_blob *b, int rank, int nnic, char *why, size_t wl) {
     if (b->magic != EFAX__MR_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != rank || b->nnic != nnic ||
         (b->flags & ~(EFAX_RMR_STAGED | EFAX_RMR_WRITABLE | EFAX_RMR_HOST))) {
-        snprintf(why, wl, "sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs, flags %x; expected wire %u, rank %d, "
-                          "%d NICs)", b->magic, b->wire, b->rank, b->nnic, b->flags, EFAX_WIRE_VERSION, rank, nnic);
+        snprintf(why, wl,
+                 "sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs, flags %x; expected wire %u, "
+                 "rank %d, "
+                 "%d NICs)",
+                 b->magic, b->wire, b->rank, b->nnic, b->flags, EFAX_WIRE_VERSION, rank, nnic);
         return b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
     }
     return 0;
@@ -3123,7 +4263,8 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     me.nnic = ctx->nnic;
     me.base = (ctx->nic[0].info.mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->ptr : 0;
     me.len = mr->len;
-    me.flags = (mr->stage ? EFAX_RMR_STAGED : 0) | ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0) |
+    me.flags = (mr->stage ? EFAX_RMR_STAGED : 0) |
+               ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0) |
                (mr->iface == 0 ? EFAX_RMR_HOST : 0);
     for (i = 0; i < ctx->nnic; i++) me.key[i] = mr->key[i];
     all = (efax__mr_blob *)calloc((size_t)ctx->size, sizeof *all);
@@ -3135,7 +4276,10 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     }
     free(mr->remote);
     mr->remote = (efax_rmr *)calloc((size_t)ctx->size, sizeof(efax_rmr));
-    if (!mr->remote) { free(all); return -FI_ENOMEM; }
+    if (!mr->remote) {
+        free(all);
+        return -FI_ENOMEM;
+    }
     mr->nremote = ctx->size;
     for (p = 0; p < ctx->size; p++) {
         const efax__mr_blob *b = &all[p];
@@ -3165,19 +4309,27 @@ EFAX_PRIVATE int efax__remaining_ms(uint64_t deadline) {
 }
 
 /* Reads or writes exactly len bytes before the deadline. */
-EFAX_PRIVATE int efax__io(int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
+/* Reads or writes len bytes by the deadline. b (may be NULL): its idle hook runs every 10 ms of
+   waiting, and a negative return from it ends the wait (kept in b->idle_rc). */
+EFAX_PRIVATE int efax__io_b(efax_boot *b, int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
     uint8_t *p = (uint8_t *)buf;
     while (len) {
         struct pollfd pf;
         ssize_t n;
-        int ms = efax__remaining_ms(deadline), prc;
+        int ms = efax__remaining_ms(deadline), prc, slice;
         if (ms == 0) return -FI_ETIMEDOUT;
+        slice = b && b->idle && ms > 10 ? 10 : ms;
         pf.fd = fd;
         pf.events = wr ? POLLOUT : POLLIN;
         pf.revents = 0;
-        prc = poll(&pf, 1, ms);
+        prc = poll(&pf, 1, slice);
         if (prc < 0 && errno == EINTR) continue;
         if (prc < 0) return -errno;
+        if (prc == 0 && slice < ms) {
+            int hrc = b->idle(b->idle_user);
+            if (hrc < 0) return b->idle_rc = hrc;
+            continue;
+        }
         if (prc == 0) return -FI_ETIMEDOUT;
         n = wr ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
         if (n == 0) return -EFAX_E_PEER;
@@ -3189,6 +4341,10 @@ EFAX_PRIVATE int efax__io(int fd, void *buf, size_t len, bool wr, uint64_t deadl
         len -= (size_t)n;
     }
     return 0;
+}
+
+EFAX_PRIVATE int efax__io(int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
+    return efax__io_b(NULL, fd, buf, len, wr, deadline);
 }
 
 typedef struct efax__boot_hello {
@@ -3206,14 +4362,16 @@ typedef struct efax__boot_reply {
 /* Checks a rendezvous hello at rank 0: 0 to accept; 1 to drop the connection and go on
    waiting (not an efax peer, wrong token); -EFAX_E_VERSION / -EFAX_E_BOOT to give up. why
    says what. fds: the ranks joined so far (-1: not yet). */
-EFAX_PRIVATE int efax__boot_hello_check(const efax__boot_hello *h, uint64_t token, int size, const int *fds, char *why,
-                                        size_t wl) {
+EFAX_PRIVATE int efax__boot_hello_check(const efax__boot_hello *h, uint64_t token, int size, const int *fds,
+                                        char *why, size_t wl) {
     if (h->magic != EFAX__BOOT_MAGIC || h->token != token) {
-        snprintf(why, wl, "rejected a connection: %s", h->magic != EFAX__BOOT_MAGIC ? "not an efax peer" : "wrong EFAX_TOKEN");
+        snprintf(why, wl, "rejected a connection: %s",
+                 h->magic != EFAX__BOOT_MAGIC ? "not an efax peer" : "wrong EFAX_TOKEN");
         return 1;
     }
     if (h->wire != EFAX_WIRE_VERSION) {
-        snprintf(why, wl, "rank %d runs efax wire version %u, rank 0 runs %u: build every rank from the same efax.h",
+        snprintf(why, wl,
+                 "rank %d runs efax wire version %u, rank 0 runs %u: build every rank from the same efax.h",
                  h->rank, h->wire, EFAX_WIRE_VERSION);
         return -EFAX_E_VERSION;
     }
@@ -3264,8 +4422,10 @@ EFAX_PRIVATE int efax__tcp_listen(efax_boot *b, const char *root, const struct a
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, b->size)) {
         rc = -errno;
-        efax__blog(b, 0, "rendezvous: rank 0 cannot listen on %s: %s (it must be an address of rank 0's "
-                         "host, and the port free)", root, strerror(errno));
+        efax__blog(b, 0,
+                   "rendezvous: rank 0 cannot listen on %s: %s (it must be an address of rank 0's "
+                   "host, and the port free)",
+                   root, strerror(errno));
         close(lfd);
         return rc;
     }
@@ -3278,7 +4438,10 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, int lfd, uint64_
     int one = 1, joined = 0, i, rc = 0;
     efax__boot_reply rep;
     b->fds = (int *)malloc(sizeof(int) * (size_t)b->size);
-    if (!b->fds) { close(lfd); return -FI_ENOMEM; }
+    if (!b->fds) {
+        close(lfd);
+        return -FI_ENOMEM;
+    }
     b->fd = -1;
     for (i = 0; i < b->size; i++) b->fds[i] = -1;
     while (joined < b->size - 1) {
@@ -3300,8 +4463,9 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, int lfd, uint64_
                 if (b->fds[i] < 0) l += (size_t)snprintf(miss + l, sizeof miss - l, "%s%d", l ? "," : "", i);
             efax__blog(b, 0, "rendezvous: timed out after %d ms waiting for rank(s) %s to join at %s (%s)",
                        b->timeout_ms, miss, root,
-                       b->kind == EFAX_BOOT_TCP ? "never started, or EFAX_ROOT/EFAX_TOKEN differ"
-                                                : "they could not reach this host over TCP: see their errors");
+                       b->kind == EFAX_BOOT_TCP
+                           ? "never started, or EFAX_ROOT/EFAX_TOKEN differ"
+                           : "they could not reach this host over TCP: see their errors");
             rc = -FI_ETIMEDOUT;
             break;
         }
@@ -3315,7 +4479,10 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, int lfd, uint64_
         {
             uint64_t hd = efax_now_ns() + 5000000000ull;
             if (hd > deadline) hd = deadline;
-            if (efax__io(fd, &h, sizeof h, false, hd)) { close(fd); continue; }
+            if (efax__io(fd, &h, sizeof h, false, hd)) {
+                close(fd);
+                continue;
+            }
         }
         memset(&rep, 0, sizeof rep);
         rep.magic = EFAX__BOOT_MAGIC;
@@ -3352,7 +4519,10 @@ EFAX_PRIVATE int efax__tcp_try(efax_boot *b, const struct addrinfo *a, const cha
     struct pollfd pf;
     efax__boot_hello h;
     efax__boot_reply rep;
-    if (fd < 0) { snprintf(last, ll, "socket: %s", strerror(errno)); return 1; }
+    if (fd < 0) {
+        snprintf(last, ll, "socket: %s", strerror(errno));
+        return 1;
+    }
     if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
         snprintf(last, ll, "%s", strerror(errno));
         close(fd);
@@ -3381,11 +4551,17 @@ EFAX_PRIVATE int efax__tcp_try(efax_boot *b, const struct addrinfo *a, const cha
     h.token = b->token;
     h.rank = b->rank;
     h.size = b->size;
-    if ((rc = efax__io(fd, &h, sizeof h, true, deadline)) || (rc = efax__io(fd, &rep, sizeof rep, false, deadline))) {
+    if ((rc = efax__io(fd, &h, sizeof h, true, deadline)) ||
+        (rc = efax__io(fd, &rep, sizeof rep, false, deadline))) {
         close(fd);
-        if (stranger_ok) { snprintf(last, ll, "a listener that is not our rank 0"); return 1; }
-        efax__blog(b, 0, "rendezvous at %s: rank 0 closed the connection or did not answer (%s): "
-                         "check that EFAX_TOKEN and EFAX_SIZE are the same on every rank", root, efax_strerror(rc));
+        if (stranger_ok) {
+            snprintf(last, ll, "a listener that is not our rank 0");
+            return 1;
+        }
+        efax__blog(b, 0,
+                   "rendezvous at %s: rank 0 closed the connection or did not answer (%s): "
+                   "check that EFAX_TOKEN and EFAX_SIZE are the same on every rank",
+                   root, efax_strerror(rc));
         return rc == -FI_ETIMEDOUT ? rc : -EFAX_E_BOOT;
     }
     if (rep.magic == EFAX__BOOT_MAGIC && !rep.status) {
@@ -3394,13 +4570,18 @@ EFAX_PRIVATE int efax__tcp_try(efax_boot *b, const struct addrinfo *a, const cha
     }
     close(fd);
     if (rep.magic == EFAX__BOOT_MAGIC && (rep.status == -EFAX_E_VERSION || rep.wire != EFAX_WIRE_VERSION)) {
-        efax__blog(b, 0, "rendezvous: rank 0 runs efax wire version %u, this rank %u: build every rank from "
-                         "the same efax.h", rep.wire, EFAX_WIRE_VERSION);
+        efax__blog(b, 0,
+                   "rendezvous: rank 0 runs efax wire version %u, this rank %u: build every rank from "
+                   "the same efax.h",
+                   rep.wire, EFAX_WIRE_VERSION);
         return -EFAX_E_VERSION;
     }
-    if (stranger_ok) { snprintf(last, ll, "another job's rank 0 refused us"); return 1; }
-    efax__blog(b, 0, "rendezvous at %s refused rank %d: %s (check EFAX_TOKEN, EFAX_SIZE, EFAX_RANK)", root, b->rank,
-               efax_strerror(rep.status));
+    if (stranger_ok) {
+        snprintf(last, ll, "another job's rank 0 refused us");
+        return 1;
+    }
+    efax__blog(b, 0, "rendezvous at %s refused rank %d: %s (check EFAX_TOKEN, EFAX_SIZE, EFAX_RANK)", root,
+               b->rank, efax_strerror(rep.status));
     return -EFAX_E_BOOT;
 }
 
@@ -3417,8 +4598,9 @@ EFAX_PRIVATE int efax__tcp_dial(efax_boot *b, const struct addrinfo *ai, const c
         if (efax__remaining_ms(deadline) == 0) break;
         usleep(100000);
     }
-    efax__blog(b, 0, "rendezvous: could not reach rank 0 at %s within %d ms (last error: %s); check the "
-                     "address, that rank 0 is running, and that TCP between the hosts is allowed",
+    efax__blog(b, 0,
+               "rendezvous: could not reach rank 0 at %s within %d ms (last error: %s); check the "
+               "address, that rank 0 is running, and that TCP between the hosts is allowed",
                root, b->timeout_ms, last);
     return -FI_ETIMEDOUT;
 }
@@ -3453,29 +4635,43 @@ EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, v
     uint64_t hdr;
     int i, rc;
     memcpy((uint8_t *)out + (size_t)b->rank * len, in, len);
+    b->idle_rc = 0;
     if (b->rank != 0) {
         hdr = len;
-        if ((rc = efax__io(b->fd, &hdr, sizeof hdr, true, deadline)) ||
-            (rc = efax__io(b->fd, (void *)(uintptr_t)in, len, true, deadline)) ||
-            (rc = efax__io(b->fd, out, len * (size_t)b->size, false, deadline))) {
-            efax__blog(b, 0, "rendezvous all-gather: lost rank 0 (%s): %s", b->hosts ? b->hosts[0] : "?",
-                       rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
+        if ((rc = efax__io_b(b, b->fd, &hdr, sizeof hdr, true, deadline)) ||
+            (rc = efax__io_b(b, b->fd, (void *)(uintptr_t)in, len, true, deadline)) ||
+            (rc = efax__io_b(b, b->fd, out, len * (size_t)b->size, false, deadline))) {
+            if (rc == b->idle_rc)
+                efax__blog(b, 0,
+                           "rendezvous all-gather: this rank's fabric context failed while it waited: %s",
+                           efax_strerror(rc));
+            else
+                efax__blog(b, 0, "rendezvous all-gather: lost rank 0 (%s): %s", b->hosts ? b->hosts[0] : "?",
+                           rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
             return rc;
         }
         return 0;
     }
     for (i = 1; i < b->size; i++) {
-        rc = efax__io(b->fds[i], &hdr, sizeof hdr, false, deadline);
+        rc = efax__io_b(b, b->fds[i], &hdr, sizeof hdr, false, deadline);
         if (!rc && hdr != len) {
-            efax__blog(b, 0, "rendezvous all-gather: rank %d sent %llu bytes, rank 0 expected %zu: the "
-                             "ranks run different programs or call collectives in another order",
+            efax__blog(b, 0,
+                       "rendezvous all-gather: rank %d sent %llu bytes, rank 0 expected %zu: the "
+                       "ranks run different programs or call collectives in another order",
                        i, (unsigned long long)hdr, len);
             return -EFAX_E_BOOT;
         }
-        if (!rc) rc = efax__io(b->fds[i], (uint8_t *)out + (size_t)i * len, len, false, deadline);
+        if (!rc) rc = efax__io_b(b, b->fds[i], (uint8_t *)out + (size_t)i * len, len, false, deadline);
+        if (rc && rc == b->idle_rc) {
+            efax__blog(
+                b, 0,
+                "rendezvous all-gather: this rank's fabric context failed while it waited for rank %d: %s", i,
+                efax_strerror(rc));
+            return rc;
+        }
         if (rc) {
-            efax__blog(b, 0, "rendezvous all-gather: lost rank %d (%s): %s", i,
-                       b->hosts ? b->hosts[i] : "?", rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
+            efax__blog(b, 0, "rendezvous all-gather: lost rank %d (%s): %s", i, b->hosts ? b->hosts[i] : "?",
+                       rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
             return rc;
         }
     }
@@ -3568,7 +4764,8 @@ EFAX_PRIVATE uint64_t efax__random64(void) {
 
 /* Appends " a.b.c.d" to the bootstrap card unless it is there already (or is loopback and
    loopback_ok is false); returns the new length. */
-EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struct in_addr *ip, bool loopback_ok) {
+EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struct in_addr *ip,
+                                   bool loopback_ok) {
     char a[INET_ADDRSTRLEN + 2] = " ";
     size_t n;
     if (!loopback_ok && (ntohl(ip->s_addr) >> 24) == 127) return l;
@@ -3578,7 +4775,10 @@ EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struc
     a[n + 1] = 0;
     card[l] = ' '; /* the card ends in a space while we search, so every address matches whole */
     card[l + 1] = 0;
-    if (strstr(card, a) || l + n + 2 >= cap) { card[l] = 0; return l; }
+    if (strstr(card, a) || l + n + 2 >= cap) {
+        card[l] = 0;
+        return l;
+    }
     a[n] = 0;
     memcpy(card + l, a, n + 1);
     return l + n;
@@ -3614,7 +4814,8 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
         any.ai_addrlen = sizeof sa;
         if ((lfd = efax__tcp_listen(b, "an ephemeral port (PMIx bootstrap)", &any)) < 0) return lfd;
         getsockname(lfd, (struct sockaddr *)&sa, &sl);
-        l = (size_t)snprintf(card, sizeof card, "%016llx %u", (unsigned long long)b->token, (unsigned)ntohs(sa.sin_port));
+        l = (size_t)snprintf(card, sizeof card, "%016llx %u", (unsigned long long)b->token,
+                             (unsigned)ntohs(sa.sin_port));
         { /* first what this host's name resolves to (the address the cluster knows it by) */
             char hn[256];
             struct addrinfo hints, *res = NULL, *a;
@@ -3623,7 +4824,8 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
             hints.ai_socktype = SOCK_STREAM;
             if (!gethostname(hn, sizeof hn) && !getaddrinfo(hn, NULL, &hints, &res)) {
                 for (a = res; a; a = a->ai_next)
-                    l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)a->ai_addr)->sin_addr, false);
+                    l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)a->ai_addr)->sin_addr,
+                                       false);
                 freeaddrinfo(res);
             }
         }
@@ -3632,7 +4834,8 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
                 for (i = ifs; i; i = i->ifa_next)
                     if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
                         !(i->ifa_flags & IFF_LOOPBACK) == !pass)
-                        l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, pass == 1);
+                        l = efax__card_add(card, sizeof card, l,
+                                           &((struct sockaddr_in *)i->ifa_addr)->sin_addr, pass == 1);
             freeifaddrs(ifs);
         }
         PMIX_VALUE_CONSTRUCT(&val);
@@ -3654,7 +4857,8 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
     efax__pmix_proc(&r0, me, 0);
     st = PMIx_Get(&r0, "efax.boot", NULL, 0, &v);
     if (st != PMIX_SUCCESS || !v || v->type != PMIX_STRING || !v->data.string) {
-        efax__blog(b, 0, "PMIx_Get(efax.boot) from rank 0: %s", st != PMIX_SUCCESS ? PMIx_Error_string(st) : "not a string");
+        efax__blog(b, 0, "PMIx_Get(efax.boot) from rank 0: %s",
+                   st != PMIX_SUCCESS ? PMIx_Error_string(st) : "not a string");
         if (v) PMIX_VALUE_RELEASE(v);
         return -EFAX_E_BOOT;
     }
@@ -3669,7 +4873,8 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
         char a[INET_ADDRSTRLEN + 1];
         const char *addrs;
         if (sscanf(card, "%llx %u%n", &token, &port, &off) != 2 || port == 0 || port > 65535) {
-            efax__blog(b, 0, "PMIx: rank 0 published '%s' under efax.boot: the ranks run different programs", card);
+            efax__blog(b, 0, "PMIx: rank 0 published '%s' under efax.boot: the ranks run different programs",
+                       card);
             return -EFAX_E_BOOT;
         }
         b->token = token;
@@ -3703,10 +4908,13 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
    30000) and force ($EFAX_BOOTSTRAP: pmix or tcp). */
 EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, efax_boot_desc *d) {
     int rc;
-    if (desc) *d = *desc;
-    else memset(d, 0, sizeof *d);
+    if (desc)
+        *d = *desc;
+    else
+        memset(d, 0, sizeof *d);
     b->log = d->log, b->log_user = d->log_user; /* errors below are logged */
     if (d->timeout_ms <= 0 && (rc = efax__env(EFAX__ENV_TIMEOUT_MS, &d->timeout_ms))) return rc;
+    if (d->force && !strcmp(d->force, "single")) return 0;
     if (!d->force) d->force = getenv("EFAX_BOOTSTRAP");
     if (d->force && *d->force && strcmp(d->force, "pmix") && strcmp(d->force, "tcp")) {
         efax__blog(b, 0, "EFAX_BOOTSTRAP='%s': expected pmix or tcp", d->force);
@@ -3721,7 +4929,8 @@ EFAX_PRIVATE int efax__boot_tcp(efax_boot *b, const char *root) {
     char h[256], pt[16];
     int rc;
     if (!root || !*root || !getenv("EFAX_RANK") || !getenv("EFAX_SIZE")) {
-        efax__blog(b, 0, "the TCP rendezvous needs EFAX_RANK, EFAX_SIZE and EFAX_ROOT=host:port on every rank");
+        efax__blog(b, 0,
+                   "the TCP rendezvous needs EFAX_RANK, EFAX_SIZE and EFAX_ROOT=host:port on every rank");
         return -EFAX_E_LAUNCH;
     }
     if ((rc = efax__env_int("EFAX_SIZE", 1, 1, EFAX_IMM_MAX_RANKS, &b->size))) return rc;
@@ -3730,7 +4939,8 @@ EFAX_PRIVATE int efax__boot_tcp(efax_boot *b, const char *root) {
         efax__blog(b, 0, "EFAX_ROOT='%s' is not host:port (e.g. 10.0.0.1:29500 or [fe80::1]:29500)", root);
         return -EFAX_E_USAGE;
     }
-    if (!getenv("EFAX_TOKEN")) efax__blog(b, 1, "EFAX_TOKEN is not set: the rendezvous accepts any peer that knows EFAX_ROOT");
+    if (!getenv("EFAX_TOKEN"))
+        efax__blog(b, 1, "EFAX_TOKEN is not set: the rendezvous accepts any peer that knows EFAX_ROOT");
     b->token = efax__hash(getenv("EFAX_TOKEN"));
     b->kind = EFAX_BOOT_TCP;
     return b->size > 1 ? efax__tcp_join(b, root, deadline) : 0;
@@ -3740,10 +4950,12 @@ EFAX_PRIVATE int efax__boot_tcp(efax_boot *b, const char *root) {
 EFAX_PRIVATE int efax__boot_hosts(efax_boot *b) {
     const char *node = getenv("EFAX_NODE");
     int rc, i;
-    if (!b->host[0] && node && *node) efax__copy(b->host, sizeof b->host, node); /* PMIx may have named it */
-    else if (!b->host[0] && gethostname(b->host, sizeof b->host)) efax__copy(b->host, sizeof b->host, "?");
+    if (!b->host[0] && node && *node)
+        efax__copy(b->host, sizeof b->host, node); /* PMIx may have named it */
+    else if (!b->host[0] && gethostname(b->host, sizeof b->host))
+        efax__copy(b->host, sizeof b->host, "?");
     b->host[sizeof b->host - 1] = 0;
-    if (!(b->hosts = (char (*)[64])calloc((size_t)b->size, 64))) return -FI_ENOMEM;
+    if (!(b->hosts = (char(*)[64])calloc((size_t)b->size, 64))) return -FI_ENOMEM;
     if ((rc = efax_boot_allgather(b, b->host, 64, b->hosts, -1))) return rc;
     b->local_rank = 0, b->local_size = 0;
     for (i = 0; i < b->size; i++) {
@@ -3765,22 +4977,26 @@ EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
     b->size = 1;
     if ((rc = efax__boot_defaults(b, desc, &d))) return rc;
     b->timeout_ms = d.timeout_ms;
-    if (!strcmp(d.force ? d.force : "", "tcp") || (!(d.force && *d.force) && root && *root)) {
+    if (d.force && !strcmp(d.force, "single")) {
+        b->kind = EFAX_BOOT_SINGLE;
+    } else if (!strcmp(d.force ? d.force : "", "tcp") || (!(d.force && *d.force) && root && *root)) {
         rc = efax__boot_tcp(b, root);
     } else if ((d.force && !strcmp(d.force, "pmix")) || getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
 #ifndef EFAX_NO_PMIX
         if (!(rc = efax__pmix_init(b))) rc = efax__pmix_star(b);
 #else
-        efax__blog(b, 0, "launched under PMIx, but this program was built with EFAX_NO_PMIX: rebuild "
-                         "without it (and with $(pkg-config --cflags --libs pmix)) or use EFAX_ROOT");
+        efax__blog(b, 0,
+                   "launched under PMIx, but this program was built with EFAX_NO_PMIX: rebuild "
+                   "without it (and with $(pkg-config --cflags --libs pmix)) or use EFAX_ROOT");
         return -EFAX_E_LAUNCH;
 #endif
     } else if (d.allow_single) {
         b->kind = EFAX_BOOT_SINGLE;
     } else {
-        efax__blog(b, 0, "no launcher found: start every rank with `mpirun -np N PROG` (Open MPI), "
-                         "`srun --mpi=pmix -n N PROG` (Slurm) or `prterun`, or set EFAX_RANK, EFAX_SIZE, "
-                         "EFAX_ROOT=host:port and EFAX_TOKEN on every rank");
+        efax__blog(b, 0,
+                   "no launcher found: start every rank with `mpirun -np N PROG` (Open MPI), "
+                   "`srun --mpi=pmix -n N PROG` (Slurm) or `prterun`, or set EFAX_RANK, EFAX_SIZE, "
+                   "EFAX_ROOT=host:port and EFAX_TOKEN on every rank");
         return -EFAX_E_LAUNCH;
     }
     if (!rc) rc = efax__boot_hosts(b);
@@ -3811,15 +5027,15 @@ EFAX_API void efax_boot_deinit(efax_boot *b) {
 EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
     if (timeout_ms < 0) timeout_ms = b->timeout_ms;
     switch (b->kind) {
-    case EFAX_BOOT_SINGLE:
-        memcpy(out, in, len);
-        return 0;
+    case EFAX_BOOT_SINGLE: memcpy(out, in, len); return 0;
     case EFAX_BOOT_TCP:
     case EFAX_BOOT_PMIX: /* collectives run on the TCP star PMIx helped wire (efax__pmix_star) */
-        if (b->size == 1) { memcpy(out, in, len); return 0; }
+        if (b->size == 1) {
+            memcpy(out, in, len);
+            return 0;
+        }
         return efax__tcp_allgather(b, in, len, out, timeout_ms);
-    default:
-        return -EFAX_E_BOOT;
+    default: return -EFAX_E_BOOT;
     }
 }
 
@@ -3893,8 +5109,10 @@ EFAX_PRIVATE const char *efax__host(const efax_ctx *ctx, int peer) {
 
 EFAX_PRIVATE void efax__seg_push(efax_seg **head, efax_seg **tail, efax_seg *s) {
     s->next = NULL;
-    if (*tail) (*tail)->next = s;
-    else *head = s;
+    if (*tail)
+        (*tail)->next = s;
+    else
+        *head = s;
     *tail = s;
 }
 
@@ -3923,7 +5141,7 @@ static inline const efax__route *efax__route_to(const efax_ctx *ctx, int peer, i
 /* Sends len bytes at buf to fa by inject, with immediate data when has_imm. */
 static inline int efax__inject_send(efax__nic *n, const void *buf, uint64_t len, bool has_imm, uint32_t imm,
                                     fi_addr_t fa) {
-    return (int)(has_imm ? fi_injectdata(n->ep, buf, len, imm, fa) : fi_inject(n->ep, buf, len, fa));
+    return (int)(has_imm ? efax__fi_injectdata(n, buf, len, imm, fa) : efax__fi_inject(n, buf, len, fa));
 }
 
 /* Sends or writes a small chunk by inject: the provider copies it at once, so it needs no
@@ -3935,8 +5153,8 @@ EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint6
     if (x->op == EFAX_OP_WRITE) {
         const efax_rmr *rm = &x->rmr->remote[x->peer];
         uint64_t addr = rm->base + x->roff + s->off + s->posted, key = rm->key[rt->rnic];
-        return (int)(x->has_imm ? fi_inject_writedata(n->ep, buf, len, imm, rt->fa, addr, key)
-                                : fi_inject_write(n->ep, buf, len, rt->fa, addr, key));
+        return (int)(x->has_imm ? efax__fi_inject_writedata(n, buf, len, imm, rt->fa, addr, key)
+                                : efax__fi_inject_write(n, buf, len, rt->fa, addr, key));
     }
     return efax__inject_send(n, buf, len, x->has_imm, imm, rt->fa);
 }
@@ -3951,7 +5169,8 @@ EFAX_PRIVATE void efax__split_done(efax_ctx *ctx, efax__nic *n, efax_op *op);
 
 /* Fills op for len bytes at offset off of transfer x on NIC nic: the local iovec and, for a
    write, the remote one. Returns the peer's address on that NIC. */
-EFAX_PRIVATE fi_addr_t efax__op_fill(efax_ctx *ctx, efax_op *op, efax_xfer *x, int nic, uint64_t off, uint64_t len) {
+EFAX_PRIVATE fi_addr_t efax__op_fill(efax_ctx *ctx, efax_op *op, efax_xfer *x, int nic, uint64_t off,
+                                     uint64_t len) {
     const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)nic];
     op->kind = EFAX__OPK_TX;
     op->x = x;
@@ -3982,7 +5201,7 @@ EFAX_PRIVATE int efax__writemsg(efax__nic *n, efax_op *op, fi_addr_t fa, uint64_
     m.rma_iov_count = 1;
     m.context = &op->fctx;
     m.data = imm;
-    return (int)fi_writemsg(n->ep, &m, flags);
+    return (int)efax__fi_writemsg(n, &m, flags);
 }
 
 /* Posts one chunk of a transmit segment. Returns 0, -FI_EAGAIN or an error. */
@@ -3999,7 +5218,7 @@ EFAX_PRIVATE int efax__post_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_
     m.addr = fa;
     m.context = &op->fctx;
     m.data = imm;
-    return (int)fi_sendmsg(n->ep, &m, flags);
+    return (int)efax__fi_sendmsg(n, &m, flags);
 }
 
 /* A split write (shm on libfabric 2.x, host memory on both sides, n->split_min bytes or more).
@@ -4049,9 +5268,10 @@ EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
         int rc = 0;
         if (!x->status) {
             const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic];
-            rc = op->split == EFAX__SPLIT_HALF ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
-                                               : (int)fi_inject_writedata(n->ep, op->iov.iov_base, 0, x->imm, rt->fa,
-                                                                          op->riov.addr, op->riov.key);
+            rc = op->split == EFAX__SPLIT_HALF
+                     ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
+                     : (int)efax__fi_inject_writedata(n, op->iov.iov_base, 0, x->imm, rt->fa, op->riov.addr,
+                                                      op->riov.key);
             if (rc == -FI_EAGAIN) {
                 n->stats.eagain++;
                 return;
@@ -4060,8 +5280,8 @@ EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
         n->retry = op->next;
         if (rc) {
             efax_log(ctx, 0, "%s to rank %d (%s) on NIC %s: posting failed: %s (%d)",
-                     op->split == EFAX__SPLIT_HALF ? "split write's own half" : "split write's marker", x->peer,
-                     efax__host(ctx, x->peer), n->info.name, fi_strerror(-rc), rc);
+                     op->split == EFAX__SPLIT_HALF ? "split write's own half" : "split write's marker",
+                     x->peer, efax__host(ctx, x->peer), n->info.name, fi_strerror(-rc), rc);
             efax__fail_xfer(ctx, x, rc);
         }
         if (op->split == EFAX__SPLIT_HALF && !rc && !x->status) {
@@ -4113,9 +5333,44 @@ EFAX_PRIVATE bool efax__next_postable(const efax_seg *s, uint64_t len) {
     return y && !y->status && !y->ready && !(y->lmr->stage && y->op == EFAX_OP_WRITE);
 }
 
+EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n);
+EFAX_PRIVATE void efax__idle(int got, unsigned *idle);
+EFAX_PRIVATE bool efax__expired(uint64_t *deadline, unsigned *spins, int timeout_ms);
+
+/* A post with FI_MORE was taken and the one after it refused (-FI_EAGAIN): efa has the first in
+   its queue without having rung the doorbell (efa_data_path_ops.h), and its refusal did not ring
+   it either (it refuses in efa_rdm before touching the queue: efa_rdm_rma.c, efa_rdm_ope.c, so
+   fi_msg(3)'s "flush delayed calls when a new call fails" does not happen). Returning now would
+   leave the batch unsent until some later post, while the caller may wait on something else
+   (#29 item 9, efa_rdm_pke.c ~739). So the refused chunk is posted again at once, without FI_MORE,
+   draining this NIC's CQ between tries (completions free what the provider lacked), until the
+   provider takes it or the context's timeout passes. Returns 0 or the post's error (the caller
+   fails the transfer; with the timeout, -FI_ETIMEDOUT, named). */
+EFAX_PRIVATE int efax__close_batch(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, uint32_t imm) {
+    uint64_t deadline = 0;
+    unsigned spins = 0, idle = 0;
+    for (;;) {
+        int rc, got;
+        n->stats.eagain++;
+        if ((got = efax__drain(ctx, n)) < 0) return got;
+        rc = efax__post_tx(ctx, n, s, len, imm, n->free_ops, false);
+        if (rc != -FI_EAGAIN) return rc;
+        efax__idle(got, &idle);
+        if (efax__expired(&deadline, &spins, ctx->timeout_ms)) {
+            efax_log(
+                ctx, 0,
+                "NIC %s: posts sent with FI_MORE wait for one without it, and the provider refused that one "
+                "for %d ms (-FI_EAGAIN)",
+                n->info.name, ctx->timeout_ms);
+            return -FI_ETIMEDOUT;
+        }
+    }
+}
+
 /* Posts queued transmit chunks while the NIC's window has room. */
 EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     int posted = 0;
+    bool open = false; /* the last post carried FI_MORE: the batch must end on a post without it */
     if (n->retry) efax__post_retry(ctx, n);
     while (n->pend_head && n->inflight < n->window && n->free_ops) {
         efax_seg *s = n->pend_head;
@@ -4136,16 +5391,21 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         if (x->cell_seq) { /* to a staged target: one cell per chunk, its index in the sequence bits */
             uint64_t cell = at / x->chunk, end = (cell + 1) * x->chunk;
             if (len > end - at) len = end - at;
-            imm = (x->imm & ~((1u << EFAX_IMM_SEQ_BITS) - 1)) | (uint32_t)(cell & ((1u << EFAX_IMM_SEQ_BITS) - 1));
+            imm = (x->imm & ~((1u << EFAX_IMM_SEQ_BITS) - 1)) |
+                  (uint32_t)(cell & ((1u << EFAX_IMM_SEQ_BITS) - 1));
         } else if (len > x->chunk) {
             len = x->chunk;
         }
         if (x->ready && !x->ready(x->ready_user, at, len)) break;
         /* a staged source: its bytes must have been copied out first */
-        if (x->lmr->stage && x->op == EFAX_OP_WRITE && !x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + at, len)) break;
-        if (len <= (x->op == EFAX_OP_WRITE ? n->info.inject_rma_size : n->info.inject_size) && x->lmr->iface == 0) {
+        if (x->lmr->stage && x->op == EFAX_OP_WRITE &&
+            !x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + at, len))
+            break;
+        if (len <= (x->op == EFAX_OP_WRITE ? n->info.inject_rma_size : n->info.inject_size) &&
+            x->lmr->iface == 0) {
             rc = efax__inject_tx(ctx, n, s, len, imm);
             if (rc == 0) {
+                open = false; /* an inject rings the doorbell */
                 n->stats.tx_bytes += len;
                 n->stats.tx_ops++;
                 x->bytes_done += len;
@@ -4163,7 +5423,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         }
         if (n->split_min && len >= n->split_min && x->op == EFAX_OP_WRITE && x->has_imm && !x->cell_seq &&
             x->lmr->iface == 0 && !x->lmr->stage && (x->rmr->remote[x->peer].flags & EFAX_RMR_HOST) &&
-            n->inflight + 2 <= n->window && !n->retry) {
+            n->inflight + 2 <= n->window && !n->retry && !open) {
             rc = efax__post_split(ctx, n, s, len);
             if (rc == -FI_EAGAIN) {
                 n->stats.eagain++;
@@ -4180,8 +5440,15 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         }
         op = n->free_ops;
         EFAX_ASSERT(op);
-        more = ctx->fi_more && n->inflight + 1 < n->window && efax__next_postable(s, len);
+        /* FI_MORE only where the loop will post again at once: the window and the pool have room for
+           the next chunk, and it does not wait for anything */
+        more = ctx->fi_more && n->inflight + 1 < n->window && op->next && efax__next_postable(s, len);
         rc = efax__post_tx(ctx, n, s, len, imm, op, more);
+        if (rc == -FI_EAGAIN && open) { /* never end a batch on a FI_MORE post */
+            more = false;
+            rc = efax__close_batch(ctx, n, s, len, imm);
+            op = n->free_ops; /* the drain may have freed operations ahead of it */
+        }
         if (rc == -FI_EAGAIN) {
             n->stats.eagain++;
             break;
@@ -4202,11 +5469,13 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         x->pending++;
         s->posted += len;
         posted++;
+        open = more;
         if (s->posted >= s->len) {
             efax__seg_pop(&n->pend_head, &n->pend_tail);
             x->unposted--;
         }
     }
+    if (EFAX__UNLIKELY(n->fault)) efax__f_bell_check(n); /* the fault layer checks the promise above */
     return posted;
 }
 
@@ -4218,7 +5487,8 @@ static inline int efax__recv_post(efax__nic *n, efax_xfer *x, efax_op *op, int n
     op->nic = nic;
     op->len = x->len;
     op->desc = x->lmr->desc[nic];
-    return (int)fi_recv(n->ep, (uint8_t *)x->lmr->ptr + x->loff, x->len, op->desc, FI_ADDR_UNSPEC, &op->fctx);
+    return (int)efax__fi_recv(n, (uint8_t *)x->lmr->ptr + x->loff, x->len, op->desc, FI_ADDR_UNSPEC,
+                              &op->fctx);
 }
 
 EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
@@ -4252,9 +5522,10 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     efax_imm_decode((uint32_t)data, &rank, &tag, &seq);
     if (!ctx->imm || rank >= ctx->size || tag >= ctx->ntags) {
         if (ctx->bad_imm++ < 8)
-            efax_log(ctx, 1, "NIC %s: immediate data 0x%08x names rank %d tag %d, outside this job "
-                             "(%d ranks, %d tags): ignored", ctx->nic[nic].info.name, (unsigned)data, rank,
-                     tag, ctx->size, ctx->ntags);
+            efax_log(ctx, 1,
+                     "NIC %s: immediate data 0x%08x names rank %d tag %d, outside this job "
+                     "(%d ranks, %d tags): ignored",
+                     ctx->nic[nic].info.name, (unsigned)data, rank, tag, ctx->size, ctx->ntags);
         return;
     }
     if (ctx->hooks[tag].fn) {
@@ -4277,7 +5548,7 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
 }
 
 EFAX__HOT_INLINE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int err, uint64_t len,
-                                 uint64_t flags, uint64_t data) {
+                                     uint64_t flags, uint64_t data) {
     efax_xfer *x = op->x;
     (void)ctx;
     if (op->kind == EFAX__OPK_TX) {
@@ -4288,7 +5559,10 @@ EFAX__HOT_INLINE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, i
             n->stats.tx_ops++;
             x->bytes_done += op->len;
             for (i = 0; i < x->nseg; i++) /* which NIC's piece: for naming a stalled NIC */
-                if (x->seg[i].nic == op->nic) { x->seg[i].completed += op->len; break; }
+                if (x->seg[i].nic == op->nic) {
+                    x->seg[i].completed += op->len;
+                    break;
+                }
         }
         if (op->split) { /* a half of a split write: the marker follows both */
             if (err) efax__fail_xfer(ctx, x, err);
@@ -4316,15 +5590,49 @@ EFAX__HOT_INLINE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, i
     efax__xfer_check_done(x);
 }
 
+/* An injected operation (a small send, write or notification: efax counted it done when the
+   provider took it) failed later. Its error entry has no context (efa_rdm_txe_handle_error copies
+   the inject's, which is NULL: prov/efa/src/rdm/efa_rdm_ope.c), only the flags, the data and the
+   tag, so no transfer can be named as its owner: whatever it carried never arrived, and every
+   wait on this context fails from here on (a sticky error), the one in progress first (#29 item 6).
+   Before it surfaces, a wait for a transfer that injected has returned 0: an inject reports
+   nothing else. */
+EFAX_PRIVATE void efax__lost_inject(efax_ctx *ctx, efax__nic *n, const struct fi_cq_err_entry *e,
+                                    const char *ptxt) {
+    int rank = -1, tag = -1, rc = -(int)(e->err ? e->err : FI_EOTHER);
+    uint32_t seq = 0;
+    char what[96] = "";
+    bool ctrl = (e->flags & FI_TAGGED) && e->tag == EFAX__CTRL_TAG;
+    if ((e->flags & FI_REMOTE_CQ_DATA) || ctrl || e->data) {
+        efax_imm_decode((uint32_t)e->data, &rank, &tag, &seq);
+        snprintf(what, sizeof what, " (immediate data: tag %d, sequence %u)", tag, seq);
+    }
+    efax_log(
+        ctx, 0,
+        "NIC %s: an injected %s%s failed after efax counted it done: %s (provider errno %d: %s). An inject "
+        "has no completion to fail, so its transfer cannot be named: what it carried never arrived, and "
+        "every wait on this context fails from here on",
+        n->info.name,
+        ctrl                    ? "notification"
+        : (e->flags & FI_WRITE) ? "write"
+                                : "send",
+        what, fi_strerror(-rc), e->prov_errno, ptxt ? ptxt : "-");
+    if (!ctx->sticky_error) ctx->sticky_error = rc;
+}
+
 EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
     struct fi_cq_err_entry e;
     char pbuf[256];
     const char *ptxt;
     efax_op *op;
     memset(&e, 0, sizeof e);
-    if (fi_cq_readerr(n->cq, &e, 0) < 0) return;
-    ptxt = fi_cq_strerror(n->cq, e.prov_errno, e.err_data, pbuf, sizeof pbuf);
+    if (efax__fi_cq_readerr(n, &e) < 0) return;
+    ptxt = efax__fi_cq_strerror(n, &e, pbuf, sizeof pbuf);
     op = (efax_op *)e.op_context;
+    if (!op && (e.flags & (FI_SEND | FI_WRITE)) && !(e.flags & (FI_RECV | FI_REMOTE_WRITE))) {
+        efax__lost_inject(ctx, n, &e, ptxt);
+        return;
+    }
     if (!op) {
         efax_log(ctx, 0, "NIC %s: an incoming operation failed: %s (provider: %s)", n->info.name,
                  fi_strerror(e.err), ptxt ? ptxt : "-");
@@ -4341,9 +5649,12 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
     }
     {
         efax_xfer *x = op->x;
-        int rnic = x->peer >= 0 && ctx->route ? ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic].rnic : -1;
+        int rnic = x->peer >= 0 && ctx->route
+                       ? ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic].rnic
+                       : -1;
         if (x->peer >= 0)
-            efax_log(ctx, 0, "%s of %llu bytes to rank %d (%s) on NIC %s (peer NIC %d) failed: %s (provider: %s)",
+            efax_log(ctx, 0,
+                     "%s of %llu bytes to rank %d (%s) on NIC %s (peer NIC %d) failed: %s (provider: %s)",
                      efax__opname(x->op), (unsigned long long)op->len, x->peer, efax__host(ctx, x->peer),
                      n->info.name, rnic, fi_strerror(e.err), ptxt ? ptxt : "-");
         else
@@ -4360,7 +5671,7 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
 EFAX_PRIVATE EFAX__NOINLINE int efax__drain_on(efax_ctx *ctx, efax__nic *n, struct fi_cq_data_entry *e,
                                                ssize_t got) {
     int total = 0;
-    for (;; got = fi_cq_read(n->cq, e, EFAX__CQ_BATCH)) {
+    for (;; got = efax__fi_cq_read(n, e, EFAX__CQ_BATCH)) {
         ssize_t i;
         if (got == -FI_EAGAIN) break;
         if (got == -FI_EAVAIL) {
@@ -4375,8 +5686,8 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__drain_on(efax_ctx *ctx, efax__nic *n, stru
         for (i = 0; i < got; i++) {
             efax_op *op = (efax_op *)e[i].op_context;
             if (!op || (e[i].flags & FI_REMOTE_WRITE)) {
-                /* a peer's write with immediate data landed here */
-                n->stats.rx_bytes += e[i].len;
+                /* a peer's write with immediate data landed here: its bytes are credited by
+                   efax_expect_wait (a remote write's completion has no length on tcp) */
                 n->stats.rx_ops++;
                 if (e[i].flags & FI_REMOTE_CQ_DATA) efax__count_imm(ctx, e[i].data, (int)(n - ctx->nic));
                 continue;
@@ -4401,7 +5712,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__drain_on(efax_ctx *ctx, efax__nic *n, stru
    the caller (efax__drain_on's frame and saved registers are paid only when there is something). */
 EFAX__HOT_INLINE int efax__drain(efax_ctx *ctx, efax__nic *n) {
     struct fi_cq_data_entry e[EFAX__CQ_BATCH];
-    ssize_t got = fi_cq_read(n->cq, e, EFAX__CQ_BATCH);
+    ssize_t got = efax__fi_cq_read(n, e, EFAX__CQ_BATCH);
     return got == -FI_EAGAIN ? 0 : efax__drain_on(ctx, n, e, got);
 }
 
@@ -4425,8 +5736,9 @@ EFAX_PRIVATE int efax__eq_read(efax_ctx *ctx, efax__nic *n) {
             return (int)got;
         }
         ptxt = e.prov_errno ? fi_eq_strerror(n->eq, e.prov_errno, e.err_data, pbuf, sizeof pbuf) : "none";
-        efax_log(ctx, 0, "NIC %s (%s, %s) reported an endpoint error on its event queue: %s (provider errno %d: %s); "
-                         "the provider names no peer or operation for it: every transfer on this NIC stops here",
+        efax_log(ctx, 0,
+                 "NIC %s (%s, %s) reported an endpoint error on its event queue: %s (provider errno %d: %s); "
+                 "the provider names no peer or operation for it: every transfer on this NIC stops here",
                  n->info.name, n->info.provider, ctx->peer_host ? efax__host(ctx, ctx->rank) : "this host",
                  fi_strerror(e.err ? e.err : FI_EOTHER), e.prov_errno, ptxt ? ptxt : "-");
         return -(e.err > 0 ? e.err : FI_EOTHER);
@@ -4439,7 +5751,7 @@ EFAX_PRIVATE int efax__eq_read(efax_ctx *ctx, efax__nic *n) {
 EFAX_PRIVATE EFAX__COLD int efax__eq_all(efax_ctx *ctx) {
     int i, rc;
     for (i = 0; i < ctx->nnic; i++)
-        if (ctx->nic[i].eq && (rc = efax__eq_read(ctx, &ctx->nic[i]))) return ctx->eq_error = rc;
+        if (ctx->nic[i].eq && (rc = efax__eq_read(ctx, &ctx->nic[i]))) return ctx->sticky_error = rc;
     return 0;
 }
 
@@ -4456,7 +5768,7 @@ EFAX_PRIVATE EFAX__NOINLINE void efax__nic_work(efax_ctx *ctx, efax__nic *n) {
 
 EFAX_API int efax_progress(efax_ctx *ctx) {
     int i, total = 0, rc;
-    if (EFAX__UNLIKELY(ctx->eq_error)) return ctx->eq_error;
+    if (EFAX__UNLIKELY(ctx->sticky_error)) return ctx->sticky_error;
     /* every 1024th call: an EQ error ends the endpoint, so it is seen within microseconds to a
        few milliseconds either way, and on tcp with libfabric 2.x one fi_eq_read costs 1.4-2 us
        (it drives the connection manager: a syscall), as much as the CQ poll itself */
@@ -4477,7 +5789,8 @@ EFAX_PRIVATE EFAX__COLD int efax__bad_local(efax_ctx *ctx, const efax_mr *mr, ui
                                             const char *what);
 
 static inline int efax__check_peer(efax_ctx *ctx, int peer, int nic) {
-    if (EFAX__LIKELY(ctx->connected && (unsigned)peer < (unsigned)ctx->size && (unsigned)nic < (unsigned)ctx->nnic))
+    if (EFAX__LIKELY(ctx->connected && (unsigned)peer < (unsigned)ctx->size &&
+                     (unsigned)nic < (unsigned)ctx->nnic))
         return 0;
     return efax__bad_peer(ctx, peer, nic);
 }
@@ -4633,8 +5946,7 @@ EFAX_PRIVATE EFAX__COLD int efax__recv_failed(efax_ctx *ctx, efax__nic *n, efax_
     return 0;
 }
 
-EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off,
-                       uint64_t len) {
+EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off, uint64_t len) {
     efax__nic *n;
     efax_op *op;
     int rc;
@@ -4690,17 +6002,22 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
     x->cell_seq = (rmr->remote[peer].flags & EFAX_RMR_STAGED) != 0; /* chunks on its cell grid, indexed */
     for (i = 0; i < nseg; i++) {
         const efax_seg *s = &x->seg[i];
-        if (!s->len) chunks++;
-        else if (x->cell_seq) chunks += (s->off + s->len - 1) / chunk - s->off / chunk + 1;
-        else chunks += (s->len + chunk - 1) / chunk;
+        if (!s->len)
+            chunks++;
+        else if (x->cell_seq)
+            chunks += (s->off + s->len - 1) / chunk - s->off / chunk + 1;
+        else
+            chunks += (s->len + chunk - 1) / chunk;
     }
     if ((rc = efax__check_local(ctx, lmr, loff, len, "write source"))) return rc;
     {
         const efax_rmr *rm = &rmr->remote[peer];
         if (roff > rm->len || len > rm->len - roff) {
-            efax_log(ctx, 0, "write to rank %d (%s): bytes [%llu, %llu) fall outside its registered "
-                             "window of %llu bytes", peer, efax__host(ctx, peer), (unsigned long long)roff,
-                     (unsigned long long)(roff + len), (unsigned long long)rm->len);
+            efax_log(ctx, 0,
+                     "write to rank %d (%s): bytes [%llu, %llu) fall outside its registered "
+                     "window of %llu bytes",
+                     peer, efax__host(ctx, peer), (unsigned long long)roff, (unsigned long long)(roff + len),
+                     (unsigned long long)rm->len);
             return -EFAX_E_BOUNDS;
         }
     }
@@ -4727,8 +6044,8 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
     if (lmr->stage) { /* a staged source: copy it out cell by cell; each chunk waits for its cells */
         int src = lmr->stage->out_begin(lmr->stage_user, loff, len, stage_unit);
         if (src) {
-            efax_log(ctx, 0, "write to rank %d: copying %llu bytes out to the staging buffer failed: %s", peer,
-                     (unsigned long long)len, efax_strerror(src));
+            efax_log(ctx, 0, "write to rank %d: copying %llu bytes out to the staging buffer failed: %s",
+                     peer, (unsigned long long)len, efax_strerror(src));
             x->done = true;
             x->status = src;
             return src;
@@ -4750,7 +6067,8 @@ EFAX_API bool efax_xfer_done(const efax_xfer *x) { return x->done; }
 /* Waits spin on the CQs; after a stretch with nothing completed they yield the core, so
    ranks that outnumber cores (CI, oversubscribed tests) still make progress promptly. */
 EFAX_PRIVATE void efax__idle(int got, unsigned *idle) {
-    if (got > 0) *idle = 0;
+    if (got > 0)
+        *idle = 0;
     else if (++*idle >= 512) {
         *idle = 0;
         sched_yield();
@@ -4792,17 +6110,18 @@ EFAX_PRIVATE void efax__busy_nics(const efax_ctx *ctx, char *out, size_t len) {
         const efax_seg *sg;
         for (sg = n->pend_head; sg; sg = sg->next) waiting++;
         if (!n->inflight && !waiting) continue;
-        u += (size_t)snprintf(out + u, len - u, "%s NIC %s (%d posted, %u waiting)", u ? "," : "; still in flight here:",
-                              n->info.name, n->inflight, waiting);
+        u += (size_t)snprintf(out + u, len - u, "%s NIC %s (%d posted, %u waiting)",
+                              u ? "," : "; still in flight here:", n->info.name, n->inflight, waiting);
     }
 }
 
 EFAX_PRIVATE int efax__timeout_msg(efax_ctx *ctx, const efax_xfer *x, int ms) {
     if (x->op == EFAX_OP_RECV)
-        efax_log(ctx, 0, "timed out after %d ms waiting for a receive of up to %llu bytes on NIC %s: "
-                         "no peer sent it (died, never started, or slower than the timeout: raise "
-                         "EFAX_TIMEOUT_MS or --timeout)", ms, (unsigned long long)x->len,
-                 ctx->nic[x->seg[0].nic].info.name);
+        efax_log(ctx, 0,
+                 "timed out after %d ms waiting for a receive of up to %llu bytes on NIC %s: "
+                 "no peer sent it (died, never started, or slower than the timeout: raise "
+                 "EFAX_TIMEOUT_MS or --timeout)",
+                 ms, (unsigned long long)x->len, ctx->nic[x->seg[0].nic].info.name);
     else {
         char nics[256];
         size_t u = 0;
@@ -4811,12 +6130,15 @@ EFAX_PRIVATE int efax__timeout_msg(efax_ctx *ctx, const efax_xfer *x, int ms) {
         for (i = 0; i < x->nseg && u < sizeof nics; i++) /* the NICs whose pieces did not finish */
             if (x->seg[i].completed < x->seg[i].len || (!x->seg[i].len && x->pending))
                 u += (size_t)snprintf(nics + u, sizeof nics - u, "%s%s (%llu of %llu bytes)", u ? ", " : "",
-                                      ctx->nic[x->seg[i].nic].info.name, (unsigned long long)x->seg[i].completed,
+                                      ctx->nic[x->seg[i].nic].info.name,
+                                      (unsigned long long)x->seg[i].completed,
                                       (unsigned long long)x->seg[i].len);
-        efax_log(ctx, 0, "timed out after %d ms: %s of %llu bytes to rank %d (%s) stalled on NIC %s; %u chunk(s) "
-                         "in flight. The peer died or stopped progressing, that NIC's link is down, or the "
-                         "transfer needs more than EFAX_TIMEOUT_MS / --timeout", ms, efax__opname(x->op),
-                 (unsigned long long)x->len, x->peer, efax__host(ctx, x->peer), nics[0] ? nics : "?", x->pending);
+        efax_log(ctx, 0,
+                 "timed out after %d ms: %s of %llu bytes to rank %d (%s) stalled on NIC %s; %u chunk(s) "
+                 "in flight. The peer died or stopped progressing, that NIC's link is down, or the "
+                 "transfer needs more than EFAX_TIMEOUT_MS / --timeout",
+                 ms, efax__opname(x->op), (unsigned long long)x->len, x->peer, efax__host(ctx, x->peer),
+                 nics[0] ? nics : "?", x->pending);
     }
     return -FI_ETIMEDOUT;
 }
@@ -4841,6 +6163,22 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__settle_recvs(efax_xfer **xs, int n, uint64
     return 0;
 }
 
+/* A wait ended by the context's sticky error (an EQ error, or an injected operation that failed
+   after it was counted done): the error was described where it surfaced; this names the wait. */
+EFAX_PRIVATE EFAX__COLD int efax__sticky(efax_ctx *ctx, const efax_xfer *x) {
+    if (x && x->op == EFAX_OP_RECV)
+        efax_log(
+            ctx, 0,
+            "the wait for a receive of up to %llu bytes on NIC %s ends on this context's earlier error: %s",
+            (unsigned long long)x->len, ctx->nic[x->seg[0].nic].info.name, fi_strerror(-ctx->sticky_error));
+    else if (x)
+        efax_log(ctx, 0,
+                 "the wait for a %s of %llu bytes to rank %d (%s) ends on this context's earlier error: %s",
+                 efax__opname(x->op), (unsigned long long)x->len, x->peer, efax__host(ctx, x->peer),
+                 fi_strerror(-ctx->sticky_error));
+    return ctx->sticky_error;
+}
+
 EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms) {
     uint64_t deadline = 0;
     unsigned spins = 0, idle = 0;
@@ -4854,11 +6192,16 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
             if (!status) status = x->status;
         }
         if (first == n) break;
-        if ((rc = efax_progress(ctx)) < 0) return rc;
+        if ((rc = efax_progress(ctx)) < 0) return rc == ctx->sticky_error ? efax__sticky(ctx, xs[first]) : rc;
         efax__idle(rc, &idle);
-        if (efax__expired(&deadline, &spins, timeout_ms)) return efax__timeout_msg(ctx, xs[first], timeout_ms);
+        if (efax__expired(&deadline, &spins, timeout_ms))
+            return efax__timeout_msg(ctx, xs[first], timeout_ms);
     }
-    if (status || EFAX__LIKELY(!ctx->settling)) return status;
+    if (status) return status;
+    /* done, but the context lost an injected operation (or its endpoint) since: this transfer may be
+       what was lost (#29 item 6) */
+    if (EFAX__UNLIKELY(ctx->sticky_error)) return efax__sticky(ctx, n ? xs[0] : NULL);
+    if (EFAX__LIKELY(!ctx->settling)) return 0;
     return efax__settle_recvs(xs, n, deadline, timeout_ms);
 }
 
@@ -4870,6 +6213,11 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     int rc;
     efax__nic *n;
     if ((rc = efax__check_peer(ctx, peer, nic))) return rc;
+    if (EFAX__UNLIKELY(ctx->sticky_error)) {
+        efax_log(ctx, 0, "notify to rank %d (%s), tag %d: this context's earlier error stops it: %s", peer,
+                 efax__host(ctx, peer), tag, fi_strerror(-ctx->sticky_error));
+        return ctx->sticky_error;
+    }
     n = &ctx->nic[nic];
     if (tag < 0 || tag >= ctx->ntags || efax_imm_encode(ctx->rank, tag, seq, &imm)) {
         efax_log(ctx, 0, "notify: tag %d outside 0..%d", tag, ctx->ntags - 1);
@@ -4878,8 +6226,9 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     memcpy(msg, &imm, 4);
     memset(msg + 4, 0, 4);
     for (;;) {
-        rc = (int)fi_tinjectdata(n->ep, msg, sizeof msg, imm,
-                                 ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa, EFAX__CTRL_TAG);
+        rc = (int)efax__fi_tinjectdata(n, msg, sizeof msg, imm,
+                                       ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa,
+                                       EFAX__CTRL_TAG);
         if (rc == 0) return 0;
         if (rc != -FI_EAGAIN) {
             efax_log(ctx, 0, "notify to rank %d (%s) on NIC %s failed: %s (%d)", peer, efax__host(ctx, peer),
@@ -4887,11 +6236,18 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
             return rc;
         }
         n->stats.eagain++;
-        if ((rc = efax_progress(ctx)) < 0) return rc;
+        if ((rc = efax_progress(ctx)) < 0) {
+            if (rc == ctx->sticky_error)
+                efax_log(ctx, 0, "notify to rank %d (%s), tag %d: ended by this context's earlier error: %s",
+                         peer, efax__host(ctx, peer), tag, fi_strerror(-rc));
+            return rc;
+        }
         efax__idle(rc, &idle);
         if (efax__expired(&deadline, &spins, ctx->timeout_ms)) {
-            efax_log(ctx, 0, "timed out after %d ms sending a notification to rank %d (%s): the provider "
-                             "kept refusing (-FI_EAGAIN)", ctx->timeout_ms, peer, efax__host(ctx, peer));
+            efax_log(ctx, 0,
+                     "timed out after %d ms sending a notification to rank %d (%s): the provider "
+                     "kept refusing (-FI_EAGAIN)",
+                     ctx->timeout_ms, peer, efax__host(ctx, peer));
             return -FI_ETIMEDOUT;
         }
     }
@@ -4907,14 +6263,16 @@ EFAX_API int efax_ctx_warmup(efax_ctx *ctx) {
         for (k = 0; p != ctx->rank && k < ctx->nnic; k++)
             if ((rc = efax_notify_nic(ctx, p, k, EFAX_TAG_INTERNAL, 0))) return rc;
     for (p = 0; p < ctx->size; p++)
-        if (p != ctx->rank && (rc = efax_wait_imm(ctx, p, EFAX_TAG_INTERNAL, 0, (uint32_t)ctx->peer_nnic[p], -1)))
+        if (p != ctx->rank &&
+            (rc = efax_wait_imm(ctx, p, EFAX_TAG_INTERNAL, 0, (uint32_t)ctx->peer_nnic[p], -1)))
             return rc;
     return 0;
 }
 
 EFAX_API int efax_ctx_imm_hook(efax_ctx *ctx, int tag, efax_imm_fn fn, void *user) {
     if (!ctx->hooks || tag <= EFAX_TAG_INTERNAL || tag >= ctx->ntags) {
-        efax_log(ctx, 0, "imm hook: tag %d outside 1..%d (or efax_ctx_connect not called)", tag, ctx->ntags - 1);
+        efax_log(ctx, 0, "imm hook: tag %d outside 1..%d (or efax_ctx_connect not called)", tag,
+                 ctx->ntags - 1);
         return -FI_EINVAL;
     }
     ctx->hooks[tag].fn = fn;
@@ -4929,8 +6287,8 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag) {
 
 /* efax_wait_imm; `expect` (arrivals due on each local NIC, or NULL) lets a timeout name the
    NICs that fell short — a dead rail — rather than only count what arrived. */
-EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms,
-                                const uint32_t *expect) {
+EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count,
+                                int timeout_ms, const uint32_t *expect) {
     efax__imm_slot *sl;
     uint64_t deadline = 0;
     unsigned spins = 0, idle = 0;
@@ -4945,46 +6303,62 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
     for (;;) {
         if (sl->stale || (sl->count && sl->seq != seq)) {
-            efax_log(ctx, 0, "rank %d (%s) tag %d: expected arrivals of sequence %u, got %u of sequence %u: "
-                             "data of another iteration (use distinct tags for transfers that overlap)",
+            efax_log(ctx, 0,
+                     "rank %d (%s) tag %d: expected arrivals of sequence %u, got %u of sequence %u: "
+                     "data of another iteration (use distinct tags for transfers that overlap)",
                      peer, efax__host(ctx, peer), tag, seq, sl->stale ? sl->stale : sl->count,
                      sl->stale ? sl->stale_seq : sl->seq);
             return -EFAX_E_STALE;
+        }
+        if (EFAX__UNLIKELY(ctx->sticky_error)) { /* an injected operation lost, or the endpoint: #29 item 6 */
+            efax_log(
+                ctx, 0,
+                "the wait for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived) ends on this "
+                "context's earlier error: %s",
+                count, peer, efax__host(ctx, peer), tag, seq, sl->count, fi_strerror(-ctx->sticky_error));
+            return ctx->sticky_error;
         }
         if (sl->count >= count) {
             sl->count -= count;
             return 0;
         }
-        if (ctx->last_cq_error) { /* an incoming write failed: say which wait it ended, so the peer is named */
+        if (ctx->last_cq_error) { /* an incoming write failed: say which wait it ended (names the peer) */
             rc = ctx->last_cq_error;
             ctx->last_cq_error = 0;
-            efax_log(ctx, 0, "waiting for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived): an "
-                             "incoming operation failed (%s); the peer may have died mid-transfer",
+            efax_log(ctx, 0,
+                     "waiting for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived): an "
+                     "incoming operation failed (%s); the peer may have died mid-transfer",
                      count, peer, efax__host(ctx, peer), tag, seq, sl->count, fi_strerror(-rc));
             return rc;
         }
-        if ((rc = efax_progress(ctx)) < 0) return rc;
+        if ((rc = efax_progress(ctx)) < 0) {
+            if (rc == ctx->sticky_error) continue; /* named above, at the top of the loop */
+            return rc;
+        }
         efax__idle(rc, &idle);
         if (efax__expired(&deadline, &spins, timeout_ms)) {
             char busy[256], where[512] = "";
-            const uint32_t *got = &ctx->imm_nic[((size_t)peer * (size_t)ctx->ntags + (size_t)tag) * (size_t)ctx->nnic];
+            const uint32_t *got =
+                &ctx->imm_nic[((size_t)peer * (size_t)ctx->ntags + (size_t)tag) * (size_t)ctx->nnic];
             size_t u = 0;
             int k;
             efax__busy_nics(ctx, busy, sizeof busy);
-            for (k = 0; k < ctx->nnic && u < sizeof where; k++) { /* what came on each NIC; which fell short */
+            for (k = 0; k < ctx->nnic && u < sizeof where;
+                 k++) { /* what came on each NIC; which fell short */
                 uint32_t on = sl->count ? got[k] : 0, due = expect ? expect[k] : 0;
                 char of[24] = "";
                 if (!on && !due) continue;
                 if (due) snprintf(of, sizeof of, " of %u", due);
-                u += (size_t)snprintf(where + u, sizeof where - u, "%s%u%s on NIC %s%s", u ? ", " : " (", on, of,
-                                      ctx->nic[k].info.name,
+                u += (size_t)snprintf(where + u, sizeof where - u, "%s%u%s on NIC %s%s", u ? ", " : " (", on,
+                                      of, ctx->nic[k].info.name,
                                       on < due ? (on ? ": short" : ": nothing arrived") : "");
             }
             if (u && u < sizeof where) snprintf(where + u, sizeof where - u, ")");
-            efax_log(ctx, 0, "timed out after %d ms waiting for %u arrival(s) from rank %d (%s), tag %d, "
-                             "sequence %u: %u arrived%s; the peer died, never started, a link is down, or the "
-                             "peer is slower than the timeout (raise EFAX_TIMEOUT_MS or --timeout)%s", timeout_ms,
-                     count, peer, efax__host(ctx, peer), tag, seq, sl->count, where, busy);
+            efax_log(ctx, 0,
+                     "timed out after %d ms waiting for %u arrival(s) from rank %d (%s), tag %d, "
+                     "sequence %u: %u arrived%s; the peer died, never started, a link is down, or the "
+                     "peer is slower than the timeout (raise EFAX_TIMEOUT_MS or --timeout)%s",
+                     timeout_ms, count, peer, efax__host(ctx, peer), tag, seq, sl->count, where, busy);
             return -FI_ETIMEDOUT;
         }
     }
@@ -5009,16 +6383,23 @@ EFAX_API const char *efax_mode_label(efax_mode m) {
 EFAX_API int efax_mode_parse(const char *s, efax_mode *m) {
     int i;
     if (!s) return -EFAX_E_USAGE;
-    if (!strcasecmp(s, "rr")) { *m = EFAX_MODE_ROUNDROBIN; return 0; }
+    if (!strcasecmp(s, "rr")) {
+        *m = EFAX_MODE_ROUNDROBIN;
+        return 0;
+    }
     for (i = 0; i < EFAX_MODE_COUNT; i++)
-        if (!strcasecmp(s, efax_mode_name((efax_mode)i))) { *m = (efax_mode)i; return 0; }
+        if (!strcasecmp(s, efax_mode_name((efax_mode)i))) {
+            *m = (efax_mode)i;
+            return 0;
+        }
     return -EFAX_E_USAGE;
 }
 
 EFAX_PRIVATE uint64_t efax__div_ceil(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 /* Cuts size into k stripes of ceil(size/k) rounded up to `align`, on NICs start, start+1, ... */
-EFAX_PRIVATE int efax__stripes(uint64_t size, int k, uint64_t align, int nnic, int start, efax_plan_seg *out) {
+EFAX_PRIVATE int efax__stripes(uint64_t size, int k, uint64_t align, int nnic, int start,
+                               efax_plan_seg *out) {
     uint64_t stripe = efax__div_ceil(efax__div_ceil(size, (uint64_t)k), align) * align, off = 0;
     int n = 0;
     while (off < size && n < k) {
@@ -5032,20 +6413,16 @@ EFAX_PRIVATE int efax__stripes(uint64_t size, int k, uint64_t align, int nnic, i
     return n;
 }
 
-EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0,
-                       uint64_t min_stripe, efax_plan_seg *out) {
+EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, int nic0, uint64_t min_stripe,
+                       efax_plan_seg *out) {
     int k;
     if (nnic < 1 || nnic > EFAX_MAX_NICS || !out || nic0 < 0) return -FI_EINVAL;
     if (!min_stripe) min_stripe = EFAX_MIN_STRIPE;
     out[0].off = 0;
     out[0].len = size;
     switch (mode) {
-    case EFAX_MODE_SINGLE:
-        out[0].nic = nic0 % nnic;
-        return 1;
-    case EFAX_MODE_ROUNDROBIN:
-        out[0].nic = (int)(index % (uint64_t)nnic);
-        return 1;
+    case EFAX_MODE_SINGLE: out[0].nic = nic0 % nnic; return 1;
+    case EFAX_MODE_ROUNDROBIN: out[0].nic = (int)(index % (uint64_t)nnic); return 1;
     case EFAX_MODE_SPLIT:
         if (size == 0 || nnic == 1) {
             out[0].nic = 0;
@@ -5065,10 +6442,10 @@ EFAX_API int efax_plan(uint64_t size, int nnic, efax_mode mode, uint64_t index, 
             out[0].nic = (int)(index % (uint64_t)nnic);
             return 1;
         }
-        return efax__stripes(size, k, EFAX_STRIPE_ALIGN, nnic, (int)((index * (uint64_t)k) % (uint64_t)nnic), out);
+        return efax__stripes(size, k, EFAX_STRIPE_ALIGN, nnic, (int)((index * (uint64_t)k) % (uint64_t)nnic),
+                             out);
     }
-    default:
-        return -FI_EINVAL;
+    default: return -FI_EINVAL;
     }
 }
 
@@ -5120,23 +6497,28 @@ EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mo
    defaults resolve, the same on both sides: out->chunk becomes what one post carries (into a
    staged region one cell, *unit: efax_stage_unit(size, chunk); else chunk clamped to
    efax_ctx_max_chunk, 0 meaning as large as that). */
-EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w, bool writer, efax_write_desc *out,
-                                  uint64_t *unit) {
+EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w, bool writer,
+                                  efax_write_desc *out, uint64_t *unit) {
     const char *side = writer ? "write" : "expect_write";
     int me = writer ? w->from : w->to, peer = writer ? w->to : w->from, rc;
     const efax_rmr *rm;
     bool staged;
     if ((rc = efax__check_peer((efax_ctx *)ctx, peer, 0))) return rc;
     if (me != ctx->rank) {
-        efax_log(ctx, 0, "%s: desc.%s is rank %d, but this is rank %d", side, writer ? "from" : "to", me, ctx->rank);
+        efax_log(ctx, 0, "%s: desc.%s is rank %d, but this is rank %d", side, writer ? "from" : "to", me,
+                 ctx->rank);
         return -FI_EINVAL;
     }
-    if (peer < 0 || peer >= ctx->size || peer == ctx->rank) {
-        efax_log(ctx, 0, "%s: desc.%s is rank %d: expected another rank of 0..%d", side, writer ? "to" : "from", peer, ctx->size - 1);
+    /* this rank itself is a peer too: the write loops back through the NIC (the doctor checks each NIC
+       so) */
+    if (peer < 0 || peer >= ctx->size) {
+        efax_log(ctx, 0, "%s: desc.%s is rank %d: expected a rank of 0..%d", side, writer ? "to" : "from",
+                 peer, ctx->size - 1);
         return -FI_EINVAL;
     }
     if (w->tag <= EFAX_TAG_INTERNAL || w->tag >= ctx->ntags) {
-        efax_log(ctx, 0, "%s: desc.tag %d outside 1..%d (efax_ctx_desc.imm_tags)", side, w->tag, ctx->ntags - 1);
+        efax_log(ctx, 0, "%s: desc.tag %d outside 1..%d (efax_ctx_desc.imm_tags)", side, w->tag,
+                 ctx->ntags - 1);
         return -FI_EINVAL;
     }
     if (!w->dst || (writer && !w->src)) {
@@ -5154,8 +6536,10 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
     }
     rm = writer ? &w->dst->remote[peer] : NULL;
     if (rm && !(rm->flags & EFAX_RMR_WRITABLE)) {
-        efax_log(ctx, 0, "write: rank %d registered the destination without EFAX_MR_WRITE_DST: it takes no "
-                 "remote writes (add EFAX_MR_WRITE_DST to its efax_mr_desc.access)", peer);
+        efax_log(ctx, 0,
+                 "write: rank %d registered the destination without EFAX_MR_WRITE_DST: it takes no "
+                 "remote writes (add EFAX_MR_WRITE_DST to its efax_mr_desc.access)",
+                 peer);
         return -FI_EINVAL;
     }
     staged = rm ? (rm->flags & EFAX_RMR_STAGED) != 0 : w->dst->stage != NULL;
@@ -5163,9 +6547,12 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
     *unit = efax_stage_unit(w->size, w->chunk); /* a staged side's cells: from the chunk asked for */
     out->chunk = staged ? *unit : efax_chunk_clamp(w->chunk, ctx->max_chunk);
     if (out->chunk > efax_ctx_max_chunk(ctx)) {
-        efax_log(ctx, 0, "%s of %llu bytes between ranks %d and %d: its staging cells of %llu bytes exceed the largest "
-                         "write (%llu bytes); stage less at once", side, (unsigned long long)w->size, w->from, w->to,
-                 (unsigned long long)out->chunk, (unsigned long long)efax_ctx_max_chunk(ctx));
+        efax_log(
+            ctx, 0,
+            "%s of %llu bytes between ranks %d and %d: its staging cells of %llu bytes exceed the largest "
+            "write (%llu bytes); stage less at once",
+            side, (unsigned long long)w->size, w->from, w->to, (unsigned long long)out->chunk,
+            (unsigned long long)efax_ctx_max_chunk(ctx));
         return -EFAX_E_UNSUPPORTED;
     }
     return 0;
@@ -5200,9 +6587,11 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *desc
 EFAX_PRIVATE void efax__stage_cell(efax_ctx *ctx, efax_expect *e, unsigned cell, uint32_t n) {
     if ((int)cell >= e->ncells || e->got[cell] + n > e->want[cell]) {
         if (!e->status)
-            efax_log(ctx, 0, "staged write from rank %d (%s), tag %d: cell %u arrived %u time(s) more than its %u "
-                             "piece(s): data of another transfer (use distinct tags for transfers that overlap)",
-                     e->peer, efax__host(ctx, e->peer), e->tag, cell, n, (int)cell < e->ncells ? e->want[cell] : 0);
+            efax_log(ctx, 0,
+                     "staged write from rank %d (%s), tag %d: cell %u arrived %u time(s) more than its %u "
+                     "piece(s): data of another transfer (use distinct tags for transfers that overlap)",
+                     e->peer, efax__host(ctx, e->peer), e->tag, cell, n,
+                     (int)cell < e->ncells ? e->want[cell] : 0);
         e->status = -EFAX_E_STALE;
         return;
     }
@@ -5221,19 +6610,24 @@ EFAX_PRIVATE void efax__stage_hook(void *user, int peer, int tag, uint32_t seq, 
     efax_ctx *ctx = (efax_ctx *)user;
     efax__stage_rx *r = &ctx->stage_rx[tag][peer];
     (void)nic;
-    if (r->e) efax__stage_cell(ctx, r->e, seq, 1);
-    else if (r->early[seq] < UINT16_MAX) r->early[seq]++, r->nearly++;
+    if (r->e)
+        efax__stage_cell(ctx, r->e, seq, 1);
+    else if (r->early[seq] < UINT16_MAX)
+        r->early[seq]++, r->nearly++;
 }
 
 EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag) {
     if (!dst->stage) return 0;
     if (!ctx->connected || tag <= EFAX_TAG_INTERNAL || tag >= ctx->ntags) {
-        efax_log(ctx, 0, "expect_prepare: tag %d outside 1..%d (or efax_ctx_connect not called)", tag, ctx->ntags - 1);
+        efax_log(ctx, 0, "expect_prepare: tag %d outside 1..%d (or efax_ctx_connect not called)", tag,
+                 ctx->ntags - 1);
         return -FI_EINVAL;
     }
-    if (!ctx->stage_rx && !(ctx->stage_rx = (efax__stage_rx **)calloc((size_t)ctx->ntags, sizeof *ctx->stage_rx)))
+    if (!ctx->stage_rx &&
+        !(ctx->stage_rx = (efax__stage_rx **)calloc((size_t)ctx->ntags, sizeof *ctx->stage_rx)))
         return -FI_ENOMEM;
-    if (!ctx->stage_rx[tag] && !(ctx->stage_rx[tag] = (efax__stage_rx *)calloc((size_t)ctx->size, sizeof(efax__stage_rx))))
+    if (!ctx->stage_rx[tag] &&
+        !(ctx->stage_rx[tag] = (efax__stage_rx *)calloc((size_t)ctx->size, sizeof(efax__stage_rx))))
         return -FI_ENOMEM;
     return efax_ctx_imm_hook(ctx, tag, efax__stage_hook, ctx);
 }
@@ -5264,18 +6658,47 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
         n = efax_plan(size, writer_nnic, w.mode, w.index, w.nic, 0, segs);
         for (i = 0; i < n; i++) { /* each piece's chunks, counted on the NIC they arrive on here */
             uint32_t c = efax_plan_chunks(&segs[i], 1, w.chunk);
-            e->on_nic[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS] += c;
+            int here = ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] % EFAX_MAX_NICS;
+            e->on_nic[here] += c;
+            e->on_nic_bytes[here] += segs[i].len;
             e->count += c;
         }
-        return e->count ? 0 : -FI_EINVAL;
+        if (!e->count) return -FI_EINVAL;
+        /* #29 item 8: what this target awaits must fit its completion queues where they can overrun:
+           on efa, under the fault layer (which plays efa), and wherever a size was given; tcp and shm
+           queue the rest in software, and chunk otherwise than efa (tcp: 128 KiB between hosts) */
+        for (i = 0; efax__cq_enforced(ctx) && i < ctx->nnic; i++)
+            if (e->on_nic[i] && ctx->nic[i].expecting + e->on_nic[i] > (uint64_t)ctx->nic[i].cq_incoming) {
+                efax_log(
+                    ctx, 0,
+                    "expect_write from rank %d (%s), tag %d: this rank would then await %llu chunks at once "
+                    "on "
+                    "NIC %s, and its completion queue has room for %d of peers' writes (%d entries in all): "
+                    "on "
+                    "efa, whose writes with immediate data consume no receive, the excess overruns it and "
+                    "completions are lost. Raise EFAX_CQ_SIZE (efax_ctx_desc.cq_size), write larger chunks, "
+                    "or "
+                    "expect fewer writes at once",
+                    peer, efax__host(ctx, peer), tag,
+                    (unsigned long long)(ctx->nic[i].expecting + e->on_nic[i]), ctx->nic[i].info.name,
+                    ctx->nic[i].cq_incoming, ctx->nic[i].cq_size);
+                e->active = false;
+                return -FI_EOVERFLOW;
+            }
+        for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting += e->on_nic[i];
+        return 0;
     }
     if (!ctx->stage_rx || !ctx->stage_rx[tag]) {
-        efax_log(ctx, 0, "expect_write: the region is staged: call efax_expect_prepare(ctx, region, %d) before peers write", tag);
+        efax_log(ctx, 0,
+                 "expect_write: the region is staged: call efax_expect_prepare(ctx, region, %d) before peers "
+                 "write",
+                 tag);
         return -FI_EOPBADSTATE;
     }
     r = &ctx->stage_rx[tag][peer];
     if (r->e) {
-        efax_log(ctx, 0, "expect_write: a staged write from rank %d under tag %d is already expected", peer, tag);
+        efax_log(ctx, 0, "expect_write: a staged write from rank %d under tag %d is already expected", peer,
+                 tag);
         return -FI_EBUSY;
     }
     e->unit = w.chunk;
@@ -5283,9 +6706,14 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     n = efax_plan(size, writer_nnic, w.mode, w.index, w.nic, 0, segs);
     if (n < 0) return n;
     for (i = 0; i < n; i++) { /* how many pieces (one per segment it meets) each cell comes in */
-        if (!segs[i].len) e->want[0]++;
+        if (ctx->route_in)    /* connected: the local NIC this piece lands on */
+            e->on_nic_bytes[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] %
+                            EFAX_MAX_NICS] += segs[i].len;
+        if (!segs[i].len)
+            e->want[0]++;
         else
-            for (uint64_t c = segs[i].off / e->unit; c <= (segs[i].off + segs[i].len - 1) / e->unit; c++) e->want[c]++;
+            for (uint64_t c = segs[i].off / e->unit; c <= (segs[i].off + segs[i].len - 1) / e->unit; c++)
+                e->want[c]++;
     }
     r->e = e;
     if (r->nearly) { /* cells that landed before this call */
@@ -5300,40 +6728,58 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     return 0;
 }
 
+/* A write that landed: each local NIC's rx_bytes gets what the plan put on it. */
+EFAX_PRIVATE void efax__credit_rx(efax_ctx *ctx, const efax_expect *e) {
+    int i;
+    for (i = 0; i < ctx->nnic && i < EFAX_MAX_NICS; i++) ctx->nic[i].stats.rx_bytes += e->on_nic_bytes[i];
+}
+
 EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     uint64_t deadline;
     unsigned spins = 0, idle = 0;
     int rc;
     if (!e->active) return -FI_EINVAL;
     if (!e->mr->stage) {
+        int i;
         e->active = false;
+        for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting -= e->on_nic[i];
         rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
-        if (!rc && e->mr->settle) rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+        if (!rc) efax__credit_rx(ctx, e);
+        if (!rc && e->mr->settle)
+            rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
         return rc;
     }
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
     deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (e->cells_done < e->ncells && !e->status) {
-        if ((rc = efax_progress(ctx)) < 0) { e->status = rc; break; }
+        if ((rc = efax_progress(ctx)) < 0) {
+            e->status = rc;
+            break;
+        }
         efax__idle(rc, &idle);
         if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
-            efax_log(ctx, 0, "timed out after %d ms waiting for a staged write of %llu bytes from rank %d (%s), tag %d: "
-                             "%d of %d cells arrived; the peer died or stopped, or raise EFAX_TIMEOUT_MS",
-                     timeout_ms, (unsigned long long)e->size, e->peer, efax__host(ctx, e->peer), e->tag, e->cells_done, e->ncells);
+            efax_log(
+                ctx, 0,
+                "timed out after %d ms waiting for a staged write of %llu bytes from rank %d (%s), tag %d: "
+                "%d of %d cells arrived; the peer died or stopped, or raise EFAX_TIMEOUT_MS",
+                timeout_ms, (unsigned long long)e->size, e->peer, efax__host(ctx, e->peer), e->tag,
+                e->cells_done, e->ncells);
             e->status = -FI_ETIMEDOUT;
         }
     }
     rc = e->mr->stage->in_wait(e->mr->stage_user, efax__remaining_ms(deadline) + 1);
     ctx->stage_rx[e->tag][e->peer].e = NULL;
     e->active = false;
+    if (!e->status && !rc) efax__credit_rx(ctx, e);
     return e->status ? e->status : rc;
 }
 
 
 // >>gpu wire (implementation) -------------------------------------------------------------------
 
-EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected, int rank, int size,
-                             uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why, size_t wl) {
+EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected,
+                             int rank, int size, uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why,
+                             size_t wl) {
     memset(c, 0, sizeof *c);
     c->op = (uint32_t)w[0] & 0xff;
     c->flags = (uint32_t)(w[0] >> 8) & 0xff;
@@ -5344,8 +6790,8 @@ EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producer
     c->seq = (uint32_t)(w[4] >> 32);
     c->number = w[5];
     if (c->producer >= producers || w[6] != c->producer) {
-        snprintf(why, wl, "producer id %u (word 6: %llu) outside 0..%u", c->producer, (unsigned long long)w[6],
-                 producers ? producers - 1 : 0);
+        snprintf(why, wl, "producer id %u (word 6: %llu) outside 0..%u", c->producer,
+                 (unsigned long long)w[6], producers ? producers - 1 : 0);
         return -EFAX_E_PEER;
     }
     if (c->number != expected) {
@@ -5367,24 +6813,28 @@ EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producer
         return -EFAX_E_PEER;
     }
     if (c->size > src_len || c->soff > src_len - c->size) {
-        snprintf(why, wl, "source bytes outside the registered window of %llu bytes", (unsigned long long)src_len);
+        snprintf(why, wl, "source bytes outside the registered window of %llu bytes",
+                 (unsigned long long)src_len);
         return -EFAX_E_PEER;
     }
     if (!dst || !dst->remote || c->dst >= dst->nremote || c->size > dst->remote[c->dst].len ||
         c->doff > dst->remote[c->dst].len - c->size) {
         snprintf(why, wl, "destination bytes outside rank %d's window of %llu bytes", c->dst,
-                 dst && dst->remote && c->dst < dst->nremote ? (unsigned long long)dst->remote[c->dst].len : 0ull);
+                 dst && dst->remote && c->dst < dst->nremote ? (unsigned long long)dst->remote[c->dst].len
+                                                             : 0ull);
         return -EFAX_E_PEER;
     }
     return 0;
 }
 
-EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local, char *why, size_t wl) {
+EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local,
+                                   char *why, size_t wl) {
     bool here;
     if (local) *local = false;
     if (r->magic != EFAX_IPC_MAGIC || r->wire != EFAX_WIRE_VERSION) {
-        snprintf(why, wl, "rank %d sent a malformed IPC handle (magic %08x, wire %u; this rank's wire %u)%s", rank, r->magic,
-                 r->wire, EFAX_WIRE_VERSION, r->wire != EFAX_WIRE_VERSION ? ": build every rank from the same efax.h" : "");
+        snprintf(why, wl, "rank %d sent a malformed IPC handle (magic %08x, wire %u; this rank's wire %u)%s",
+                 rank, r->magic, r->wire, EFAX_WIRE_VERSION,
+                 r->wire != EFAX_WIRE_VERSION ? ": build every rank from the same efax.h" : "");
         return r->magic == EFAX_IPC_MAGIC && r->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
     }
     if (r->rank != rank || !memchr(r->host, 0, sizeof r->host) || !r->host[0]) {
@@ -5399,6 +6849,140 @@ EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const cha
     }
     if (local) *local = here;
     return 0;
+}
+
+// >>counters (implementation) ------------------------------------------------------------------
+
+/* Inserts (name, value) into c, keeping names sorted; drops what does not fit. */
+EFAX_PRIVATE void efax__osc_add(efax_os_counters *c, const char *name, uint64_t value) {
+    int i = c->n, j;
+    if (c->n >= EFAX_OS_COUNTERS_MAX || strlen(name) >= sizeof c->name[0]) return;
+    while (i > 0 && strcmp(c->name[i - 1], name) > 0) i--;
+    for (j = c->n; j > i; j--) {
+        memcpy(c->name[j], c->name[j - 1], sizeof c->name[0]);
+        c->value[j] = c->value[j - 1];
+    }
+    efax__copy(c->name[i], sizeof c->name[0], name);
+    c->value[i] = value;
+    c->n++;
+}
+
+/* Every file of dir holding one unsigned number, as a counter. Returns how many were read. */
+EFAX_PRIVATE int efax__osc_dir(efax_os_counters *c, const char *dir) {
+    char path[PATH_MAX], buf[64], *end;
+    struct dirent *de;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    while ((de = readdir(d))) {
+        unsigned long long v;
+        if (de->d_name[0] == '.') continue;
+        /* hw_counters/lifespan is how long the kernel caches the values (ms), not a counter */
+        if (!strcmp(de->d_name, "lifespan")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (efax__read_sysfs(path, buf, sizeof buf) || !isdigit((unsigned char)buf[0])) continue;
+        errno = 0;
+        v = strtoull(buf, &end, 10);
+        if (errno || *end) continue;
+        efax__osc_add(c, de->d_name, (uint64_t)v);
+    }
+    closedir(d);
+    return c->n;
+}
+
+EFAX_API int efax_os_counters_nic(const efax_nic_info *nic, efax_os_counters *out) {
+    char dev[64], dir[PATH_MAX], *dash;
+    const char *root = efax_topo_sysfs_root();
+    memset(out, 0, sizeof *out);
+    if (efax__prov_of(nic->provider) == EFAX_PROV_EFA) {
+        efax__copy(dev, sizeof dev, nic->name);
+        if ((dash = strrchr(dev, '-')) && (!strcmp(dash, "-rdm") || !strcmp(dash, "-dgrm"))) *dash = 0;
+        snprintf(dir, sizeof dir, "%s/sys/class/infiniband/%s/ports/1/hw_counters", root, dev);
+        if (efax__osc_dir(out, dir)) {
+            efax__copy(out->source, sizeof out->source, "efa");
+            efax__copy(out->dev, sizeof out->dev, dev);
+            return 0;
+        }
+        return -FI_ENOENT;
+    }
+    snprintf(dir, sizeof dir, "%s/sys/class/net/%s/statistics", root, nic->name);
+    if (!nic->name[0] || strchr(nic->name, '/') || !efax__osc_dir(out, dir)) return -FI_ENOENT;
+    efax__copy(out->source, sizeof out->source, "net");
+    efax__copy(out->dev, sizeof out->dev, nic->name);
+    return 0;
+}
+
+EFAX_API int efax_os_counters_tcp(efax_os_counters *out) {
+    /* RtoAlgorithm, RtoMin, RtoMax and MaxConn are settings and CurrEstab a gauge: not counted */
+    static const char *const skip[] = {"RtoAlgorithm", "RtoMin", "RtoMax", "MaxConn", "CurrEstab"};
+    char path[PATH_MAX], names[1024], values[1024], *ns, *vs, *n, *v;
+    FILE *f;
+    memset(out, 0, sizeof *out);
+    snprintf(path, sizeof path, "%s/proc/net/snmp", efax_topo_sysfs_root());
+    if (!(f = fopen(path, "r"))) return -FI_ENOENT;
+    /* a "Tcp:" line of names, then one of values */
+    while (fgets(names, sizeof names, f)) {
+        if (strncmp(names, "Tcp:", 4) || !fgets(values, sizeof values, f) || strncmp(values, "Tcp:", 4))
+            continue;
+        n = strtok_r(names + 4, " \n", &ns);
+        v = strtok_r(values + 4, " \n", &vs);
+        for (; n && v; n = strtok_r(NULL, " \n", &ns), v = strtok_r(NULL, " \n", &vs)) {
+            unsigned k;
+            bool keep = isdigit((unsigned char)v[0]) != 0;
+            for (k = 0; k < sizeof skip / sizeof skip[0]; k++) keep = keep && strcmp(n, skip[k]);
+            if (keep) efax__osc_add(out, n, (uint64_t)strtoull(v, NULL, 10));
+        }
+        break;
+    }
+    fclose(f);
+    if (!out->n) return -FI_ENOENT;
+    efax__copy(out->source, sizeof out->source, "tcp");
+    efax__copy(out->dev, sizeof out->dev, "/proc/net/snmp");
+    return 0;
+}
+
+EFAX_API void efax_os_counters_delta(const efax_os_counters *before, const efax_os_counters *after,
+                                     efax_os_counters *out) {
+    efax_os_counters d;
+    int i;
+    memset(&d, 0, sizeof d);
+    efax__copy(d.source, sizeof d.source, after->source);
+    efax__copy(d.dev, sizeof d.dev, after->dev);
+    for (i = 0; i < after->n; i++) {
+        int64_t b = efax_os_counter(before, after->name[i]);
+        if (b < 0) continue;
+        efax__osc_add(&d, after->name[i],
+                      after->value[i] >= (uint64_t)b ? after->value[i] - (uint64_t)b : after->value[i]);
+    }
+    *out = d;
+}
+
+EFAX_API int64_t efax_os_counter(const efax_os_counters *c, const char *name) {
+    int i;
+    for (i = 0; c && i < c->n; i++)
+        if (!strcmp(c->name[i], name)) return (int64_t)(c->value[i] & INT64_MAX);
+    return -1;
+}
+
+EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, uint64_t *sent) {
+    static const char *const efa[] = {"retrans_pkts", "rx_drops"};
+    static const char *const tcp[] = {"RetransSegs"};
+    static const char *const net[] = {"tx_dropped", "rx_dropped", "tx_errors", "rx_errors"};
+    const char *const *names = efa;
+    const char *of = "tx_pkts";
+    int n = 2, i, found = 0;
+    *lost = *sent = 0;
+    if (!strcmp(c->source, "tcp"))
+        names = tcp, n = 1, of = "OutSegs";
+    else if (!strcmp(c->source, "net"))
+        names = net, n = 4, of = "tx_packets";
+    else if (strcmp(c->source, "efa"))
+        return -FI_ENOENT;
+    for (i = 0; i < n; i++) {
+        int64_t v = efax_os_counter(c, names[i]);
+        if (v >= 0) *lost += (uint64_t)v, found++;
+    }
+    if (efax_os_counter(c, of) >= 0) *sent = (uint64_t)efax_os_counter(c, of), found++;
+    return found ? 0 : -FI_ENOENT;
 }
 
 #ifdef __cplusplus

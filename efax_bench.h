@@ -181,6 +181,11 @@ typedef struct efax_result {
         uint64_t bytes, ops;
     } nic[EFAX_MAX_NICS];
     char extra[2048]; /* more JSON members, written as they are (e.g. "ranks":[...]) */
+    /* where the bytes went (efax_bench_record, over every rank): each NIC name's bytes sent and
+       received, the busiest over the idlest (0: one carried nothing), and the names of those */
+    double nic_spread;
+    int nic_nidle;
+    char nic_idle[96];
 } efax_result;
 
 /* Output of one driver run: the header block, the human table (one row per size, a column
@@ -210,7 +215,9 @@ typedef struct efax_report {
     int nresults;            /* results added (a run that measured nothing fails efax_report_status) */
     int nwrong;              /* results with wrong bytes, and their "size variant (N bytes)" */
     char wrong_rows[512];
-    bool msg_rate; /* efax_bench_desc.msg_rate: the Mmsg/s column and the "mmsgs" field */
+    bool msg_rate;  /* efax_bench_desc.msg_rate: the Mmsg/s column and the "mmsgs" field */
+    char *nic_json; /* the next result's per-NIC counters as JSON members (efax_bench_record) */
+    size_t nic_json_len, nic_json_cap;
 } efax_report;
 #define EFAXB__CHOICE_LEN 256
 
@@ -253,6 +260,7 @@ EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t
 // >>steps -----------------------------------------------------------------------------------
 
 typedef struct efax_bench_xchg efax_bench_xchg; /* the exchange section says what it holds */
+typedef struct efaxb__counts efaxb__counts;     /* the per-NIC counters of a row (private) */
 
 /* What a driver is: its name, its own options and its defaults. Zeroed fields mean defaults. */
 typedef struct efax_bench_desc {
@@ -309,6 +317,7 @@ typedef struct efax_bench {
     efax_expect *ex;             /* [size * msgs]: the writes into this rank of an iteration */
     efax_write_desc *xw;         /* [2 * size * msgs]: this rank's writes as it describes them, then the
                                     writes into it as it expects them */
+    efaxb__counts *cnt;          /* the row's per-NIC counters and the first messages (efax_bench_connect) */
 } efax_bench;
 
 /* One point of the sweep. Zero it before the first efax_bench_next. */
@@ -1283,7 +1292,7 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
                 "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_"
                 "gbps,"
                 "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes,"
-                "mmsgs\n");
+                "nic_spread,mmsgs\n");
     if (!o->quiet) {
         char sz[32], cs[32];
         printf("# efax %s %s\n", driver, EFAX_VERSION_STRING);
@@ -1313,6 +1322,9 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
                o->check ? "every byte" : "off", efax_fmt_size(o->min_size, sz, sizeof sz),
                efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && efax_ctx_mem_note(ctx)[0]) printf("# device memory: %s\n", efax_ctx_mem_note(ctx));
+        if (ctx && efax_ctx_faults(ctx)[0])
+            printf("# faults: EFAX_FAULTS=%s (tcp and shm behaving as efa may; replay with this value)\n",
+                   efax_ctx_faults(ctx));
         if (ctx) efaxb__print_nic_semantics(ctx);
         efaxb__print_nic_choice(r);
         free(r->nic_choice), r->nic_choice = NULL;
@@ -1443,7 +1455,27 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
             efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"ops\":%llu}",
                        (unsigned long long)res->nic[i].bytes, (unsigned long long)res->nic[i].ops);
         }
-        efaxb__cat(buf, sizeof buf, &u, "]%s%s,%s}\n", res->extra[0] ? "," : "", res->extra, r->meta);
+        efaxb__cat(buf, sizeof buf, &u, "],\"nic_spread\":");
+        if (res->nic_spread > 0)
+            efaxb__json_num(buf, sizeof buf, &u, res->nic_spread);
+        else
+            efaxb__cat(buf, sizeof buf, &u, "null");
+        efaxb__cat(buf, sizeof buf, &u, ",\"nics_idle\":[");
+        {
+            char idle[sizeof res->nic_idle], *tok, *save = NULL;
+            int k = 0;
+            snprintf(idle, sizeof idle, "%s", res->nic_idle);
+            for (tok = strtok_r(idle, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (k++) efaxb__cat(buf, sizeof buf, &u, ",");
+                efaxb__json_str(buf, sizeof buf, &u, tok);
+            }
+        }
+        efaxb__cat(buf, sizeof buf, &u, "]");
+        fputs(buf, r->json);
+        if (r->nic_json_len) fputs(r->nic_json, r->json); /* "counted", "nic_counters", "tcp_counters" */
+        u = 0;
+        buf[0] = 0;
+        efaxb__cat(buf, sizeof buf, &u, "%s%s,%s}\n", res->extra[0] ? "," : "", res->extra, r->meta);
         fputs(buf, r->json);
         fflush(r->json);
     }
@@ -1463,12 +1495,29 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         for (i = 0; i < res->nnic; i++)
             fprintf(r->csv, "%s%s=%llu", i ? ";" : "", res->nic[i].name,
                     (unsigned long long)res->nic[i].bytes);
+        if (res->nic_nidle)
+            fprintf(r->csv, ",idle:%s", res->nic_idle);
+        else
+            fprintf(r->csv, ",%.6g", res->nic_spread);
         if (r->msg_rate)
             fprintf(r->csv, ",%.6g\n", res->mmsgs);
         else
             fprintf(r->csv, ",\n");
         fflush(r->csv);
     }
+}
+
+/* The table's NIC spread: the busiest NIC's bytes over the idlest's ("1.00": even), or which NIC
+   carried nothing ("r1 idle"; "3 idle" when several did), "-" when not counted. */
+EFAX_PRIVATE void efaxb__spread_cell(const efax_result *x, char *buf, size_t len) {
+    if (x->nic_nidle == 1)
+        snprintf(buf, len, "%.*s idle", (int)(len > 6 ? len - 6 : 0), x->nic_idle);
+    else if (x->nic_nidle > 1)
+        snprintf(buf, len, "%d idle", x->nic_nidle);
+    else if (x->nic_spread > 0)
+        snprintf(buf, len, "%.2f", x->nic_spread);
+    else
+        snprintf(buf, len, "-");
 }
 
 EFAX_API void efax_report_row(efax_report *r) {
@@ -1486,14 +1535,16 @@ EFAX_API void efax_report_row(efax_report *r) {
         if (!r->header_printed) {
             printf("\n%8s", "size");
             for (i = 0; i < r->nrow; i++)
-                printf(" | %-*s", a2a ? 39 : r->msg_rate ? 40 : 30, r->row[i].variant);
+                printf(" | %-*s", a2a ? 50 : r->msg_rate ? 51 : 41, r->row[i].variant);
             printf("%s\n%8s", r->o->check ? " | " : "", "(bytes)");
             for (i = 0; i < r->nrow; i++) {
                 if (a2a)
-                    printf(" | %9s %9s %6s %11s", "algbw GB/s", "busbw GB/s", "%line", "p50 us");
+                    printf(" | %9s %9s %6s %11s %10s", "algbw GB/s", "busbw GB/s", "%line", "p50 us",
+                           "NIC spread");
                 else
-                    printf(" | %9s %6s %12s", r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "Gbps(rt)" : "Gbps",
-                           "%line", r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "rtt p50 us" : "p50 us");
+                    printf(" | %9s %6s %12s %10s",
+                           r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "Gbps(rt)" : "Gbps", "%line",
+                           r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "rtt p50 us" : "p50 us", "NIC spread");
                 if (!a2a && r->msg_rate) printf(" %9s", "Mmsg/s");
             }
             printf("%s\n", r->o->check ? " | #wrong" : "");
@@ -1502,15 +1553,17 @@ EFAX_API void efax_report_row(efax_report *r) {
         printf("%8s", efax_fmt_size(r->row[0].size, sz, sizeof sz));
         for (i = 0; i < r->nrow; i++) {
             const efax_result *x = &r->row[i];
-            char pct[16];
+            char pct[16], spread[16];
             if (x->line_gbps > 0)
                 snprintf(pct, sizeof pct, "%6.1f", efaxb__pct(x));
             else
                 snprintf(pct, sizeof pct, "%6s", "-");
+            efaxb__spread_cell(x, spread, sizeof spread);
             if (a2a)
-                printf(" | %10.3f %10.3f %6s %11.2f", x->algbw_gbs, x->busbw_gbs, pct, x->lat_us.p50);
+                printf(" | %10.3f %10.3f %6s %11.2f %10s", x->algbw_gbs, x->busbw_gbs, pct, x->lat_us.p50,
+                       spread);
             else
-                printf(" | %9.3f %6s %12.2f", x->gbps, pct, x->lat_us.p50);
+                printf(" | %9.3f %6s %12.2f %10s", x->gbps, pct, x->lat_us.p50, spread);
             if (!a2a && r->msg_rate) printf(" %9.4f", x->mmsgs);
             if (x->wrong >= 0) wrong = (wrong < 0 ? 0 : wrong) + x->wrong;
         }
@@ -1538,7 +1591,429 @@ EFAX_API void efax_report_deinit(efax_report *r) {
     if (r->json) fclose(r->json);
     if (r->csv) fclose(r->csv);
     free(r->nic_choice);
+    free(r->nic_json);
     memset(r, 0, sizeof *r);
+}
+
+// >>nic counters (implementation) -------------------------------------------------------------
+
+/* One rank's counters over a window of a row: efax's own per NIC, the OS's per NIC and the host's
+   TCP counters (efax_os_counters_nic, efax_os_counters_tcp). */
+typedef struct efaxb__win {
+    efax_nic_stats own[EFAX_MAX_NICS];
+    efax_os_counters os[EFAX_MAX_NICS];
+    efax_os_counters tcp;
+} efaxb__win;
+
+struct efaxb__counts {
+    efaxb__win start;               /* the raw counters when the window started */
+    efaxb__win acc;                 /* the row's timed windows, summed (deltas) */
+    efaxb__win now, d;              /* scratch */
+    bool timed;                     /* acc holds an exchange's timed iterations */
+    double first_us[EFAX_MAX_NICS]; /* the first message on each NIC (efax_bench_connect); -1: none */
+};
+
+/* One rank's counters as rank 0 gathers them (efaxb__count_row): [nmax] NICs, then TCP. */
+typedef struct efaxb__rank_nic {
+    char name[64];
+    efax_nic_stats own;
+    efax_os_counters os;
+} efaxb__rank_nic;
+typedef struct efaxb__rank_counts {
+    char host[64];
+    int nnic, timed;
+    efax_os_counters tcp;
+    efaxb__rank_nic nic[1]; /* [nmax] */
+} efaxb__rank_counts;
+
+EFAX_PRIVATE void efaxb__snap(const efax_bench *b, efaxb__win *w) {
+    int i, n = efax_ctx_nnics(&b->ctx);
+    for (i = 0; i < n; i++) {
+        w->own[i] = efax_ctx_stats(&b->ctx, i);
+        efax_os_counters_nic(efax_ctx_nic(&b->ctx, i), &w->os[i]);
+    }
+    efax_os_counters_tcp(&w->tcp);
+}
+
+/* acc += d, counter by counter (a counter acc lacks is added). */
+EFAX_PRIVATE void efaxb__os_add(efax_os_counters *acc, const efax_os_counters *d) {
+    int i, j;
+    if (!d->source[0]) return;
+    if (!acc->source[0]) {
+        *acc = *d;
+        return;
+    }
+    for (i = 0; i < d->n; i++) {
+        for (j = 0; j < acc->n && strcmp(acc->name[j], d->name[i]); j++) {}
+        if (j == acc->n && acc->n < EFAX_OS_COUNTERS_MAX) {
+            memcpy(acc->name[acc->n], d->name[i], sizeof acc->name[0]);
+            acc->value[acc->n++] = 0;
+        }
+        if (j < acc->n) acc->value[j] += d->value[i];
+    }
+}
+
+/* d = now - start for n NICs */
+EFAX_PRIVATE void efaxb__since(const efaxb__win *start, const efaxb__win *now, int n, efaxb__win *d) {
+    int i;
+    for (i = 0; i < n; i++) {
+        d->own[i].tx_bytes = now->own[i].tx_bytes - start->own[i].tx_bytes;
+        d->own[i].tx_ops = now->own[i].tx_ops - start->own[i].tx_ops;
+        d->own[i].rx_bytes = now->own[i].rx_bytes - start->own[i].rx_bytes;
+        d->own[i].rx_ops = now->own[i].rx_ops - start->own[i].rx_ops;
+        d->own[i].eagain = now->own[i].eagain - start->own[i].eagain;
+        memset(&d->os[i], 0, sizeof d->os[i]);
+        if (start->os[i].source[0] && now->os[i].source[0])
+            efax_os_counters_delta(&start->os[i], &now->os[i], &d->os[i]);
+    }
+    memset(&d->tcp, 0, sizeof d->tcp);
+    if (start->tcp.source[0] && now->tcp.source[0]) efax_os_counters_delta(&start->tcp, &now->tcp, &d->tcp);
+}
+
+/* A row starts (efax_bench_next, efax_bench_variant, after the NIC counters were reset): its counters
+   run from here, unless an exchange times part of it (efaxb__timed_begin/end). */
+EFAX_PRIVATE void efaxb__count_begin(efax_bench *b) {
+    if (!b->connected || !b->cnt) return;
+    b->cnt->timed = false;
+    memset(&b->cnt->acc, 0, sizeof b->cnt->acc);
+    efaxb__snap(b, &b->cnt->start);
+}
+
+/* An exchange's timed iterations start and end: the row counts what they moved (every rank of the
+   exchange reads its counters between two barriers, so no rank's reading runs into the timing). */
+EFAX_PRIVATE void efaxb__timed_begin(efax_bench *b) {
+    if (b->cnt) efaxb__snap(b, &b->cnt->start);
+}
+EFAX_PRIVATE void efaxb__timed_end(efax_bench *b) {
+    int i, n = efax_ctx_nnics(&b->ctx);
+    struct efaxb__counts *c = b->cnt;
+    if (!c) return;
+    efaxb__snap(b, &c->now);
+    efaxb__since(&c->start, &c->now, n, &c->d);
+    for (i = 0; i < n; i++) {
+        c->acc.own[i].tx_bytes += c->d.own[i].tx_bytes;
+        c->acc.own[i].tx_ops += c->d.own[i].tx_ops;
+        c->acc.own[i].rx_bytes += c->d.own[i].rx_bytes;
+        c->acc.own[i].rx_ops += c->d.own[i].rx_ops;
+        c->acc.own[i].eagain += c->d.own[i].eagain;
+        efaxb__os_add(&c->acc.os[i], &c->d.os[i]);
+    }
+    efaxb__os_add(&c->acc.tcp, &c->d.tcp);
+    c->timed = true;
+}
+
+/* {"source":..,"dev":..,"delta":{name:value,...}} */
+EFAX_PRIVATE void efaxb__os_json(char **buf, size_t *cap, size_t *u, const efax_os_counters *c);
+
+/* Appends printf-formatted text to a growing heap string. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+EFAX_PRIVATE void
+efaxb__grow(char **buf, size_t *cap, size_t *u, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    for (;;) {
+        size_t room = *cap > *u ? *cap - *u : 0;
+        va_start(ap, fmt);
+        n = vsnprintf(*buf ? *buf + *u : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0) return;
+        if ((size_t)n < room) {
+            *u += (size_t)n;
+            return;
+        }
+        {
+            size_t want = (*cap ? *cap * 2 : 4096) + (size_t)n;
+            char *p = (char *)realloc(*buf, want);
+            if (!p) return;
+            *buf = p;
+            *cap = want;
+        }
+    }
+}
+
+EFAX_PRIVATE void efaxb__os_json(char **buf, size_t *cap, size_t *u, const efax_os_counters *c) {
+    int i;
+    if (!c->source[0]) {
+        efaxb__grow(buf, cap, u, "null");
+        return;
+    }
+    efaxb__grow(buf, cap, u, "{\"source\":\"%s\",\"dev\":", c->source);
+    {
+        char s[160];
+        size_t su = 0;
+        s[0] = 0;
+        efaxb__json_str(s, sizeof s, &su, c->dev);
+        efaxb__grow(buf, cap, u, "%s,\"delta\":{", s);
+    }
+    for (i = 0; i < c->n; i++)
+        efaxb__grow(buf, cap, u, "%s\"%s\":%llu", i ? "," : "", c->name[i], (unsigned long long)c->value[i]);
+    efaxb__grow(buf, cap, u, "}}");
+}
+
+/* Collective, from efax_bench_record: every rank's counters over the row (its timed windows, else
+   since the row started) to rank 0, which sums efax's own counters per host and NIC name, takes the
+   OS's once per host and device, and sets res->nic_spread / nic_idle and the row's counter JSON. */
+EFAX_PRIVATE int efaxb__count_row(efax_bench *b, efax_result *res) {
+    struct efaxb__counts *c = b->cnt;
+    int i, r, rc, n = efax_ctx_nnics(&b->ctx), nmax = 0, *ns;
+    size_t len;
+    efaxb__rank_counts *mine, *all;
+    const efaxb__win *w;
+    if (!c || !b->connected) return 0;
+    if (!(ns = (int *)calloc((size_t)b->size, sizeof(int)))) return -FI_ENOMEM;
+    if ((rc = efax_boot_allgather(&b->boot, &n, sizeof n, ns, -1))) {
+        free(ns);
+        return rc;
+    }
+    for (r = 0; r < b->size; r++) nmax = ns[r] > nmax ? ns[r] : nmax;
+    free(ns);
+    len = sizeof(efaxb__rank_counts) + (size_t)(nmax > 1 ? nmax - 1 : 0) * sizeof(efaxb__rank_nic);
+    mine = (efaxb__rank_counts *)calloc(1, len);
+    all = (efaxb__rank_counts *)calloc((size_t)b->size, len);
+    if (!mine || !all) {
+        free(mine);
+        free(all);
+        return -FI_ENOMEM;
+    }
+    if (!c->timed) {
+        efaxb__snap(b, &c->now);
+        efaxb__since(&c->start, &c->now, n, &c->d);
+    }
+    w = c->timed ? &c->acc : &c->d;
+    snprintf(mine->host, sizeof mine->host, "%s", b->boot.host);
+    mine->nnic = n;
+    mine->timed = c->timed;
+    mine->tcp = w->tcp;
+    for (i = 0; i < n; i++) {
+        int twice = 0;
+        for (r = 0; r < n; r++)
+            twice |= r != i && !strcmp(efax_ctx_nic(&b->ctx, r)->name, efax_ctx_nic(&b->ctx, i)->name);
+        /* a name listed twice (--nics lo,lo: two endpoints on one device) is told apart by its index */
+        snprintf(mine->nic[i].name, sizeof mine->nic[i].name, twice ? "%s#%d" : "%s",
+                 efax_ctx_nic(&b->ctx, i)->name, i);
+        mine->nic[i].own = w->own[i];
+        mine->nic[i].os = w->os[i];
+    }
+    rc = efax_boot_allgather(&b->boot, mine, len, all, -1);
+    free(mine);
+    if (!rc && b->rank == 0) {
+        efax_report *rep = b->rep;
+        /* the rows: one per (host, NIC name), in the order ranks name them */
+        int nrow = 0, cap = b->size * nmax, timed = 1, nidle = 0;
+        efaxb__rank_nic *row = (efaxb__rank_nic *)calloc((size_t)(cap ? cap : 1), sizeof *row);
+        char(*rhost)[64] = (char(*)[64])calloc((size_t)(cap ? cap : 1), 64);
+        double hi = 0, lo = -1;
+        size_t u = 0;
+        if (!row || !rhost) {
+            free(row);
+            free(rhost);
+            free(all);
+            return -FI_ENOMEM;
+        }
+        for (r = 0; r < b->size; r++) {
+            const efaxb__rank_counts *x = (const efaxb__rank_counts *)((const char *)all + (size_t)r * len);
+            timed &= x->timed;
+            for (i = 0; i < x->nnic && i < nmax; i++) {
+                int k;
+                for (k = 0; k < nrow && (strcmp(rhost[k], x->host) || strcmp(row[k].name, x->nic[i].name));
+                     k++) {}
+                if (k == nrow) {
+                    memcpy(rhost[k], x->host, 64);
+                    memcpy(row[k].name, x->nic[i].name, 64);
+                    nrow++;
+                }
+                row[k].own.tx_bytes += x->nic[i].own.tx_bytes;
+                row[k].own.tx_ops += x->nic[i].own.tx_ops;
+                row[k].own.rx_bytes += x->nic[i].own.rx_bytes;
+                row[k].own.rx_ops += x->nic[i].own.rx_ops;
+                row[k].own.eagain += x->nic[i].own.eagain;
+                if (!row[k].os.source[0]) row[k].os = x->nic[i].os; /* the device's, once per host */
+            }
+        }
+        /* the spread: each NIC name's bytes (sent and received, every host), busiest over idlest */
+        res->nic_idle[0] = 0;
+        for (i = 0; i < nrow; i++) {
+            uint64_t bytes = 0;
+            int k;
+            for (k = 0; k < i && strcmp(row[k].name, row[i].name); k++) {}
+            if (k < i) continue; /* the name was summed with its first row */
+            for (k = i; k < nrow; k++)
+                if (!strcmp(row[k].name, row[i].name)) bytes += row[k].own.tx_bytes + row[k].own.rx_bytes;
+            if ((double)bytes > hi) hi = (double)bytes;
+            if (lo < 0 || (double)bytes < lo) lo = (double)bytes;
+            if (!bytes) {
+                size_t l = strlen(res->nic_idle);
+                snprintf(res->nic_idle + l, sizeof res->nic_idle - l, "%s%s", nidle++ ? "," : "",
+                         row[i].name);
+            }
+        }
+        res->nic_spread = lo > 0 ? hi / lo : 0;
+        res->nic_nidle = nidle;
+        rep->nic_json_len = 0;
+        efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u, ",\"counted\":\"%s\",\"nic_counters\":[",
+                    timed ? "timed" : "row");
+        for (i = 0; i < nrow; i++) {
+            char h[160];
+            size_t hu = 0;
+            h[0] = 0;
+            efaxb__json_str(h, sizeof h, &hu, rhost[i]);
+            efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u, "%s{\"host\":%s,\"nic\":", i ? "," : "", h);
+            hu = 0;
+            efaxb__json_str(h, sizeof h, &hu, row[i].name);
+            efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u,
+                        "%s,\"tx_bytes\":%llu,\"tx_ops\":%llu,\"rx_bytes\":%llu,\"rx_ops\":%llu,\"eagain\":%"
+                        "llu,\"os\":",
+                        h, (unsigned long long)row[i].own.tx_bytes, (unsigned long long)row[i].own.tx_ops,
+                        (unsigned long long)row[i].own.rx_bytes, (unsigned long long)row[i].own.rx_ops,
+                        (unsigned long long)row[i].own.eagain);
+            efaxb__os_json(&rep->nic_json, &rep->nic_json_cap, &u, &row[i].os);
+            efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u, "}");
+        }
+        efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u, "],\"tcp_counters\":[");
+        for (r = 0, i = 0; r < b->size; r++) {
+            const efaxb__rank_counts *x = (const efaxb__rank_counts *)((const char *)all + (size_t)r * len);
+            int q;
+            char h[160];
+            size_t hu = 0;
+            for (q = 0;
+                 q < r &&
+                 strcmp(((const efaxb__rank_counts *)((const char *)all + (size_t)q * len))->host, x->host);
+                 q++) {}
+            if (q < r || !x->tcp.source[0]) continue; /* a host's TCP counters once */
+            h[0] = 0;
+            efaxb__json_str(h, sizeof h, &hu, x->host);
+            efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u, "%s{\"host\":%s,\"os\":", i++ ? "," : "", h);
+            efaxb__os_json(&rep->nic_json, &rep->nic_json_cap, &u, &x->tcp);
+            efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u, "}");
+        }
+        efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u, "]");
+        rep->nic_json_len = u;
+        free(row);
+        free(rhost);
+    }
+    free(all);
+    return rc;
+}
+
+/* Before the warm-up (efax_bench_connect): how long the first message takes on each NIC, NIC by NIC
+   (every rank notifies every peer on its NIC k and waits for each peer that has a NIC k; a barrier
+   between NICs, so a round's notices never meet the next round's; as many rounds on every rank as
+   the rank with the most NICs has). Collective. */
+EFAX_PRIVATE int efaxb__first_messages(efax_bench *b) {
+    int k, p, rc = 0, n = efax_ctx_nnics(&b->ctx), nmax = 0;
+    if (!b->cnt && !(b->cnt = (struct efaxb__counts *)calloc(1, sizeof *b->cnt))) return -FI_ENOMEM;
+    for (k = 0; k < EFAX_MAX_NICS; k++) b->cnt->first_us[k] = -1;
+    for (p = 0; p < b->size; p++)
+        if (efax_ctx_peer_nnics(&b->ctx, p) > nmax) nmax = efax_ctx_peer_nnics(&b->ctx, p);
+    for (k = 0; k < nmax && !rc && b->size > 1; k++) {
+        uint64_t t0;
+        if ((rc = efax_boot_barrier(&b->boot, -1))) break;
+        t0 = efax_now_ns();
+        for (p = 0; p < b->size && !rc && k < n; p++)
+            if (p != b->rank) rc = efax_notify_nic(&b->ctx, p, k, EFAX_BENCH_TAG_ACK, (uint32_t)k);
+        for (p = 0; p < b->size && !rc; p++)
+            if (p != b->rank && k < efax_ctx_peer_nnics(&b->ctx, p))
+                rc = efax_wait_imm(&b->ctx, p, EFAX_BENCH_TAG_ACK, (uint32_t)k, 1, -1);
+        if (k < n) b->cnt->first_us[k] = (double)(efax_now_ns() - t0) / 1e3;
+    }
+    if (!rc && b->size > 1) rc = efax_boot_barrier(&b->boot, -1);
+    return rc;
+}
+
+/* The run header's cold start (efax_bench_begin): each NIC of rank 0 (efax_ctx_cold: open, connect,
+   registrations; the first message), the slowest rank's sum, and the same in the JSON's run
+   metadata. Collective. */
+typedef struct efaxb__cold_nic {
+    char name[64];
+    double open_ms, connect_ms, reg_ms, first_ms;
+    uint32_t regs;
+} efaxb__cold_nic;
+
+EFAX_PRIVATE int efaxb__cold_header(efax_bench *b) {
+    efaxb__cold_nic *mine, *all;
+    efax_report *r = b->rep;
+    int i, q, rc, n = efax_ctx_nnics(&b->ctx), slow = 0;
+    double worst = -1;
+    size_t u;
+    if (!b->connected || !b->cnt) return 0;
+    mine = (efaxb__cold_nic *)calloc(EFAX_MAX_NICS, sizeof *mine);
+    all = (efaxb__cold_nic *)calloc((size_t)b->size * EFAX_MAX_NICS, sizeof *all);
+    if (!mine || !all) {
+        free(mine);
+        free(all);
+        return -FI_ENOMEM;
+    }
+    for (i = 0; i < n; i++) {
+        efax_nic_cold c = efax_ctx_cold(&b->ctx, i);
+        snprintf(mine[i].name, sizeof mine[i].name, "%s", efax_ctx_nic(&b->ctx, i)->name);
+        mine[i].open_ms = (double)c.open_ns / 1e6;
+        mine[i].connect_ms = (double)c.connect_ns / 1e6;
+        mine[i].reg_ms = (double)c.reg_ns / 1e6;
+        mine[i].regs = c.regs;
+        mine[i].first_ms = b->cnt->first_us[i] < 0 ? -1 : b->cnt->first_us[i] / 1e3;
+    }
+    rc = efax_boot_allgather(&b->boot, mine, EFAX_MAX_NICS * sizeof *mine, all, -1);
+    free(mine);
+    if (rc || b->rank != 0) {
+        free(all);
+        return rc;
+    }
+    for (q = 0; q < b->size; q++) { /* the slowest rank: its NICs' times summed */
+        double t = 0;
+        for (i = 0; i < EFAX_MAX_NICS && all[q * EFAX_MAX_NICS + i].name[0]; i++) {
+            const efaxb__cold_nic *x = &all[q * EFAX_MAX_NICS + i];
+            t += x->open_ms + x->connect_ms + x->reg_ms + (x->first_ms > 0 ? x->first_ms : 0);
+        }
+        if (t > worst) {
+            worst = t;
+            slow = q;
+        }
+    }
+    if (!b->o.quiet && !b->d.own_table) {
+        printf(
+            "# cold start, rank 0 per NIC: open (efax_ctx_init), connect (addresses into the AV), register "
+            "(regions), first message\n");
+        for (i = 0; i < n; i++) {
+            char first[32] = "-";
+            if (all[i].first_ms >= 0) snprintf(first, sizeof first, "%.3f ms", all[i].first_ms);
+            printf("#   %-16s open %8.2f ms, connect %7.3f ms, register %7.3f ms (%u), first message %s\n",
+                   all[i].name, all[i].open_ms, all[i].connect_ms, all[i].reg_ms, all[i].regs, first);
+        }
+        if (b->size > 1)
+            printf("# cold start, slowest rank: %d (%s), %.1f ms over its NICs\n", slow, b->boot.hosts[slow],
+                   worst);
+        fflush(stdout);
+    }
+    /* the JSON: ,"cold":{"nics":[...],"slowest":{...}} inside "run" */
+    u = strlen(r->meta);
+    if (u > 0 && r->meta[u - 1] == '}') {
+        u--;
+        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"cold\":{\"nics\":[");
+        for (i = 0; i < n; i++) {
+            efaxb__cat(r->meta, sizeof r->meta, &u, "%s{\"name\":", i ? "," : "");
+            efaxb__json_str(r->meta, sizeof r->meta, &u, all[i].name);
+            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"open_ms\":");
+            efaxb__json_num(r->meta, sizeof r->meta, &u, all[i].open_ms);
+            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"connect_ms\":");
+            efaxb__json_num(r->meta, sizeof r->meta, &u, all[i].connect_ms);
+            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"register_ms\":");
+            efaxb__json_num(r->meta, sizeof r->meta, &u, all[i].reg_ms);
+            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"regions\":%u,\"first_message_ms\":", all[i].regs);
+            if (all[i].first_ms < 0)
+                efaxb__cat(r->meta, sizeof r->meta, &u, "null}");
+            else {
+                efaxb__json_num(r->meta, sizeof r->meta, &u, all[i].first_ms);
+                efaxb__cat(r->meta, sizeof r->meta, &u, "}");
+            }
+        }
+        efaxb__cat(r->meta, sizeof r->meta, &u, "],\"slowest_rank\":%d,\"slowest_ms\":", slow);
+        efaxb__json_num(r->meta, sizeof r->meta, &u, worst);
+        efaxb__cat(r->meta, sizeof r->meta, &u, "}}");
+    }
+    free(all);
+    return 0;
 }
 
 // >>steps (implementation) ------------------------------------------------------------------
@@ -1656,6 +2131,7 @@ EFAX_API int efax_bench_connect(efax_bench *b) {
     b->connected = true; /* efax_ctx_deinit is safe on a half-opened context */
     if ((rc = efax_ctx_init(&b->ctx, &cd)) || (rc = efax_ctx_connect(&b->ctx, &b->boot))) return rc;
     if (b->d.modes && efax_ctx_nnics(&b->ctx) == 1) b->o.modes &= 1u << EFAX_MODE_SINGLE;
+    if (!b->d.cold && (rc = efaxb__first_messages(b))) return rc; /* the cold start's first messages */
     if (!b->d.cold && (rc = efax_ctx_warmup(&b->ctx))) return rc;
     return b->d.xchg ? efaxb__xchg_init(b) : 0;
 }
@@ -1692,6 +2168,7 @@ EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
     if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot)))
         return rc;
     b->rep->msg_rate = b->d.msg_rate;
+    if ((rc = efaxb__cold_header(b))) return rc; /* collective */
 #ifdef EFAX_CUDA_H
     if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efaxb__ceiling(b, 256u << 20);
 #endif
@@ -1745,6 +2222,7 @@ EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc) {
     st->iters = efax_opts_iters(&b->o, st->size);
     st->warmup = efax_opts_warmup(&b->o, st->size);
     if (b->connected) efax_ctx_stats_reset(&b->ctx);
+    efaxb__count_begin(b);
     if (b->begun)
         efax_report_progress(b->rep, "%s %llu bytes", efax_mode_label(st->mode),
                              (unsigned long long)st->size);
@@ -1818,6 +2296,7 @@ EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, con
 EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong) {
     int64_t total = 0;
     int rc = efax_boot_sum(&b->boot, wrong, &total, EFAX_TURN_MS);
+    if (!rc) rc = efaxb__count_row(b, res); /* collective: where the bytes went, every rank's NICs */
     if (rc || b->rank != 0) return rc;
     res->wrong = b->o.check ? total : -1;
     if (b->connected) efaxb__result_nics(res, &b->ctx);
@@ -1837,6 +2316,7 @@ EFAX_API int efax_bench_close(efax_bench *b, int rc) {
     free(b->bufs);
     for (i = 0; i < b->nalloc; i++) free(b->allocs[i]);
     if (b->connected) efax_ctx_deinit(&b->ctx);
+    free(b->cnt);
     efax_boot_deinit(&b->boot);
     return efax_exit_code(rc);
 }
@@ -1861,6 +2341,7 @@ EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...
 
 EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const char *name) {
     if (b->connected) efax_ctx_stats_reset(&b->ctx);
+    efaxb__count_begin(b);
     if (b->begun)
         efax_report_progress(b->rep, "%s %s %llu bytes", efax_mode_label(st->mode), name,
                              (unsigned long long)st->size);
@@ -2085,9 +2566,15 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS); /* every rank's turn begins together */
     for (int it = -warm; it < st->iters && !rc; it++) {
         double us = 0;
+        if (it == 0) { /* the row counts the timed iterations: counters read between two barriers */
+            efaxb__timed_begin(b);
+            if ((rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS))) break;
+        }
         if (x.nto + x.nfrom + x.self > 0) rc = efaxb__iteration(&x, (uint64_t)(it + warm), &us, wrong);
         if (it >= 0 && timed) lat[(*nlat)++] = us;
     }
+    if (!rc && st->iters > 0) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);
+    if (!rc && st->iters > 0) efaxb__timed_end(b);
     for (int i = 0; b->o.check && i < x.nto && !rc;
          i++) { /* the targets' last "cleared" notices are this step's */
         uint64_t t;

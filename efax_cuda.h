@@ -11,7 +11,8 @@
        #include "efax.h"
        #include "efax_cuda.h"
 
-       nvcc -O2 -arch=sm_90 -x cu -I. prog.c -o prog $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
+       nvcc -O2 -arch=sm_90 -x cu -I. prog.c -o prog \
+           $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
 
    It links no CUDA driver library: driver entry points come through cudaGetDriverEntryPoint and
    NVML is opened at run time, so the same binary starts on a machine without a GPU (CI) and
@@ -76,20 +77,20 @@ EFAX_API int efax_cuda_check(cudaError_t e, const char *call, const char *file, 
 typedef struct efax_gpu_info {
     int device;
     char name[96];
-    char pci[16];              /* "0000:19:00.0" */
+    char pci[16]; /* "0000:19:00.0" */
     int cc_major, cc_minor;
     size_t mem_bytes;
     int sms;
-    bool dmabuf;               /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
-    bool gdr;                  /* cudaDevAttrGPUDirectRDMASupported */
-    int numa;                  /* -1 when unknown */
-    char cpus[128];            /* local CPU list from sysfs, e.g. "0-15" */
-    int nvlinks;               /* active NVLink links (NVML), 0 when none or NVML missing */
-    int nvlink_version;        /* NVLink generation (1..5), 0 when unknown */
-    double nvlink_gbs;         /* theoretical one-direction bandwidth of those links, GB/s */
-    int nnear;                 /* nearest NICs by PCI distance (of the list given) */
-    int near[EFAX_MAX_NICS];   /* their indices in that list */
-    int near_depth;            /* PCI path components shared with them (more: closer) */
+    bool dmabuf;             /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
+    bool gdr;                /* cudaDevAttrGPUDirectRDMASupported */
+    int numa;                /* -1 when unknown */
+    char cpus[128];          /* local CPU list from sysfs, e.g. "0-15" */
+    int nvlinks;             /* active NVLink links (NVML), 0 when none or NVML missing */
+    int nvlink_version;      /* NVLink generation (1..5), 0 when unknown */
+    double nvlink_gbs;       /* theoretical one-direction bandwidth of those links, GB/s */
+    int nnear;               /* nearest NICs by PCI distance (of the list given) */
+    int near[EFAX_MAX_NICS]; /* their indices in that list */
+    int near_depth;          /* PCI path components shared with them (more: closer) */
 } efax_gpu_info;
 
 /* Describes GPU `device` and which of `nics` (from efax_topo_list) sit nearest to it on the PCI
@@ -121,12 +122,12 @@ EFAX_API int efax_cuda_mem_select(const char *list, const efax_mem_ops **kinds, 
 
 /* What efax_cuda_ceiling measured. */
 typedef struct efax_ceiling {
-    double gbs;                /* the best timed copy of the slowest pair of GPUs, GB/s; 0: none measured */
-    double low_gbs;            /* that pair's slowest timed copy: gbs - low_gbs is the spread */
-    int copies;                /* timed copies per pair */
-    int warmup;                /* untimed copies before them */
-    char what[160];            /* what was measured, or why nothing was */
-    char shared[192];          /* "" or which ranks share one GPU ("ranks 0,1 share GPU 0 (0000:19:00.0)") */
+    double gbs;       /* the best timed copy of the slowest pair of GPUs, GB/s; 0: none measured */
+    double low_gbs;   /* that pair's slowest timed copy: gbs - low_gbs is the spread */
+    int copies;       /* timed copies per pair */
+    int warmup;       /* untimed copies before them */
+    char what[160];   /* what was measured, or why nothing was */
+    char shared[192]; /* "" or which ranks share one GPU ("ranks 0,1 share GPU 0 (0000:19:00.0)") */
 } efax_ceiling;
 
 /* Measures what no device-memory transfer between this job's ranks can pass: rank 0 copies
@@ -159,7 +160,7 @@ EFAX_API int efax_cuda_use(const efax_mem_ops *const *kinds, int n, int local_ra
    and CPU share lives in pageable memory. */
 #define EFAX_QUEUE_WORDS 7
 typedef struct efax_qcell {
-    uint64_t seq;              /* slot + 1 once the payload of that slot is in place */
+    uint64_t seq; /* slot + 1 once the payload of that slot is in place */
     uint64_t w[EFAX_QUEUE_WORDS];
 } efax_qcell;
 
@@ -167,22 +168,22 @@ enum { EFAX_QUEUE_HOST = 0, EFAX_QUEUE_DEVICE = 1 };
 
 /* What a kernel needs to push: pass by value. */
 typedef struct efax_queue_dev {
-    efax_qcell *cells;         /* device view of the cells */
-    const uint64_t *head;      /* device view of the consumer's position (mapped host memory) */
-    unsigned long long *tail;  /* next slot to take (device memory) */
-    unsigned long long *hcache;/* producers' cached copy of head (device memory) */
+    efax_qcell *cells;          /* device view of the cells */
+    const uint64_t *head;       /* device view of the consumer's position (mapped host memory) */
+    unsigned long long *tail;   /* next slot to take (device memory) */
+    unsigned long long *hcache; /* producers' cached copy of head (device memory) */
     uint32_t mask;
 } efax_queue_dev;
 
 typedef struct efax_queue {
-    efax_qcell *cells;         /* host view */
+    efax_qcell *cells; /* host view */
     efax_qcell *cells_d;
     uint64_t *head_h, *head_d; /* mapped pinned: the CPU writes, the GPU reads */
     unsigned long long *dev;   /* device memory: tail, hcache */
     uint32_t ncells;
     int placement;
-    uint64_t head;             /* consumer's next slot */
-    uint32_t unpublished;      /* pops since the head was last published */
+    uint64_t head;        /* consumer's next slot */
+    uint32_t unpublished; /* pops since the head was last published */
 } efax_queue;
 
 /* Creates a queue of ncells (a power of two) cells. placement: EFAX_QUEUE_HOST (cells in mapped
@@ -197,12 +198,12 @@ EFAX_API efax_queue_dev efax_queue_device(const efax_queue *q);
    words. One consumer thread only. */
 EFAX_API int efax_queue_pop(efax_queue *q, uint64_t payload[EFAX_QUEUE_WORDS]);
 
-/* Measures the queue's round trip: one GPU thread pushes n commands of nwords words (word 0: the command's index,
-   the others 0), each only after the CPU popped the previous one and answered through mapped host memory; this
-   thread pops and answers. us[0..n-1) gets the microseconds from pop i to pop i + 1: a full round trip push ->
-   pop -> answer -> next push. n >= 2; timeout_ms bounds the pops. Returns 0, -FI_ETIMEDOUT (fewer than n popped
-   in time) or -EFAX_E_CUDA. Thread safety: the calling thread is the queue's one consumer; the queue must be
-   empty and have no other producer meanwhile. */
+/* Measures the queue's round trip: one GPU thread pushes n commands of nwords words (word 0: the command's
+   index, the others 0), each only after the CPU popped the previous one and answered through mapped host
+   memory; this thread pops and answers. us[0..n-1) gets the microseconds from pop i to pop i + 1: a full
+   round trip push -> pop -> answer -> next push. n >= 2; timeout_ms bounds the pops. Returns 0, -FI_ETIMEDOUT
+   (fewer than n popped in time) or -EFAX_E_CUDA. Thread safety: the calling thread is the queue's one
+   consumer; the queue must be empty and have no other producer meanwhile. */
 EFAX_API int efax_queue_roundtrip(efax_queue *q, int n, int nwords, int timeout_ms, double *us);
 
 /* Loads and stores that other agents (the CPU, the other GPU) see: system scope, with acquire
@@ -222,16 +223,18 @@ static __device__ __forceinline__ void efax_st_release_sys(uint64_t *p, uint64_t
    full, only the producer whose slot is next to be freed reads the consumer's position from
    host memory; the others watch the cached copy in device memory, so thousands of waiting
    producers do not flood PCIe with reads. */
-static __device__ __forceinline__ unsigned long long efax_queue_push(const efax_queue_dev *q, const uint64_t *payload,
-                                                                     int nwords) {
+static __device__ __forceinline__ unsigned long long efax_queue_push(const efax_queue_dev *q,
+                                                                     const uint64_t *payload, int nwords) {
     unsigned long long slot = atomicAdd(q->tail, 1ull), n = q->mask + 1ull, head;
     efax_qcell *c;
     int i;
     while (slot >= (head = *(volatile unsigned long long *)q->hcache) + n) {
         if (slot == head + n) { /* the leader: ask the consumer where it is */
             unsigned long long h = efax_ld_acquire_sys(q->head);
-            if (h > head) atomicMax(q->hcache, h);
-            else __nanosleep(100);
+            if (h > head)
+                atomicMax(q->hcache, h);
+            else
+                __nanosleep(100);
         } else {
             __nanosleep(200);
         }
@@ -256,29 +259,31 @@ static_assert(EFAX_QUEUE_WORDS == EFAX_CMD_WORDS, "a proxy command fills one que
 
 typedef struct efax_proxy_dev {
     efax_queue_dev q;
-    const uint64_t *done;      /* [producers] commands completed (mapped host memory) */
+    const uint64_t *done; /* [producers] commands completed (mapped host memory) */
     uint32_t producers;
 } efax_proxy_dev;
 
 /* A producer's state; keep it in registers or shared memory, one per producer id. */
 typedef struct efax_producer {
     uint32_t id;
-    uint64_t issued;           /* commands pushed so far (fences included) */
+    uint64_t issued; /* commands pushed so far (fences included) */
 } efax_producer;
 
 /* Starts producer `id` (< producers): it continues from what its earlier kernels completed.
    Call when none of its commands is in flight (after a quiet). */
-static __device__ __forceinline__ void efax_producer_begin(const efax_proxy_dev *p, efax_producer *me, uint32_t id) {
+static __device__ __forceinline__ void efax_producer_begin(const efax_proxy_dev *p, efax_producer *me,
+                                                           uint32_t id) {
     me->id = id;
     me->issued = efax_ld_acquire_sys(&p->done[id]);
 }
 
-static __device__ __forceinline__ void efax__push_cmd(const efax_proxy_dev *p, efax_producer *me, uint32_t op, uint32_t flags,
-                                                      int dst, uint64_t soff, uint64_t doff, uint64_t size, int tag,
-                                                      uint32_t seq) {
+static __device__ __forceinline__ void efax__push_cmd(const efax_proxy_dev *p, efax_producer *me, uint32_t op,
+                                                      uint32_t flags, int dst, uint64_t soff, uint64_t doff,
+                                                      uint64_t size, int tag, uint32_t seq) {
     uint64_t w[EFAX_QUEUE_WORDS];
     me->issued++;
-    w[0] = (uint64_t)(op & 0xff) | (uint64_t)(flags & 0xff) << 8 | (uint64_t)(me->id & 0xffff) << 16 | (uint64_t)(uint32_t)dst << 32;
+    w[0] = (uint64_t)(op & 0xff) | (uint64_t)(flags & 0xff) << 8 | (uint64_t)(me->id & 0xffff) << 16 |
+           (uint64_t)(uint32_t)dst << 32;
     w[1] = soff;
     w[2] = doff;
     w[3] = size;
@@ -291,8 +296,9 @@ static __device__ __forceinline__ void efax__push_cmd(const efax_proxy_dev *p, e
 /* Non-blocking put: asks the proxy to write bytes [soff, soff+size) of the source window to
    rank dst's window at doff, with immediate data (this rank, tag, seq); returns at once.
    One thread per producer calls it, after the producer's data writes (the push fences them). */
-static __device__ __forceinline__ void efax_put_nbi(const efax_proxy_dev *p, efax_producer *me, int dst, uint64_t soff,
-                                                    uint64_t doff, uint64_t size, int tag, uint32_t seq, uint32_t flags) {
+static __device__ __forceinline__ void efax_put_nbi(const efax_proxy_dev *p, efax_producer *me, int dst,
+                                                    uint64_t soff, uint64_t doff, uint64_t size, int tag,
+                                                    uint32_t seq, uint32_t flags) {
     efax__push_cmd(p, me, EFAX_CMD_PUT, flags, dst, soff, doff, size, tag, seq);
 }
 
@@ -302,8 +308,9 @@ static __device__ __forceinline__ void efax_quiet(const efax_proxy_dev *p, const
 }
 
 /* Blocking put: efax_put_nbi, then waits until this write (and every earlier one) completed. */
-static __device__ __forceinline__ void efax_put(const efax_proxy_dev *p, efax_producer *me, int dst, uint64_t soff,
-                                                uint64_t doff, uint64_t size, int tag, uint32_t seq, uint32_t flags) {
+static __device__ __forceinline__ void efax_put(const efax_proxy_dev *p, efax_producer *me, int dst,
+                                                uint64_t soff, uint64_t doff, uint64_t size, int tag,
+                                                uint32_t seq, uint32_t flags) {
     efax_put_nbi(p, me, dst, soff, doff, size, tag, seq, flags);
     efax_quiet(p, me);
 }
@@ -315,10 +322,12 @@ static __device__ __forceinline__ void efax_fence(const efax_proxy_dev *p, efax_
 
 /* Block-wide forms: the block synchronises, one thread publishes, the block synchronises
    again. `me` must be the block's (e.g. in shared memory). */
-static __device__ __forceinline__ void efax_block_put_nbi(const efax_proxy_dev *p, efax_producer *me, int dst, uint64_t soff,
-                                                          uint64_t doff, uint64_t size, int tag, uint32_t seq, uint32_t flags) {
+static __device__ __forceinline__ void efax_block_put_nbi(const efax_proxy_dev *p, efax_producer *me, int dst,
+                                                          uint64_t soff, uint64_t doff, uint64_t size,
+                                                          int tag, uint32_t seq, uint32_t flags) {
     __syncthreads();
-    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) efax_put_nbi(p, me, dst, soff, doff, size, tag, seq, flags);
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
+        efax_put_nbi(p, me, dst, soff, doff, size, tag, seq, flags);
     __syncthreads();
 }
 static __device__ __forceinline__ void efax_block_quiet(const efax_proxy_dev *p, const efax_producer *me) {
@@ -328,14 +337,14 @@ static __device__ __forceinline__ void efax_block_quiet(const efax_proxy_dev *p,
 }
 
 typedef struct efax_proxy_desc {
-    efax_ctx *ctx;             /* the proxy thread drives it alone while running */
-    efax_buf *src;             /* the source window the commands' soff refer to */
-    const efax_mr *dst;        /* the destination window (exchanged with efax_mr_exchange) */
-    uint32_t producers;        /* GPU producers that will push (ids 0..producers-1) */
-    uint32_t queue_cells;      /* 0: 4096 */
-    int inflight;              /* writes in flight at most (0: 512) */
-    uint64_t chunk;            /* write chunk (0: as large as allowed, as in efax_write_desc) */
-    int device;                /* GPU served: the thread pins itself near it (-1: no pinning) */
+    efax_ctx *ctx;        /* the proxy thread drives it alone while running */
+    efax_buf *src;        /* the source window the commands' soff refer to */
+    const efax_mr *dst;   /* the destination window (exchanged with efax_mr_exchange) */
+    uint32_t producers;   /* GPU producers that will push (ids 0..producers-1) */
+    uint32_t queue_cells; /* 0: 4096 */
+    int inflight;         /* writes in flight at most (0: 512) */
+    uint64_t chunk;       /* write chunk (0: as large as allowed, as in efax_write_desc) */
+    int device;           /* GPU served: the thread pins itself near it (-1: no pinning) */
 } efax_proxy_desc;
 
 typedef struct efax__pslot efax__pslot;
@@ -352,15 +361,15 @@ typedef struct efax_proxy {
     int ndeferred, nfenced;
     pthread_t thread;
     bool running;
-    int stop;                  /* atomic: asked to drain and stop */
-    int status;                /* first error the thread met */
+    int stop;   /* atomic: asked to drain and stop */
+    int status; /* first error the thread met */
     /* statistics (read after stop) */
     uint64_t puts, bytes, fences, bad, deferred_posts, fence_violations;
-    uint64_t bad_said;         /* bad + fence_violations efax_proxy_stop has logged */
+    uint64_t bad_said; /* bad + fence_violations efax_proxy_stop has logged */
     /* a watch: the thread consumes `count` arrivals (peer, tag, seq) and records when */
     int watch_peer, watch_tag;
     uint32_t watch_seq, watch_count;
-    int watch_state;           /* atomic: 0 idle, 1 armed, 2 hit, -1 failed */
+    int watch_state; /* atomic: 0 idle, 1 armed, 2 hit, -1 failed */
     uint64_t watch_ns;
 } efax_proxy;
 
@@ -388,9 +397,9 @@ EFAX_API int efax_proxy_watch_wait(efax_proxy *p, int timeout_ms, uint64_t *t_ns
    opens those of the other ranks on its host. */
 typedef struct efax_ipc {
     int size, rank;
-    void **peer;               /* [size] device address of each rank's buffer, NULL off this host */
-    size_t *len;               /* [size] */
-    int *device;               /* [size] each rank's device ordinal */
+    void **peer; /* [size] device address of each rank's buffer, NULL off this host */
+    size_t *len; /* [size] */
+    int *device; /* [size] each rank's device ordinal */
     void *own;
 } efax_ipc;
 
@@ -399,34 +408,34 @@ typedef struct efax_ipc {
 EFAX_API int efax_ipc_open(efax_ipc *ipc, efax_boot *boot, void *dptr, size_t len);
 EFAX_API void efax_ipc_close(efax_ipc *ipc);
 
-/* Copies bytes (a multiple of 16) from src to dst (either may be a peer's buffer) with a
-   kernel of grid x block threads and 16-byte loads and stores, `unroll` (4 or 8) loads in
-   flight per thread before its stores. Layout: grid-stride over the whole buffer, or with
-   EFAX_COPY_BLOCKED each block copies one contiguous slice (longer runs of consecutive writes
-   per SM); with EFAX_COPY_TMA one thread per block drives the SM's bulk-copy engine (Hopper's
-   cp.async.bulk): tiles of 16 KiB go from source to shared memory and from there to the
-   destination in single large writes (grid and unroll still apply: block size is ignored
-   beyond the first thread). Each thread ends with a system-scope fence, so when the kernel has finished the bytes
-   are visible to the peer GPU and the CPU. Returns the launch error. */
+/* Copies bytes (a multiple of 16) from src to dst (either may be a peer's buffer) with a kernel of grid x
+   block threads and 16-byte loads and stores, `unroll` (4 or 8) loads in flight per thread before its stores.
+   Layout: grid-stride over the whole buffer, or with EFAX_COPY_BLOCKED each block copies one contiguous slice
+   (longer runs of consecutive writes per SM); with EFAX_COPY_TMA one thread per block drives the SM's
+   bulk-copy engine (Hopper's cp.async.bulk): tiles of 16 KiB go from source to shared memory and from there
+   to the destination in single large writes (grid and unroll still apply: block size is ignored beyond the
+   first thread). Each thread ends with a system-scope fence, so when the kernel has finished the bytes are
+   visible to the peer GPU and the CPU. Returns the launch error. */
 enum { EFAX_COPY_BLOCKED = 1, EFAX_COPY_TMA = 2 }; /* TMA: bulk copies through shared memory (sm_90) */
-EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, int unroll, unsigned flags,
-                                   cudaStream_t s);
+EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, int unroll,
+                                   unsigned flags, cudaStream_t s);
 
 /* Writes the verification pattern of (rank, iter) (what efax_buf's fill writes and its check
    expects) into dst[0..bytes), e.g. a peer's buffer, with a kernel of grid x block threads and
    16-byte stores, loading nothing; ends with a system-scope fence. This is the most SM stores
    alone can move to the destination, the ceiling a copy kernel is held against (a copy also
    loads). bytes: a multiple of 16, dst 16-byte aligned. Returns the launch error. */
-EFAX_API cudaError_t efax_ipc_fill(void *dst, size_t bytes, int rank, uint64_t iter, int grid, int block, cudaStream_t s);
+EFAX_API cudaError_t efax_ipc_fill(void *dst, size_t bytes, int rank, uint64_t iter, int grid, int block,
+                                   cudaStream_t s);
 
 /* A persistent copy kernel: launched once, it takes jobs from mapped host memory and copies
    each with all its blocks. Only block 0 reads the host's doorbell and hands the job to the
    others through device memory; the last block to finish rings the host once. (Every block
    polling host memory at once floods PCIe with reads.) Measures copies without launches. */
 typedef struct efax_copy_engine {
-    volatile uint64_t *job;    /* mapped: [0] sequence, [1] dst, [2] src, [3] bytes; [8] done sequence */
+    volatile uint64_t *job; /* mapped: [0] sequence, [1] dst, [2] src, [3] bytes; [8] done sequence */
     uint64_t *job_d;
-    uint64_t *dev;             /* device memory: [0..3] the job as block 0 passed it on, [4] blocks finished */
+    uint64_t *dev; /* device memory: [0..3] the job as block 0 passed it on, [4] blocks finished */
     int grid, block;
     uint64_t seq;
     cudaStream_t stream;
@@ -435,29 +444,31 @@ typedef struct efax_copy_engine {
 
 EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block, int unroll);
 /* Runs one copy and waits until every block reported it (timeout_ms); returns 0 or -FI_ETIMEDOUT. */
-EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes, int timeout_ms);
+EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes,
+                                  int timeout_ms);
 EFAX_API int efax_copy_engine_stop(efax_copy_engine *e);
 
-/* What efax_ipc_time runs for each copy: a copy kernel (efax_ipc_copy), the copy engine (cudaMemcpyAsync), the
-   pattern stored by SMs alone (efax_ipc_fill: no loads) or the persistent kernel (efax_copy_engine). */
+/* What efax_ipc_time runs for each copy: a copy kernel (efax_ipc_copy), the copy engine (cudaMemcpyAsync),
+   the pattern stored by SMs alone (efax_ipc_fill: no loads) or the persistent kernel (efax_copy_engine). */
 enum { EFAX_IPC_KERNEL, EFAX_IPC_MEMCPY, EFAX_IPC_STORES, EFAX_IPC_PERSIST };
 typedef struct efax_ipc_run {
-    int how;                   /* EFAX_IPC_* */
-    int grid, block, unroll;   /* the kernel's (not MEMCPY's); unroll: KERNEL and PERSIST (4 or 8) */
-    unsigned flags;            /* EFAX_COPY_* (KERNEL) */
-    int rank;                  /* STORES: the pattern of (rank, iter), as efax_buf's fill writes it */
+    int how;                 /* EFAX_IPC_* */
+    int grid, block, unroll; /* the kernel's (not MEMCPY's); unroll: KERNEL and PERSIST (4 or 8) */
+    unsigned flags;          /* EFAX_COPY_* (KERNEL) */
+    int rank;                /* STORES: the pattern of (rank, iter), as efax_buf's fill writes it */
     uint64_t iter;
-    int iters;                 /* timed rounds; two untimed rounds go first */
+    int iters; /* timed rounds; two untimed rounds go first */
 } efax_ipc_run;
 
 /* Times n copies at once: dst[i] <- src[i] (bytes each; src is not read by EFAX_IPC_STORES), copy i on a
    non-blocking stream of its own (PERSIST: one after another through one engine of grid x block, each within
    60 s), r->iters rounds after two untimed ones. The rounds are timed by CUDA events: the start is recorded
    on stream 0 and every stream waits for it, every stream joins stream 0 at the end; PERSIST is timed on the
-   host (the sum of its copies). n: 1 to 64. *gbs gets each copy's rate: bytes x iters / the timed rounds' time,
-   in GB/s. Returns 0 or a negative code (logged). Thread safety: any threads at once (each call makes its own streams and events) on the
-   current device. */
-EFAX_API int efax_ipc_time(const efax_ipc_run *r, int n, void *const *dst, const void *const *src, size_t bytes, double *gbs);
+   host (the sum of its copies). n: 1 to 64. *gbs gets each copy's rate: bytes x iters / the timed rounds'
+   time, in GB/s. Returns 0 or a negative code (logged). Thread safety: any threads at once (each call makes
+   its own streams and events) on the current device. */
+EFAX_API int efax_ipc_time(const efax_ipc_run *r, int n, void *const *dst, const void *const *src,
+                           size_t bytes, double *gbs);
 
 
 /* ============================================================================================
@@ -506,10 +517,13 @@ EFAX_PRIVATE void *efax__cu_fn(const char *name) {
     void *fn = NULL;
     cudaDriverEntryPointQueryResult q;
 #if CUDART_VERSION >= 12050
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess || q != cudaDriverEntryPointSuccess)
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
         fn = NULL;
 #else
-    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) != cudaSuccess || q != cudaDriverEntryPointSuccess) fn = NULL;
+    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+        fn = NULL;
 #endif
     (void)cudaGetLastError();
     return fn;
@@ -528,7 +542,10 @@ EFAX_PRIVATE void efax__gpu_pci(int device, char *pci, size_t len) {
     char id[32];
     size_t i;
     pci[0] = 0;
-    if (cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) { (void)cudaGetLastError(); return; }
+    if (cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
     for (i = 0; id[i] && i + 1 < len; i++) pci[i] = (char)tolower((unsigned char)id[i]);
     pci[i] = 0;
     /* sysfs names are 0000:bb:dd.f; CUDA may give an 8-digit domain */
@@ -576,7 +593,8 @@ EFAX_API int efax_cuda_gpu_info(int device, const efax_nic_info *nics, int nnics
     out->mem_bytes = prop.totalGlobalMem;
     out->sms = prop.multiProcessorCount;
     out->dmabuf = efax__dmabuf_supported(device);
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMASupported, device) == cudaSuccess) out->gdr = v != 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMASupported, device) == cudaSuccess)
+        out->gdr = v != 0;
     (void)cudaGetLastError();
     efax__gpu_pci(device, out->pci, sizeof out->pci);
     if (out->pci[0]) {
@@ -597,12 +615,15 @@ EFAX_API int efax_cuda_gpu_info(int device, const efax_nic_info *nics, int nnics
                 out->nvlinks++;
                 /* NVML answers an nvmlNvlinkVersion_t: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0,
                    5 = 3.1, 6 = 4.0, 7 = 5.0 */
-                if (nv.link_version(h, l, &ver) == 0 && ver > 0) out->nvlink_version = ver <= 1 ? 1 : ver <= 3 ? 2 : ver <= 5 ? 3 : (int)ver - 2;
+                if (nv.link_version(h, l, &ver) == 0 && ver > 0)
+                    out->nvlink_version = ver <= 1 ? 1 : ver <= 3 ? 2 : ver <= 5 ? 3 : (int)ver - 2;
             }
         /* some drivers report 5.0 for Hopper, whose links are NVLink 4 */
         if (out->cc_major == 9 && out->nvlink_version > 4) out->nvlink_version = 4;
         /* one direction of a link: 20 GB/s for NVLink 1, 25 for 2 to 4, 50 for 5 */
-        out->nvlink_gbs = out->nvlinks * (out->nvlink_version >= 5 ? 50.0 : out->nvlink_version == 1 ? 20.0 : 25.0);
+        out->nvlink_gbs = out->nvlinks * (out->nvlink_version >= 5   ? 50.0
+                                          : out->nvlink_version == 1 ? 20.0
+                                                                     : 25.0);
         nv.shutdown();
         dlclose(nv.lib);
     }
@@ -617,7 +638,10 @@ EFAX_API int efax_cuda_gpu_info(int device, const efax_nic_info *nics, int nnics
 EFAX_API void efax_cuda_near(efax_ctx_desc *cd) {
     int dev;
     cd->near_pci[0] = 0;
-    if (!cd->hmem || cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return; }
+    if (!cd->hmem || cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
     efax__gpu_pci(dev, cd->near_pci, sizeof cd->near_pci);
 }
 
@@ -655,13 +679,13 @@ EFAX_PRIVATE void efax__pinned_release(efax_buf *b) {
    after its copies finished, so a range no longer in the ring is in the bounce buffer. */
 #define EFAX__OUTS 256
 typedef struct efax__dev {
-    uint8_t *raw, *d;          /* cudaMalloc'ed, and 64 KiB aligned within it */
+    uint8_t *raw, *d; /* cudaMalloc'ed, and 64 KiB aligned within it */
     int device;
     int dmabuf_fd;
-    uint8_t *bounce;           /* staged: pinned host memory the NICs use */
+    uint8_t *bounce; /* staged: pinned host memory the NICs use */
     cudaStream_t out_s, in_s;
-    cudaStream_t copy_s;       /* local copies (efax_buf_copy), overlapping what the provider moves in */
-    cudaEvent_t settle_ev[2];  /* efax__dev_settle's: the legacy default stream's, and copy_s's */
+    cudaStream_t copy_s;      /* local copies (efax_buf_copy), overlapping what the provider moves in */
+    cudaEvent_t settle_ev[2]; /* efax__dev_settle's: the legacy default stream's, and copy_s's */
     struct {
         uint64_t off, len, unit;
         unsigned ncells;
@@ -678,12 +702,15 @@ EFAX_PRIVATE int efax__st_out_begin(void *u, uint64_t off, uint64_t len, uint64_
     unsigned k = s->nout++ % EFAX__OUTS, c, n = len ? (unsigned)((len + unit - 1) / unit) : 0;
     int rc;
     if (n > 256) return -FI_EINVAL;
-    if (s->out[k].ncells && (rc = EFAX_CUDA(cudaEventSynchronize(s->out[k].ev[s->out[k].ncells - 1])))) return rc;
+    if (s->out[k].ncells && (rc = EFAX_CUDA(cudaEventSynchronize(s->out[k].ev[s->out[k].ncells - 1]))))
+        return rc;
     for (; s->out[k].nev < n; s->out[k].nev++)
-        if ((rc = EFAX_CUDA(cudaEventCreateWithFlags(&s->out[k].ev[s->out[k].nev], cudaEventDisableTiming)))) return rc;
+        if ((rc = EFAX_CUDA(cudaEventCreateWithFlags(&s->out[k].ev[s->out[k].nev], cudaEventDisableTiming))))
+            return rc;
     s->out[k].off = off, s->out[k].len = len, s->out[k].unit = unit, s->out[k].ncells = n;
     for (c = 0; c < n; c++) {
-        uint64_t o = off + (uint64_t)c * unit, l = len - (uint64_t)c * unit < unit ? len - (uint64_t)c * unit : unit;
+        uint64_t o = off + (uint64_t)c * unit,
+                 l = len - (uint64_t)c * unit < unit ? len - (uint64_t)c * unit : unit;
         if ((rc = EFAX_CUDA(cudaMemcpyAsync(s->bounce + o, s->d + o, l, cudaMemcpyDeviceToHost, s->out_s))) ||
             (rc = EFAX_CUDA(cudaEventRecord(s->out[k].ev[c], s->out_s))))
             return rc;
@@ -719,7 +746,8 @@ EFAX_PRIVATE int efax__st_in_wait(void *u, int timeout_ms) {
     cudaError_t e;
     while ((e = cudaStreamQuery(s->in_s)) == cudaErrorNotReady)
         if (efax_now_ns() > deadline) {
-            efax_log(NULL, 0, "staged receive: copies into device memory did not finish within %d ms", timeout_ms);
+            efax_log(NULL, 0, "staged receive: copies into device memory did not finish within %d ms",
+                     timeout_ms);
             return -FI_ETIMEDOUT;
         }
     return EFAX_CUDA(e);
@@ -737,7 +765,7 @@ EFAX_PRIVATE int efax__st_in_sync(void *u, uint64_t off, uint64_t len) {
 
 EFAX_PRIVATE const efax_stage_ops *efax__cuda_stage_ops(void) {
     static const efax_stage_ops ops = {efax__st_out_begin, efax__st_out_ready, efax__st_in_cell,
-                                       efax__st_in_wait, efax__st_out_sync, efax__st_in_sync};
+                                       efax__st_in_wait,   efax__st_out_sync,  efax__st_in_sync};
     return &ops;
 }
 
@@ -815,7 +843,8 @@ EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
     if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
     if (cur != s->device && (rc = EFAX_CUDA(cudaSetDevice(s->device)))) return rc;
     for (i = 0; i < 2 && !rc; i++)
-        if (!s->settle_ev[i]) rc = EFAX_CUDA(cudaEventCreateWithFlags(&s->settle_ev[i], cudaEventDisableTiming));
+        if (!s->settle_ev[i])
+            rc = EFAX_CUDA(cudaEventCreateWithFlags(&s->settle_ev[i], cudaEventDisableTiming));
     if (!rc) rc = EFAX_CUDA(cudaEventRecord(s->settle_ev[n++], cudaStreamLegacy));
     if (!rc && s->copy_s) rc = EFAX_CUDA(cudaEventRecord(s->settle_ev[n++], s->copy_s));
     for (i = 0; i < n && !rc;) {
@@ -825,14 +854,18 @@ EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
             continue;
         }
         if (e != cudaErrorNotReady) {
-            rc = efax_cuda_check(e, i ? "cudaEventQuery(the buffer's local copy)" : "cudaEventQuery(the provider's copies)",
-                                 __FILE__, __LINE__);
+            rc = efax_cuda_check(
+                e, i ? "cudaEventQuery(the buffer's local copy)" : "cudaEventQuery(the provider's copies)",
+                __FILE__, __LINE__);
             break;
         }
         if ((++spins & 63) == 0 && efax_now_ns() > deadline) {
-            efax_log(NULL, 0, "device memory on GPU %d: %s did not finish within %d ms (a copy or kernel on that GPU is "
-                              "wedged, or the GPU is shared with work that holds it)", s->device,
-                     i ? "the buffer's own local copy" : "the copies the provider issued into it", timeout_ms < 0 ? 30000 : timeout_ms);
+            efax_log(
+                NULL, 0,
+                "device memory on GPU %d: %s did not finish within %d ms (a copy or kernel on that GPU is "
+                "wedged, or the GPU is shared with work that holds it)",
+                s->device, i ? "the buffer's own local copy" : "the copies the provider issued into it",
+                timeout_ms < 0 ? 30000 : timeout_ms);
             rc = -FI_ETIMEDOUT;
         }
     }
@@ -856,8 +889,8 @@ EFAX_PRIVATE const char *efax__dev_paths(const efax_ctx *ctx, const char **why, 
 }
 
 /* Device memory through one path; 0, or a negative code with the reason in why. */
-EFAX_PRIVATE int efax__dev_reg(efax_ctx *ctx, efax_buf *b, efax__dev *s, size_t len, unsigned access, const char *path,
-                               char *why, size_t wl) {
+EFAX_PRIVATE int efax__dev_reg(efax_ctx *ctx, efax_buf *b, efax__dev *s, size_t len, unsigned access,
+                               const char *path, char *why, size_t wl) {
     efax_mr_desc md;
     int rc;
     memset(&md, 0, sizeof md);
@@ -879,9 +912,17 @@ EFAX_PRIVATE int efax__dev_reg(efax_ctx *ctx, efax_buf *b, efax__dev *s, size_t 
         size_t span = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
         int fd = -1;
         CUresult cr;
-        if (!efax__dmabuf_supported(s->device)) { snprintf(why, wl, "GPU %d does not support dmabuf", s->device); return -FI_ENOSYS; }
-        if (!get) { snprintf(why, wl, "the CUDA driver has no cuMemGetHandleForAddressRange"); return -FI_ENOSYS; }
-        if ((cr = get(&fd, (CUdeviceptr)(uintptr_t)s->d, span, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)) != CUDA_SUCCESS || fd < 0) {
+        if (!efax__dmabuf_supported(s->device)) {
+            snprintf(why, wl, "GPU %d does not support dmabuf", s->device);
+            return -FI_ENOSYS;
+        }
+        if (!get) {
+            snprintf(why, wl, "the CUDA driver has no cuMemGetHandleForAddressRange");
+            return -FI_ENOSYS;
+        }
+        if ((cr = get(&fd, (CUdeviceptr)(uintptr_t)s->d, span, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)) !=
+                CUDA_SUCCESS ||
+            fd < 0) {
             snprintf(why, wl, "cuMemGetHandleForAddressRange failed (CUresult %d)", (int)cr);
             return -FI_ENOSYS;
         }
@@ -896,7 +937,8 @@ EFAX_PRIVATE int efax__dev_reg(efax_ctx *ctx, efax_buf *b, efax__dev *s, size_t 
         s->dmabuf_fd = fd;
         return 0;
 #else
-        snprintf(why, wl, "this libfabric (%d.%d) has no FI_MR_DMABUF (1.20+)", FI_MAJOR_VERSION, FI_MINOR_VERSION);
+        snprintf(why, wl, "this libfabric (%d.%d) has no FI_MR_DMABUF (1.20+)", FI_MAJOR_VERSION,
+                 FI_MINOR_VERSION);
         return -FI_ENOSYS;
 #endif
     }
@@ -921,7 +963,8 @@ EFAX_PRIVATE int efax__dev_reg(efax_ctx *ctx, efax_buf *b, efax__dev *s, size_t 
     md.access = access;
     md.stage = efax__cuda_stage_ops();
     md.stage_user = s;
-    if ((rc = efax_mr_reg(ctx, &b->mr, &md))) snprintf(why, wl, "registering the bounce buffers failed: %s", efax_strerror(rc));
+    if ((rc = efax_mr_reg(ctx, &b->mr, &md)))
+        snprintf(why, wl, "registering the bounce buffers failed: %s", efax_strerror(rc));
     return rc;
 }
 
@@ -938,7 +981,8 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
     b->impl = s;
     s->dmabuf_fd = -1;
     /* 128 KiB of slack: 64 KiB alignment plus a dmabuf range rounded up to host pages */
-    if ((rc = EFAX_CUDA(cudaGetDevice(&s->device))) || (rc = EFAX_CUDA(cudaMalloc((void **)&s->raw, len + (128u << 10)))) ||
+    if ((rc = EFAX_CUDA(cudaGetDevice(&s->device))) ||
+        (rc = EFAX_CUDA(cudaMalloc((void **)&s->raw, len + (128u << 10)))) ||
         (rc = EFAX_CUDA(cudaMalloc((void **)&s->bad_d, sizeof(unsigned long long)))))
         return rc;
     s->d = (uint8_t *)(((uintptr_t)s->raw + 0xffff) & ~(uintptr_t)0xffff); /* 64 KiB: GPUDirect's page */
@@ -1031,7 +1075,8 @@ __global__ void efax__k_fill(uint8_t *p, uint64_t len, uint64_t seed) {
     bool aligned = ((uintptr_t)p & 7) == 0;
     for (uint64_t w = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; w < nw; w += stride) {
         uint64_t v = efax_pattern_word(seed, w), o = w * 8;
-        if (aligned && o + 8 <= len) *(uint64_t *)(p + o) = v;
+        if (aligned && o + 8 <= len)
+            *(uint64_t *)(p + o) = v;
         else
             for (int k = 0; k < 8 && o + k < len; k++) p[o + k] = (uint8_t)(v >> (8 * k));
     }
@@ -1071,11 +1116,14 @@ EFAX_PRIVATE uint64_t efax__dev_check(efax_buf *b, uint64_t off, uint64_t len, i
     if (!len) return 0;
     if (efax__gdr_flush(s) || EFAX_CUDA(cudaMemset(s->bad_d, 0, sizeof bad))) return len;
     efax__k_check<<<1024, 256>>>((const uint8_t *)b->ptr + off, len, efax_pattern_seed(rank, iter), s->bad_d);
-    if (EFAX_CUDA(cudaGetLastError()) || EFAX_CUDA(cudaMemcpy(&bad, s->bad_d, sizeof bad, cudaMemcpyDeviceToHost))) return len;
+    if (EFAX_CUDA(cudaGetLastError()) ||
+        EFAX_CUDA(cudaMemcpy(&bad, s->bad_d, sizeof bad, cudaMemcpyDeviceToHost)))
+        return len;
     return bad;
 }
 
-EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff, uint64_t len) {
+EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff,
+                                 uint64_t len) {
     efax__dev *s = (efax__dev *)dst->impl;
     uint8_t *d = (uint8_t *)dst->ptr + doff;
     const uint8_t *from = (const uint8_t *)src->ptr + soff;
@@ -1085,7 +1133,8 @@ EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *s
        (all2all's own chunk made its iterations last the two copies end to end). efax_buf_settle
        waits for it. */
     if (!s->copy_s && EFAX_CUDA(cudaStreamCreateWithFlags(&s->copy_s, cudaStreamNonBlocking))) return;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, s->device) != cudaSuccess) sms = 0, (void)cudaGetLastError();
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, s->device) != cudaSuccess)
+        sms = 0, (void)cudaGetLastError();
     if (sms > 0 && len % 16 == 0 && ((uintptr_t)d | (uintptr_t)from) % 16 == 0 &&
         efax_ipc_copy(d, from, len, sms, 512, 4, EFAX_COPY_BLOCKED, s->copy_s) == cudaSuccess)
         return;
@@ -1098,14 +1147,22 @@ EFAX_PRIVATE int efax__dev_buf_settle(efax_buf *b) {
 }
 
 EFAX_API const efax_mem_ops *efax_mem_pinned(void) { /* host memory's pattern and copy on pinned pages */
-    static const efax_mem_ops ops = {"pinned", "Pin", efax__pinned_alloc, efax__pinned_release, efax__host_fill,
-                                     efax__host_poison, efax__host_check, efax__host_copy, NULL};
+    static const efax_mem_ops ops = {"pinned",
+                                     "Pin",
+                                     efax__pinned_alloc,
+                                     efax__pinned_release,
+                                     efax__host_fill,
+                                     efax__host_poison,
+                                     efax__host_check,
+                                     efax__host_copy,
+                                     NULL};
     return &ops;
 }
 
 EFAX_API const efax_mem_ops *efax_mem_device(void) {
-    static const efax_mem_ops ops = {"device", "DMA", efax__dev_alloc, efax__dev_release, efax__dev_fill,
-                                     efax__dev_poison, efax__dev_check, efax__dev_copy, efax__dev_buf_settle};
+    static const efax_mem_ops ops = {"device",          "DMA",          efax__dev_alloc,
+                                     efax__dev_release, efax__dev_fill, efax__dev_poison,
+                                     efax__dev_check,   efax__dev_copy, efax__dev_buf_settle};
     return &ops;
 }
 
@@ -1119,17 +1176,23 @@ EFAX_API int efax_cuda_mem_select(const char *list, const efax_mem_ops **kinds, 
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         const efax_mem_ops *want[3];
         int nw = 0, i, j;
-        if (!strcmp(tok, "all")) want[nw++] = efax_mem_host(), want[nw++] = efax_mem_pinned(), want[nw++] = efax_mem_device();
-        else if (!strcmp(tok, "host")) want[nw++] = efax_mem_host();
-        else if (!strcmp(tok, "pin") || !strcmp(tok, "pinned")) want[nw++] = efax_mem_pinned();
-        else if (!strcmp(tok, "dma") || !strcmp(tok, "device")) want[nw++] = efax_mem_device();
+        if (!strcmp(tok, "all"))
+            want[nw++] = efax_mem_host(), want[nw++] = efax_mem_pinned(), want[nw++] = efax_mem_device();
+        else if (!strcmp(tok, "host"))
+            want[nw++] = efax_mem_host();
+        else if (!strcmp(tok, "pin") || !strcmp(tok, "pinned"))
+            want[nw++] = efax_mem_pinned();
+        else if (!strcmp(tok, "dma") || !strcmp(tok, "device"))
+            want[nw++] = efax_mem_device();
         else {
             snprintf(msg, len, "--mem: '%s' is not valid: expected host, pin, dma or all", tok);
             return -EFAX_E_USAGE;
         }
         for (i = 0; i < nw; i++) {
             if (want[i] != efax_mem_host() && ndev == 0) {
-                if (!strstr(skipped, want[i]->label)) snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "%s%s", skipped[0] ? ", " : "", want[i]->label);
+                if (!strstr(skipped, want[i]->label))
+                    snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "%s%s",
+                             skipped[0] ? ", " : "", want[i]->label);
                 continue;
             }
             for (j = 0; j < *n; j++)
@@ -1158,20 +1221,26 @@ EFAX_PRIVATE int efax__peer_copy_gbs(int from, int to, size_t bytes, double *bes
     cudaGetDevice(&cur);
     *best = *low = 0, *warm = 0;
     memset(ev, 0, sizeof ev);
-    if ((rc = EFAX_CUDA(cudaSetDevice(to))) || (rc = EFAX_CUDA(cudaMalloc(&b, bytes))) || (rc = EFAX_CUDA(cudaSetDevice(from))) ||
-        (rc = EFAX_CUDA(cudaMalloc(&a, bytes))) || (rc = EFAX_CUDA(cudaMemset(a, 1, bytes))) ||
+    if ((rc = EFAX_CUDA(cudaSetDevice(to))) || (rc = EFAX_CUDA(cudaMalloc(&b, bytes))) ||
+        (rc = EFAX_CUDA(cudaSetDevice(from))) || (rc = EFAX_CUDA(cudaMalloc(&a, bytes))) ||
+        (rc = EFAX_CUDA(cudaMemset(a, 1, bytes))) ||
         (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking))))
         goto out;
     for (; nev < EFAX__CEIL_COPIES + 1 && !rc; nev++) rc = EFAX_CUDA(cudaEventCreate(&ev[nev]));
     if (rc) goto out;
     if (from != to && cudaDeviceCanAccessPeer(&peer, from, to) == cudaSuccess && peer) {
         cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
-        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) { rc = EFAX_CUDA(e); goto out; }
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+            rc = EFAX_CUDA(e);
+            goto out;
+        }
         (void)cudaGetLastError();
     }
     t0 = efax_now_ns();
-    while (!rc && *warm < EFAX__CEIL_WARM_MAX && (*warm < 2 || efax_now_ns() - t0 < EFAX__CEIL_WARM_MS * 1000000ull)) {
-        for (i = 0; i < 4 && !rc; i++, ++*warm) rc = EFAX_CUDA(cudaMemcpyPeerAsync(b, to, a, from, bytes, st));
+    while (!rc && *warm < EFAX__CEIL_WARM_MAX &&
+           (*warm < 2 || efax_now_ns() - t0 < EFAX__CEIL_WARM_MS * 1000000ull)) {
+        for (i = 0; i < 4 && !rc; i++, ++*warm)
+            rc = EFAX_CUDA(cudaMemcpyPeerAsync(b, to, a, from, bytes, st));
         if (!rc) rc = EFAX_CUDA(cudaStreamSynchronize(st));
     }
     if (!rc) { /* one more, so the stream is busy when ev[0] is recorded */
@@ -1201,15 +1270,20 @@ out:
 }
 
 EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, efax_ceiling *out) {
-    struct who { char host[64]; char pci[32]; } me, *all;
+    struct who {
+        char host[64];
+        char pci[32];
+    } me, *all;
     int dev = 0, rc = 0, p, q;
     size_t u = 0;
     memset(out, 0, sizeof *out);
     out->copies = EFAX__CEIL_COPIES;
-    snprintf(out->what, sizeof out->what, "every other rank runs on another host (its NICs' line rate bounds it)");
+    snprintf(out->what, sizeof out->what,
+             "every other rank runs on another host (its NICs' line rate bounds it)");
     memset(&me, 0, sizeof me);
     efax__copy(me.host, sizeof me.host, boot->host);
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(me.pci, sizeof me.pci, dev) != cudaSuccess) {
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetPCIBusId(me.pci, sizeof me.pci, dev) != cudaSuccess) {
         (void)cudaGetLastError();
         me.pci[0] = 0;
     }
@@ -1231,17 +1305,19 @@ EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, efax_ceiling *out)
         for (q = p; q < boot->size; q++)
             if (!strcmp(all[q].host, all[p].host) && !strcmp(all[q].pci, all[p].pci)) {
                 n++;
-                if (ru < sizeof ranks) ru += (size_t)snprintf(ranks + ru, sizeof ranks - ru, "%s%d", first ? "" : ",", q);
+                if (ru < sizeof ranks)
+                    ru += (size_t)snprintf(ranks + ru, sizeof ranks - ru, "%s%d", first ? "" : ",", q);
                 first = 0;
             }
         if (n < 2 || u >= sizeof out->shared) continue;
-        if (strcmp(all[p].host, me.host) || cudaDeviceGetByPCIBusId(&d, all[p].pci) != cudaSuccess) (void)cudaGetLastError(), d = -1;
+        if (strcmp(all[p].host, me.host) || cudaDeviceGetByPCIBusId(&d, all[p].pci) != cudaSuccess)
+            (void)cudaGetLastError(), d = -1;
         if (d >= 0)
-            u += (size_t)snprintf(out->shared + u, sizeof out->shared - u, "%sranks %s share GPU %d (%s)", u ? "; " : "", ranks, d,
-                                  all[p].pci);
+            u += (size_t)snprintf(out->shared + u, sizeof out->shared - u, "%sranks %s share GPU %d (%s)",
+                                  u ? "; " : "", ranks, d, all[p].pci);
         else
-            u += (size_t)snprintf(out->shared + u, sizeof out->shared - u, "%sranks %s share GPU %s on %s", u ? "; " : "", ranks,
-                                  all[p].pci, all[p].host);
+            u += (size_t)snprintf(out->shared + u, sizeof out->shared - u, "%sranks %s share GPU %s on %s",
+                                  u ? "; " : "", ranks, all[p].pci, all[p].host);
     }
     for (p = 1; p < boot->size && !rc; p++) {
         int to = -1, warm = 0;
@@ -1250,14 +1326,16 @@ EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, efax_ceiling *out)
         if (!all[p].pci[0] || cudaDeviceGetByPCIBusId(&to, all[p].pci) != cudaSuccess) {
             (void)cudaGetLastError();
             if (out->gbs <= 0)
-                snprintf(out->what, sizeof out->what, "rank %d's GPU (%s) is not visible to rank 0 (CUDA_VISIBLE_DEVICES per rank?)", p,
+                snprintf(out->what, sizeof out->what,
+                         "rank %d's GPU (%s) is not visible to rank 0 (CUDA_VISIBLE_DEVICES per rank?)", p,
                          all[p].pci[0] ? all[p].pci : "unknown");
             continue;
         }
         if ((rc = efax__peer_copy_gbs(dev, to, bytes, &best, &low, &warm))) break;
         if (best > 0 && (out->gbs == 0 || best < out->gbs)) {
             out->gbs = best, out->low_gbs = low, out->warmup = warm;
-            snprintf(out->what, sizeof out->what, "cudaMemcpyPeerAsync GPU %d -> GPU %d%s, %zu MiB, measured in this run", dev, to,
+            snprintf(out->what, sizeof out->what,
+                     "cudaMemcpyPeerAsync GPU %d -> GPU %d%s, %zu MiB, measured in this run", dev, to,
                      dev == to ? " (one GPU: a copy within its memory)" : "", bytes >> 20);
         }
     }
@@ -1293,22 +1371,27 @@ EFAX_API int efax_queue_init(efax_queue *q, uint32_t ncells, int placement) {
     if (placement == EFAX_QUEUE_DEVICE) {
         /* cells in device memory need the CPU to read device memory coherently */
         cudaGetDevice(&dev);
-        if (cudaDeviceGetAttribute(&v, cudaDevAttrPageableMemoryAccessUsesHostPageTables, dev) != cudaSuccess || !v) {
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrPageableMemoryAccessUsesHostPageTables, dev) !=
+                cudaSuccess ||
+            !v) {
             (void)cudaGetLastError();
-            efax_log(NULL, 1, "queue: cells in device memory need a CPU mapping of device memory (a coherent "
-                              "platform such as Grace Hopper, or GDRCopy); this machine has none");
+            efax_log(NULL, 1,
+                     "queue: cells in device memory need a CPU mapping of device memory (a coherent "
+                     "platform such as Grace Hopper, or GDRCopy); this machine has none");
             return -FI_ENOSYS;
         }
         if ((rc = EFAX_CUDA(cudaMalloc((void **)&q->cells_d, sizeof(efax_qcell) * ncells)))) return rc;
         q->cells = q->cells_d;
         if ((rc = EFAX_CUDA(cudaMemset(q->cells_d, 0, sizeof(efax_qcell) * ncells)))) return rc;
     } else {
-        if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&q->cells, sizeof(efax_qcell) * ncells, cudaHostAllocMapped | cudaHostAllocPortable))) ||
+        if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&q->cells, sizeof(efax_qcell) * ncells,
+                                          cudaHostAllocMapped | cudaHostAllocPortable))) ||
             (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&q->cells_d, q->cells, 0))))
             return rc;
         memset(q->cells, 0, sizeof(efax_qcell) * ncells);
     }
-    if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&q->head_h, 64, cudaHostAllocMapped | cudaHostAllocPortable))) ||
+    if ((rc = EFAX_CUDA(
+             cudaHostAlloc((void **)&q->head_h, 64, cudaHostAllocMapped | cudaHostAllocPortable))) ||
         (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&q->head_d, q->head_h, 0))) ||
         (rc = EFAX_CUDA(cudaMalloc((void **)&q->dev, 2 * sizeof(unsigned long long)))) ||
         (rc = EFAX_CUDA(cudaMemset(q->dev, 0, 2 * sizeof(unsigned long long)))))
@@ -1318,8 +1401,10 @@ EFAX_API int efax_queue_init(efax_queue *q, uint32_t ncells, int placement) {
 }
 
 EFAX_API void efax_queue_deinit(efax_queue *q) {
-    if (q->placement == EFAX_QUEUE_DEVICE) { if (q->cells_d) cudaFree(q->cells_d); }
-    else if (q->cells) cudaFreeHost(q->cells);
+    if (q->placement == EFAX_QUEUE_DEVICE) {
+        if (q->cells_d) cudaFree(q->cells_d);
+    } else if (q->cells)
+        cudaFreeHost(q->cells);
     if (q->head_h) cudaFreeHost(q->head_h);
     if (q->dev) cudaFree(q->dev);
     memset(q, 0, sizeof *q);
@@ -1355,13 +1440,14 @@ __global__ void efax__k_pingpong(efax_queue_dev q, const uint64_t *answer, int n
     for (int i = 0; i < n; i++) {
         w[0] = (uint64_t)i;
         efax_queue_push(&q, w, nwords);
-        while (efax_ld_acquire_sys(answer) != (uint64_t)i + 1) { }
+        while (efax_ld_acquire_sys(answer) != (uint64_t)i + 1) {}
     }
 }
 
 EFAX_API int efax_queue_roundtrip(efax_queue *q, int n, int nwords, int timeout_ms, double *us) {
     volatile uint64_t *answer = NULL;
-    uint64_t *answer_d, w[EFAX_QUEUE_WORDS], prev = 0, deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t *answer_d, w[EFAX_QUEUE_WORDS], prev = 0,
+                                             deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     cudaStream_t s;
     int i = 0;
     if (EFAX_CUDA(cudaHostAlloc((void **)&answer, 64, cudaHostAllocMapped)) ||
@@ -1375,7 +1461,8 @@ EFAX_API int efax_queue_roundtrip(efax_queue *q, int n, int nwords, int timeout_
         uint64_t now = efax_now_ns();
         if (i > 0) us[i - 1] = (double)(now - prev) / 1e3;
         prev = now;
-        __atomic_store_n((uint64_t *)answer, (uint64_t)++i, __ATOMIC_RELEASE); /* the producer may push the next */
+        __atomic_store_n((uint64_t *)answer, (uint64_t)++i,
+                         __ATOMIC_RELEASE); /* the producer may push the next */
     }
     EFAX_CUDA(cudaStreamSynchronize(s));
     cudaStreamDestroy(s);
@@ -1393,10 +1480,10 @@ struct efax__pslot {
 };
 
 struct efax__pprod {
-    uint64_t taken;            /* commands run or refused, in the producer's order (fences included) */
-    uint64_t completed;        /* of those, completed (what quiet waits on) */
-    uint64_t fence_at;         /* number of a fence waiting for everything before it, or 0 */
-    int32_t dq_head, dq_tail;  /* commands held back behind that fence */
+    uint64_t taken;           /* commands run or refused, in the producer's order (fences included) */
+    uint64_t completed;       /* of those, completed (what quiet waits on) */
+    uint64_t fence_at;        /* number of a fence waiting for everything before it, or 0 */
+    int32_t dq_head, dq_tail; /* commands held back behind that fence */
 };
 
 EFAX_PRIVATE void efax__proxy_publish(efax_proxy *p, uint32_t prod) {
@@ -1417,7 +1504,8 @@ EFAX_PRIVATE void efax__proxy_done(void *user, efax_xfer *x) {
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-EFAX_PRIVATE void efax__proxy_bad(efax_proxy *p, const uint64_t *w, const char *fmt, ...) {
+EFAX_PRIVATE void
+efax__proxy_bad(efax_proxy *p, const uint64_t *w, const char *fmt, ...) {
     char why[256];
     va_list ap;
     uint32_t prod = (uint32_t)(w[0] >> 16) & 0xffff;
@@ -1425,9 +1513,11 @@ EFAX_PRIVATE void efax__proxy_bad(efax_proxy *p, const uint64_t *w, const char *
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     if (p->bad++ < 8)
-        efax_log(p->d.ctx, 0, "proxy: producer %u command %llu refused: %s (rank %d, src offset %llu, dst offset %llu, "
-                              "%llu bytes); nothing written", prod, (unsigned long long)w[5], why, (int)(uint32_t)(w[0] >> 32),
-                 (unsigned long long)w[1], (unsigned long long)w[2], (unsigned long long)w[3]);
+        efax_log(p->d.ctx, 0,
+                 "proxy: producer %u command %llu refused: %s (rank %d, src offset %llu, dst offset %llu, "
+                 "%llu bytes); nothing written",
+                 prod, (unsigned long long)w[5], why, (int)(uint32_t)(w[0] >> 32), (unsigned long long)w[1],
+                 (unsigned long long)w[2], (unsigned long long)w[3]);
     if (prod < p->d.producers) { /* counted as completed, so the producer's quiet returns */
         p->prod[prod].completed++;
         efax__proxy_publish(p, prod);
@@ -1444,8 +1534,8 @@ EFAX_PRIVATE void efax__proxy_exec(efax_proxy *p, const uint64_t *w) {
     efax_write_desc wd;
     char why[200];
     efax__pslot *sl;
-    int rc = efax_cmd_decode(w, p->d.producers, pp->taken + 1, efax_ctx_rank(ctx), efax_ctx_size(ctx), p->d.src->len, p->d.dst,
-                             &c, why, sizeof why);
+    int rc = efax_cmd_decode(w, p->d.producers, pp->taken + 1, efax_ctx_rank(ctx), efax_ctx_size(ctx),
+                             p->d.src->len, p->d.dst, &c, why, sizeof why);
     uint64_t number = ++pp->taken;
     if (rc) return efax__proxy_bad(p, w, "%s", why);
     if (c.op == EFAX_CMD_FENCE) {
@@ -1467,7 +1557,8 @@ EFAX_PRIVATE void efax__proxy_exec(efax_proxy *p, const uint64_t *w) {
     memset(&wd, 0, sizeof wd);
     wd.from = efax_ctx_rank(ctx), wd.to = c.dst;
     wd.src = &p->d.src->mr, wd.src_off = c.soff, wd.dst = p->d.dst, wd.dst_off = c.doff, wd.size = c.size;
-    wd.mode = (c.flags & EFAX_PUT_SPLIT) ? EFAX_MODE_SPLIT : EFAX_MODE_SINGLE; /* index 0: these modes do not rotate */
+    wd.mode = (c.flags & EFAX_PUT_SPLIT) ? EFAX_MODE_SPLIT
+                                         : EFAX_MODE_SINGLE; /* index 0: these modes do not rotate */
     wd.chunk = p->d.chunk, wd.tag = c.tag, wd.seq = c.seq;
     wd.on_done = efax__proxy_done; /* the slot returns as its write completes */
     wd.done_user = sl;
@@ -1497,8 +1588,10 @@ EFAX_PRIVATE void efax__proxy_take(efax_proxy *p, const uint64_t *w) {
     p->free_deferred = p->deferred_next[i];
     memcpy(p->deferred[i], w, sizeof p->deferred[i]);
     p->deferred_next[i] = -1;
-    if (pp->dq_tail >= 0) p->deferred_next[pp->dq_tail] = i;
-    else pp->dq_head = i;
+    if (pp->dq_tail >= 0)
+        p->deferred_next[pp->dq_tail] = i;
+    else
+        pp->dq_head = i;
     pp->dq_tail = i;
     p->ndeferred++;
 }
@@ -1552,10 +1645,11 @@ EFAX_PRIVATE void *efax__proxy_main(void *arg) {
         }
         if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
             if (!popped && p->nfree == p->d.inflight && !p->ndeferred && !p->nfenced) break;
-            if (!deadline) deadline = efax_now_ns() + (uint64_t)__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE) * 1000000ull;
+            if (!deadline)
+                deadline = efax_now_ns() + (uint64_t)__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE) * 1000000ull;
             else if (efax_now_ns() > deadline) {
-                efax_log(ctx, 0, "proxy: %d write(s) still in flight and %d command(s) held back at stop", p->d.inflight - p->nfree,
-                         p->ndeferred);
+                efax_log(ctx, 0, "proxy: %d write(s) still in flight and %d command(s) held back at stop",
+                         p->d.inflight - p->nfree, p->ndeferred);
                 if (!p->status) p->status = -FI_ETIMEDOUT;
                 break;
             }
@@ -1572,11 +1666,13 @@ EFAX_API int efax_proxy_init(efax_proxy *p, const efax_proxy_desc *d) {
     if (!p->d.queue_cells) p->d.queue_cells = 4096;
     if (p->d.inflight <= 0) p->d.inflight = 512;
     if (!d->ctx || !d->src || !d->dst || !d->dst->remote || !d->producers || d->producers > 65535) {
-        efax_log(d->ctx, 0, "proxy: needs a context, a source buffer, an exchanged destination and 1..65535 producers");
+        efax_log(d->ctx, 0,
+                 "proxy: needs a context, a source buffer, an exchanged destination and 1..65535 producers");
         return -FI_EINVAL;
     }
     if ((rc = efax_queue_init(&p->q, p->d.queue_cells, EFAX_QUEUE_HOST))) return rc;
-    if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&p->done_h, sizeof(uint64_t) * d->producers, cudaHostAllocMapped | cudaHostAllocPortable))) ||
+    if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&p->done_h, sizeof(uint64_t) * d->producers,
+                                      cudaHostAllocMapped | cudaHostAllocPortable))) ||
         (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&p->done_d, p->done_h, 0))))
         return rc;
     memset(p->done_h, 0, sizeof(uint64_t) * d->producers);
@@ -1591,7 +1687,8 @@ EFAX_API int efax_proxy_init(efax_proxy *p, const efax_proxy_desc *d) {
         p->free_slots = &p->slots[i];
     }
     p->nfree = p->d.inflight;
-    for (i = 0; i < (int)p->d.queue_cells * 2; i++) p->deferred_next[i] = i + 1 < (int)p->d.queue_cells * 2 ? i + 1 : -1;
+    for (i = 0; i < (int)p->d.queue_cells * 2; i++)
+        p->deferred_next[i] = i + 1 < (int)p->d.queue_cells * 2 ? i + 1 : -1;
     p->free_deferred = 0;
     for (uint32_t k = 0; k < d->producers; k++) p->prod[k].dq_head = p->prod[k].dq_tail = -1;
     return 0;
@@ -1616,8 +1713,8 @@ EFAX_API int efax_proxy_stop(efax_proxy *p, int timeout_ms) {
     p->running = false;
     if (p->bad + p->fence_violations > p->bad_said) { /* refused commands wrote nothing: the run is wrong */
         p->bad_said = p->bad + p->fence_violations;
-        efax_log(p->d.ctx, 0, "proxy: %llu bad command(s) refused, %llu fence violation(s)", (unsigned long long)p->bad,
-                 (unsigned long long)p->fence_violations);
+        efax_log(p->d.ctx, 0, "proxy: %llu bad command(s) refused, %llu fence violation(s)",
+                 (unsigned long long)p->bad, (unsigned long long)p->fence_violations);
     }
     if (p->bad_said && !p->status) p->status = -EFAX_E_PEER;
     return p->status;
@@ -1652,8 +1749,8 @@ EFAX_API int efax_proxy_watch_wait(efax_proxy *p, int timeout_ms, uint64_t *t_ns
     int st;
     while ((st = __atomic_load_n(&p->watch_state, __ATOMIC_ACQUIRE)) == 1) {
         if (efax_now_ns() > deadline) {
-            efax_log(p->d.ctx, 0, "proxy: timed out after %d ms waiting for %u confirmation(s) from rank %d", timeout_ms,
-                     p->watch_count, p->watch_peer);
+            efax_log(p->d.ctx, 0, "proxy: timed out after %d ms waiting for %u confirmation(s) from rank %d",
+                     timeout_ms, p->watch_count, p->watch_peer);
             return -FI_ETIMEDOUT;
         }
         sched_yield();
@@ -1666,7 +1763,8 @@ EFAX_API int efax_proxy_watch_wait(efax_proxy *p, int timeout_ms, uint64_t *t_ns
 // >>ipc (implementation) -----------------------------------------------------------------------
 
 /* The record (efax_ipc_record) and its check (efax_ipc_record_check) are in efax.h. */
-static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(((efax_ipc_record *)0)->handle), "an IPC handle is 64 bytes");
+static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(((efax_ipc_record *)0)->handle),
+              "an IPC handle is 64 bytes");
 
 EFAX_API int efax_ipc_open(efax_ipc *ipc, efax_boot *boot, void *dptr, size_t len) {
     efax_ipc_record me, *all;
@@ -1682,14 +1780,21 @@ EFAX_API int efax_ipc_open(efax_ipc *ipc, efax_boot *boot, void *dptr, size_t le
     me.rank = boot->rank;
     me.len = len;
     efax__copy(me.host, sizeof me.host, boot->host);
-    if ((rc = EFAX_CUDA(cudaGetDevice(&me.device))) || (rc = EFAX_CUDA(cudaIpcGetMemHandle(&h, dptr)))) return rc;
+    if ((rc = EFAX_CUDA(cudaGetDevice(&me.device))) || (rc = EFAX_CUDA(cudaIpcGetMemHandle(&h, dptr))))
+        return rc;
     memcpy(me.handle, &h, sizeof me.handle);
     all = (efax_ipc_record *)calloc((size_t)boot->size, sizeof *all);
     ipc->peer = (void **)calloc((size_t)boot->size, sizeof(void *));
     ipc->len = (size_t *)calloc((size_t)boot->size, sizeof(size_t));
     ipc->device = (int *)calloc((size_t)boot->size, sizeof(int));
-    if (!all || !ipc->peer || !ipc->len || !ipc->device) { free(all); return -FI_ENOMEM; }
-    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) { free(all); return rc; }
+    if (!all || !ipc->peer || !ipc->len || !ipc->device) {
+        free(all);
+        return -FI_ENOMEM;
+    }
+    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) {
+        free(all);
+        return rc;
+    }
     for (r = 0; r < boot->size; r++) {
         const efax_ipc_record *b = &all[r];
         char why[200];
@@ -1708,8 +1813,10 @@ EFAX_API int efax_ipc_open(efax_ipc *ipc, efax_boot *boot, void *dptr, size_t le
         }
         memcpy(&h, b->handle, sizeof h);
         if ((rc = EFAX_CUDA(cudaIpcOpenMemHandle(&ipc->peer[r], h, cudaIpcMemLazyEnablePeerAccess)))) {
-            efax_log(NULL, 0, "ipc: cannot open rank %d's buffer (device %d on %s): are both GPUs visible to both processes?", r,
-                     b->device, b->host);
+            efax_log(NULL, 0,
+                     "ipc: cannot open rank %d's buffer (device %d on %s): are both GPUs visible to both "
+                     "processes?",
+                     r, b->device, b->host);
             break;
         }
     }
@@ -1728,7 +1835,8 @@ EFAX_API void efax_ipc_close(efax_ipc *ipc) {
 /* Grid-stride copy with 16-byte accesses: U loads in flight (through the read-only path)
    before the U stores. */
 template <int U>
-static __device__ __forceinline__ void efax__copy16(uint4 *dst, const uint4 *src, size_t n, size_t i, size_t stride) {
+static __device__ __forceinline__ void efax__copy16(uint4 *dst, const uint4 *src, size_t n, size_t i,
+                                                    size_t stride) {
     for (; i + (U - 1) * stride < n; i += U * stride) {
         uint4 v[U];
 #pragma unroll
@@ -1739,20 +1847,22 @@ static __device__ __forceinline__ void efax__copy16(uint4 *dst, const uint4 *src
     for (; i < n; i += stride) dst[i] = __ldg(&src[i]);
 }
 
-template <int U>
-__global__ void efax__k_copy(uint4 *dst, const uint4 *src, size_t n, int blocked) {
+template <int U> __global__ void efax__k_copy(uint4 *dst, const uint4 *src, size_t n, int blocked) {
     if (blocked) { /* this block's contiguous slice, block-stride inside it */
         size_t per = (n + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
         if (lo < hi) efax__copy16<U>(dst + lo, src + lo, hi - lo, threadIdx.x, blockDim.x);
     } else {
-        efax__copy16<U>(dst, src, n, blockIdx.x * (size_t)blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+        efax__copy16<U>(dst, src, n, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
+                        (size_t)gridDim.x * blockDim.x);
     }
     __threadfence_system(); /* the copy is visible to the peer GPU and the CPU before completion is seen */
 }
 
 #define EFAX__TMA_TILE 16384
 #define EFAX__TMA_STAGES 2
-static __device__ __forceinline__ uint32_t efax__smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ uint32_t efax__smem(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
 
 /* Each block: its contiguous slice in 16 KiB tiles, double-buffered in shared memory: a tile is
    loaded by cp.async.bulk (completing on an mbarrier), then stored to the destination by one
@@ -1764,7 +1874,8 @@ __global__ void efax__k_copy_tma(uint8_t *dst, const uint8_t *src, size_t bytes)
     size_t tiles = (bytes + EFAX__TMA_TILE - 1) / EFAX__TMA_TILE, per = (tiles + gridDim.x - 1) / gridDim.x;
     size_t t0 = blockIdx.x * per, t1 = t0 + per < tiles ? t0 + per : tiles, n = t1 > t0 ? t1 - t0 : 0;
     if (threadIdx.x == 0 && n) {
-        for (int k = 0; k < EFAX__TMA_STAGES; k++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(efax__smem(&bar[k])) : "memory");
+        for (int k = 0; k < EFAX__TMA_STAGES; k++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(efax__smem(&bar[k])) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         for (size_t t = 0; t < n + EFAX__TMA_STAGES; t++) {
             /* first store the oldest tile loaded (tile t+1-STAGES), then load tile t into the buffer
@@ -1772,12 +1883,18 @@ __global__ void efax__k_copy_tma(uint8_t *dst, const uint8_t *src, size_t bytes)
             if (t + 1 >= EFAX__TMA_STAGES && t + 1 - EFAX__TMA_STAGES < n) {
                 size_t u = t + 1 - EFAX__TMA_STAGES, off = (t0 + u) * EFAX__TMA_TILE;
                 int k = (int)(u % EFAX__TMA_STAGES);
-                uint32_t len = (uint32_t)(bytes - off < EFAX__TMA_TILE ? bytes - off : EFAX__TMA_TILE), ok = 0,
-                         phase = (uint32_t)((u / EFAX__TMA_STAGES) & 1);
-                do asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                                : "=r"(ok) : "r"(efax__smem(&bar[k])), "r"(phase) : "memory");
+                uint32_t len = (uint32_t)(bytes - off < EFAX__TMA_TILE ? bytes - off : EFAX__TMA_TILE),
+                         ok = 0, phase = (uint32_t)((u / EFAX__TMA_STAGES) & 1);
+                do
+                    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+                                 "selp.u32 %0, 1, 0, p; }"
+                                 : "=r"(ok)
+                                 : "r"(efax__smem(&bar[k])), "r"(phase)
+                                 : "memory");
                 while (!ok);
-                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + off), "r"(efax__smem(buf[k])), "r"(len) : "memory");
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + off),
+                             "r"(efax__smem(buf[k])), "r"(len)
+                             : "memory");
                 asm volatile("cp.async.bulk.commit_group;" ::: "memory");
             }
             if (t < n) {
@@ -1785,9 +1902,14 @@ __global__ void efax__k_copy_tma(uint8_t *dst, const uint8_t *src, size_t bytes)
                 size_t off = (t0 + t) * EFAX__TMA_TILE;
                 uint32_t len = (uint32_t)(bytes - off < EFAX__TMA_TILE ? bytes - off : EFAX__TMA_TILE);
                 if (t >= EFAX__TMA_STAGES) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(efax__smem(&bar[k])), "r"(len) : "memory");
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                             ::"r"(efax__smem(buf[k])), "l"(src + off), "r"(len), "r"(efax__smem(&bar[k])) : "memory");
+                asm volatile(
+                    "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(efax__smem(&bar[k])),
+                    "r"(len)
+                    : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                             "%2, [%3];" ::"r"(efax__smem(buf[k])),
+                             "l"(src + off), "r"(len), "r"(efax__smem(&bar[k]))
+                             : "memory");
             }
         }
         asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
@@ -1796,30 +1918,35 @@ __global__ void efax__k_copy_tma(uint8_t *dst, const uint8_t *src, size_t bytes)
 #endif
 }
 
-EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, int unroll, unsigned flags,
-                                   cudaStream_t s) {
+EFAX_API cudaError_t efax_ipc_copy(void *dst, const void *src, size_t bytes, int grid, int block, int unroll,
+                                   unsigned flags, cudaStream_t s) {
     int blocked = (flags & EFAX_COPY_BLOCKED) != 0;
     if (flags & EFAX_COPY_TMA) {
         if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16) return cudaErrorInvalidValue;
         efax__k_copy_tma<<<grid, 32, 0, s>>>((uint8_t *)dst, (const uint8_t *)src, bytes);
         return cudaGetLastError();
     }
-    if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16 || (unroll != 4 && unroll != 8)) return cudaErrorInvalidValue;
-    if (unroll == 8) efax__k_copy<8><<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16, blocked);
-    else efax__k_copy<4><<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16, blocked);
+    if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16 || (unroll != 4 && unroll != 8))
+        return cudaErrorInvalidValue;
+    if (unroll == 8)
+        efax__k_copy<8><<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16, blocked);
+    else
+        efax__k_copy<4><<<grid, block, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16, blocked);
     return cudaGetLastError();
 }
 
 /* Two pattern words per 16-byte store, grid-stride. */
 __global__ void efax__k_fill16(uint4 *dst, uint64_t n, uint64_t seed) {
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
         uint64_t lo = efax_pattern_word(seed, 2 * i), hi = efax_pattern_word(seed, 2 * i + 1);
         dst[i] = make_uint4((uint32_t)lo, (uint32_t)(lo >> 32), (uint32_t)hi, (uint32_t)(hi >> 32));
     }
     __threadfence_system();
 }
 
-EFAX_API cudaError_t efax_ipc_fill(void *dst, size_t bytes, int rank, uint64_t iter, int grid, int block, cudaStream_t s) {
+EFAX_API cudaError_t efax_ipc_fill(void *dst, size_t bytes, int rank, uint64_t iter, int grid, int block,
+                                   cudaStream_t s) {
     if (bytes % 16 || (uintptr_t)dst % 16 || grid < 1 || block < 1) return cudaErrorInvalidValue;
     efax__k_fill16<<<grid, block, 0, s>>>((uint4 *)dst, bytes / 16, efax_pattern_seed(rank, iter));
     return cudaGetLastError();
@@ -1837,7 +1964,8 @@ __global__ void efax__k_persist(uint64_t *job, uint64_t *dev, int unroll) {
             uint64_t q;
             if (blockIdx.x == 0) {
                 while ((q = efax_ld_acquire_sys(&job[0])) == last) __nanosleep(32);
-                dev[1] = efax_ld_acquire_sys(&job[1]), dev[2] = efax_ld_acquire_sys(&job[2]), dev[3] = efax_ld_acquire_sys(&job[3]);
+                dev[1] = efax_ld_acquire_sys(&job[1]), dev[2] = efax_ld_acquire_sys(&job[2]),
+                dev[3] = efax_ld_acquire_sys(&job[3]);
                 asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(dev), "l"(q) : "memory");
             } else {
                 do asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(q) : "l"(dev) : "memory");
@@ -1848,15 +1976,16 @@ __global__ void efax__k_persist(uint64_t *job, uint64_t *dev, int unroll) {
         __syncthreads();
         if (s_seq == UINT64_MAX) return;
         if (unroll == 8)
-            efax__copy16<8>((uint4 *)s_dst, (const uint4 *)s_src, s_bytes / 16, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
-                            (size_t)gridDim.x * blockDim.x);
+            efax__copy16<8>((uint4 *)s_dst, (const uint4 *)s_src, s_bytes / 16,
+                            blockIdx.x * (size_t)blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
         else
-            efax__copy16<4>((uint4 *)s_dst, (const uint4 *)s_src, s_bytes / 16, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
-                            (size_t)gridDim.x * blockDim.x);
+            efax__copy16<4>((uint4 *)s_dst, (const uint4 *)s_src, s_bytes / 16,
+                            blockIdx.x * (size_t)blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
         __threadfence_system();
         last = s_seq;
         __syncthreads();
-        if (threadIdx.x == 0 && atomicAdd((unsigned long long *)&dev[4], 1ull) == (unsigned long long)gridDim.x - 1) {
+        if (threadIdx.x == 0 &&
+            atomicAdd((unsigned long long *)&dev[4], 1ull) == (unsigned long long)gridDim.x - 1) {
             dev[4] = 0; /* the last block: every block copied and fenced */
             efax_st_release_sys(&job[8], last);
         }
@@ -1870,7 +1999,8 @@ EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block, in
     e->block = block;
     if ((rc = EFAX_CUDA(cudaHostAlloc((void **)&e->job, 128, cudaHostAllocMapped))) ||
         (rc = EFAX_CUDA(cudaHostGetDevicePointer((void **)&e->job_d, (void *)e->job, 0))) ||
-        (rc = EFAX_CUDA(cudaMalloc((void **)&e->dev, 8 * sizeof(uint64_t)))) || (rc = EFAX_CUDA(cudaMemset(e->dev, 0, 8 * sizeof(uint64_t)))) ||
+        (rc = EFAX_CUDA(cudaMalloc((void **)&e->dev, 8 * sizeof(uint64_t)))) ||
+        (rc = EFAX_CUDA(cudaMemset(e->dev, 0, 8 * sizeof(uint64_t)))) ||
         (rc = EFAX_CUDA(cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking))))
         return rc;
     memset((void *)e->job, 0, 128);
@@ -1880,7 +2010,8 @@ EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block, in
     return 0;
 }
 
-EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes, int timeout_ms) {
+EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes,
+                                  int timeout_ms) {
     uint64_t deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull, seq = ++e->seq;
     if (bytes % 16) return -FI_EINVAL;
     e->job[1] = (uint64_t)(uintptr_t)dst;
@@ -1889,7 +2020,8 @@ EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *sr
     __atomic_store_n((uint64_t *)&e->job[0], seq, __ATOMIC_RELEASE); /* after the parameters */
     while (__atomic_load_n((uint64_t *)&e->job[8], __ATOMIC_ACQUIRE) != seq)
         if (efax_now_ns() > deadline) {
-            efax_log(NULL, 0, "copy engine: job %llu not finished within %d ms", (unsigned long long)seq, timeout_ms);
+            efax_log(NULL, 0, "copy engine: job %llu not finished within %d ms", (unsigned long long)seq,
+                     timeout_ms);
             return -FI_ETIMEDOUT;
         }
     return 0;
@@ -1909,21 +2041,27 @@ EFAX_API int efax_copy_engine_stop(efax_copy_engine *e) {
 }
 
 /* One round of efax_ipc_time: every copy once; host_ms (when not NULL) adds the host's time of each. */
-static int efax__ipc_round(const efax_ipc_run *r, int n, void *const *dst, const void *const *src, size_t bytes,
-                           cudaStream_t *s, efax_copy_engine *eng, double *host_ms) {
+static int efax__ipc_round(const efax_ipc_run *r, int n, void *const *dst, const void *const *src,
+                           size_t bytes, cudaStream_t *s, efax_copy_engine *eng, double *host_ms) {
     int rc = 0;
     for (int t = 0; t < n && !rc; t++) {
         uint64_t t0 = efax_now_ns();
-        if (r->how == EFAX_IPC_STORES) rc = EFAX_CUDA(efax_ipc_fill(dst[t], bytes, r->rank, r->iter, r->grid, r->block, s[t]));
-        else if (r->how == EFAX_IPC_KERNEL) rc = EFAX_CUDA(efax_ipc_copy(dst[t], src[t], bytes, r->grid, r->block, r->unroll, r->flags, s[t]));
-        else if (r->how == EFAX_IPC_MEMCPY) rc = EFAX_CUDA(cudaMemcpyAsync(dst[t], src[t], bytes, cudaMemcpyDeviceToDevice, s[t]));
-        else rc = efax_copy_engine_run(eng, dst[t], src[t], bytes, 60000);
+        if (r->how == EFAX_IPC_STORES)
+            rc = EFAX_CUDA(efax_ipc_fill(dst[t], bytes, r->rank, r->iter, r->grid, r->block, s[t]));
+        else if (r->how == EFAX_IPC_KERNEL)
+            rc =
+                EFAX_CUDA(efax_ipc_copy(dst[t], src[t], bytes, r->grid, r->block, r->unroll, r->flags, s[t]));
+        else if (r->how == EFAX_IPC_MEMCPY)
+            rc = EFAX_CUDA(cudaMemcpyAsync(dst[t], src[t], bytes, cudaMemcpyDeviceToDevice, s[t]));
+        else
+            rc = efax_copy_engine_run(eng, dst[t], src[t], bytes, 60000);
         if (host_ms) *host_ms += (double)(efax_now_ns() - t0) / 1e6;
     }
     return rc;
 }
 
-EFAX_API int efax_ipc_time(const efax_ipc_run *r, int n, void *const *dst, const void *const *src, size_t bytes, double *gbs) {
+EFAX_API int efax_ipc_time(const efax_ipc_run *r, int n, void *const *dst, const void *const *src,
+                           size_t bytes, double *gbs) {
     bool persist = r->how == EFAX_IPC_PERSIST;
     cudaStream_t s[64] = {};
     cudaEvent_t e0 = NULL, e1 = NULL;
@@ -1933,17 +2071,20 @@ EFAX_API int efax_ipc_time(const efax_ipc_run *r, int n, void *const *dst, const
     int rc = 0;
     *gbs = 0;
     if (n < 1 || n > 64) return -FI_EINVAL;
-    for (int t = 0; t < n && !persist && !rc; t++) rc = EFAX_CUDA(cudaStreamCreateWithFlags(&s[t], cudaStreamNonBlocking));
+    for (int t = 0; t < n && !persist && !rc; t++)
+        rc = EFAX_CUDA(cudaStreamCreateWithFlags(&s[t], cudaStreamNonBlocking));
     if (!rc && !persist && !(rc = EFAX_CUDA(cudaEventCreate(&e0)))) rc = EFAX_CUDA(cudaEventCreate(&e1));
     if (!rc && persist) rc = efax_copy_engine_start(&eng, r->grid, r->block, r->unroll);
     for (int it = -2; it < r->iters && !rc; it++) {
-        if (it == 0 && !persist) EFAX_CUDA(cudaEventRecord(e0, s[0])); /* the timed rounds start: every stream after it */
+        if (it == 0 && !persist)
+            EFAX_CUDA(cudaEventRecord(e0, s[0])); /* the timed rounds start: every stream after it */
         for (int t = 1; it == 0 && !persist && t < n; t++) EFAX_CUDA(cudaStreamWaitEvent(s[t], e0, 0));
         rc = efax__ipc_round(r, n, dst, src, bytes, s, &eng, persist && it >= 0 ? &ms : NULL);
     }
     for (int t = 1; !rc && !persist && t < n; t++) /* join the streams */
         if (!(rc = EFAX_CUDA(cudaEventRecord(e1, s[t])))) rc = EFAX_CUDA(cudaStreamWaitEvent(s[0], e1, 0));
-    if (!rc && !persist && !(rc = EFAX_CUDA(cudaEventRecord(e1, s[0]))) && !(rc = EFAX_CUDA(cudaEventSynchronize(e1))) &&
+    if (!rc && !persist && !(rc = EFAX_CUDA(cudaEventRecord(e1, s[0]))) &&
+        !(rc = EFAX_CUDA(cudaEventSynchronize(e1))) &&
         !(rc = EFAX_CUDA(cudaEventElapsedTime(&ev_ms, e0, e1))))
         ms = ev_ms;
     if (persist) efax_copy_engine_stop(&eng);

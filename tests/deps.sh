@@ -2,7 +2,8 @@
 # deps.sh — makes sure the system packages efax needs are installed.
 #   tests/deps.sh build   compiler, pkg-config, libfabric and PMIx headers
 #   tests/deps.sh test    + Open MPI (mpirun), fi_info/fi_pingpong, jq, iproute2, clang, clang-format, valgrind,
-#                         gnuplot, python3, chromium (renders bench.sh's results page), and Slurm
+#                         gnuplot, python3, chromium (renders bench.sh's results page), Slurm, and
+#                         nftables (the lab's lossy rail: this kernel has no netem)
 #   tests/deps.sh bench   + Open MPI, fi_pingpong, gnuplot, ss (iproute2)
 #   tests/deps.sh slurm   Slurm for the lab's cluster: munge, slurmctld, slurmd, srun, Slurm's
 #                         PMIx plugin (slurm-wlm-basic-plugins; on a machine with systemd the
@@ -28,6 +29,7 @@ if [ "$what" = test ]; then
   have_cmd jq || want_pkg jq
   have_cmd ip || want_pkg iproute2
   have_cmd tc || want_pkg iproute2
+  have_cmd nft || want_pkg nftables   # tests/lab.sh rail HOST RAIL loss PCT
   have_cmd clang || want_pkg clang
   have_cmd valgrind || want_pkg valgrind
   have_cmd clang-format || want_pkg clang-format   # the layout check (.clang-format)

@@ -15,9 +15,7 @@
 #include <string.h>
 
 /* Drops efax's messages: the two timeouts are expected. */
-static void quiet(void *user, int level, const char *msg) {
-    (void)user, (void)level, (void)msg;
-}
+static void quiet(void *user, int level, const char *msg) { (void)user, (void)level, (void)msg; }
 
 int main(int argc, char **argv) {
     efax_boot boot;

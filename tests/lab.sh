@@ -9,6 +9,13 @@
 #   tests/lab.sh down                        remove everything up made (safe to run any time)
 #   tests/lab.sh status                      namespaces, interfaces, addresses, qdiscs
 #   tests/lab.sh exec HOST CMD...            run CMD in host HOST (h0, 0, efax-h0 or 10.77.0.10)
+#   tests/lab.sh rail HOST RAIL rate RATE    make one rail of one host slower (or faster) than the
+#                                            rest: tbf at RATE on both ends of HOST's veth on RAIL
+#                                            (r0..r3 or 0..3), what it sends and what it receives
+#   tests/lab.sh rail HOST RAIL loss PCT     drop PCT percent (1..50) of the packets HOST sends on
+#                                            RAIL, on the wire: see "Loss" below
+#   tests/lab.sh rail HOST RAIL heal         back to the lab's rate, nothing dropped
+#                                            (`rail` faults are listed in env as LAB_FAULTS)
 #
 # Layout after `up`: hosts are namespaces efax-h0..efax-h{N-1}, each with its own hostname hN.
 #   management: bridge efaxmgmt (10.77.0.1/24, root namespace); host i has mgmt0 = 10.77.0.(10+i)
@@ -29,9 +36,19 @@
 #   time when each one carries one message per iteration (all2all 4x4@1gbit Split, 256 MiB:
 #   82% of the rails with both, 92% with the cap, 94.7% with the cap and reno). One flow still
 #   fills a rail (the veth round trip is ~0.1 ms).
+# Loss (`rail HOST RAIL loss PCT`): this kernel has no netem, so an nftables rule (Debian's
+#   nftables) drops them: `numgen random mod 100 < PCT drop` on the netdev ingress of the switch's
+#   end of HOST's cable (efax-hI-rK, root namespace), and HOST's rK sends wire-sized packets
+#   (gso_max_segs 1) so one drop is one packet. Inside HOST, the output hook would not do: a
+#   packet its own stack drops is sent again before TCP counts it sent (nft's counter grew,
+#   /proc/net/snmp RetransSegs stayed 0, the rail kept its rate). Out here TCP sees real loss:
+#   at 200mbit, 2% dropped gave RetransSegs = the drops (681 of ~33,000 segments), and the rail
+#   still moved 187 of 191 Mbit/s (a round trip of ~0.1 ms recovers fast): loss shows in the
+#   OS's retransmit counters long before it shows in the rate.
 # `up` also writes, under /run/efax-lab:
 #   agent  Open MPI rsh agent (--mca plm_rsh_agent): `agent [-opts...] HOST CMD...` runs CMD in HOST
 #   env    sourceable: LAB_HOSTS LAB_NHOSTS LAB_RAILS LAB_NICS LAB_RATE LAB_LINE_GBPS LAB_AGENT LAB_MGMT
+#          LAB_FAULTS (what `rail` changed: "h1:r2:rate:250mbit h0:r1:loss:2")
 # and adds "10.77.0.1I hI  # efax-lab" lines to /etc/hosts (down removes exactly those).
 # --slurm: a real Slurm cluster (Debian's slurmctld, slurmd, munge; `srun --mpi=pmix` through
 #   Slurm's PMIx plugin), all of it inside the lab's hosts and its state under /run/efax-lab/slurm:
@@ -104,7 +121,7 @@ stop_lab_processes() {
 }
 
 down() {
-  local l ns
+  local l ns t
   stop_lab_processes
   # Deleting the root-side veth ends removes both ends at once; waiting for a deleted namespace to
   # release its veths is asynchronous, so a quick `up` after it could find the names still taken.
@@ -115,15 +132,25 @@ down() {
   for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^efax-h/ { print $1 }'); do
     ip netns del "$ns" 2>/dev/null || true
   done
+  for t in $(nft list tables netdev 2>/dev/null | awk '$3 ~ /^efaxlab_/ { print $3 }'); do
+    nft delete table netdev "$t" 2>/dev/null || true   # `rail ... loss` rules on the switch ports
+  done
   hosts_clean
   rm -rf "$RUN"
 }
 
-# shape DEV [NS-INDEX]: tbf on DEV's egress, in host NS-INDEX or (no index) the root namespace
+# burst_of RATE: 4 ms worth of bytes, enough for tbf to keep a fast link busy between timer ticks
+burst_of() {
+  local bps; bps=$(rate_bps "$1") || return 1
+  awk -v b="$bps" 'BEGIN { k = int(b / 8 * 0.004 / 1024); print (k < 64 ? 64 : k) "kb" }'
+}
+
+# shape DEV [NS-INDEX [RATE]]: tbf on DEV's egress, in host NS-INDEX or (no index) the root
+# namespace, at RATE (default: the lab's)
 shape() {
-  local dev=$1 i=${2:-} pre=()
+  local dev=$1 i=${2:-} rate=${3:-$RATE} pre=()
   [ -n "$i" ] && pre=(ip netns exec "efax-h$i")
-  "${pre[@]}" tc qdisc replace dev "$dev" root tbf rate "$RATE" burst "$BURST" latency 20ms
+  "${pre[@]}" tc qdisc replace dev "$dev" root tbf rate "$rate" burst "$(burst_of "$rate")" latency 20ms
   # TSO/GSO stay on: tbf counts each wire segment (one flow reads 95.6% of RATE, the TCP/IP
   # header ceiling), and 1500-byte packets cost a small VM its CPU long before 16 shaped rails do
 }
@@ -172,6 +199,7 @@ write_env() {
     echo "LAB_LINE_GBPS=$gbps"
     echo "LAB_AGENT=$RUN/agent"
     echo "LAB_MGMT=$MGMT_NET"
+    echo "LAB_FAULTS=''"
   } >"$RUN/env"
 }
 
@@ -272,8 +300,7 @@ up() {
   [[ $RAILS =~ ^[1-4]$ ]] || die "RAILS must be 1..4, got '$RAILS'"
   if [ -n "$RATE" ]; then
     BPS=$(rate_bps "$RATE") || die "RATE must look like 1gbit, 500mbit, 100mbit; got '$RATE'"
-    # 4 ms worth of bytes: enough for tbf to keep a fast link busy between timer ticks
-    BURST=$(awk -v b="$BPS" 'BEGIN { k = int(b / 8 * 0.004 / 1024); print (k < 64 ? 64 : k) "kb" }')
+    BURST=$(burst_of "$RATE")
     SNDBUF=$(awk -v b="$BPS" 'BEGIN { k = int(b / 8 * 0.002); print (k < 65536 ? 65536 : k) }')
   fi
   [ -z "$SLURM" ] || slurm_check
@@ -315,8 +342,70 @@ up() {
   echo "lab.sh: up: $NHOSTS hosts, $RAILS rails${RATE:+, shaped to $RATE (burst $BURST)}${SLURM:+, Slurm}; env in $RUN/env"
 }
 
+# faults_set KEY [VALUE]: LAB_FAULTS in env keeps one "hI:rK:what:arg" word per degraded rail;
+# KEY (hI:rK) is replaced by VALUE, or removed without one
+faults_set() {
+  local key=$1 val=${2:-} cur w out=()
+  cur=$(sed -n "s/^LAB_FAULTS='\(.*\)'$/\1/p" "$RUN/env")
+  for w in $cur; do [[ $w == "$key":* ]] || out+=("$w"); done
+  [ -z "$val" ] || out+=("$val")
+  grep -v '^LAB_FAULTS=' "$RUN/env" >"$RUN/env.new" || true
+  echo "LAB_FAULTS='${out[*]}'" >>"$RUN/env.new"
+  mv "$RUN/env.new" "$RUN/env"
+}
+
+# rail HOST RAIL rate RATE | loss PCT | heal: one rail of one host made slow or lossy, or healed
+rail() {
+  local i k what=${3:-} arg=${4:-} table
+  [ $# -ge 3 ] || die "usage: lab.sh rail HOST RAIL rate RATE | loss PCT | heal"
+  [ -f "$RUN/env" ] || die "no lab here: tests/lab.sh up first"
+  # shellcheck disable=SC1091
+  . "$RUN/env"
+  i=$(host_index "$1") || die "unknown host '$1' (h0..h$((LAB_NHOSTS - 1)))"
+  [ "$i" -lt "$LAB_NHOSTS" ] || die "no host h$i in this lab (hosts $LAB_HOSTS)"
+  k=${2#r}
+  [[ $k =~ ^[0-9]$ ]] && [ "$k" -lt "$LAB_RAILS" ] || die "no rail '$2' in this lab (rails $LAB_NICS)"
+  RATE=$LAB_RATE table=efaxlab_h${i}_r$k
+  case $what in
+    rate)
+      rate_bps "$arg" >/dev/null || die "rate needs a tc rate like 250mbit, got '$arg'"
+      shape "r$k" "$i" "$arg"
+      shape "efax-h$i-r$k" "" "$arg"
+      faults_set "h$i:r$k" "h$i:r$k:rate:$arg" ;;
+    loss)
+      [[ $arg =~ ^[0-9]+$ ]] && [ "$arg" -ge 1 ] && [ "$arg" -le 50 ] || die "loss needs a percentage in 1..50, got '$arg'"
+      command -v nft >/dev/null || die "loss needs nft: apt-get install nftables (tests/deps.sh test installs it)"
+      nsx "$i" ip link set dev "r$k" gso_max_segs 1
+      # one transaction: the table is created if missing and emptied, then holds the one rule
+      nft -f - <<EOF || die "nft refused the loss rule for h$i's r$k"
+table netdev $table
+flush table netdev $table
+table netdev $table {
+  chain in {
+    type filter hook ingress device "efax-h$i-r$k" priority 0; policy accept;
+    numgen random mod 100 < $arg counter drop
+  }
+}
+EOF
+      faults_set "h$i:r$k" "h$i:r$k:loss:$arg" ;;
+    heal)
+      nft delete table netdev "$table" 2>/dev/null || true
+      nsx "$i" ip link set dev "r$k" gso_max_segs 65535
+      if [ -n "$RATE" ]; then
+        shape "r$k" "$i"
+        shape "efax-h$i-r$k"
+      else
+        nsx "$i" tc qdisc del dev "r$k" root 2>/dev/null || true
+        tc qdisc del dev "efax-h$i-r$k" root 2>/dev/null || true
+      fi
+      faults_set "h$i:r$k" ;;
+    *) die "rail: expected rate RATE, loss PCT or heal, got '$what'" ;;
+  esac
+  echo "lab.sh: rail r$k of h$i: $what${arg:+ $arg}"
+}
+
 status() {
-  local ns
+  local ns t
   [ -n "$(ip netns list | awk '$1 ~ /^efax-h/')" ] || { echo "lab.sh: no lab (tests/lab.sh up)"; return 0; }
   echo "== root namespace: bridges and their ports"
   ip -br link show type bridge | awk '$1 ~ /^efax/'
@@ -327,6 +416,9 @@ status() {
     echo "== $ns"
     ip netns exec "$ns" ip -br -4 addr show
     ip netns exec "$ns" tc qdisc show | awk '$0 !~ /dev lo /' | sed 's/^/  qdisc: /'
+  done
+  for t in $(nft list tables netdev 2>/dev/null | awk '$3 ~ /^efaxlab_/ { print $3 }'); do
+    echo "== loss $t: $(nft list table netdev "$t" | grep -E 'counter' | sed 's/^[[:space:]]*//')"
   done
   [ -f "$RUN/env" ] && { echo "== $RUN/env"; grep -v '^#' "$RUN/env"; }
   [ -f "$RUN/slurm/slurm.conf" ] && { echo "== slurm"; SLURM_CONF=$RUN/slurm/slurm.conf sinfo -N -l 2>&1 || true; }
@@ -344,6 +436,7 @@ case $cmd in
     up "${args[@]}" ;;
   down) down ;;
   status) status ;;
+  rail) rail "$@" ;;
   exec)
     [ $# -ge 2 ] || die "usage: lab.sh exec HOST CMD..."
     i=$(host_index "$1") || die "unknown host '$1'"; shift

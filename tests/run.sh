@@ -231,6 +231,77 @@ t unit/json-escape 60 json_escape
 t info/lists-providers 60 expect_fail 0 "shm" "$B/info"
 t info/json 60 bash -c "'$B/info' --json '$LOGS/info.jsonl' >/dev/null && jq -e -s 'length > 0 and all(.[]; .nic|type==\"string\")' '$LOGS/info.jsonl'"
 
+# --- the doctor: a preflight of this host, one line per finding; a FAIL exits 1
+# here it must pass, and say what it cannot know (no EFA, no GPU) as SKIP, with every NIC's loopback write
+doctor_here() {
+  local j=$LOGS/doctor.jsonl out
+  out=$("$B/doctor" --json "$j"); echo "$out"
+  jq -e . "$j" >/dev/null || { echo "doctor.jsonl is not JSON Lines"; return 1; }
+  jq -e -s '(map(select(.summary)) | length == 1 and .[0].summary.fail == 0) and
+            any(.[]; .level == "SKIP" and .check == "efa") and any(.[]; .level == "SKIP" and .check == "gpu") and
+            any(.[]; .level == "PASS" and .check == "nic" and (.text | test("landed, every byte right")))' "$j" >/dev/null ||
+    { echo "doctor.jsonl lacks the summary, the SKIPs for EFA and GPU, or a NIC's loopback write"; return 1; }
+  grep -qE '^SKIP  efa ' <<<"$out" && grep -qE '^# doctor: [0-9]+ PASS, [0-9]+ WARN, 0 FAIL' <<<"$out"
+}
+# a recorded (synthetic) EFA device without libfabric's efa provider is a FAIL with its fix, exit 1
+doctor_fails() {
+  EFAX_SYSFS_ROOT=$PWD/tests/topo/counters expect_fail 1 "but the libfabric loaded offers no efa provider" "$B/doctor" -q &&
+    expect_fail 1 "FAIL  providers" "$B/doctor" -q --provider bogus &&
+    expect_fail 1 "FAIL  efa" "$B/doctor" -q --expect-efa &&
+    expect_fail 2 "doctor: " "$B/doctor" --timeout x
+}
+# two ranks posing as hosts a and b (efax's TCP rendezvous, EFAX_NODE): one report per host; hosts
+# whose NICs differ are a FAIL (efax matches NICs between hosts by name)
+doctor_hosts() {
+  local port=$((20000 + RANDOM % 20000)) rc r1 out
+  two() {
+    EFAX_NODE=b EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=t "$B/doctor" -q --nics "$2" >/dev/null 2>&1 & local p=$!
+    EFAX_NODE=a EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=t "$B/doctor" -q --nics "$1" 2>&1; local rc=$?
+    wait $p; return $(( rc | $? ))
+  }
+  out=$(two lo lo); rc=$?; echo "$out"
+  [ $rc = 0 ] && grep -q 'host a (rank 0 of 2)' <<<"$out" && grep -q 'host b (rank 1 of 2)' <<<"$out" || { echo "expected two hosts, exit 0"; return 1; }
+  port=$((port + 1))
+  out=$(two lo lo,lo); rc=$?; echo "$out"
+  [ $rc = 1 ] && grep -q '^FAIL  hosts' <<<"$out" || { echo "expected a FAIL for hosts whose NICs differ, exit 1"; return 1; }
+}
+# the CUDA build runs here too, and says why it checks no GPU
+doctor_cuda() {
+  [ -x "$B/doctor_cuda" ] || { echo "skipped: no $B/doctor_cuda (make cuda: needs nvcc)"; return 77; }
+  expect_fail 0 "SKIP  gpu        no CUDA device here" "$B/doctor_cuda"
+}
+export -f doctor_here doctor_fails doctor_hosts doctor_cuda
+t doctor/this-host-ready          120 doctor_here
+t doctor/fail-exits-1             120 doctor_fails
+t doctor/hosts-compared           120 doctor_hosts
+t doctor/cuda-build-skips-gpu     120 doctor_cuda
+
+# --- per-NIC counters in every row, and the cold start in the header (#32)
+# efax's own counters add up to the bytes moved (no warm-up, so the row's counters hold only the timed
+# iterations: every byte written left on one NIC and landed on one); the OS's are checked in the lab
+# (loopback here carries every other process's traffic too); Split over two endpoints
+# even (spread <= 1.05), Single's idle endpoint named; every NIC's cold start in the header and JSON
+counters_add_up() {
+  local p=$1 j=$LOGS/counters-$1.jsonl out idle nics=lo,lo
+  [ "$p" = shm ] && nics=shm,shm
+  out=$($MPIRUN_STR -np 2 "$B/write" --provider "$p" --nics "$nics" -b 256K -e 4M -f 4 -n 10 -w 0 \
+    --mode single,split --json "$j" 2>&1) || { echo "$out"; return 1; }
+  echo "$out"
+  idle="${nics%%,*}#1"
+  grep -q '^# cold start, rank 0 per NIC' <<<"$out" || { echo "no cold start in the header"; return 1; }
+  grep -qE "^ +4M \|.* $idle idle \|.* 1\.0[0-5]$" <<<"$out" || { echo "the table shows no spread or no idle NIC"; return 1; }
+  jq -e -s --arg idle "$idle" 'length == 6 and all(.[]; (.counted == "timed" or .counted == "row")
+      and ([.nic_counters[].tx_bytes] | add) == .bytes and ([.nic_counters[].rx_bytes] | add) == .bytes
+      and (.tcp_counters | type) == "array"
+      and (.run.cold.nics | length) == 2 and all(.run.cold.nics[]; .open_ms > 0 and .first_message_ms > 0)
+      and (if .variant == "Split" then .nic_spread <= 1.05 and .nics_idle == [] else .nics_idle == [$idle] end))' "$j" >/dev/null ||
+    { echo "$j: counters do not add up, or no spread, idle NIC or cold start:"
+      jq -c '{variant, size, bytes, counted, nic_spread, nics_idle, tx: [.nic_counters[].tx_bytes], rx: [.nic_counters[].rx_bytes], cold: .run.cold}' "$j"; return 1; }
+  jq -r '"\(.variant) \(.size): \(.bytes) B moved; efax tx \([.nic_counters[].tx_bytes] | add), rx \([.nic_counters[].rx_bytes] | add)"' "$j"
+}
+export -f counters_add_up
+for p in tcp shm; do has_provider $p && t counters/$p-add-up-spread-cold 120 counters_add_up $p; done
+
 for p in tcp shm; do
   if ! has_provider $p; then skip=$((skip + 1)); echo "SKIP $p/*: provider $p not available"; continue; fi
   nics=$(two_nics $p)
@@ -535,6 +606,118 @@ host_nics_switch() {
 export -f host_nics_switch
 t topo/host-nics-by-switch 120 host_nics_switch
 
+# --- efa-faults/: the fault layer (EFAX_FAULTS, efax.h >>faults) makes tcp and shm behave as efa may:
+# completions out of order and late, writes overtaken by later notifications (reorder), posts
+# refused in bursts (eagain), injected operations lost after they were counted done (injectfail),
+# emulated writes on every rank (emulated) or on odd ranks only (emulated=odd), a 64 KiB max RMA
+# size (smallrma). Every driver's checked run under each family: where efa would still deliver,
+# exit 0 with no wrong byte; where an operation is lost (injectfail, all), exit 1 with the loss
+# named by the rank that lost it; a peer whose writes are emulated while this rank's are not
+# (emulated=odd) is refused at connect, naming both (exit 1); nothing hangs (EFAX_TIMEOUT_MS 10 s).
+# Each rank's last line says what the layer did; a batch left ending on FI_MORE (unrung) is a
+# failure everywhere.
+faults_run() {
+  local fam=$1 p=$2 d=$3 nics np args out=$LOGS/efa-faults-$1-$2-$3 rc
+  nics=$(two_nics "$p")
+  case $d in
+    pingpong) np=2; args="-c -b 1 -e 64K -f 16 -n 50" ;;
+    sendrecv) np=2; args="--nics $nics -c -b 1 -e 1M -f 32 -n 10 --mode all" ;;
+    write)    np=2; args="--nics $nics -c -b 1 -e 4M -f 16 -n 5 --mode all --window 4" ;;
+    all2all)  np=3; args="--nics $nics -c -b 3K -e 3M -f 32 -n 5 --mode all" ;;
+    bootstrap) np=3; args="--nics $nics -s 16" ;;
+  esac
+  [ "$d" = bootstrap ] || args="$args --json $out.jsonl"
+  rm -f "$out.jsonl"
+  # shellcheck disable=SC2086
+  EFAX_TIMEOUT_MS=10000 EFAX_FAULTS=$fam $MPIRUN_STR -np $np -x EFAX_TIMEOUT_MS -x EFAX_FAULTS "$B/$d" --provider "$p" $args >"$out.log" 2>&1
+  rc=$?
+  cat "$out.log"
+  faults_check "$fam" "$d" "$rc" "$out" "$np"
+}
+# faults_check FAMILY DRIVER RC OUT NP: the verdict on one run (its log and JSON)
+faults_check() {
+  local fam=$1 d=$2 rc=$3 out=$4 np=$5 sums lost
+  sums=$(grep -c "^efax: warning: EFAX_FAULTS=.* on rank" "$out.log")
+  grep -q "unrung=[1-9]" "$out.log" && { echo "a batch was left ending on FI_MORE"; return 1; }
+  grep -qi "wrong bytes" "$out.log" && { echo "wrong bytes"; return 1; }
+  if [ -f "$out.jsonl" ] && [ -s "$out.jsonl" ]; then
+    jq -e -s 'all(.[]; .wrong == 0)' "$out.jsonl" >/dev/null || { echo "a result has wrong bytes"; return 1; }
+  fi
+  lost=$(grep -o "injectfail failed=[0-9]* errored=[0-9]*" "$out.log" | grep -vc "failed=0 errored=0")
+  case $fam in
+    emulated=odd)
+      [ "$rc" = 1 ] || { echo "exit $rc: a peer with emulated writes was not refused (exit 1)"; return 1; }
+      grep -q "emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) and rank" "$out.log" ||
+        { echo "the refusal does not name the ranks"; return 1; }
+      return 0 ;;
+    injectfail|all)
+      if [ "$rc" = 0 ]; then
+        [ "$sums" = "$np" ] && [ "$lost" = 0 ] || { echo "exit 0, but the layer dropped an operation ($lost rank(s)) or a rank said nothing ($sums of $np)"; return 1; }
+        echo "no injected operation was dropped in this run: exit 0 is right"
+      else
+        [ "$rc" = 1 ] || { echo "exit $rc, expected 1"; return 1; }
+        grep -q "injected by EFAX_FAULTS=" "$out.log" || { echo "exit 1, but no rank named the injected failure"; return 1; }
+        echo "an injected operation was lost: exit 1, named"
+      fi ;;
+    *)
+      [ "$rc" = 0 ] || { echo "exit $rc where efa would still deliver"; return 1; }
+      [ "$sums" = "$np" ] || { echo "$sums of $np ranks reported what the layer did"; return 1; }
+      if [ "$d" = bootstrap ]; then grep -q "all $np×$((np - 1)) pairs OK" "$out.log" || return 1
+      else jq -e -s 'length > 0' "$out.jsonl" >/dev/null || { echo "no results"; return 1; }
+      fi
+      case $fam in # the family acted
+        reorder) grep -q "reorder held=[1-9]" "$out.log" || { echo "reorder held nothing back"; return 1; } ;;
+        eagain) grep -q "eagain refused=[1-9]" "$out.log" || { echo "eagain refused nothing"; return 1; } ;;
+        emulated) [ "$(grep -c "emulated nics=[1-9]" "$out.log")" = "$np" ] && grep -q "emulates RDMA writes" "$out.log" ||
+          { echo "not every rank's NICs said their writes are emulated"; return 1; } ;;
+        smallrma) [ "$(grep -c "smallrma nics=[1-9]" "$out.log")" = "$np" ] || { echo "not every rank's max RMA size was cut"; return 1; } ;;
+      esac ;;
+  esac
+  # the seed is in the run header, so the run can be replayed
+  [ "$d" = bootstrap ] || [ "$rc" != 0 ] || grep -q "^# faults: EFAX_FAULTS=[a-z,=0-9]*:[0-9]" "$out.log" || { echo "no seed in the run header"; return 1; }
+}
+# #29 item 9: batches with FI_MORE and posts refused in bursts: efax must never return with a batch
+# ending on FI_MORE (the layer holds FI_MORE posts until a post without it, as efa's doorbell)
+fi_more_batches() {
+  local out=$LOGS/efa-faults-fi-more-$1 chunk=4K
+  [ "$1" = shm ] && chunk=8K # shm injects 4 KiB writes (no batch)
+  EFAX_FAULTS=eagain $MPIRUN_STR -np 3 -x EFAX_FAULTS "$B/xfer_test" --provider "$1" --nics "$(two_nics "$1")" --window 64 \
+    --chunk $chunk --max 4M --fi-more >"$out.log" 2>&1 || { cat "$out.log"; return 1; }
+  cat "$out.log"
+  grep -q "unrung=[1-9]" "$out.log" && return 1
+  grep -q "interrupted=[1-9]" "$out.log" || { echo "no refusal met an open batch: the case did not occur"; return 1; }
+}
+# #29 item 7: control receives refused on repost (eagain) must be posted again, or the slots run out
+# and notifications are never received (3000 iterations: two notifications each)
+ctrl_slots() {
+  EFAX_TIMEOUT_MS=10000 EFAX_FAULTS=eagain:1 $MPIRUN_STR -np 2 -x EFAX_TIMEOUT_MS -x EFAX_FAULTS "$B/write" --provider tcp --nics lo \
+    -c -b 8 -e 8 -n 3000 --quiet
+}
+# #29 item 8: a target must not await more writes at once than its completion queue holds: with a
+# small EFAX_CQ_SIZE the incast fails, naming the numbers; with the default it lands whole
+incast_cq() {
+  local out=$LOGS/efa-faults-incast-$1
+  $MPIRUN_STR -np 5 "$B/xfer_test" --provider "$1" --incast --chunk 8K --max 2M >"$out.ok.log" 2>&1 || { cat "$out.ok.log"; return 1; }
+  grep "incast" "$out.ok.log"
+  EFAX_CQ_SIZE=256 EFAX_TIMEOUT_MS=10000 $MPIRUN_STR -np 5 -x EFAX_CQ_SIZE -x EFAX_TIMEOUT_MS "$B/xfer_test" --provider "$1" --incast \
+    --chunk 8K --max 2M >"$out.small.log" 2>&1 && { echo "EFAX_CQ_SIZE=256: the incast was accepted"; cat "$out.small.log"; return 1; }
+  grep "completion queue has room" "$out.small.log" || { cat "$out.small.log"; return 1; }
+}
+export -f faults_run faults_check fi_more_batches ctrl_slots incast_cq two_nics
+for p in tcp shm; do
+  has_provider $p || continue
+  for d in pingpong sendrecv write all2all bootstrap; do
+    for fam in reorder eagain injectfail emulated emulated=odd smallrma all; do
+      t efa-faults/$p-$d-$fam 120 faults_run $fam $p $d
+    done
+  done
+  # #29 item 6: rank 0's send, counted done at once, is dropped with a later error entry (no context)
+  t efa-faults/lost-inject-$p 60 env EFAX_FAULTS=injectfail=2 "${MPIRUN[@]}" -x EFAX_FAULTS -np 2 "$B/xfer_test" --provider $p --lost-inject
+  t efa-faults/fi-more-batches-$p 300 fi_more_batches $p
+  t efa-faults/incast-cq-size-$p 120 incast_cq $p
+done
+t efa-faults/ctrl-slots-refused-tcp 120 ctrl_slots
+
 # --- wrong bytes fail a -c run: tests/corrupt_shim.c, preloaded into the ranks, inverts bytes
 # that the network delivers into the driver's own buffers. The table must still be finished,
 # then one line names the results with wrong bytes, and the run exits 1 (mpirun passes it on).
@@ -630,6 +813,8 @@ bad_rows() {
     "$B/info|--bogus|unknown option" "$B/xfer_test|--window 0|--window" \
     "env EFAX_LINE_GBPS=fast $B/write|-n 1|EFAX_LINE_GBPS" "env EFAX_LINE_GBPS=-1 $B/write|-n 1|EFAX_LINE_GBPS" \
     "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "$B/write|--cuda-api --no-cuda-api|contradict" "env EFAX_GDR_FLUSH=2 $B/write|-n 1|EFAX_GDR_FLUSH" "env EFAX_EFA_UNSOLICITED_WRITE_RECV=yes $B/write|-n 1|EFAX_EFA_UNSOLICITED_WRITE_RECV" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
+    "env EFAX_FAULTS=bogus $B/write|-n 1|EFAX_FAULTS='bogus'" "env EFAX_FAULTS=reorder:x $B/pingpong|-n 1|EFAX_FAULTS" \
+    "env EFAX_FAULTS=smallrma=0 $B/all2all|-n 1|EFAX_FAULTS" "env EFAX_CQ_SIZE=5 $B/sendrecv|-n 1|EFAX_CQ_SIZE" \
     "env EFAX_RANK=x EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_RANK" \
     "env EFAX_RANK=0 EFAX_SIZE=0 EFAX_ROOT=127.0.0.1:9 $B/bootstrap||EFAX_SIZE" \
     "env EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=nohostport $B/bootstrap||EFAX_ROOT" \
@@ -794,13 +979,58 @@ lab_slurm() {
   [ -z "$(ip netns list | grep efax-h)" ] || { echo "lab namespaces left"; return 1; }
 }
 export -f lab_unshaped lab_slurm
+# per-NIC counters and the slow-rail finder (drivers/rails.c) in a lab of 2 hosts x 4 rails at 200mbit:
+# write's rows (4 even shares in Split, 3 idle rails in Single, counters adding up); all healthy,
+# nothing flagged; h1's r2 at a quarter of the rate, r2 flagged both ways and nothing else; h1's r1
+# losing 2% of what it sends (nftables, tests/lab.sh rail), h1 r1 -> h0 r1 flagged and no other
+# rail. First the doctor on both hosts: one report each, and they agree.
+lab_rails_finder() {
+  local rc out=$LOGS/lab-rails flagged
+  [ "$(id -u)" = 0 ] || { echo "skipped: the lab needs root"; return 77; }
+  command -v nft >/dev/null || { echo "skipped: no nft (tests/deps.sh test installs nftables)"; return 77; }
+  tests/lab.sh up 2 4 200mbit >"$LOGS/lab-up.log" 2>&1 || { rc=$?; cat "$LOGS/lab-up.log"; return $rc; }
+  finder() { # NAME: one run; prints its verdicts; FLAGGED gets "from nic -> to" of every flagged path
+    lab_mpirun "$PWD/$B/rails" -q -B 8M -s 512K --expect-healthy --json "$out.$1.jsonl" >"$out.$1.log" 2>&1; rc=$?
+    echo "== $1 (exit $rc)"; grep -v '^\[' "$out.$1.log"
+    flagged=$(jq -r 'select(.kind == "path" and (.slow or .lossy)) | "\(.from) \(.nic) -> \(.to)"' "$out.$1.jsonl" | sort | tr '\n' ';')
+  }
+  (
+    lab_mpirun "$PWD/$B/doctor" -q >"$out.doctor.log" 2>&1; rc=$?
+    cat "$out.doctor.log"
+    [ $rc = 0 ] && grep -q 'host h0 ' "$out.doctor.log" && grep -q 'host h1 ' "$out.doctor.log" || { echo "doctor: expected both hosts, exit 0"; exit 1; }
+    # where the bytes went: Split over the 4 rails in 4 even shares, Single's 3 idle rails at a glance,
+    # and efax's counters and each host's rails' OS counters add up to the bytes moved
+    lab_mpirun "$PWD/$B/write" -b 1M -e 1M -n 8 -w 0 --mode single,split --json "$out.write.jsonl" >"$out.write.log" 2>&1 ||
+      { cat "$out.write.log"; exit 1; }
+    grep -v '^\[' "$out.write.log"
+    grep -qE '^ +1M \|.* 3 idle \|.* 1\.0[0-5]$' "$out.write.log" || { echo "the table does not show 3 idle and an even Split"; exit 1; }
+    jq -e -s 'length == 2 and all(.[]; (.counted == "timed" or .counted == "row") and ([.nic_counters[].tx_bytes] | add) == .bytes
+        and ([.nic_counters[].rx_bytes] | add) == .bytes
+        and ([.nic_counters[] | select(.host == "h0") | .os.delta.tx_bytes] | add) as $os | $os >= .bytes and $os <= .bytes * 1.1 + 1048576)
+      and (.[] | select(.variant == "Split") | .nic_spread <= 1.05 and ([.nic_counters[] | select(.host == "h0" and .tx_bytes > 0)] | length) == 4)
+      and (.[] | select(.variant == "Single") | .nics_idle == ["r1", "r2", "r3"])' "$out.write.jsonl" >/dev/null ||
+      { echo "per-NIC counters: expected 4 even shares in Split, r1-r3 idle in Single, counters adding up:"
+        jq -c '{variant, bytes, nic_spread, nics_idle, n: [.nic_counters[] | "\(.host) \(.nic) tx \(.tx_bytes) rx \(.rx_bytes) os_tx \(.os.delta.tx_bytes)"]}' "$out.write.jsonl"; exit 1; }
+    jq -r '"\(.variant): \(.bytes) B; " + ([.nic_counters[] | select(.host == "h0") | "\(.nic) \(.tx_bytes) (OS \(.os.delta.tx_bytes))"] | join(", "))' "$out.write.jsonl"
+    finder healthy
+    [ $rc = 0 ] && [ -z "$flagged" ] || { echo "healthy: expected nothing flagged and exit 0, got '$flagged'"; exit 1; }
+    tests/lab.sh rail h1 r2 rate 50mbit && finder slow
+    [ $rc = 1 ] && [ "$flagged" = "h0 r2 -> h1;h1 r2 -> h0;" ] || { echo "slow: expected r2 flagged both ways and exit 1, got '$flagged'"; exit 1; }
+    tests/lab.sh rail h1 r2 heal && tests/lab.sh rail h1 r1 loss 2 && finder lossy
+    [ $rc = 1 ] && [[ $flagged == *"h1 r1 -> h0;"* ]] && [ -z "$(tr ';' '\n' <<<"$flagged" | grep -v ' r1 -> ')" ] ||
+      { echo "lossy: expected h1 r1 -> h0 flagged, no other rail, exit 1; got '$flagged'"; exit 1; }
+  ); rc=$?
+  tests/lab.sh down >/dev/null 2>&1
+  return $rc
+}
+export -f lab_rails_finder
 # the lab is one per machine: a second suite (another libfabric, another checkout) waits for its
 # turn before the test's time limit starts
 # (only when a lab test is selected at all)
 lab_selected() {
   local p n
   [ ${#ONLY[@]} -eq 0 ] && return 0
-  for n in lab/2hosts-2rails-split-rr lab/rail-down-mid-run lab/unshaped-line-rate-unknown lab/slurm-write-check lab/slurm-all2all-check; do
+  for n in lab/2hosts-2rails-split-rr lab/rail-down-mid-run lab/rails-finder-slow-lossy-healthy lab/unshaped-line-rate-unknown lab/slurm-write-check lab/slurm-all2all-check; do
     for p in "${ONLY[@]}"; do [[ "$n" == *"$p"* ]] && return 0; done
   done
   return 1
@@ -809,6 +1039,7 @@ lab_selected && { flock 9
 t lab/2hosts-2rails-split-rr     300 lab_rails 9>&-
 t lab/rail-down-mid-run          300 lab_rail_down 9>&-
 t lab/unshaped-line-rate-unknown 300 lab_unshaped 9>&-
+t lab/rails-finder-slow-lossy-healthy 300 lab_rails_finder 9>&-
 t lab/slurm-write-check          300 lab_slurm write 2 8 -b 64K -e 4M -f 4 -n 5 --mode split,rr 9>&-
 t lab/slurm-all2all-check        300 lab_slurm all2all 4 6 -b 64K -e 1M -f 4 -n 5 --mode single,split 9>&-
 } 9>/tmp/efax-lab.lock

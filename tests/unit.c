@@ -13,6 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 static int failures;
 #define CHECK(c)                                                                                             \
@@ -500,6 +504,149 @@ static void test_topology(void) {
     CHECK(efax_topo_near(root, nics, nn, NULL, 0, out, EFAX_MAX_NICS) == 2 && out[0] == 0 && out[1] == 1);
 }
 
+/* EFAX_FAULTS values: every family, seeds, sizes; every bad value refused with a reason that names it
+   and the families */
+static void test_faults(void) {
+    static const struct {
+        const char *spec;
+        int ok;
+        unsigned fams;
+        uint64_t seed;
+        int has_seed;
+        uint64_t rma, first;
+    } c[] = {{NULL, 1, 0, 0, 0, 65536, 0},
+             {"", 1, 0, 0, 0, 65536, 0},
+             {"reorder", 1, EFAX_FAULT_REORDER, 0, 0, 65536, 0},
+             {"eagain,injectfail", 1, EFAX_FAULT_EAGAIN | EFAX_FAULT_INJECTFAIL, 0, 0, 65536, 0},
+             {"all:42", 1, EFAX_FAULT_ALL, 42, 1, 65536, 0},
+             {"emulated,smallrma:0x10", 1, EFAX_FAULT_EMULATED | EFAX_FAULT_SMALLRMA, 16, 1, 65536, 0},
+             {"smallrma=4K", 1, EFAX_FAULT_SMALLRMA, 0, 0, 4096, 0},
+             {"smallrma=1M:7", 1, EFAX_FAULT_SMALLRMA, 7, 1, 1 << 20, 0},
+             {"injectfail=2", 1, EFAX_FAULT_INJECTFAIL, 0, 0, 65536, 2},
+             {"reorder,all", 1, EFAX_FAULT_ALL, 0, 0, 65536, 0},
+             {"bogus", 0, 0, 0, 0, 0, 0},
+             {"reorder,", 1, EFAX_FAULT_REORDER, 0, 0, 65536, 0},
+             {",", 0, 0, 0, 0, 0, 0},
+             {"all:", 0, 0, 0, 0, 0, 0},
+             {"all:x", 0, 0, 0, 0, 0, 0},
+             {"all:-1", 0, 0, 0, 0, 0, 0},
+             {":5", 0, 0, 0, 0, 0, 0},
+             {"smallrma=0", 0, 0, 0, 0, 0, 0},
+             {"smallrma=2G", 0, 0, 0, 0, 0, 0},
+             {"smallrma=4Q", 0, 0, 0, 0, 0, 0},
+             {"injectfail=0", 0, 0, 0, 0, 0, 0},
+             {"injectfail=x", 0, 0, 0, 0, 0, 0},
+             {"Reorder", 0, 0, 0, 0, 0, 0}};
+    for (unsigned i = 0; i < sizeof c / sizeof c[0]; i++) {
+        efax_fault_spec f;
+        char why[400];
+        int rc = efax_faults_parse(c[i].spec, &f, why, sizeof why);
+        if (c[i].ok != (rc == 0) ||
+            (rc == 0 &&
+             (f.families != c[i].fams || f.has_seed != (bool)c[i].has_seed ||
+              (c[i].has_seed && f.seed != c[i].seed) || f.rma != c[i].rma || f.inject_first != c[i].first))) {
+            fprintf(stderr, "  EFAX_FAULTS='%s': rc %d, families %#x seed %llu rma %llu first %llu (%s)\n",
+                    c[i].spec ? c[i].spec : "(null)", rc, f.families, (unsigned long long)f.seed,
+                    (unsigned long long)f.rma, (unsigned long long)f.inject_first, why);
+            failures++;
+        }
+        if (rc && (!strstr(why, "EFAX_FAULTS='") || !strstr(why, "reorder, eagain, injectfail") ||
+                   strchr(why, '\n'))) {
+            fprintf(
+                stderr,
+                "  EFAX_FAULTS='%s': the reason does not name the value and the families in one line: %s\n",
+                c[i].spec, why);
+            failures++;
+        }
+    }
+}
+
+/* #29 item 8: a completion queue holds two windows, the control receives and room for peers' writes
+   (16384 by default); a given size shrinks the window so that at least half of what control leaves
+   is room for incoming writes */
+static void test_cq_size(void) {
+    int w = 256, size, room;
+    efax__cq_plan(0, EFAX__CTRL_SLOTS, &w, &size, &room);
+    CHECK(w == 256 && room == 16384 && size == 2 * 256 + EFAX__CTRL_SLOTS + 16384);
+    w = 256;
+    efax__cq_plan(256, EFAX__CTRL_SLOTS, &w, &size, &room);
+    CHECK(w == 48 && size == 256 && room == 96 && 2 * w + EFAX__CTRL_SLOTS + room == size);
+    w = 16;
+    efax__cq_plan(4096, EFAX__CTRL_SLOTS, &w, &size, &room);
+    CHECK(w == 16 && size == 4096 && room == 4096 - 32 - EFAX__CTRL_SLOTS);
+    w = 256;
+    efax__cq_plan(10, EFAX__CTRL_SLOTS, &w, &size, &room); /* below the minimum: the minimum */
+    CHECK(size == EFAX__CQ_MIN && room >= size / 4);
+}
+
+/* OS counters from the synthetic tree tests/topo/counters (EFAX_SYSFS_ROOT): an efa device's
+   hw_counters (lifespan is a setting, skipped), an interface's statistics, the namespace's TCP
+   counters; deltas and what the wire lost. Then the live tree: loopback's statistics move when
+   bytes go through it. */
+static void test_counters(void) {
+    char here[512], root[600];
+    efax_nic_info efa, eth, shm;
+    efax_os_counters a, b, d;
+    uint64_t lost = 0, sent = 0;
+    snprintf(here, sizeof here, "%s", __FILE__);
+    *(strrchr(here, '/') ? strrchr(here, '/') : here) = 0;
+    snprintf(root, sizeof root, "%s/topo/counters", here[0] ? here : ".");
+    setenv("EFAX_SYSFS_ROOT", root, 1);
+    memset(&efa, 0, sizeof efa), memset(&eth, 0, sizeof eth), memset(&shm, 0, sizeof shm);
+    snprintf(efa.provider, sizeof efa.provider, "efa");
+    snprintf(efa.name, sizeof efa.name, "rdmap16s27-rdm");
+    snprintf(eth.provider, sizeof eth.provider, "tcp;ofi_rxm");
+    snprintf(eth.name, sizeof eth.name, "eth0");
+    snprintf(shm.provider, sizeof shm.provider, "shm");
+    snprintf(shm.name, sizeof shm.name, "shm");
+    CHECK(efax_os_counters_nic(&efa, &a) == 0 && !strcmp(a.source, "efa") && !strcmp(a.dev, "rdmap16s27"));
+    CHECK(a.n == 22 && efax_os_counter(&a, "lifespan") == -1);
+    CHECK(efax_os_counter(&a, "rdma_write_bytes") == 96636764160ll &&
+          efax_os_counter(&a, "retrans_pkts") == 1);
+    CHECK(!strcmp(a.name[0], "impaired_remote_conn_events") &&
+          !strcmp(a.name[a.n - 1], "unresponsive_remote_events"));
+    CHECK(efax_os_counters_loss(&a, &lost, &sent) == 0 && lost == 4 && sent == 11796480);
+    CHECK(efax_os_counters_nic(&eth, &b) == 0 && !strcmp(b.source, "net") && b.n == 24);
+    CHECK(efax_os_counter(&b, "tx_bytes") == 1073741824 && efax_os_counter(&b, "tx_dropped") == 2);
+    CHECK(efax_os_counters_loss(&b, &lost, &sent) == 0 && lost == 2 && sent == 741540);
+    CHECK(efax_os_counters_nic(&shm, &d) == -FI_ENOENT && d.n == 0 && !d.source[0]);
+    snprintf(eth.name, sizeof eth.name, "../../../etc");
+    CHECK(efax_os_counters_nic(&eth, &d) == -FI_ENOENT);
+    CHECK(efax_os_counters_tcp(&a) == 0 && !strcmp(a.source, "tcp") && a.n == 10);
+    CHECK(efax_os_counter(&a, "RetransSegs") == 14831 && efax_os_counter(&a, "RtoMin") == -1);
+    CHECK(efax_os_counters_loss(&a, &lost, &sent) == 0 && lost == 14831 && sent == 741540);
+    /* deltas: by name, a counter that went backwards counts from 0, one missing before is left out */
+    b = a;
+    b.value[0] += 7;
+    for (int i = 0; i < b.n; i++)
+        if (!strcmp(b.name[i], "RetransSegs")) b.value[i] = 5;
+    snprintf(a.name[1], sizeof a.name[1], "Renamed");
+    efax_os_counters_delta(&a, &b, &d);
+    CHECK(d.n == 9 && d.value[0] == 7 && efax_os_counter(&d, "RetransSegs") == 5 &&
+          efax_os_counter(&d, "OutSegs") == 0);
+    CHECK(!strcmp(d.source, "tcp"));
+    efax_os_counters_delta(&a, &b, &b); /* in place */
+    CHECK(b.n == 9 && b.value[0] == 7);
+    setenv("EFAX_SYSFS_ROOT", "/nonexistent", 1);
+    CHECK(efax_os_counters_tcp(&a) == -FI_ENOENT && efax_os_counters_nic(&efa, &a) == -FI_ENOENT);
+    unsetenv("EFAX_SYSFS_ROOT");
+    /* the live tree: datagrams sent to loopback show in lo's statistics (other traffic may add more) */
+    snprintf(eth.name, sizeof eth.name, "lo");
+    if (efax_os_counters_nic(&eth, &a) == 0) {
+        struct sockaddr_in to;
+        char buf[1000];
+        int fd = socket(AF_INET, SOCK_DGRAM, 0);
+        memset(buf, 1, sizeof buf), memset(&to, 0, sizeof to);
+        to.sin_family = AF_INET, to.sin_port = htons(9), to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        for (int i = 0; fd >= 0 && i < 10; i++)
+            sendto(fd, buf, sizeof buf, 0, (struct sockaddr *)&to, sizeof to);
+        if (fd >= 0) close(fd);
+        CHECK(efax_os_counters_nic(&eth, &b) == 0 && !strcmp(b.source, "net") && !strcmp(b.dev, "lo"));
+        efax_os_counters_delta(&a, &b, &d);
+        CHECK(efax_os_counter(&d, "tx_bytes") >= 10 * 1000 && efax_os_counter(&d, "tx_packets") >= 10);
+    }
+}
+
 /* Host memory on many NICs: ranks share the PCIe switch groups, local rank i group i mod G (p5:
    8 groups of 4, p4d: 4 of 1), a rank alone takes them all, a bound rank its node's (synthetic
    trees: tests/topo/p5/NOTE.md). */
@@ -656,7 +803,8 @@ static const test tests[] = {
     {"stats", test_stats},       {"errors", test_errors},       {"peer_data", test_peer_data},
     {"matching", test_matching}, {"hints", test_hints},         {"chunk", test_chunk},
     {"topology", test_topology}, {"host_nics", test_host_nics}, {"fingerprint", test_fingerprint},
-    {"dmabuf", test_dmabuf}};
+    {"dmabuf", test_dmabuf},     {"counters", test_counters},   {"faults", test_faults},
+    {"cq_size", test_cq_size}};
 
 int main(int argc, char **argv) {
     unsigned i;
