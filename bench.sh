@@ -38,7 +38,12 @@
 # --libfabric, or on PATH), and this host's single-thread memcpy as the ceiling for shm. The
 # summary compares them, one verdict per line: ping-pong within 2% of fi_pingpong at every size;
 # tcp write at least 1.1x fi_rma_bw at 64 KiB - 4 MiB; shm write at 16 MiB at least the in-cache
-# memcpy rate and at 256 MiB at least 75% of the memcpy ceiling.
+# memcpy rate and at 256 MiB at least 75% of the memcpy ceiling. Then the message rate (Mmsg/s) at
+# 8 B - 64 KiB with 64 messages in flight on both sides, on each provider, in 3 interleaved rounds:
+# efax's write beside fabtests' fi_rma_bw -o writedata and efax's sendrecv (Stream) beside
+# fi_rdm_bw, the paired ratio (median over the rounds of efax / fabtests in the same round) with its
+# spread; ok when the paired median is at least 1. Without fabtests (Debian's libfabric-bin has
+# fi_pingpong alone) efax's rate is printed alone.
 # With --lab and no driver: tcp WRITE between the lab's first two hosts (one rail), efax's write
 # (64 and 1 in flight) beside fi_rma_bw -o writedata (64 in flight), interleaved, twice.
 # Each run leaves its log, .jsonl, .csv, the exact commands and PNG plots in the results folder.
@@ -419,6 +424,39 @@ fi_pp() {
   wait "$server" 2>/dev/null
 }
 
+# fi_rate NAME TOOL PROVIDER [ARGS...]: a fabtests bandwidth tool (fi_rma_bw, fi_rdm_bw) over the
+# message-rate sizes ($MR_SIZES), $MR_W in flight, MSGS($PROVIDER) messages per size, both ends
+# here; one run with a size list where the tool takes one (-S l:..., fabtests 1.19 on), else one
+# run per size. The client's output goes to $OUT/NAME.txt.
+FI_RDM_BW=$(command -v fi_rdm_bw || true)
+MR_SIZES="8 32 128 512 2048 8192 32768 65536" MR_W=64 MR_ROUNDS=3
+mr_msgs() { [ "$1" = shm ] && echo 64000 || echo 12800; }   # ~0.1-2 s a size for each tool here
+fi_rate() {
+  local name=$1 tool=$2 prov=$3 port server s sizes args; shift 3
+  if "$tool" -h 2>&1 | grep -q 'l:1,'; then sizes=("l:${MR_SIZES// /,}"); else read -ra sizes <<<"$MR_SIZES"; fi
+  for s in "${sizes[@]}"; do
+    port=$((40000 + RANDOM % 20000))
+    args=(-p "$prov" "$@" -W "$MR_W" -S "$s" -I "$(mr_msgs "$prov")" -E="$port")
+    echo "${tool##*/} ${args[*]} & ${tool##*/} ${args[*]} 127.0.0.1" >>"$OUT/commands.txt"
+    timeout 300 "$tool" "${args[@]}" >>"$OUT/$name.server.txt" 2>&1 &
+    server=$!
+    wait_listen "" "$port" || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; return 1; }
+    timeout 300 "$tool" "${args[@]}" 127.0.0.1 >>"$OUT/$name.txt" 2>&1
+    kill "$server" 2>/dev/null
+    wait "$server" 2>/dev/null
+  done
+}
+# mrate_pair EFAX_DRIVER TOOL PROVIDER ROUND [TOOL_ARGS...]: one round of the message rate: efax's
+# driver over the same sizes with the same window, and the tool (when found), efax first in odd rounds
+mrate_pair() {
+  local drv=$1 tool=$2 p=$3 r=$4 rc=0; shift 4
+  if [ -n "$tool" ] && [ $((r % 2)) = 0 ]; then fi_rate "${tool##*/}-$p.r$r" "$tool" "$p" "$@"; fi
+  run "mrate-$drv-$p.r$r" "$drv" --provider "$p" -b 8 -e 64K -f 4 --window "$MR_W" \
+    -n $(($(mr_msgs "$p") / MR_W)) -w 2 --quiet || rc=1
+  if [ -n "$tool" ] && [ $((r % 2)) = 1 ]; then fi_rate "${tool##*/}-$p.r$r" "$tool" "$p" "$@"; fi
+  return $rc
+}
+
 PROVS=()
 for p in shm tcp; do "$BUILD/info" --provider $p >/dev/null 2>&1 && PROVS+=($p); done
 [ ${#PROVS[@]} -gt 0 ] || { echo "bench.sh: neither shm nor tcp is available from libfabric here" >&2; exit 1; }
@@ -453,6 +491,16 @@ for p in "${PROVS[@]}"; do
     echo; echo "== fi_rma_bw-tcp (reference: -o writedata, 64 in flight)"
     grep -hE '^[0-9]' "$OUT/fi_rma_bw-tcp.txt"
   fi
+  # the message rate, 8 B - 64 KiB, $MR_W messages in flight on both sides: efax's write against
+  # fabtests' fi_rma_bw -o writedata (a window of writes with immediate data, then the target's
+  # ack: efax's write exchange), efax's sendrecv (its Stream) against fi_rdm_bw (untagged sends on
+  # an RDM endpoint, a window, then an ack: the same shape); $MR_ROUNDS interleaved rounds, each
+  # pair side by side; without the fabtests one round of efax alone
+  nr=$MR_ROUNDS; [ -n "$FI_RMA_BW$FI_RDM_BW" ] || nr=1
+  for r in $(seq $nr); do
+    mrate_pair write "$FI_RMA_BW" $p $r -o writedata || status=1
+    mrate_pair sendrecv "$FI_RDM_BW" $p $r || status=1
+  done
 done
 
 # ---------------- the summary: figures side by side ----------------
@@ -462,6 +510,44 @@ bytes() { awk '{v=$1; m=1; if (v ~ /k$/) m=1024; if (v ~ /m$/) m=1048576; if (v 
 # whichever of usec/xfer and size / MB/sec (the same elapsed time) has the smaller rounding error.
 fi_table() { grep -E '^[0-9]' "$1" | while read -r sz _ _ _ _ mbs us _; do
   echo "$(echo "$sz" | bytes) $mbs $us" | awk '{ u = $3; if ($1 > 0 && $2 > 0 && $2 > u) u = $1 / $2; printf "%d %.4f %s\n", $1, u, $2 }'; done; }
+# fabtests' bandwidth lines: bytes iters total time MB/sec usec/xfer Mxfers/sec -> "size Mmsg/s", as
+# MB/sec / size: Mxfers/sec is printed to two decimals (0.04 is +-12%), MB/sec with size times the digits
+fi_rate_table() { grep -E '^[0-9]' "$1" | while read -r sz _ _ _ mbs _; do
+  echo "$(echo "$sz" | bytes) $mbs" | awk '$1 > 0 { printf "%d %.6f\n", $1, $2 / $1 }'; done; }
+# efax_rate_table JSONL VARIANT: "size Mmsg/s" of efax's rows of VARIANT with $MR_W in flight
+efax_rate_table() { jq -r --arg v "$2" --argjson w "$MR_W" 'select(.variant == $v and .window == $w) | "\(.size) \(.mmsgs)"' "$1" 2>/dev/null; }
+# mrate_summary PROVIDER DRIVER VARIANT TOOL LABEL: efax's message rate beside the tool's, per size:
+# the best round of each, and paired: the median over the rounds of efax / tool within a round
+# (the two ran seconds apart), with the lowest and highest of those ratios (the spread)
+mrate_summary() {
+  local p=$1 drv=$2 var=$3 tool=$4 label=$5 name=${4##*/} r
+  echo
+  if [ -z "$tool" ]; then
+    echo "-- $p: $drv message rate, $MR_W in flight, Mmsg/s: no ${label%% *} (fabtests) here to compare with (Debian's"
+    echo "   libfabric-bin has fi_pingpong alone: tests/libfabric.sh TARBALL builds libfabric with its fabtests; then"
+    echo "   ./bench.sh --libfabric PREFIX, or fabtests of this libfabric on PATH); efax alone, one round:"
+    printf '%10s %14s\n' size "efax Mmsg/s"
+    efax_rate_table "$OUT/mrate-$drv-$p.r1.jsonl" "$var" | sort -n | awk '{ printf "%10d %14.4f\n", $1, $2 }'
+    return
+  fi
+  echo "-- $p: message rate, efax $drv ($var) vs $label, $MR_W in flight, 8 B - 64 KiB, Mmsg/s (10^6 messages/s):"
+  echo "   best of $MR_ROUNDS interleaved rounds each; paired: the median over the rounds of efax / $name in the same"
+  echo "   round, spread: the lowest and highest of those ratios; ok when the paired median is at least 1"
+  for r in $(seq $MR_ROUNDS); do
+    efax_rate_table "$OUT/mrate-$drv-$p.r$r.jsonl" "$var" | sort -k1,1 >"$OUT/mrate-$drv-$p.r$r.tsv"
+    fi_rate_table "$OUT/$name-$p.r$r.txt" | sort -k1,1 >"$OUT/$name-$p.r$r.tsv"
+    join "$OUT/mrate-$drv-$p.r$r.tsv" "$OUT/$name-$p.r$r.tsv" | awk -v r="$r" '$3 > 0 { print $1, r, $2, $3, $2 / $3 }'
+  done | sort -k1,1n -k5,5g | awk '
+    { k = $1; c[k]++; ratio[k, c[k]] = $5; if ($3 > e[k]) e[k] = $3; if ($4 > f[k]) f[k] = $4; if (!(k in seen)) { seen[k] = 1; keys[++m] = k } }
+    END {
+      printf "%10s %12s %12s %8s %17s %7s %s\n", "size", "efax Mmsg/s", "fi Mmsg/s", "paired", "spread", "rounds", "verdict"
+      for (i = 1; i <= m; i++) {
+        k = keys[i]; med = ratio[k, int((c[k] + 1) / 2)]
+        if (c[k] % 2 == 0) med = (ratio[k, c[k] / 2] + ratio[k, c[k] / 2 + 1]) / 2
+        printf "%10d %12.4f %12.4f %8.3f %8.3f - %6.3f %7d %s\n", k, e[k], f[k], med, ratio[k, 1], ratio[k, c[k]], c[k], (med >= 1 ? "ok" : "BELOW")
+      }
+    }'
+}
 {
 echo
 echo "==================== summary ($(date -u +%FT%TZ), $((SECONDS - T0)) s) ===================="
@@ -496,6 +582,11 @@ for p in "${PROVS[@]}"; do
       g = sz*8/(us*1000); fg = fmb*8/1000;
       printf "%10d %14.2f %14.2f %12.3f %12.3f %8.3f %13s%% %s\n", sz, us, fus, g, fg, pr, sp, (us <= fus*1.02 ? "ok" : "SLOWER") }'
   done
+done
+# the message rate, efax beside fabtests, per provider (mrate_pair's runs)
+for p in "${PROVS[@]}"; do
+  mrate_summary "$p" write "Single" "$FI_RMA_BW" "fi_rma_bw -o writedata -W $MR_W"
+  mrate_summary "$p" sendrecv "Single Stream" "$FI_RDM_BW" "fi_rdm_bw -W $MR_W"
 done
 if printf '%s\n' "${PROVS[@]}" | grep -qx tcp; then
   echo

@@ -794,7 +794,8 @@ typedef void (*efax_done_fn)(void *user, efax_xfer *x);
 
 /* One logical transfer: a send, a receive or a write, possibly in many chunks over many
    NICs. Owned by the caller; any memory will do: efax_send, efax_recv and efax_write set
-   every field from their arguments and read none back (the hooks are inputs of the descs).
+   every field that they or a later call read, from their arguments, and read none back (the
+   hooks are inputs of the descs; a send done at once by inject leaves the queue's fields).
    It must not move, nor be started again, until efax_xfer_done() says so. The caller reads
    status, done, chunks and, for receives, rx_len, rx_data and rx_has_data; the rest is
    efax's. */
@@ -1350,6 +1351,8 @@ struct efax_ctx {
     char nic_choice[128]; /* how the NICs were chosen, for the run header */
     char mem_path[64];    /* efax_ctx_desc.mem_path, resolved ("" when none is forced) */
     unsigned eq_tick;     /* progress calls, to read the EQs every 1024th */
+    int settling;         /* registered regions with a settle hook: efax_wait_all settles receives
+                                  into them (while there are none, it does not look) */
 };
 
 
@@ -4011,6 +4014,7 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
     mr->stage_user = desc->stage_user;
     mr->settle = desc->settle;
     mr->settle_user = desc->settle_user;
+    if (mr->settle) ctx->settling++; /* efax_mr_dereg, also of a failed registration, takes it back */
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
         uint64_t t0 = efax_now_ns();
@@ -4060,6 +4064,7 @@ EFAX_API void efax_mr_dereg(efax_mr *mr) {
     if (!mr) return;
     for (i = EFAX_MAX_NICS - 1; i >= 0; i--)
         if (mr->mr[i]) fi_close(&mr->mr[i]->fid);
+    if (mr->settle && mr->ctx) mr->ctx->settling--;
     free(mr->remote);
     memset(mr, 0, sizeof *mr);
 }
@@ -5059,6 +5064,27 @@ EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeou
 
 // >>operations (implementation) ----------------------------------------------------------------
 
+/* The hot path's branch hints: the error side of a check, kept out of line (EFAX__COLD), costs
+   the common side nothing but the test. */
+#ifndef EFAX__UNLIKELY
+#if defined(__GNUC__)
+#define EFAX__UNLIKELY(c) __builtin_expect(!!(c), 0)
+#define EFAX__COLD __attribute__((noinline, cold))
+#else
+#define EFAX__UNLIKELY(c) (c)
+#define EFAX__COLD
+#endif
+#endif
+#if defined(__GNUC__)
+#define EFAX__LIKELY(c) __builtin_expect(!!(c), 1)
+#define EFAX__HOT_INLINE static inline __attribute__((always_inline)) /* the poll that finds nothing */
+#define EFAX__NOINLINE __attribute__((noinline)) /* keeps its frame out of the caller's */
+#else
+#define EFAX__LIKELY(c) (c)
+#define EFAX__HOT_INLINE static inline
+#define EFAX__NOINLINE
+#endif
+
 EFAX_API int efax_imm_encode(int rank, int tag, uint32_t seq, uint32_t *imm) {
     *imm = 0;
     if (rank < 0 || rank >= EFAX_IMM_MAX_RANKS || tag < 0 || tag >= EFAX_IMM_MAX_TAGS) return -FI_EINVAL;
@@ -5107,11 +5133,22 @@ EFAX_PRIVATE void efax__xfer_check_done(efax_xfer *x) {
     }
 }
 
+/* The route to peer's NIC matched with local NIC nic. */
+static inline const efax__route *efax__route_to(const efax_ctx *ctx, int peer, int nic) {
+    return &ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic];
+}
+
+/* Sends len bytes at buf to fa by inject, with immediate data when has_imm. */
+static inline int efax__inject_send(efax__nic *n, const void *buf, uint64_t len, bool has_imm, uint32_t imm,
+                                    fi_addr_t fa) {
+    return (int)(has_imm ? efax__fi_injectdata(n, buf, len, imm, fa) : efax__fi_inject(n, buf, len, fa));
+}
+
 /* Sends or writes a small chunk by inject: the provider copies it at once, so it needs no
    operation context and produces no completion (one CQ round trip less per small message). */
 EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, uint32_t imm) {
     efax_xfer *x = s->x;
-    const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)s->nic];
+    const efax__route *rt = efax__route_to(ctx, x->peer, s->nic);
     const void *buf = (const uint8_t *)x->lmr->ptr + x->loff + s->off + s->posted;
     if (x->op == EFAX_OP_WRITE) {
         const efax_rmr *rm = &x->rmr->remote[x->peer];
@@ -5119,8 +5156,7 @@ EFAX_PRIVATE int efax__inject_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint6
         return (int)(x->has_imm ? efax__fi_inject_writedata(n, buf, len, imm, rt->fa, addr, key)
                                 : efax__fi_inject_write(n, buf, len, rt->fa, addr, key));
     }
-    return (int)(x->has_imm ? efax__fi_injectdata(n, buf, len, imm, rt->fa)
-                            : efax__fi_inject(n, buf, len, rt->fa));
+    return efax__inject_send(n, buf, len, x->has_imm, imm, rt->fa);
 }
 
 EFAX_PRIVATE void efax__op_free(efax__nic *n, efax_op *op) {
@@ -5443,20 +5479,24 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     return posted;
 }
 
+/* Posts receive x on NIC n (index nic) with operation op (n->free_ops); the caller takes op from
+   the pool when the provider took it. fi_recv takes the buffer itself: op keeps no iovec. */
+static inline int efax__recv_post(efax__nic *n, efax_xfer *x, efax_op *op, int nic) {
+    op->kind = EFAX__OPK_RX;
+    op->x = x;
+    op->nic = nic;
+    op->len = x->len;
+    op->desc = x->lmr->desc[nic];
+    return (int)efax__fi_recv(n, (uint8_t *)x->lmr->ptr + x->loff, x->len, op->desc, FI_ADDR_UNSPEC,
+                              &op->fctx);
+}
+
 EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
     while (n->rxp_head && n->rx_inflight < n->window && n->free_ops) {
         efax_seg *s = n->rxp_head;
         efax_xfer *x = s->x;
         efax_op *op = n->free_ops;
-        int rc;
-        op->kind = EFAX__OPK_RX;
-        op->x = x;
-        op->nic = s->nic;
-        op->len = x->len;
-        op->iov.iov_base = (uint8_t *)x->lmr->ptr + x->loff;
-        op->iov.iov_len = x->len;
-        op->desc = x->lmr->desc[s->nic];
-        rc = (int)efax__fi_recv(n, op->iov.iov_base, x->len, op->desc, FI_ADDR_UNSPEC, &op->fctx);
+        int rc = efax__recv_post(n, x, op, s->nic);
         if (rc == -FI_EAGAIN) break;
         efax__seg_pop(&n->rxp_head, &n->rxp_tail);
         x->unposted--;
@@ -5507,8 +5547,8 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     }
 }
 
-EFAX_PRIVATE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int err, uint64_t len,
-                                 uint64_t flags, uint64_t data) {
+EFAX__HOT_INLINE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int err, uint64_t len,
+                                     uint64_t flags, uint64_t data) {
     efax_xfer *x = op->x;
     (void)ctx;
     if (op->kind == EFAX__OPK_TX) {
@@ -5624,11 +5664,15 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
     }
 }
 
-EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n) {
-    struct fi_cq_data_entry e[32];
+#define EFAX__CQ_BATCH 32 /* entries one fi_cq_read takes at most */
+
+/* Handles what fi_cq_read returned into e (got entries, or -FI_EAVAIL: an error entry waits) and
+   reads on while a read came back full. Returns the completions handled, or a negative code. */
+EFAX_PRIVATE EFAX__NOINLINE int efax__drain_on(efax_ctx *ctx, efax__nic *n, struct fi_cq_data_entry *e,
+                                               ssize_t got) {
     int total = 0;
-    for (;;) {
-        ssize_t got = efax__fi_cq_read(n, e, 32), i;
+    for (;; got = efax__fi_cq_read(n, e, EFAX__CQ_BATCH)) {
+        ssize_t i;
         if (got == -FI_EAGAIN) break;
         if (got == -FI_EAVAIL) {
             efax__cq_error(ctx, n);
@@ -5659,9 +5703,17 @@ EFAX_PRIVATE int efax__drain(efax_ctx *ctx, efax__nic *n) {
             efax__complete(ctx, n, op, 0, e[i].len, e[i].flags, e[i].data);
         }
         total += (int)got;
-        if (got < 32) break;
+        if (got < EFAX__CQ_BATCH) break;
     }
     return total;
+}
+
+/* Drains a NIC's CQ. The read that finds nothing, most reads of a wait, returns at once, inside
+   the caller (efax__drain_on's frame and saved registers are paid only when there is something). */
+EFAX__HOT_INLINE int efax__drain(efax_ctx *ctx, efax__nic *n) {
+    struct fi_cq_data_entry e[EFAX__CQ_BATCH];
+    ssize_t got = efax__fi_cq_read(n, e, EFAX__CQ_BATCH);
+    return got == -FI_EAGAIN ? 0 : efax__drain_on(ctx, n, e, got);
 }
 
 /* Reads a NIC's event queue: ordinary events are dropped; an error entry (what efa would have
@@ -5695,28 +5747,61 @@ EFAX_PRIVATE int efax__eq_read(efax_ctx *ctx, efax__nic *n) {
     return (int)got;
 }
 
+/* Every NIC's event queue (efax__eq_read); an error there becomes the context's for good. */
+EFAX_PRIVATE EFAX__COLD int efax__eq_all(efax_ctx *ctx) {
+    int i, rc;
+    for (i = 0; i < ctx->nnic; i++)
+        if (ctx->nic[i].eq && (rc = efax__eq_read(ctx, &ctx->nic[i]))) return ctx->sticky_error = rc;
+    return 0;
+}
+
+/* What waits on a NIC after its CQ was drained: receives and transmit chunks queued for the window,
+   a split write's refused post, control slots to post again. */
+EFAX_PRIVATE EFAX__NOINLINE void efax__nic_work(efax_ctx *ctx, efax__nic *n) {
+    int s;
+    if (n->rxp_head) efax__post_rx(ctx, n);
+    if (n->pend_head || n->retry) efax__post_nic(ctx, n); /* retry: a split write's refused post */
+    if (n->ctrl_posted < n->nctrl)
+        for (s = 0; s < n->nctrl; s++)
+            if (n->ctrl_ops[s].kind == 0 && efax__post_ctrl(ctx, n, s)) break;
+}
+
 EFAX_API int efax_progress(efax_ctx *ctx) {
-    int i, total = 0, rc, s;
+    int i, total = 0, rc;
+    if (EFAX__UNLIKELY(ctx->sticky_error)) return ctx->sticky_error;
     /* every 1024th call: an EQ error ends the endpoint, so it is seen within microseconds to a
        few milliseconds either way, and on tcp with libfabric 2.x one fi_eq_read costs 1.4-2 us
        (it drives the connection manager: a syscall), as much as the CQ poll itself */
-    bool eq = (ctx->eq_tick++ & 1023) == 0;
-    if (ctx->sticky_error) return ctx->sticky_error;
+    if (EFAX__UNLIKELY((ctx->eq_tick++ & 1023) == 0) && (rc = efax__eq_all(ctx))) return rc;
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
-        if (eq && n->eq && (rc = efax__eq_read(ctx, n))) return ctx->sticky_error = rc;
         if ((rc = efax__drain(ctx, n)) < 0) return rc;
         total += rc;
-        if (n->rxp_head) efax__post_rx(ctx, n);
-        if (n->pend_head || n->retry) efax__post_nic(ctx, n); /* retry: a split write's refused post */
-        if (n->ctrl_posted < n->nctrl)
-            for (s = 0; s < n->nctrl; s++)
-                if (n->ctrl_ops[s].kind == 0 && efax__post_ctrl(ctx, n, s)) break;
+        if (n->rxp_head || n->pend_head || n->retry || n->ctrl_posted < n->nctrl) efax__nic_work(ctx, n);
     }
     return total;
 }
 
-EFAX_PRIVATE int efax__check_peer(efax_ctx *ctx, int peer, int nic) {
+/* The checks every post and wait makes: inline, one test each; what fails them goes to the cold
+   functions below, which name the problem. */
+EFAX_PRIVATE EFAX__COLD int efax__bad_peer(efax_ctx *ctx, int peer, int nic);
+EFAX_PRIVATE EFAX__COLD int efax__bad_local(efax_ctx *ctx, const efax_mr *mr, uint64_t off, uint64_t len,
+                                            const char *what);
+
+static inline int efax__check_peer(efax_ctx *ctx, int peer, int nic) {
+    if (EFAX__LIKELY(ctx->connected && (unsigned)peer < (unsigned)ctx->size &&
+                     (unsigned)nic < (unsigned)ctx->nnic))
+        return 0;
+    return efax__bad_peer(ctx, peer, nic);
+}
+
+static inline int efax__check_local(efax_ctx *ctx, const efax_mr *mr, uint64_t off, uint64_t len,
+                                    const char *what) {
+    if (EFAX__LIKELY(mr && mr->ctx == ctx && off <= mr->len && len <= mr->len - off)) return 0;
+    return efax__bad_local(ctx, mr, off, len, what);
+}
+
+EFAX_PRIVATE int efax__bad_peer(efax_ctx *ctx, int peer, int nic) {
     if (!ctx->connected) {
         efax_log(ctx, 0, "no peers yet: call efax_ctx_connect first");
         return -FI_EOPBADSTATE;
@@ -5732,8 +5817,8 @@ EFAX_PRIVATE int efax__check_peer(efax_ctx *ctx, int peer, int nic) {
     return 0;
 }
 
-EFAX_PRIVATE int efax__check_local(efax_ctx *ctx, const efax_mr *mr, uint64_t off, uint64_t len,
-                                   const char *what) {
+EFAX_PRIVATE int efax__bad_local(efax_ctx *ctx, const efax_mr *mr, uint64_t off, uint64_t len,
+                                 const char *what) {
     if (!mr || mr->ctx != ctx) {
         efax_log(ctx, 0, "%s: the memory region is not registered with this context", what);
         return -FI_EINVAL;
@@ -5784,54 +5869,124 @@ EFAX_PRIVATE void efax__xfer_one(efax_xfer *x, int op, int peer, const efax_mr *
     x->seg[0].nic = nic;
 }
 
-EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
-    const efax_mr *mr = s->src;
-    uint64_t off = s->src_off, len = s->size;
-    uint32_t imm = s->imm;
-    int peer = s->to, nic = s->nic, rc;
-    efax__nic *n;
-    if ((rc = efax__check_peer(ctx, peer, nic)) || (rc = efax__check_local(ctx, mr, off, len, "send")))
-        return rc;
-    if (mr->stage && (rc = mr->stage->out_sync(mr->stage_user, off, len))) {
-        efax_log(ctx, 0, "send to rank %d: copying %llu bytes out to the staging buffer failed: %s", peer,
-                 (unsigned long long)len, efax_strerror(rc));
-        return rc;
-    }
-    efax__xfer_one(x, EFAX_OP_SEND, peer, mr, off, len, nic);
+/* A staged source's bytes copied out to its staging buffer before a send (efax_mr_desc.stage). */
+EFAX_PRIVATE EFAX__COLD int efax__send_stage(efax_ctx *ctx, const efax_send_desc *s) {
+    int rc = s->src->stage->out_sync(s->src->stage_user, s->src_off, s->size);
+    if (rc)
+        efax_log(ctx, 0, "send to rank %d: copying %llu bytes out to the staging buffer failed: %s", s->to,
+                 (unsigned long long)s->size, efax_strerror(rc));
+    return rc;
+}
+
+/* A send through the NIC's queue (efax__post_nic), which keeps the order of what waits there. */
+EFAX_PRIVATE EFAX__NOINLINE int efax__send_queued(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
+    efax__nic *n = &ctx->nic[s->nic];
+    efax__xfer_one(x, EFAX_OP_SEND, s->to, s->src, s->src_off, s->size, s->nic);
     x->has_imm = s->has_imm;
-    x->imm = imm;
+    x->imm = s->imm;
     x->on_done = s->on_done;
     x->done_user = s->done_user;
-    n = &ctx->nic[nic];
-    /* A small send with nothing queued ahead of it on this NIC goes out at once by inject,
-       without the queue: a ping-pong's answer is sent on its critical path, and the queue's
-       general loop costs as many instructions as the provider's inject itself. Anything else
-       (and an inject the provider refuses) takes the queue, which keeps the order. */
-    if (!n->pend_head && !n->retry && len <= n->info.inject_size && mr->iface == 0 &&
-        efax__inject_tx(ctx, n, &x->seg[0], len, imm) == 0) {
-        n->stats.tx_bytes += len;
-        n->stats.tx_ops++;
-        x->bytes_done = x->seg[0].posted = len;
-        x->unposted = 0;
-        efax__xfer_check_done(x);
-        return 0;
-    }
     efax__seg_push(&n->pend_head, &n->pend_tail, &x->seg[0]);
     efax__post_nic(ctx, n);
     return 0;
 }
 
+EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
+    const efax_mr *mr = s->src;
+    uint64_t off = s->src_off, len = s->size;
+    int peer = s->to, nic = s->nic, rc;
+    efax__nic *n;
+    if ((rc = efax__check_peer(ctx, peer, nic)) || (rc = efax__check_local(ctx, mr, off, len, "send")))
+        return rc;
+    if (EFAX__UNLIKELY(mr->stage != NULL) && (rc = efax__send_stage(ctx, s))) return rc;
+    n = &ctx->nic[nic];
+    /* A small send with nothing queued ahead of it on this NIC goes out at once by inject,
+       without the queue: a ping-pong's answer is sent on its critical path, and the queue's
+       general loop costs as many instructions as the provider's inject itself. It is done at
+       once, so x gets what a caller or a wait reads of a finished transfer (status, done, chunks;
+       the kind and region efax_wait_all looks at), set before the inject so that few values live
+       across the call: a refused inject takes the queue, which sets x anew and keeps the order. */
+    if (!n->pend_head && !n->retry && len <= n->info.inject_size && mr->iface == 0) {
+        x->op = EFAX_OP_SEND;
+        x->peer = peer;
+        x->status = 0;
+        x->done = true;
+        x->lmr = mr;
+        x->len = len;
+        x->chunks = 1;
+        x->bytes_done = len;
+        if (EFAX__LIKELY(efax__inject_send(n, (const uint8_t *)mr->ptr + off, len, s->has_imm, s->imm,
+                                           efax__route_to(ctx, peer, nic)->fa) == 0)) {
+            n->stats.tx_bytes += s->size;
+            n->stats.tx_ops++;
+            if (s->on_done) s->on_done(s->done_user, x);
+            return 0;
+        }
+    }
+    return efax__send_queued(ctx, x, s);
+}
+
+/* A receive through the NIC's queue of receives (efax__post_rx), which keeps their order. */
+EFAX_PRIVATE EFAX__NOINLINE int efax__recv_queued(efax_ctx *ctx, efax_xfer *x, int nic) {
+    efax__nic *n = &ctx->nic[nic];
+    x->seg[0].x = x;
+    x->seg[0].len = x->len;
+    efax__seg_push(&n->rxp_head, &n->rxp_tail, &x->seg[0]);
+    efax__post_rx(ctx, n);
+    return 0;
+}
+
+/* A receive the provider refused outright: the transfer fails (its wait says so). */
+EFAX_PRIVATE EFAX__COLD int efax__recv_failed(efax_ctx *ctx, efax__nic *n, efax_xfer *x, int rc) {
+    efax_log(ctx, 0, "posting a receive of %llu bytes on NIC %s failed: %s (%d)", (unsigned long long)x->len,
+             n->info.name, fi_strerror(-rc), rc);
+    x->unposted = 0;
+    efax__fail_xfer(ctx, x, rc);
+    efax__xfer_check_done(x);
+    return 0;
+}
+
 EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off, uint64_t len) {
+    efax__nic *n;
+    efax_op *op;
     int rc;
-    if (nic < 0 || nic >= ctx->nnic) {
+    if (EFAX__UNLIKELY((unsigned)nic >= (unsigned)ctx->nnic)) {
         efax_log(ctx, 0, "receive: NIC index %d, this context has %d", nic, ctx->nnic);
         return -FI_EINVAL;
     }
     if ((rc = efax__check_local(ctx, mr, off, len, "receive"))) return rc;
-    efax__xfer_one(x, EFAX_OP_RECV, -1, mr, off, len, nic);
-    efax__seg_push(&ctx->nic[nic].rxp_head, &ctx->nic[nic].rxp_tail, &x->seg[0]);
-    efax__post_rx(ctx, &ctx->nic[nic]);
-    return 0;
+    n = &ctx->nic[nic];
+    /* what a receive's completion, a wait's timeout message and the caller read (the segment's
+       list fields only where it queues) */
+    x->op = EFAX_OP_RECV;
+    x->peer = -1;
+    x->status = 0;
+    x->done = false;
+    x->lmr = mr;
+    x->loff = off;
+    x->len = len;
+    x->pending = 0;
+    x->unposted = 1;
+    x->chunks = 1;
+    x->bytes_done = 0;
+    x->rx_len = 0;
+    x->rx_data = 0;
+    x->rx_has_data = false;
+    x->on_done = NULL;
+    x->seg[0].nic = nic;
+    /* nothing queued ahead of it and room in the window: posted at once, without the queue */
+    if (!n->rxp_head && n->rx_inflight < n->window && (op = n->free_ops)) {
+        rc = efax__recv_post(n, x, op, nic);
+        if (EFAX__LIKELY(rc == 0)) {
+            n->free_ops = op->next;
+            n->rx_inflight++;
+            x->pending = 1;
+            x->unposted = 0;
+            return 0;
+        }
+        if (rc != -FI_EAGAIN) return efax__recv_failed(ctx, n, x, rc);
+    }
+    return efax__recv_queued(ctx, x, nic);
 }
 
 /* Starts the write of the segments efax_write planned into x->seg, as w (resolved by
@@ -5992,9 +6147,25 @@ EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
     return efax_wait_all(ctx, &x, 1, timeout_ms);
 }
 
+/* efax_wait_all's last step where receives may land in regions with a settle hook: what landed in
+   device memory is in place once the region settled (once per region). */
+EFAX_PRIVATE EFAX__NOINLINE int efax__settle_recvs(efax_xfer **xs, int n, uint64_t deadline, int timeout_ms) {
+    int i, rc;
+    for (i = 0; i < n; i++) {
+        const efax_mr *m = xs[i] ? xs[i]->lmr : NULL;
+        int j;
+        if (!m || !m->settle || xs[i]->op != EFAX_OP_RECV) continue;
+        for (j = 0; j < i; j++)
+            if (xs[j] && xs[j]->op == EFAX_OP_RECV && xs[j]->lmr == m) break;
+        deadline = efax__deadline(deadline, timeout_ms);
+        if (j == i && (rc = m->settle(m->settle_user, efax__remaining_ms(deadline) + 1))) return rc;
+    }
+    return 0;
+}
+
 /* A wait ended by the context's sticky error (an EQ error, or an injected operation that failed
    after it was counted done): the error was described where it surfaced; this names the wait. */
-EFAX_PRIVATE int efax__sticky(efax_ctx *ctx, const efax_xfer *x) {
+EFAX_PRIVATE EFAX__COLD int efax__sticky(efax_ctx *ctx, const efax_xfer *x) {
     if (x && x->op == EFAX_OP_RECV)
         efax_log(
             ctx, 0,
@@ -6011,32 +6182,27 @@ EFAX_PRIVATE int efax__sticky(efax_ctx *ctx, const efax_xfer *x) {
 EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms) {
     uint64_t deadline = 0;
     unsigned spins = 0, idle = 0;
-    int i, rc, first = 0;
+    int rc, first = 0, status = 0;
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
     for (;;) {
-        while (first < n && (!xs[first] || xs[first]->done)) first++;
+        for (; first < n; first++) { /* the finished ones, in order: the first failure is the answer */
+            const efax_xfer *x = xs[first];
+            if (!x) continue;
+            if (!x->done) break;
+            if (!status) status = x->status;
+        }
         if (first == n) break;
         if ((rc = efax_progress(ctx)) < 0) return rc == ctx->sticky_error ? efax__sticky(ctx, xs[first]) : rc;
         efax__idle(rc, &idle);
         if (efax__expired(&deadline, &spins, timeout_ms))
             return efax__timeout_msg(ctx, xs[first], timeout_ms);
     }
-    for (i = 0; i < n; i++)
-        if (xs[i] && xs[i]->status) return xs[i]->status;
+    if (status) return status;
     /* done, but the context lost an injected operation (or its endpoint) since: this transfer may be
        what was lost (#29 item 6) */
     if (EFAX__UNLIKELY(ctx->sticky_error)) return efax__sticky(ctx, n ? xs[0] : NULL);
-    /* what landed in device memory is in place once the region settled (once per region) */
-    for (i = 0; i < n; i++) {
-        const efax_mr *m = xs[i] ? xs[i]->lmr : NULL;
-        int j;
-        if (!m || !m->settle || xs[i]->op != EFAX_OP_RECV) continue;
-        for (j = 0; j < i; j++)
-            if (xs[j] && xs[j]->op == EFAX_OP_RECV && xs[j]->lmr == m) break;
-        deadline = efax__deadline(deadline, timeout_ms);
-        if (j == i && (rc = m->settle(m->settle_user, efax__remaining_ms(deadline) + 1))) return rc;
-    }
-    return 0;
+    if (EFAX__LIKELY(!ctx->settling)) return 0;
+    return efax__settle_recvs(xs, n, deadline, timeout_ms);
 }
 
 EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t seq) {

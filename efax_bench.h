@@ -168,6 +168,9 @@ typedef struct efax_result {
     double seconds;              /* sum of timed iterations */
     uint64_t bytes;              /* bytes moved in the timed iterations (one direction) */
     double gbps;                 /* bytes*8/seconds/1e9 */
+    double mmsgs;                /* million messages per second: bytes/size/seconds/1e6, the messages one
+                                    direction carries (a round trip: one); reported where the driver
+                                    asks (efax_bench_desc.msg_rate) */
     double algbw_gbs, busbw_gbs; /* all2all (GB/s, nccl-tests definitions); 0 elsewhere */
     double line_gbps;            /* line rate the % column uses (sum over the NICs used) */
     efax_stats lat_us;           /* per-iteration time in microseconds */
@@ -212,6 +215,7 @@ typedef struct efax_report {
     int nresults;            /* results added (a run that measured nothing fails efax_report_status) */
     int nwrong;              /* results with wrong bytes, and their "size variant (N bytes)" */
     char wrong_rows[512];
+    bool msg_rate;  /* efax_bench_desc.msg_rate: the Mmsg/s column and the "mmsgs" field */
     char *nic_json; /* the next result's per-NIC counters as JSON members (efax_bench_record) */
     size_t nic_json_len, nic_json_cap;
 } efax_report;
@@ -249,7 +253,7 @@ EFAX_API void efax_result_init(efax_result *res, const char *variant, const char
                                efax_result_kind kind, uint64_t size, int window, int peers);
 
 /* Finishes a result from n per-iteration times (microseconds; sorted in place) and the
-   bytes one iteration moves: seconds, bytes, gbps, lat_us, line_gbps. */
+   bytes one iteration moves: seconds, bytes, gbps, mmsgs, lat_us, line_gbps. */
 EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
                                double line_gbps);
 
@@ -278,6 +282,8 @@ typedef struct efax_bench_desc {
                          0: --mode's); of these, all but Single run only with several NICs */
     bool own_table;   /* the driver prints its own table: the report writes --json and --csv
                          alone (as --quiet) */
+    bool msg_rate;    /* the table shows the message rate (Mmsg/s), the JSON has "mmsgs" (osu_mbw_mr's,
+                         perftest's figure); the CSV's mmsgs column is empty without it */
     const efax_bench_xchg *xchg; /* the layout of the driver's exchange (efax_bench_exchange); NULL: none */
 } efax_bench_desc;
 
@@ -309,7 +315,8 @@ typedef struct efax_bench {
     double *lat;                 /* room for a step's times: efax_opts_iters at 1 byte, for every rank */
     efax_xfer *xs;               /* [size * msgs]: this rank's writes of an iteration */
     efax_expect *ex;             /* [size * msgs]: the writes into this rank of an iteration */
-    efax_write_desc *xw;         /* [size * msgs]: this rank's writes as it describes them */
+    efax_write_desc *xw;         /* [2 * size * msgs]: this rank's writes as it describes them, then the
+                                    writes into it as it expects them */
     efaxb__counts *cnt;          /* the row's per-NIC counters and the first messages (efax_bench_connect) */
 } efax_bench;
 
@@ -957,6 +964,8 @@ EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t
     res->seconds = sum * 1e-6;
     res->bytes = bytes_per_iter * (uint64_t)n;
     res->gbps = res->seconds > 0 ? (double)res->bytes * 8 / res->seconds / 1e9 : 0;
+    res->mmsgs =
+        res->seconds > 0 && res->size > 0 ? (double)res->bytes / (double)res->size / res->seconds / 1e6 : 0;
     res->line_gbps = line_gbps;
     res->lat_us = efax_stats_of(lat_us, n);
 }
@@ -1283,7 +1292,7 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
                 "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_"
                 "gbps,"
                 "lat_min_us,lat_p50_us,lat_avg_us,lat_p99_us,lat_max_us,wrong,algbw_gbs,busbw_gbs,nic_bytes,"
-                "nic_spread\n");
+                "nic_spread,mmsgs\n");
     if (!o->quiet) {
         char sz[32], cs[32];
         printf("# efax %s %s\n", driver, EFAX_VERSION_STRING);
@@ -1404,6 +1413,10 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
         efaxb__json_num(buf, sizeof buf, &u, res->gbps);
         efaxb__cat(buf, sizeof buf, &u, ",\"gbs\":");
         efaxb__json_num(buf, sizeof buf, &u, res->gbps / 8);
+        if (r->msg_rate) {
+            efaxb__cat(buf, sizeof buf, &u, ",\"mmsgs\":");
+            efaxb__json_num(buf, sizeof buf, &u, res->mmsgs);
+        }
         efaxb__cat(buf, sizeof buf, &u, ",\"line_gbps\":");
         if (res->line_gbps > 0)
             efaxb__json_num(buf, sizeof buf, &u, res->line_gbps);
@@ -1483,9 +1496,13 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
             fprintf(r->csv, "%s%s=%llu", i ? ";" : "", res->nic[i].name,
                     (unsigned long long)res->nic[i].bytes);
         if (res->nic_nidle)
-            fprintf(r->csv, ",idle:%s\n", res->nic_idle);
+            fprintf(r->csv, ",idle:%s", res->nic_idle);
         else
-            fprintf(r->csv, ",%.6g\n", res->nic_spread);
+            fprintf(r->csv, ",%.6g", res->nic_spread);
+        if (r->msg_rate)
+            fprintf(r->csv, ",%.6g\n", res->mmsgs);
+        else
+            fprintf(r->csv, ",\n");
         fflush(r->csv);
     }
 }
@@ -1517,7 +1534,8 @@ EFAX_API void efax_report_row(efax_report *r) {
     if (!r->o->quiet) {
         if (!r->header_printed) {
             printf("\n%8s", "size");
-            for (i = 0; i < r->nrow; i++) printf(" | %-*s", a2a ? 50 : 41, r->row[i].variant);
+            for (i = 0; i < r->nrow; i++)
+                printf(" | %-*s", a2a ? 50 : r->msg_rate ? 51 : 41, r->row[i].variant);
             printf("%s\n%8s", r->o->check ? " | " : "", "(bytes)");
             for (i = 0; i < r->nrow; i++) {
                 if (a2a)
@@ -1527,6 +1545,7 @@ EFAX_API void efax_report_row(efax_report *r) {
                     printf(" | %9s %6s %12s %10s",
                            r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "Gbps(rt)" : "Gbps", "%line",
                            r->row[i].kind == EFAX_RESULT_ROUNDTRIP ? "rtt p50 us" : "p50 us", "NIC spread");
+                if (!a2a && r->msg_rate) printf(" %9s", "Mmsg/s");
             }
             printf("%s\n", r->o->check ? " | #wrong" : "");
             r->header_printed = true;
@@ -1545,6 +1564,7 @@ EFAX_API void efax_report_row(efax_report *r) {
                        spread);
             else
                 printf(" | %9.3f %6s %12.2f %10s", x->gbps, pct, x->lat_us.p50, spread);
+            if (!a2a && r->msg_rate) printf(" %9.4f", x->mmsgs);
             if (x->wrong >= 0) wrong = (wrong < 0 ? 0 : wrong) + x->wrong;
         }
         if (r->o->check) printf(" | %lld", (long long)wrong);
@@ -2085,7 +2105,7 @@ EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
     }
     b->xs = (efax_xfer *)efax_bench_calloc(b, n * msgs, sizeof *b->xs);
     b->ex = (efax_expect *)efax_bench_calloc(b, n * msgs, sizeof *b->ex);
-    b->xw = (efax_write_desc *)efax_bench_calloc(b, n * msgs, sizeof *b->xw);
+    b->xw = (efax_write_desc *)efax_bench_calloc(b, 2 * n * msgs, sizeof *b->xw);
     b->lat = (double *)efax_bench_calloc(b, (size_t)efax_opts_iters(&b->o, 1) * n, sizeof *b->lat);
     if (rc) return rc;
     return !b->xs || !b->ex || !b->xw || !b->lat ? -FI_ENOMEM : 0;
@@ -2147,6 +2167,7 @@ EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
     b->begun = true;
     if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot)))
         return rc;
+    b->rep->msg_rate = b->d.msg_rate;
     if ((rc = efaxb__cold_header(b))) return rc; /* collective */
 #ifdef EFAX_CUDA_H
     if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efaxb__ceiling(b, 256u << 20);
@@ -2375,24 +2396,30 @@ EFAX_PRIVATE uint64_t efaxb__dslot(const efaxb__xstep *x, int f, int m) {
 /* The pattern iteration of the bytes in source slot s in iteration seq. */
 EFAX_PRIVATE uint64_t efaxb__pattern(uint64_t seq, uint64_t s) { return seq << 24 | s; }
 
-/* Message m of iteration seq from rank f to rank t, as both sides describe it. */
+/* Message m (in w, as efaxb__msg described it) becomes iteration seq's: what changes with it. */
+EFAX_PRIVATE efax_write_desc *efaxb__msg_seq(const efaxb__xstep *x, efax_write_desc *w, int m, uint64_t seq) {
+    w->index = seq * (uint64_t)x->msgs + (uint64_t)w->from + efaxb__sslot(x, w->to, m);
+    w->tag = x->tag0 + (x->b->d.xchg->unconfirmed ? (int)(seq & 1) * efaxb__msgs(x->b) : 0) + m;
+    w->seq = (uint32_t)seq;
+    return w;
+}
+
+/* Message m of iteration seq from rank f to rank t, as both sides describe it. The exchange
+   describes each message once and then only changes its iteration (efaxb__msg_seq): a desc costs
+   as much as the write it starts (memset, efax_bench_chunk). */
 EFAX_PRIVATE const efax_write_desc *efaxb__msg(const efaxb__xstep *x, efax_write_desc *w, int f, int t, int m,
                                                uint64_t seq) {
-    uint64_t s = efaxb__sslot(x, t, m);
     memset(w, 0, sizeof *w);
     w->from = f;
     w->to = t;
     w->src = &x->src->mr;
-    w->src_off = s * x->size;
+    w->src_off = efaxb__sslot(x, t, m) * x->size;
     w->dst = &x->dst->mr;
     w->dst_off = efaxb__dslot(x, f, m) * x->size;
     w->size = x->size;
     w->mode = x->st->mode;
-    w->index = seq * (uint64_t)x->msgs + (uint64_t)f + s;
     w->chunk = efax_bench_chunk(x->b, x->st->kind, f, t);
-    w->tag = x->tag0 + (x->b->d.xchg->unconfirmed ? (int)(seq & 1) * efaxb__msgs(x->b) : 0) + m;
-    w->seq = (uint32_t)seq;
-    return w;
+    return efaxb__msg_seq(x, w, m, seq);
 }
 
 /* How long a writer waits for a target's confirmation: longer than the target waits for the
@@ -2429,13 +2456,13 @@ EFAX_PRIVATE void efaxb__fill(const efaxb__xstep *x, uint64_t seq) {
    context timeout for all, so that this side gives up before a writer's confirmation wait. */
 EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq) {
     efax_ctx *ctx = &x->b->ctx;
-    efax_write_desc w;
+    efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b); /* efaxb__describe's */
     uint64_t deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
     int rc = 0;
     for (int i = 0; i < x->nfrom && !rc; i++)
         for (int m = 0; m < x->msgs && !rc; m++)
             rc = efax_expect_write(ctx, &x->b->ex[i * x->msgs + m],
-                                   efaxb__msg(x, &w, x->from[i], x->me, m, seq));
+                                   efaxb__msg_seq(x, &in[i * x->msgs + m], m, seq));
     for (int i = 0; i < x->nfrom * x->msgs && !rc; i++) {
         uint64_t now = efax_now_ns();
         rc = efax_expect_wait(ctx, &x->b->ex[i], now < deadline ? (int)((deadline - now) / 1000000ull) : 0);
@@ -2460,6 +2487,16 @@ EFAX_PRIVATE int efaxb__check(const efaxb__xstep *x, uint64_t seq, int64_t *wron
     return rc;
 }
 
+/* Describes every message of the step once: this rank's writes (b->xw from 0), the writes into it
+   (from size * msgs on), as iteration 0's. */
+EFAX_PRIVATE void efaxb__describe(const efaxb__xstep *x) {
+    efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b);
+    for (int i = 0; i < x->nto; i++)
+        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &x->b->xw[i * x->msgs + m], x->me, x->to[i], m, 0);
+    for (int i = 0; i < x->nfrom; i++)
+        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &in[i * x->msgs + m], x->from[i], x->me, m, 0);
+}
+
 /* One iteration on this rank; *us: its time, as the layout defines it. */
 EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *us, int64_t *wrong) {
     efax_bench *b = x->b;
@@ -2473,7 +2510,7 @@ EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *u
     if (b->o.check) efaxb__fill(x, seq);
     t0 = efax_now_ns();
     for (int i = 0; i < x->nto; i++)
-        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &b->xw[nw++], x->me, x->to[i], m, seq);
+        for (int m = 0; m < x->msgs; m++) efaxb__msg_seq(x, &b->xw[nw++], m, seq);
     if (!rc && p && nw && !(rc = p->post(p->user, b->xw, nw))) posted = true;
     for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(ctx, &b->xs[i], &b->xw[i], NULL);
     for (int m = 0; x->self && m < x->msgs && !rc; m++)
@@ -2525,6 +2562,7 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     for (int i = 0; b->o.check && i < x.nfrom + x.self; i++) /* what lands is checked against this */
         for (int m = 0; m < x.msgs; m++)
             x.dst->ops->poison(x.dst, efaxb__dslot(&x, i < x.nfrom ? x.from[i] : x.me, m) * x.size, x.size);
+    efaxb__describe(&x);
     rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS); /* every rank's turn begins together */
     for (int it = -warm; it < st->iters && !rc; it++) {
         double us = 0;

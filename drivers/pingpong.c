@@ -41,33 +41,34 @@ static uint32_t arrivals(const echo *e) {
     return efax_write_chunks(e->size, nics, EFAX_MODE_SINGLE, efax_ctx_max_chunk(e->ctx));
 }
 
-/* The SendRecv message of iteration seq to the peer (ping and answer alike), from our send half. */
-static const efax_send_desc *echo_send(echo *e, uint64_t seq) {
-    efax_send_desc *s = &e->sd;
-    memset(s, 0, sizeof *s);
-    s->to = e->peer;
-    s->src = e->tx;
-    s->src_off = half_of(e, seq);
-    s->size = e->size;
-    return s;
+/* The messages to the peer (ping and answer alike), described once per size: SendRecv's from our
+   send half; WriteImm's from our send half to the same receive half there. */
+static void echo_describe(echo *e) {
+    memset(&e->sd, 0, sizeof e->sd);
+    e->sd.to = e->peer;
+    e->sd.src = e->tx;
+    e->sd.size = e->size;
+    memset(&e->w, 0, sizeof e->w);
+    e->w.from = e->me;
+    e->w.to = e->peer;
+    e->w.src = e->tx;
+    e->w.dst = e->rx;
+    e->w.size = e->size;
+    e->w.mode = EFAX_MODE_SINGLE;
+    e->w.tag = TAG_PING;
 }
 
-/* The WriteImm message of iteration seq to the peer (ping and answer alike): send half -> the same
-   receive half there. */
+/* The SendRecv message of iteration seq: only its half changes. */
+static const efax_send_desc *echo_send(echo *e, uint64_t seq) {
+    e->sd.src_off = half_of(e, seq);
+    return &e->sd;
+}
+
+/* The WriteImm message of iteration seq: its halves and sequence change. */
 static const efax_write_desc *echo_write(echo *e, uint64_t seq) {
-    efax_write_desc *w = &e->w;
-    memset(w, 0, sizeof *w);
-    w->from = e->me;
-    w->to = e->peer;
-    w->src = e->tx;
-    w->dst = e->rx;
-    w->src_off = half_of(e, seq);
-    w->dst_off = half_of(e, seq);
-    w->size = e->size;
-    w->mode = EFAX_MODE_SINGLE;
-    w->tag = TAG_PING;
-    w->seq = (uint32_t)seq;
-    return w;
+    e->w.src_off = e->w.dst_off = half_of(e, seq);
+    e->w.seq = (uint32_t)seq;
+    return &e->w;
 }
 
 /* Rank 0: one round trip of iteration seq; the answer's receive is posted after the ping. */
@@ -108,6 +109,7 @@ static int measure(efax_bench *b, echo *e, const efax_bench_step *st) {
     int64_t wrong = 0;
     efax_result res;
     efax_bench_variant(b, st, name); /* its own NIC counters and progress line */
+    echo_describe(e);
     if (e->me == 1 && e->variant == SENDRECV) rc = efax_recv(e->ctx, &e->r, 0, e->rx, 0, size);
     if (b->o.check && e->me <= 1) {
         efax_pattern_fill(e->txb, size, 0, e->me, 0);

@@ -76,6 +76,7 @@ int main(int argc, char **argv) {
     d.extra = extra;
     d.min_size = 4096;
     d.xchg = &x;
+    d.msg_rate = true;                          /* Mmsg/s beside Gbps: the small-message figure */
     rc = efax_bench_open(&r.b, &d, argc, argv); /* options, memory kinds, the launcher */
     r.all = !strcmp(r.targets, "all");
     r.pairs = !strcmp(r.targets, "pairs");
