@@ -227,7 +227,7 @@ if [ -s "$RES" ] && command -v jq >/dev/null; then
       def mps: (.run.env.EFAX_GPU_MPS // "") == "1";
       def b26: [.[] | select(.memory == "device" and (.run.libfabric // "") == "2.6" and (.run.env.EFAX_MEM_PATH // "") == "")];
       def mpsnote: if mps then " (MPS)" else "" end;
-      (b26 | map(select(.driver == "write" and .variant == "SingleDMA")) | map({key: (.size | tostring), value: .gbps}) | from_entries) as $w
+      (b26 | map(select(.driver == "write" and .variant == "SingleDMA" and (.run.check | not))) | map({key: (.size | tostring), value: .gbps}) | from_entries) as $w
       | ([.[] | select(.driver == "fi_rma_bw")] | map({key: (.size | tostring), value: .gbps}) | from_entries) as $f
       | (.[] | select(.driver == "write" and .variant == "SingleDMA" and .memory == "device" and .ceiling_gbps != null and (.run.check | not)) |
           "write \(.run.libfabric) \(.run.env.EFAX_MEM_PATH // "default") (\(.mem_path)) \(.size / 1048576)M: \(.gbps | r0) Gbps = \(pct(.gbps; .ceiling_gbps)) of its run\u0027s ceiling (best copy \(.ceiling_gbps | r0))"),
