@@ -75,7 +75,7 @@ $(B)/%: tests/%.cu efax.h efax_cuda.h efax_bench.h | deps $(B)
 # and ends with "N passed, M failed".
 test:
 	@tests/deps.sh test
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$$(nproc) all
 	@EFAX_BUILD=$(B) tests/run.sh
 
 # The same suite with every efax binary built under AddressSanitizer and UBSan, into build/asan/
@@ -86,7 +86,7 @@ ASAN_B     := $(if $(LIBFABRIC),build/asan-lf-$(notdir $(patsubst %/,%,$(LIBFABR
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 asan:
 	@tests/deps.sh test
-	@$(MAKE) --no-print-directory host B=$(ASAN_B) CFLAGS="$(ASAN_FLAGS)"
+	@$(MAKE) --no-print-directory -j$$(nproc) host B=$(ASAN_B) CFLAGS="$(ASAN_FLAGS)"
 	@EFAX_SANITIZE=1 EFAX_BUILD=$(ASAN_B) tests/run.sh $(T)
 
 # Every fault family at once (EFAX_FAULTS) for 10 minutes: each driver's checked run on tcp and shm,

@@ -2284,7 +2284,10 @@ EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx) {
         fprintf(stderr, "efax: error: %s\n", why);
         return -EFAX_E_USAGE;
     }
-    fs->fams = sp.families, fs->seed = sp.seed, fs->rma = sp.rma, fs->inject_first = sp.inject_first;
+    fs->fams = sp.families;
+    fs->seed = sp.seed;
+    fs->rma = sp.rma;
+    fs->inject_first = sp.inject_first;
     fs->emulated_odd = sp.emulated_odd;
     if (!fs->fams) return 0;
     if (!sp.has_seed) fs->seed = (efax_now_ns() ^ ((uint64_t)getpid() << 32)) & 0xffffffffull;
@@ -2699,9 +2702,14 @@ static inline ssize_t efax__fi_writemsg(efax__nic *n, const struct fi_msg_rma *m
     efax__fpost p;
     if (EFAX__UNLIKELY(n->fault)) {
         memset(&p, 0, sizeof p);
-        p.kind = EFAX__FP_WRITEMSG, p.flags = flags, p.iov = m->msg_iov[0],
+        p.kind = EFAX__FP_WRITEMSG;
+        p.flags = flags;
+        p.iov = m->msg_iov[0];
         p.desc = m->desc ? m->desc[0] : NULL;
-        p.riov = m->rma_iov[0], p.addr = m->addr, p.data = m->data, p.context = m->context,
+        p.riov = m->rma_iov[0];
+        p.addr = m->addr;
+        p.data = m->data;
+        p.context = m->context;
         p.len = m->msg_iov[0].iov_len;
         return efax__f_post(n, &p);
     }
@@ -2711,9 +2719,14 @@ static inline ssize_t efax__fi_sendmsg(efax__nic *n, const struct fi_msg *m, uin
     efax__fpost p;
     if (EFAX__UNLIKELY(n->fault)) {
         memset(&p, 0, sizeof p);
-        p.kind = EFAX__FP_SENDMSG, p.flags = flags, p.iov = m->msg_iov[0],
+        p.kind = EFAX__FP_SENDMSG;
+        p.flags = flags;
+        p.iov = m->msg_iov[0];
         p.desc = m->desc ? m->desc[0] : NULL;
-        p.addr = m->addr, p.data = m->data, p.context = m->context, p.len = m->msg_iov[0].iov_len;
+        p.addr = m->addr;
+        p.data = m->data;
+        p.context = m->context;
+        p.len = m->msg_iov[0].iov_len;
         return efax__f_post(n, &p);
     }
     return fi_sendmsg(n->ep, m, flags);
@@ -2724,9 +2737,19 @@ EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_args(efax__nic *n, int kind, const 
                                                   uint64_t tag, void *desc, void *ctx) {
     efax__fpost p;
     memset(&p, 0, sizeof p);
-    p.kind = kind, p.buf = buf, p.len = len, p.data = data, p.addr = a, p.riov.addr = raddr, p.riov.key = key;
-    p.riov.len = len, p.tag = tag, p.desc = desc, p.context = ctx;
-    p.iov.iov_base = (void *)(uintptr_t)buf, p.iov.iov_len = len;
+    p.kind = kind;
+    p.buf = buf;
+    p.len = len;
+    p.data = data;
+    p.addr = a;
+    p.riov.addr = raddr;
+    p.riov.key = key;
+    p.riov.len = len;
+    p.tag = tag;
+    p.desc = desc;
+    p.context = ctx;
+    p.iov.iov_base = (void *)(uintptr_t)buf;
+    p.iov.iov_len = len;
     return efax__f_post(n, &p);
 }
 static inline ssize_t efax__fi_inject(efax__nic *n, const void *buf, size_t len, fi_addr_t a) {
@@ -2961,7 +2984,9 @@ EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
     static const int opt[3] = {0, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE};
     size_t *dst[3];
     int i;
-    dst[0] = &n->info.max_rma_size, dst[1] = &n->info.inject_size, dst[2] = &n->info.inject_rma_size;
+    dst[0] = &n->info.max_rma_size;
+    dst[1] = &n->info.inject_size;
+    dst[2] = &n->info.inject_rma_size;
     for (i = 1; i < 3; i++) {
         size_t v = 0, len = sizeof v;
         if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, opt[i], &v, &len) == 0 && len == sizeof v) {
@@ -3256,8 +3281,9 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
         *d = *desc;
     else
         memset(d, 0, sizeof *d);
-    ctx->log = d->log, ctx->log_user = d->log_user,
-    ctx->log_level = d->log_level; /* errors below are logged */
+    ctx->log = d->log; /* errors below are logged */
+    ctx->log_user = d->log_user;
+    ctx->log_level = d->log_level;
     if (d->imm_tags <= 0) d->imm_tags = 64;
     if (d->imm_tags > EFAX_IMM_MAX_TAGS) {
         efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d->imm_tags,
@@ -3466,7 +3492,9 @@ EFAX_PRIVATE int efax__caps_override(efax_ctx *ctx) {
         int k = 5, *dst[3];
         unsigned long long v = 0;
         bool ok = false;
-        dst[0] = &c->emulated_write, dst[1] = &c->unsolicited_write_recv, dst[2] = &c->gpudirect;
+        dst[0] = &c->emulated_write;
+        dst[1] = &c->unsolicited_write_recv;
+        dst[2] = &c->gpudirect;
         for (k = 0; eq && k < 5; k++)
             if ((size_t)(eq - tok) == strlen(names[k]) && !strncmp(tok, names[k], (size_t)(eq - tok))) break;
         if (!eq) k = 5;
@@ -3585,12 +3613,16 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     int ndom, nsel, i, rc;
     char names[1024] = "";
     memset(ctx, 0, sizeof *ctx);
-    ctx->rank = 0, ctx->size = 1;
+    ctx->rank = 0;
+    ctx->size = 1;
     if ((rc = efax__ctx_defaults(ctx, desc, &d))) return rc;
     if ((rc = efax__faults_init(ctx))) return rc;
     ctx->cq_entries = d.cq_size;
-    ctx->fi_more = d.fi_more, ctx->efa_shm = d.efa_shm, ctx->cuda_api = d.cuda_api;
-    ctx->ntags = d.imm_tags, ctx->timeout_ms = d.timeout_ms;
+    ctx->fi_more = d.fi_more;
+    ctx->efa_shm = d.efa_shm;
+    ctx->cuda_api = d.cuda_api;
+    ctx->ntags = d.imm_tags;
+    ctx->timeout_ms = d.timeout_ms;
     efax__copy(ctx->mem_path, sizeof ctx->mem_path, d.mem_path ? d.mem_path : "");
     if ((rc = efax__ctx_provider(ctx, &d, &list))) return rc;
     efax__caps_prov(ctx, list, &d);
@@ -4912,7 +4944,8 @@ EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, e
         *d = *desc;
     else
         memset(d, 0, sizeof *d);
-    b->log = d->log, b->log_user = d->log_user; /* errors below are logged */
+    b->log = d->log; /* errors below are logged */
+    b->log_user = d->log_user;
     if (d->timeout_ms <= 0 && (rc = efax__env(EFAX__ENV_TIMEOUT_MS, &d->timeout_ms))) return rc;
     if (d->force && !strcmp(d->force, "single")) return 0;
     if (!d->force) d->force = getenv("EFAX_BOOTSTRAP");
@@ -5245,7 +5278,8 @@ EFAX_PRIVATE int efax__post_split(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint
     n->free_ops = theirs->next;
     efax__op_fill(ctx, mine, x, s->nic, off, first);
     mine->split = theirs->split = EFAX__SPLIT_HALF;
-    mine->partner = theirs, theirs->partner = mine;
+    mine->partner = theirs;
+    theirs->partner = mine;
     n->inflight++;
     x->pending += 2;
     mine->next = n->retry; /* posted from the retry queue, where a refusal leaves it */
@@ -5314,7 +5348,8 @@ EFAX_PRIVATE void efax__split_done(efax_ctx *ctx, efax__nic *n, efax_op *op) {
         efax__xfer_check_done(x);
         return;
     }
-    op->split = EFAX__SPLIT_MARKER, op->partner = NULL;
+    op->split = EFAX__SPLIT_MARKER;
+    op->partner = NULL;
     x->pending++;
     op->next = n->retry;
     n->retry = op;
@@ -6785,7 +6820,9 @@ EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producer
     c->flags = (uint32_t)(w[0] >> 8) & 0xff;
     c->producer = (uint32_t)(w[0] >> 16) & 0xffff;
     c->dst = (int)(uint32_t)(w[0] >> 32);
-    c->soff = w[1], c->doff = w[2], c->size = w[3];
+    c->soff = w[1];
+    c->doff = w[2];
+    c->size = w[3];
     c->tag = (int)(w[4] & 0xffff);
     c->seq = (uint32_t)(w[4] >> 32);
     c->number = w[5];

@@ -2201,7 +2201,9 @@ EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc) {
     if (!st->started) {
         st->started = true;
         b->t_start = efax_now_ns();
-        st->size = b->o.min_size, st->mode = (efax_mode)efaxb__mode_from(b, 0), st->k = 0;
+        st->size = b->o.min_size;
+        st->mode = (efax_mode)efaxb__mode_from(b, 0);
+        st->k = 0;
     } else if (++st->k == b->nk) { /* the next mode, or the next size */
         st->k = 0;
         st->mode = (efax_mode)efaxb__mode_from(b, st->mode + 1);
@@ -2539,8 +2541,12 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     memset(&x, 0, sizeof x);
     if (!l || !b->connected)
         return efax_bench_usage(b, "efax_bench_exchange: no exchange (efax_bench_desc.xchg) is connected");
-    x.b = b, x.st = st, x.mv = mv, x.me = b->rank;
-    x.src = b->xsrc[st->k], x.dst = b->xdst[st->k];
+    x.b = b;
+    x.st = st;
+    x.mv = mv;
+    x.me = b->rank;
+    x.src = b->xsrc[st->k];
+    x.dst = b->xdst[st->k];
     x.size = mv->size ? mv->size : st->size;
     x.msgs = mv->msgs ? mv->msgs : efaxb__msgs(b);
     x.tag0 = EFAX_BENCH_TAG_DATA + st->k * efaxb__kind_tags(b);

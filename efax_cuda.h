@@ -707,7 +707,10 @@ EFAX_PRIVATE int efax__st_out_begin(void *u, uint64_t off, uint64_t len, uint64_
     for (; s->out[k].nev < n; s->out[k].nev++)
         if ((rc = EFAX_CUDA(cudaEventCreateWithFlags(&s->out[k].ev[s->out[k].nev], cudaEventDisableTiming))))
             return rc;
-    s->out[k].off = off, s->out[k].len = len, s->out[k].unit = unit, s->out[k].ncells = n;
+    s->out[k].off = off;
+    s->out[k].len = len;
+    s->out[k].unit = unit;
+    s->out[k].ncells = n;
     for (c = 0; c < n; c++) {
         uint64_t o = off + (uint64_t)c * unit,
                  l = len - (uint64_t)c * unit < unit ? len - (uint64_t)c * unit : unit;
@@ -1555,11 +1558,18 @@ EFAX_PRIVATE void efax__proxy_exec(efax_proxy *p, const uint64_t *w) {
     p->nfree--;
     sl->prod = c.producer;
     memset(&wd, 0, sizeof wd);
-    wd.from = efax_ctx_rank(ctx), wd.to = c.dst;
-    wd.src = &p->d.src->mr, wd.src_off = c.soff, wd.dst = p->d.dst, wd.dst_off = c.doff, wd.size = c.size;
+    wd.from = efax_ctx_rank(ctx);
+    wd.to = c.dst;
+    wd.src = &p->d.src->mr;
+    wd.src_off = c.soff;
+    wd.dst = p->d.dst;
+    wd.dst_off = c.doff;
+    wd.size = c.size;
     wd.mode = (c.flags & EFAX_PUT_SPLIT) ? EFAX_MODE_SPLIT
                                          : EFAX_MODE_SINGLE; /* index 0: these modes do not rotate */
-    wd.chunk = p->d.chunk, wd.tag = c.tag, wd.seq = c.seq;
+    wd.chunk = p->d.chunk;
+    wd.tag = c.tag;
+    wd.seq = c.seq;
     wd.on_done = efax__proxy_done; /* the slot returns as its write completes */
     wd.done_user = sl;
     rc = efax_write(ctx, &sl->x, &wd, NULL);
@@ -1971,7 +1981,10 @@ __global__ void efax__k_persist(uint64_t *job, uint64_t *dev, int unroll) {
                 do asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(q) : "l"(dev) : "memory");
                 while (q == last);
             }
-            s_seq = q, s_dst = dev[1], s_src = dev[2], s_bytes = dev[3];
+            s_seq = q;
+            s_dst = dev[1];
+            s_src = dev[2];
+            s_bytes = dev[3];
         }
         __syncthreads();
         if (s_seq == UINT64_MAX) return;
