@@ -109,6 +109,13 @@ t() {
     tail -n +$((err0 + 1)) "$OUT/ranks.err" 2>/dev/null | sed 's/^/  other ranks: /' # what ranks 1.. said
   fi
 }
+# doctor_gpus CMD...: the doctor (CMD) exits 0, and its JSON has a GPUDirect finding per GPU and no FAIL
+doctor_gpus() {
+  "$@" --json "$OUT/doctor.jsonl" || return 1
+  jq -e -s --argjson n "$(nvidia-smi -L | wc -l)" '([.[] | select(.check == "gpudirect")] | length) == $n
+    and ([.[] | select(.level == "FAIL")] | length) == 0' "$OUT/doctor.jsonl"
+}
+export -f doctor_gpus
 J="--json $OUT/cur.tmp"
 MAXC=256M; [ "$WHAT" = quick ] && MAXC=16M
 
@@ -129,6 +136,12 @@ if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ]; then
     t "$L/affinity" 60 env $(env_for "$L") $B/affinity $J
     t "$L/queue-check" 300 env $(env_for "$L") $B/queue -c $J
     t "$L/host-and-pinned-check" 600 launch 2 env $(env_for "$L") $B/write_cuda -c -b 4K -e 16M -f 16 -n 3 --mem host,pin $J
+    # the doctor's GPU findings for real (#32): every GPU described and its GPUDirect tried (a
+    # registration with the provider forbidden to call CUDA, then a write that lands: shm refuses
+    # that option, so on shm it is a WARN naming the fix; on efa a FAIL), no FAIL, exit 0
+    if [ "$L" != 1.17 ]; then
+      t "$L/doctor-gpus" 120 doctor_gpus env $(env_for "$L") $B/doctor_cuda --provider shm
+    fi
     # efa's device-memory paths rehearsed on shm (docs/efa.md): the pre-Hopper flush forced on
     # (cudaDeviceFlushGPUDirectRDMAWrites before every read), and "no GPUDirect" (staged, said in every row)
     if [ "$L" != 1.17 ]; then
