@@ -428,6 +428,9 @@ t fault/bad-env            30 expect_fail 2 "EFAX_RANK='x'" env EFAX_RANK=x EFAX
 # its own within the timeout and name the lost peer
 kill_rank() {
   local port=$((20000 + RANDOM % 20000)) p0 p1 rc start
+  # empty before the ranks start: the background job truncates it only once it runs, and until then
+  # the previous provider's "# sweep" would stand in for this run's (seen on a loaded machine)
+  : >"$LOGS/kill0.log"
   EFAX_TIMEOUT_MS=4000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=k "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/kill0.log" 2>&1 & p0=$!
   EFAX_TIMEOUT_MS=4000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=k "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/kill1.log" 2>&1 & p1=$!
   # kill mid-transfer: once rank 0 finished a sweep, however long start-up took on this machine
@@ -445,6 +448,7 @@ kill_rank() {
 kill_rank_mpirun() {
   local rc pid victim pidf=$LOGS/killm.pid i
   rm -f "$pidf".*
+  : >"$LOGS/killm.log" # not the previous run's "# sweep" (see kill_rank)
   mpirun --oversubscribe --bind-to none -np 2 bash -c 'echo $$ >"$0.$OMPI_COMM_WORLD_RANK.tmp" &&
     mv "$0.$OMPI_COMM_WORLD_RANK.tmp" "$0.$OMPI_COMM_WORLD_RANK" && exec "$@"' "$pidf" \
     "$B/write" --provider $1 -b 1M -e 1M --duration 120 -q >"$LOGS/killm.log" 2>&1 & pid=$!
@@ -933,6 +937,7 @@ lab_rails() {
 lab_rail_down() {
   local rc pid start
   lab_up || return $?
+  : >"$LOGS/raildown.log" # not an earlier suite's "# sweep" (see kill_rank)
   EFAX_TIMEOUT_MS=5000 lab_mpirun "$PWD/$B/write" -c -b 1M -e 1M -n 20 --mode split --window 4 --duration 120 -q >"$LOGS/raildown.log" 2>&1 & pid=$!
   wait_for "$LOGS/raildown.log" '^# sweep' 60 || { kill $pid; tests/lab.sh down >/dev/null 2>&1; cat "$LOGS/raildown.log"; return 1; }
   ip netns exec efax-h1 ip link set r1 down; start=$SECONDS
