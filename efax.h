@@ -2698,37 +2698,33 @@ EFAX__COLD EFAX_PRIVATE void efax__f_bell_check(efax__nic *n) {
 
 /* The wrappers: one predictable branch when the layer is off. */
 
-static inline ssize_t efax__fi_writemsg(efax__nic *n, const struct fi_msg_rma *m, uint64_t flags) {
+/* A writemsg (riov: its remote side) or a sendmsg (riov NULL) with the layer on, as a post. */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_msg(efax__nic *n, int kind, const struct iovec *iov, void **desc,
+                                                 fi_addr_t addr, const struct fi_rma_iov *riov, uint64_t data,
+                                                 void *context, uint64_t flags) {
     efax__fpost p;
-    if (EFAX__UNLIKELY(n->fault)) {
-        memset(&p, 0, sizeof p);
-        p.kind = EFAX__FP_WRITEMSG;
-        p.flags = flags;
-        p.iov = m->msg_iov[0];
-        p.desc = m->desc ? m->desc[0] : NULL;
-        p.riov = m->rma_iov[0];
-        p.addr = m->addr;
-        p.data = m->data;
-        p.context = m->context;
-        p.len = m->msg_iov[0].iov_len;
-        return efax__f_post(n, &p);
-    }
+    memset(&p, 0, sizeof p);
+    p.kind = kind;
+    p.flags = flags;
+    p.iov = iov[0];
+    p.desc = desc ? desc[0] : NULL;
+    if (riov) p.riov = riov[0];
+    p.addr = addr;
+    p.data = data;
+    p.context = context;
+    p.len = iov[0].iov_len;
+    return efax__f_post(n, &p);
+}
+static inline ssize_t efax__fi_writemsg(efax__nic *n, const struct fi_msg_rma *m, uint64_t flags) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_msg(n, EFAX__FP_WRITEMSG, m->msg_iov, m->desc, m->addr, m->rma_iov, m->data,
+                                m->context, flags);
     return fi_writemsg(n->ep, m, flags);
 }
 static inline ssize_t efax__fi_sendmsg(efax__nic *n, const struct fi_msg *m, uint64_t flags) {
-    efax__fpost p;
-    if (EFAX__UNLIKELY(n->fault)) {
-        memset(&p, 0, sizeof p);
-        p.kind = EFAX__FP_SENDMSG;
-        p.flags = flags;
-        p.iov = m->msg_iov[0];
-        p.desc = m->desc ? m->desc[0] : NULL;
-        p.addr = m->addr;
-        p.data = m->data;
-        p.context = m->context;
-        p.len = m->msg_iov[0].iov_len;
-        return efax__f_post(n, &p);
-    }
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_msg(n, EFAX__FP_SENDMSG, m->msg_iov, m->desc, m->addr, NULL, m->data, m->context,
+                                flags);
     return fi_sendmsg(n->ep, m, flags);
 }
 /* The injects and receives with the layer on: the call's arguments as a post (kind EFAX__FP_*). */
