@@ -2579,16 +2579,11 @@ EFAX_PRIVATE int efaxb__start(const efaxb__xstep *x, uint64_t seq) {
 }
 
 /* Iteration seq with x->depth in flight (unconfirmed, unchecked, no poster), the phase (warm-up or
-   timed) ending before iteration `end`: awaits seq's writers' chunks and its own writes, notes what
-   has been started into dst by then (the copies of seq, its own chunk's, perhaps later ones'),
-   starts iteration seq + depth in seq's place, and waits until the noted copies are in place while
-   driving the context. A rank thus starts iteration i + depth as soon as i's bytes arrived, not
-   once they landed: the copies of the next iterations queue behind the current one's and the GPU
-   never waits for the host between them (starting it after the wait drained the queue every depth
-   iterations: 4 in flight moved 309 GB/s at 256 MiB on two H200s, 2 in flight 365). A rank never
-   starts iteration i + depth before it took i's arrivals, so a peer has at most 2 depth
-   iterations' arrivals outstanding: efaxb__kind_tags. *us: from the end of the last iteration
-   (the phase's start for its first) to this one's. */
+   timed) ending before iteration `end`: starts the iterations up to seq + depth - 1 first, then
+   awaits seq's writers' chunks and its own writes, and waits until what was noted then (the
+   copies into dst, its own chunk's) is in place while driving the context, so that the copies of
+   later iterations start meanwhile and the GPU never waits for the host between them. *us: from
+   the end of the last iteration (the phase's start for its first) to this one's. */
 EFAX_PRIVATE int efaxb__iteration_ahead(efaxb__xstep *x, uint64_t seq, uint64_t end, double *us) {
     efax_ctx *ctx = &x->b->ctx;
     efax_xfer *xs = x->b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
@@ -2603,8 +2598,6 @@ EFAX_PRIVATE int efaxb__iteration_ahead(efaxb__xstep *x, uint64_t seq, uint64_t 
     if (!rc) rc = efaxb__take(x, seq, false);
     for (int i = 0; i < x->nto * x->msgs && !rc; i++) rc = efax_wait(ctx, &xs[i], -1);
     if (!rc) rc = efax_buf_mark(x->dst, slot);
-    if (!rc && x->posted < end && x->posted == seq + (uint64_t)x->depth) /* into seq's transfers */
-        rc = efaxb__start(x, x->posted++);
     deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
     while (!rc && !(rc = efax_buf_marked(x->dst, slot))) {
         int p = efax_progress(ctx);
