@@ -163,7 +163,13 @@ rma_bw() {
   iters=$((size <= 4194304 ? 2000 : size <= 16777216 ? 500 : size <= 67108864 ? 200 : 100))
   [ -x "$PFX_26/bin/fi_rma_bw" ] || { echo "no fi_rma_bw"; return 1; }
   env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i "$GPU_B" -W 16 -S "$size" -I "$iters" -E="$port" >/dev/null 2>&1 &
-  sleep 1
+  # the client connects once the server listens: a fixed second was too short for the first
+  # server on a fresh machine, whose CUDA start-up took longer ("connect: Connection refused")
+  local i
+  for ((i = 0; i < 300; i++)); do
+    if command -v ss >/dev/null; then ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break; elif [ "$i" -ge 10 ]; then break; fi
+    sleep 0.1
+  done
   out=$(env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 0 -W 16 -S "$size" -I "$iters" -E="$port" 127.0.0.1 2>&1); rc=$?
   wait
   echo "$out" | tail -n 3
