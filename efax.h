@@ -1290,6 +1290,9 @@ typedef struct efax__nic {
     int nctrl, ctrl_posted;
     uint64_t split_min; /* shm on libfabric 2.x: writes this large are split (0: never) */
     efax_op *retry;     /* split-write posts the provider refused for now */
+    bool work;          /* something may wait besides the CQ (queued receives or chunks, retry, free
+                           control slots): set where it may start, recomputed by efax__nic_work, so
+                           that a poll tests one flag */
     efax_nic_stats stats;
     int cq_size;              /* entries the CQ was opened with (efax__cq_plan) */
     int cq_incoming;          /* of them, room for peers' writes with immediate data */
@@ -3064,10 +3067,12 @@ EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
     op->slot = slot;
     rc = efax__fi_trecv(n, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc,
                         FI_ADDR_UNSPEC, EFAX__CTRL_TAG, &op->fctx);
-    if (rc == 0)
+    if (rc == 0) {
         n->ctrl_posted++;
-    else
+    } else {
         op->kind = 0;
+        n->work = true; /* efax__nic_work posts it again */
+    }
     return (int)rc;
 }
 
@@ -5287,6 +5292,7 @@ EFAX_PRIVATE int efax__post_split(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint
     x->pending += 2;
     mine->next = n->retry; /* posted from the retry queue, where a refusal leaves it */
     n->retry = mine;
+    n->work = true;
     efax__post_retry(ctx, n);
     return 0;
 }
@@ -5356,6 +5362,7 @@ EFAX_PRIVATE void efax__split_done(efax_ctx *ctx, efax__nic *n, efax_op *op) {
     x->pending++;
     op->next = n->retry;
     n->retry = op;
+    n->work = true;
     efax__post_retry(ctx, n);
 }
 
@@ -5682,6 +5689,7 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
     }
     if (op->kind == EFAX__OPK_CTRL) {
         n->ctrl_posted--;
+        n->work = true;
         op->kind = 0;
         if (e.err != FI_ECANCELED)
             efax_log(ctx, 1, "NIC %s: control receive failed: %s (provider: %s)", n->info.name,
@@ -5721,6 +5729,7 @@ EFAX_PRIVATE EFAX__NOINLINE void efax__cq_other(efax_ctx *ctx, efax__nic *n, con
     {
         int slot = op->slot;
         n->ctrl_posted--;
+        n->work = true;
         op->kind = 0;
         if (e->flags & FI_REMOTE_CQ_DATA) efax__count_imm(ctx, e->data, (int)(n - ctx->nic));
         efax__post_ctrl(ctx, n, slot);
@@ -5842,6 +5851,7 @@ EFAX_PRIVATE EFAX__NOINLINE void efax__nic_work(efax_ctx *ctx, efax__nic *n) {
     if (n->ctrl_posted < n->nctrl)
         for (s = 0; s < n->nctrl; s++)
             if (n->ctrl_ops[s].kind == 0 && efax__post_ctrl(ctx, n, s)) break;
+    n->work = n->rxp_head || n->pend_head || n->retry || n->ctrl_posted < n->nctrl;
 }
 
 /* efax_progress's body, inline in the waits: a wait's polls run in its own frame (one set of
@@ -5860,13 +5870,13 @@ EFAX_PRIVATE EFAX__COLD int efax__progress_tick(efax_ctx *ctx) {
 }
 
 EFAX__HOT_INLINE int efax__progress(efax_ctx *ctx) {
-    int i, total = 0, rc;
+    efax__nic *n, *end;
+    int total = 0, rc;
     if (EFAX__UNLIKELY(--ctx->tick == 0) && (rc = efax__progress_tick(ctx))) return rc;
-    for (i = 0; i < ctx->nnic; i++) {
-        efax__nic *n = &ctx->nic[i];
+    for (n = ctx->nic, end = n + ctx->nnic; n < end; n++) {
         if ((rc = efax__drain(ctx, n)) < 0) return rc;
         total += rc;
-        if (n->rxp_head || n->pend_head || n->retry || n->ctrl_posted < n->nctrl) efax__nic_work(ctx, n);
+        if (n->work) efax__nic_work(ctx, n);
     }
     return total;
 }
@@ -5977,6 +5987,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__send_queued(efax_ctx *ctx, efax_xfer *x, c
     x->on_done = s->on_done;
     x->done_user = s->done_user;
     efax__seg_push(&n->pend_head, &n->pend_tail, &x->seg[0]);
+    n->work = true;
     efax__post_nic(ctx, n);
     return 0;
 }
@@ -6023,6 +6034,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__recv_queued(efax_ctx *ctx, efax_xfer *x, i
     x->seg[0].x = x;
     x->seg[0].len = x->len;
     efax__seg_push(&n->rxp_head, &n->rxp_tail, &x->seg[0]);
+    n->work = true;
     efax__post_rx(ctx, n);
     return 0;
 }
@@ -6144,6 +6156,7 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
         s->posted = 0;
         s->completed = 0; /* an empty segment still goes out: one 0-byte chunk carrying the immediate data */
         efax__seg_push(&ctx->nic[s->nic].pend_head, &ctx->nic[s->nic].pend_tail, s);
+        ctx->nic[s->nic].work = true;
     }
     for (i = 0; i < nseg; i++) efax__post_nic(ctx, &ctx->nic[x->seg[i].nic]);
     return 0;
