@@ -5125,6 +5125,20 @@ EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeou
 #define EFAX__HOT_INLINE static inline
 #define EFAX__NOINLINE
 #endif
+/* The posts every message makes (efax_send, efax_recv): in C with GCC or clang their definitions
+   are inline, so that a caller compiled with the implementation (EFAX_IMPLEMENTATION in the same
+   file, as the drivers are) runs them without a call, a frame and argument passing, and with what
+   it passes as constants folded in. (The waits stay out of line: their polls are what
+   tests/instr.sh counts as calls of a wait into libfabric, and each wait would be a new copy of
+   the poll loop.) The prototypes are extern, so the definition is still the external one other
+   translation units call (C11 6.7.4p7). Not in C++ (g++, nvcc): there an inline function has vague
+   linkage, and a file that inlined every use need not emit it for the others. EFAX_NO_API_INLINE
+   keeps them out of line. */
+#if defined(__GNUC__) && !defined(__cplusplus) && !defined(EFAX_NO_API_INLINE)
+#define EFAX__API_INLINE __attribute__((always_inline)) inline
+#else
+#define EFAX__API_INLINE
+#endif
 
 EFAX_API int efax_imm_encode(int rank, int tag, uint32_t seq, uint32_t *imm) {
     *imm = 0;
@@ -5992,7 +6006,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__send_queued(efax_ctx *ctx, efax_xfer *x, c
     return 0;
 }
 
-EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
+EFAX__API_INLINE int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
     const efax_mr *mr = s->src;
     uint64_t off = s->src_off, len = s->size;
     int peer = s->to, nic = s->nic, rc;
@@ -6051,7 +6065,7 @@ EFAX_PRIVATE EFAX__COLD int efax__recv_failed(efax_ctx *ctx, efax__nic *n, efax_
     return 0;
 }
 
-EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off, uint64_t len) {
+EFAX__API_INLINE int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off, uint64_t len) {
     efax__nic *n;
     efax_op *op;
     int rc;
