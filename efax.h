@@ -1316,9 +1316,9 @@ typedef struct efax__faults {
 
 struct efax_ctx {
     int nnic;
-    efax__nic *nic;      /* [nnic] */
-    efax__nic *nic_end;  /* nic + nnic: where a poll's walk over the NICs stops */
-    int rank, size; /* after efax_ctx_connect; 0/1 before */
+    efax__nic *nic;     /* [nnic] */
+    efax__nic *nic_end; /* nic + nnic: where a poll's walk over the NICs stops */
+    int rank, size;     /* after efax_ctx_connect; 0/1 before */
     bool connected;
     int *peer_nnic;        /* [size] */
     char (*peer_host)[64]; /* [size] host of every rank, for messages */
@@ -5733,7 +5733,8 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
 
 /* An entry that is not one of efax's transfers: a peer's write with immediate data, or a control
    message (efax_notify). Out of line: the ping-pong's completion (a receive) passes it by. */
-EFAX_PRIVATE EFAX__NOINLINE void efax__cq_other(efax_ctx *ctx, efax__nic *n, const struct fi_cq_data_entry *e) {
+EFAX_PRIVATE EFAX__NOINLINE void efax__cq_other(efax_ctx *ctx, efax__nic *n,
+                                                const struct fi_cq_data_entry *e) {
     efax_op *op = (efax_op *)e->op_context;
     if (!op || (e->flags & FI_REMOTE_WRITE)) {
         /* a peer's write with immediate data landed here: its bytes are credited by
@@ -6070,7 +6071,8 @@ EFAX_PRIVATE EFAX__COLD int efax__recv_failed(efax_ctx *ctx, efax__nic *n, efax_
     return 0;
 }
 
-EFAX__API_INLINE int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off, uint64_t len) {
+EFAX__API_INLINE int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off,
+                               uint64_t len) {
     efax__nic *n;
     efax_op *op;
     int rc;
