@@ -35,8 +35,8 @@ cd "$(dirname "$0")/.." || exit 1
 B=${EFAX_BUILD:-build}
 # The bounds: own instructions per round trip and per posted write, a few percent above what this
 # commit counts on either provider and libfabric line (docs/journal.md has the figures).
-BOUND_RT=${EFAX_INSTR_BOUND_RT:-510}
-BOUND_W=${EFAX_INSTR_BOUND_W:-935}
+BOUND_RT=${EFAX_INSTR_BOUND_RT:-325}
+BOUND_W=${EFAX_INSTR_BOUND_W:-600}
 W1=200 W2=1200 # the short and the long loop (round trips; write: a tenth of them, 64 writes each)
 command -v valgrind >/dev/null || { echo "skipped: no valgrind (apt-get install valgrind)"; exit 77; }
 command -v python3 >/dev/null || { echo "skipped: no python3 (tests/cg_own.py reads the profiles)"; exit 77; }
