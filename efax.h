@@ -5138,6 +5138,14 @@ EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeou
    keeps them out of line. */
 #if defined(__GNUC__) && !defined(__cplusplus) && !defined(EFAX_NO_API_INLINE)
 #define EFAX__API_INLINE __attribute__((always_inline)) inline
+/* clang's -Wstatic-in-inline holds any inline function with external linkage to C11 6.7.4p3, which
+   constrains inline definitions only; these are external ones (p7: the prototypes say extern), so
+   they may call the file's static functions. Popped at the implementation's end. */
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wstatic-in-inline"
+#define EFAX__API_INLINE_POP
+#endif
 #else
 #define EFAX__API_INLINE
 #endif
@@ -7153,6 +7161,9 @@ EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, ui
     return found ? 0 : -FI_ENOENT;
 }
 
+#ifdef EFAX__API_INLINE_POP
+#pragma clang diagnostic pop
+#endif
 #ifdef __cplusplus
 }
 #endif
