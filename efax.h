@@ -5133,9 +5133,9 @@ EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeou
    call, a frame and argument passing, and with what it passes as constants folded in. (The waits
    stay out of line: their polls are what tests/instr.sh counts as calls of a wait into libfabric,
    and each wait would be a new copy of the poll loop.) The prototypes are extern, so the
-   definition is still the external one other translation units call (C11 6.7.4p7). Not in C++ (g++, nvcc): there an inline function has vague
-   linkage, and a file that inlined every use need not emit it for the others. EFAX_NO_API_INLINE
-   keeps them out of line. */
+   definition is still the external one other translation units call (C11 6.7.4p7). Not in C++
+   (g++, nvcc): there an inline function has vague linkage, and a file that inlined every use need
+   not emit it for the others. EFAX_NO_API_INLINE keeps them out of line. */
 #if defined(__GNUC__) && !defined(__cplusplus) && !defined(EFAX_NO_API_INLINE)
 #define EFAX__API_INLINE __attribute__((always_inline)) inline
 /* clang's -Wstatic-in-inline holds any inline function with external linkage to C11 6.7.4p3, which
