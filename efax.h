@@ -640,6 +640,10 @@ typedef struct efax_mem_ops {
     /* waits until everything written into the buffer (copies, and what the provider moves in
        for device memory) is in place; NULL: always in place (host memory) */
     int (*settle)(efax_buf *b);
+    /* mark notes in slot what has been started into the buffer so far; marked says whether that
+       is in place (1), not yet (0), or a negative code; NULL: always in place (host memory) */
+    int (*mark)(efax_buf *b, unsigned slot);
+    int (*marked)(efax_buf *b, unsigned slot);
 } efax_mem_ops;
 
 struct efax_buf {
@@ -684,6 +688,17 @@ EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, u
 /* Waits until everything written into b is in place: local copies, and bytes the provider still
    moves after reporting completion (device memory). Returns 0 or a negative code. */
 EFAX_API int efax_buf_settle(efax_buf *b);
+enum { EFAX_BUF_MARKS = 16 }; /* efax_buf_mark's slots */
+/* Notes in slot (0 .. EFAX_BUF_MARKS-1, reused freely) what has been started into b so far: the
+   copies a provider issued into it (device memory on shm: efax_expect_arrived) and its own local
+   copies. With several transfers in flight into one buffer, efax_buf_marked then tells when
+   those noted landed, without waiting for the later ones as efax_buf_settle does (all2all with
+   --window: iterations in flight). Host and pinned memory: nothing to note. Returns 0 or a
+   negative code. Not thread safe. */
+EFAX_API int efax_buf_mark(efax_buf *b, unsigned slot);
+/* Whether what mark `slot` noted is in place: 1, or 0 not yet (poll again, driving the contexts
+   that move data into b meanwhile), or a negative code. Never blocks. Not thread safe. */
+EFAX_API int efax_buf_marked(efax_buf *b, unsigned slot);
 
 // >>bootstrap -------------------------------------------------------------------------------
 
@@ -1117,6 +1132,12 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
 /* Waits until that write landed (and, staged, was copied in). Returns 0, -FI_ETIMEDOUT naming
    what is missing, -EFAX_E_STALE, or a copy error. */
 EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms);
+
+/* As efax_expect_wait, but for ordinary regions without settling the region (efax_mr_desc.settle):
+   every chunk arrived, and device memory may still be copying in. For a caller with several
+   writes in flight into one device buffer, which notes each (efax_buf_mark) and sees it land
+   (efax_buf_marked) while later ones keep moving. Staged regions: efax_expect_wait. */
+EFAX_API int efax_expect_arrived(efax_ctx *ctx, efax_expect *e, int timeout_ms);
 
 // >>gpu wire (what efax_cuda.h decodes from GPUs and peers) ------------------------------------
 
@@ -4210,6 +4231,8 @@ EFAX_API const efax_mem_ops *efax_mem_host(void) {
                                      efax__host_poison,
                                      efax__host_check,
                                      efax__host_copy,
+                                     NULL,
+                                     NULL,
                                      NULL};
     return &ops;
 }
@@ -4247,6 +4270,16 @@ EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, u
 }
 
 EFAX_API int efax_buf_settle(efax_buf *b) { return b->ops && b->ops->settle ? b->ops->settle(b) : 0; }
+
+EFAX_API int efax_buf_mark(efax_buf *b, unsigned slot) {
+    if (slot >= EFAX_BUF_MARKS) return -FI_EINVAL;
+    return b->ops && b->ops->mark ? b->ops->mark(b, slot) : 0;
+}
+
+EFAX_API int efax_buf_marked(efax_buf *b, unsigned slot) {
+    if (slot >= EFAX_BUF_MARKS) return -FI_EINVAL;
+    return b->ops && b->ops->marked ? b->ops->marked(b, slot) : 1;
+}
 
 EFAX_API int efax_buf_alloc(efax_ctx *ctx, efax_buf *b, const efax_mem_ops *ops, size_t len,
                             unsigned access) {
@@ -6908,21 +6941,30 @@ EFAX_PRIVATE void efax__credit_rx(efax_ctx *ctx, const efax_expect *e) {
     for (i = 0; i < ctx->nnic && i < EFAX_MAX_NICS; i++) ctx->nic[i].stats.rx_bytes += e->on_nic_bytes[i];
 }
 
+/* efax_expect_wait's and efax_expect_arrived's for ordinary regions: the chunks, then settle or not. */
+EFAX_PRIVATE int efax__expect_chunks(efax_ctx *ctx, efax_expect *e, int timeout_ms, bool settle) {
+    int i, rc;
+    e->active = false;
+    for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting -= e->on_nic[i];
+    rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
+    if (!rc) efax__credit_rx(ctx, e);
+    if (!rc && settle && e->mr->settle)
+        rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+    return rc;
+}
+
+EFAX_API int efax_expect_arrived(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
+    if (!e->active) return -FI_EINVAL;
+    return e->mr->stage ? efax_expect_wait(ctx, e, timeout_ms)
+                        : efax__expect_chunks(ctx, e, timeout_ms, false);
+}
+
 EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     uint64_t deadline;
     unsigned spins = 0, idle = 0;
     int rc;
     if (!e->active) return -FI_EINVAL;
-    if (!e->mr->stage) {
-        int i;
-        e->active = false;
-        for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting -= e->on_nic[i];
-        rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
-        if (!rc) efax__credit_rx(ctx, e);
-        if (!rc && e->mr->settle)
-            rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
-        return rc;
-    }
+    if (!e->mr->stage) return efax__expect_chunks(ctx, e, timeout_ms, true);
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
     deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (e->cells_done < e->ncells && !e->status) {

@@ -313,7 +313,7 @@ typedef struct efax_bench {
     /* with an exchange (efax_bench_desc.xchg), from efax_bench_connect: */
     efax_buf *xsrc[3], *xdst[3]; /* each memory kind's source and destination */
     double *lat;                 /* room for a step's times: efax_opts_iters at 1 byte, for every rank */
-    efax_xfer *xs;               /* [size * msgs]: this rank's writes of an iteration */
+    efax_xfer *xs;               /* [in flight * size * msgs]: this rank's writes of iterations */
     efax_expect *ex;             /* [size * msgs]: the writes into this rank of an iteration */
     efax_write_desc *xw;         /* [2 * size * msgs]: this rank's writes as it describes them, then the
                                     writes into it as it expects them */
@@ -465,13 +465,15 @@ enum { EFAX_BENCH_TAG_ACK = 1, EFAX_BENCH_TAG_READY = 2, EFAX_BENCH_TAG_DATA = 3
 
 /* The layout of a driver's exchange, fixed for the run (efax_bench_desc.xchg). */
 struct efax_bench_xchg {
-    int msgs;         /* the most messages one rank writes another per iteration (0: --window) */
-    bool per_target;  /* a source region per target (all-to-all); else every target the same */
-    bool per_writer;  /* a destination region per writer (incast, all-to-all); else one */
-    bool unconfirmed; /* no confirmations: every rank times its own iterations, each ending when
+    int msgs;               /* the most messages one rank writes another per iteration (0: --window) */
+    bool per_target;        /* a source region per target (all-to-all); else every target the same */
+    bool per_writer;        /* a destination region per writer (incast, all-to-all); else one */
+    bool unconfirmed;       /* no confirmations: every rank times its own iterations, each ending when
                          its writes completed and its writers' landed (all-to-all); else a
                          writer's iteration ends when every target confirmed */
-    uint64_t bytes;   /* each buffer's size (0: the slots that messages of -e bytes need) */
+    bool window_iterations; /* unconfirmed: --window N is iterations in flight, up to
+                               EFAX_BUF_MARKS (1 with -c, whose fills and checks separate them) */
+    uint64_t bytes;         /* each buffer's size (0: the slots that messages of -e bytes need) */
 };
 
 /* A writer that posts through something other than this rank's context (efax_cuda.h's proxy, whose
@@ -503,6 +505,14 @@ typedef struct efax_bench_moves {
    bytes it found to *wrong. Returns 0 or a negative code (logged). */
 EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv,
                                  double *lat, int *nlat, int64_t *wrong);
+
+/* Iterations in flight in step st's exchange: --window where the layout takes it
+   (efax_bench_xchg.window_iterations) and st's memory is not staged (staged cells are copied in
+   one iteration at a time), else 1. With more than one, a rank starts iteration i + N - 1 as
+   iteration i begins, and iteration i ends once its writers' bytes and its own chunk are in place
+   (efax_buf_mark / efax_buf_marked), later iterations moving meanwhile: an iteration's time runs
+   from the end of the one before. Pure. */
+EFAX_API int efax_bench_in_flight(const efax_bench *b, const efax_bench_step *st);
 
 #ifdef EFAX_CUDA_H
 // >>cuda glue (with efax_cuda.h) -------------------------------------------------------------
@@ -2049,6 +2059,15 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
     if (rc) return efax_bench_usage(b, "%s", err);
     if (d->modes) b->o.modes = d->modes; /* the experiment's, not --mode's */
     if (d->own_table) b->o.quiet = true;
+    if (d->xchg && d->xchg->window_iterations && b->o.window > EFAX_BUF_MARKS)
+        return efax_bench_usage(b, "--window %d: at most %d iterations in flight", b->o.window,
+                                EFAX_BUF_MARKS);
+    if (d->xchg && d->xchg->window_iterations && b->o.window > 1 && b->o.check)
+        return efax_bench_usage(
+            b,
+            "--window %d with -c: -c fills and checks every iteration apart, one in flight; "
+            "drop --window to check, or -c to measure iterations in flight",
+            b->o.window);
 #ifdef EFAX_CUDA_H
     rc = efax_cuda_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
 #else
@@ -2083,9 +2102,14 @@ EFAX_PRIVATE int efaxb__msgs(const efax_bench *b) {
     return b->d.xchg->msgs > 0 ? b->d.xchg->msgs : b->o.window;
 }
 
-/* The exchange's data tags of one memory kind: msgs, twice over when unconfirmed. */
+/* The most iterations in flight in any step (efax_bench_in_flight). */
+EFAX_PRIVATE int efaxb__depth(const efax_bench *b) { return b->d.xchg->window_iterations ? b->o.window : 1; }
+
+/* The exchange's data tags of one memory kind: msgs, unconfirmed twice per iteration in flight
+   (a rank ending iteration i has started up to i + depth - 1, and a peer that took those may end
+   them and start up to i + 2 depth - 1 before this rank consumed i's arrivals). */
 EFAX_PRIVATE int efaxb__kind_tags(const efax_bench *b) {
-    return efaxb__msgs(b) * (b->d.xchg->unconfirmed ? 2 : 1);
+    return efaxb__msgs(b) * (b->d.xchg->unconfirmed ? 2 * efaxb__depth(b) : 1);
 }
 
 /* The exchange's buffers, their tags prepared for staged writes, and the state of its messages. */
@@ -2103,7 +2127,7 @@ EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
             rc = efax_expect_prepare(&b->ctx, &b->xdst[k]->mr,
                                      EFAX_BENCH_TAG_DATA + k * efaxb__kind_tags(b) + q);
     }
-    b->xs = (efax_xfer *)efax_bench_calloc(b, n * msgs, sizeof *b->xs);
+    b->xs = (efax_xfer *)efax_bench_calloc(b, n * msgs * (size_t)efaxb__depth(b), sizeof *b->xs);
     b->ex = (efax_expect *)efax_bench_calloc(b, n * msgs, sizeof *b->ex);
     b->xw = (efax_write_desc *)efax_bench_calloc(b, 2 * n * msgs, sizeof *b->xw);
     b->lat = (double *)efax_bench_calloc(b, (size_t)efax_opts_iters(&b->o, 1) * n, sizeof *b->lat);
@@ -2385,6 +2409,9 @@ typedef struct efaxb__xstep {
     int *to, nto;       /* the ranks it writes to, from the next one on */
     int *from, nfrom;   /* the ranks that write to it, from the last one back */
     bool self;          /* it writes to itself: a local copy */
+    int depth;          /* iterations in flight (efax_bench_in_flight) */
+    uint64_t posted;    /* with depth > 1: the iterations started so far */
+    uint64_t t_end;     /* with depth > 1: when the last iteration ended (efax_now_ns) */
 } efaxb__xstep;
 
 /* The source slot of message m to rank t, and the destination slot of message m from rank f. */
@@ -2401,7 +2428,8 @@ EFAX_PRIVATE uint64_t efaxb__pattern(uint64_t seq, uint64_t s) { return seq << 2
 /* Message m (in w, as efaxb__msg described it) becomes iteration seq's: what changes with it. */
 EFAX_PRIVATE efax_write_desc *efaxb__msg_seq(const efaxb__xstep *x, efax_write_desc *w, int m, uint64_t seq) {
     w->index = seq * (uint64_t)x->msgs + (uint64_t)w->from + efaxb__sslot(x, w->to, m);
-    w->tag = x->tag0 + (x->b->d.xchg->unconfirmed ? (int)(seq & 1) * efaxb__msgs(x->b) : 0) + m;
+    int sets = efaxb__kind_tags(x->b) / efaxb__msgs(x->b); /* tag sets: iterations apart */
+    w->tag = x->tag0 + (int)(seq % (uint64_t)sets) * efaxb__msgs(x->b) + m;
     w->seq = (uint32_t)seq;
     return w;
 }
@@ -2455,8 +2483,9 @@ EFAX_PRIVATE void efaxb__fill(const efaxb__xstep *x, uint64_t seq) {
 }
 
 /* The writes of iteration seq from every writer into this rank: announced, then awaited with one
-   context timeout for all, so that this side gives up before a writer's confirmation wait. */
-EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq) {
+   context timeout for all, so that this side gives up before a writer's confirmation wait;
+   settled (in place), or only arrived (efax_expect_arrived: device memory may be copying in). */
+EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
     efax_ctx *ctx = &x->b->ctx;
     efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b); /* efaxb__describe's */
     uint64_t deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
@@ -2467,7 +2496,9 @@ EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq) {
                                    efaxb__msg_seq(x, &in[i * x->msgs + m], m, seq));
     for (int i = 0; i < x->nfrom * x->msgs && !rc; i++) {
         uint64_t now = efax_now_ns();
-        rc = efax_expect_wait(ctx, &x->b->ex[i], now < deadline ? (int)((deadline - now) / 1000000ull) : 0);
+        int left = now < deadline ? (int)((deadline - now) / 1000000ull) : 0;
+        rc =
+            settle ? efax_expect_wait(ctx, &x->b->ex[i], left) : efax_expect_arrived(ctx, &x->b->ex[i], left);
     }
     return rc;
 }
@@ -2518,7 +2549,7 @@ EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *u
     for (int m = 0; x->self && m < x->msgs && !rc; m++)
         efax_buf_copy(x->dst, efaxb__dslot(x, x->me, m) * x->size, x->src,
                       efaxb__sslot(x, x->me, m) * x->size, x->size);
-    if (!rc) rc = efaxb__take(x, seq);
+    if (!rc) rc = efaxb__take(x, seq, true);
     for (int i = 0; confirmed && i < x->nfrom && !rc; i++)
         rc = efax_notify(ctx, x->from[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq);
     for (int i = 0; confirmed && i < x->nto && !rc; i++)
@@ -2530,6 +2561,64 @@ EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *u
     if (!confirmed) t1 = efax_now_ns();
     *us = (double)(t1 - t0) / 1e3;
     return rc || !b->o.check ? rc : efaxb__check(x, seq, wrong);
+}
+
+/* Starts iteration seq (depth > 1): its writes, on the transfers of its place in the window, and
+   its own chunk's copy. */
+EFAX_PRIVATE int efaxb__start(const efaxb__xstep *x, uint64_t seq) {
+    efax_bench *b = x->b;
+    efax_xfer *xs = b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
+    int rc = 0, nw = 0;
+    for (int i = 0; i < x->nto; i++)
+        for (int m = 0; m < x->msgs; m++) efaxb__msg_seq(x, &b->xw[nw++], m, seq);
+    for (int i = 0; i < nw && !rc; i++) rc = efax_write(&b->ctx, &xs[i], &b->xw[i], NULL);
+    for (int m = 0; x->self && m < x->msgs && !rc; m++)
+        efax_buf_copy(x->dst, efaxb__dslot(x, x->me, m) * x->size, x->src,
+                      efaxb__sslot(x, x->me, m) * x->size, x->size);
+    return rc;
+}
+
+/* Iteration seq with x->depth in flight (unconfirmed, unchecked, no poster), the phase (warm-up or
+   timed) ending before iteration `end`: starts the iterations up to seq + depth - 1 first, then
+   awaits seq's writers' chunks and its own writes, and waits until what was noted then (the
+   copies into dst, its own chunk's) is in place while driving the context, so that the copies of
+   later iterations start meanwhile and the GPU never waits for the host between them. *us: from
+   the end of the last iteration (the phase's start for its first) to this one's. */
+EFAX_PRIVATE int efaxb__iteration_ahead(efaxb__xstep *x, uint64_t seq, uint64_t end, double *us) {
+    efax_ctx *ctx = &x->b->ctx;
+    efax_xfer *xs = x->b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
+    unsigned slot = (unsigned)(seq % (uint64_t)x->depth), spins = 0;
+    uint64_t deadline, t;
+    int rc = 0;
+    if (x->posted <= seq) { /* the phase's first iteration: nothing in flight */
+        x->posted = seq;
+        x->t_end = efax_now_ns();
+    }
+    while (!rc && x->posted < end && x->posted < seq + (uint64_t)x->depth) rc = efaxb__start(x, x->posted++);
+    if (!rc) rc = efaxb__take(x, seq, false);
+    for (int i = 0; i < x->nto * x->msgs && !rc; i++) rc = efax_wait(ctx, &xs[i], -1);
+    if (!rc) rc = efax_buf_mark(x->dst, slot);
+    deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
+    while (!rc && !(rc = efax_buf_marked(x->dst, slot))) {
+        int p = efax_progress(ctx);
+        if (p < 0) rc = p;
+        if (!rc && (++spins & 63) == 0 && efax_now_ns() > deadline) {
+            efax_log(ctx, 0,
+                     "iteration %llu of all-to-all: the bytes that arrived did not land within %d ms (a copy "
+                     "into device memory is wedged, or the GPU is shared with work that holds it)",
+                     (unsigned long long)seq, efax_ctx_timeout_ms(ctx));
+            rc = -FI_ETIMEDOUT;
+        }
+    }
+    if (rc > 0) rc = 0;
+    t = efax_now_ns();
+    *us = (double)(t - x->t_end) / 1e3;
+    x->t_end = t;
+    return rc;
+}
+
+EFAX_API int efax_bench_in_flight(const efax_bench *b, const efax_bench_step *st) {
+    return b->d.xchg && b->xdst[st->k] && !b->xdst[st->k]->mr.stage ? efaxb__depth(b) : 1;
 }
 
 EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv,
@@ -2550,6 +2639,7 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     x.size = mv->size ? mv->size : st->size;
     x.msgs = mv->msgs ? mv->msgs : efaxb__msgs(b);
     x.tag0 = EFAX_BENCH_TAG_DATA + st->k * efaxb__kind_tags(b);
+    x.depth = mv->poster ? 1 : efax_bench_in_flight(b, st);
     if (x.msgs > efaxb__msgs(b) ||
         (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||
         (uint64_t)x.msgs * (l->per_writer ? (uint64_t)n : 1) * x.size > x.dst->len)
@@ -2576,7 +2666,11 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
             efaxb__timed_begin(b);
             if ((rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS))) break;
         }
-        if (x.nto + x.nfrom + x.self > 0) rc = efaxb__iteration(&x, (uint64_t)(it + warm), &us, wrong);
+        if (x.nto + x.nfrom + x.self > 0 && x.depth > 1)
+            rc = efaxb__iteration_ahead(&x, (uint64_t)(it + warm),
+                                        (uint64_t)(it < 0 ? warm : warm + st->iters), &us);
+        else if (x.nto + x.nfrom + x.self > 0)
+            rc = efaxb__iteration(&x, (uint64_t)(it + warm), &us, wrong);
         if (it >= 0 && timed) lat[(*nlat)++] = us;
     }
     if (!rc && st->iters > 0) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);

@@ -686,6 +686,8 @@ typedef struct efax__dev {
     cudaStream_t out_s, in_s;
     cudaStream_t copy_s;      /* local copies (efax_buf_copy), overlapping what the provider moves in */
     cudaEvent_t settle_ev[2]; /* efax__dev_settle's: the legacy default stream's, and copy_s's */
+    cudaEvent_t mark_ev[EFAX_BUF_MARKS][2]; /* efax_buf_mark's, the same two streams per slot */
+    bool mark_copy[EFAX_BUF_MARKS];         /* the slot's copy_s event was recorded */
     struct {
         uint64_t off, len, unit;
         unsigned ncells;
@@ -1063,6 +1065,9 @@ EFAX_PRIVATE void efax__dev_release(efax_buf *b) {
     if (s->copy_s) cudaStreamSynchronize(s->copy_s), cudaStreamDestroy(s->copy_s);
     for (int i = 0; i < 2; i++)
         if (s->settle_ev[i]) cudaEventDestroy(s->settle_ev[i]);
+    for (int k = 0; k < EFAX_BUF_MARKS; k++)
+        for (int i = 0; i < 2; i++)
+            if (s->mark_ev[k][i]) cudaEventDestroy(s->mark_ev[k][i]);
     for (unsigned k = 0; k < EFAX__OUTS; k++)
         for (unsigned c = 0; c < s->out[k].nev; c++) cudaEventDestroy(s->out[k].ev[c]);
     if (s->bounce) cudaFreeHost(s->bounce);
@@ -1130,19 +1135,61 @@ EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *s
     efax__dev *s = (efax__dev *)dst->impl;
     uint8_t *d = (uint8_t *)dst->ptr + doff;
     const uint8_t *from = (const uint8_t *)src->ptr + soff;
-    int sms = 0;
+    int sms = 0, grid;
     /* On a stream of its own, and by the SMs rather than a copy engine: shm's IPC copies of the
        transfers in flight run on the copy engines, and a local cudaMemcpy there ran after them
-       (all2all's own chunk made its iterations last the two copies end to end). efax_buf_settle
-       waits for it. */
+       (all2all's own chunk made its iterations last the two copies end to end). By an eighth of
+       the SMs: the copy then still finishes well inside the transfers it overlaps (a 128 MiB
+       chunk in ~130 us beside ~340 us over NVLink), and leaves the memory to the link's pulls:
+       all2all busbw on two H200s at 256 MiB, 4 iterations in flight, 341-344 GB/s by all 132
+       SMs, 361-364 by 16 or 32, 347-350 by the copy engine (docs/journal.md, 2026-11-26).
+       efax_buf_settle waits for it. */
     if (!s->copy_s && EFAX_CUDA(cudaStreamCreateWithFlags(&s->copy_s, cudaStreamNonBlocking))) return;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, s->device) != cudaSuccess)
         sms = 0, (void)cudaGetLastError();
+    grid = sms / 8 > 1 ? sms / 8 : 1;
     if (sms > 0 && len % 16 == 0 && ((uintptr_t)d | (uintptr_t)from) % 16 == 0 &&
-        efax_ipc_copy(d, from, len, sms, 512, 4, EFAX_COPY_BLOCKED, s->copy_s) == cudaSuccess)
+        efax_ipc_copy(d, from, len, grid, 512, 4, EFAX_COPY_BLOCKED, s->copy_s) == cudaSuccess)
         return;
     (void)cudaGetLastError();
     EFAX_CUDA(cudaMemcpyAsync(d, from, len, cudaMemcpyDeviceToDevice, s->copy_s));
+}
+
+/* efax_buf_mark for device memory: events on the two streams efax__dev_settle waits for, the
+   legacy default stream (the provider's copies) and copy_s (the buffer's own), in the slot. */
+EFAX_PRIVATE int efax__dev_mark(efax_buf *b, unsigned slot) {
+    efax__dev *s = (efax__dev *)b->impl;
+    cudaEvent_t *ev;
+    int cur = -1, rc = 0;
+    if (!s) return 0;
+    ev = s->mark_ev[slot];
+    if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
+    if (cur != s->device && (rc = EFAX_CUDA(cudaSetDevice(s->device)))) return rc;
+    for (int i = 0; i < 2 && !rc; i++)
+        if (!ev[i]) rc = EFAX_CUDA(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+    if (!rc) rc = EFAX_CUDA(cudaEventRecord(ev[0], cudaStreamLegacy));
+    s->mark_copy[slot] = !rc && s->copy_s;
+    if (s->mark_copy[slot]) rc = EFAX_CUDA(cudaEventRecord(ev[1], s->copy_s));
+    if (cur >= 0 && cur != s->device) cudaSetDevice(cur);
+    return rc;
+}
+
+/* efax_buf_marked for device memory: both of the slot's events fired (then, pre-Hopper, the NIC
+   writes flushed). */
+EFAX_PRIVATE int efax__dev_marked(efax_buf *b, unsigned slot) {
+    efax__dev *s = (efax__dev *)b->impl;
+    int rc;
+    if (!s || !s->mark_ev[slot][0]) return s ? -FI_EINVAL : 1; /* no mark in that slot */
+    for (int i = 0; i < (s->mark_copy[slot] ? 2 : 1); i++) {
+        cudaError_t e = cudaEventQuery(s->mark_ev[slot][i]);
+        if (e == cudaErrorNotReady) return 0;
+        if (e != cudaSuccess)
+            return efax_cuda_check(
+                e, i ? "cudaEventQuery(the buffer's local copy)" : "cudaEventQuery(the provider's copies)",
+                __FILE__, __LINE__);
+    }
+    rc = efax__gdr_flush(s);
+    return rc ? rc : 1;
 }
 
 EFAX_PRIVATE int efax__dev_buf_settle(efax_buf *b) {
@@ -1158,14 +1205,17 @@ EFAX_API const efax_mem_ops *efax_mem_pinned(void) { /* host memory's pattern an
                                      efax__host_poison,
                                      efax__host_check,
                                      efax__host_copy,
+                                     NULL,
+                                     NULL,
                                      NULL};
     return &ops;
 }
 
 EFAX_API const efax_mem_ops *efax_mem_device(void) {
-    static const efax_mem_ops ops = {"device",          "DMA",          efax__dev_alloc,
-                                     efax__dev_release, efax__dev_fill, efax__dev_poison,
-                                     efax__dev_check,   efax__dev_copy, efax__dev_buf_settle};
+    static const efax_mem_ops ops = {"device",          "DMA",           efax__dev_alloc,
+                                     efax__dev_release, efax__dev_fill,  efax__dev_poison,
+                                     efax__dev_check,   efax__dev_copy,  efax__dev_buf_settle,
+                                     efax__dev_mark,    efax__dev_marked};
     return &ops;
 }
 

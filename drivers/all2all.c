@@ -8,6 +8,9 @@
    slowest rank's. The latency columns are per iteration, the slowest rank's each time. With -c
    the checks separate the iterations (a rank may start its next one before a peer has finished
    checking, so its own loop undercounts): bandwidth then comes from those per-iteration times.
+   --window N keeps N iterations in flight (default 1, nccl-tests' one collective at a time): a
+   rank starts iteration i + N - 1 as iteration i begins, so the copies and transfers of the next
+   ones queue behind the current one's instead of waiting for the host to see it end.
    Modes: Single (NIC 0), Split (each chunk striped over all NICs), RoundRobin (chunk to peer p
    on NIC (p + rank + iteration) mod NICs), Stripe. The harness runs both sides
    (efax_bench_exchange).
@@ -51,7 +54,8 @@ static int measure(efax_bench *b, const efax_bench_step *st) {
     rc = efax_bench_exchange(b, &pt, &mv, b->lat, &nlat, &wrong);
     if (!rc) rc = efax_bench_slowest(b, b->lat, pt.iters, &loop_us);
     if (rc) return rc;
-    efax_bench_result(&res, &pt, b->xsrc[pt.k], NULL, EFAX_RESULT_ALLTOALL, 1, n - 1);
+    efax_bench_result(&res, &pt, b->xsrc[pt.k], NULL, EFAX_RESULT_ALLTOALL, efax_bench_in_flight(b, &pt),
+                      n - 1);
     efax_result_time(&res, b->lat, pt.iters, pt.size, efax_bench_line(b, pt.mode));
     if (!b->o.check) { /* bandwidth from the loop, as nccl-tests (which averages ranks; we: the slowest) */
         res.seconds = loop_us * 1e-6;
@@ -75,6 +79,7 @@ int main(int argc, char **argv) {
     x.per_target = true;
     x.per_writer = true;
     x.unconfirmed = true;
+    x.window_iterations = true; /* --window N: N iterations in flight */
     d.driver = "all2all";
     d.about =
         "All-to-all: every rank writes a chunk to every other rank at once (nccl-tests sizes and busbw).";

@@ -107,6 +107,50 @@ out:
     efax_buf_free(&b);
 }
 
+/* Marks (efax_buf_mark / efax_buf_marked: all2all's iterations in flight) see each copy into a
+   device buffer land on its own: two copies that do not end on the legacy stream (kernels there
+   stand in for shm's copies of two iterations), a mark after each; the first mark fires once the
+   first copy ends while the second's does not, then the second's; a slot out of range is refused. */
+static void check_marks(efax_ctx *ctx) {
+    efax_buf b;
+    int *release = NULL, *release_d = NULL, first = -9, second = -9;
+    uint64_t deadline;
+    memset(&b, 0, sizeof b);
+    if (efax_buf_alloc(ctx, &b, efax_mem_device(), 1 << 20, EFAX_MR_WRITE_DST)) { EXPECT(0, "marks: cannot allocate"); return; }
+    if (EFAX_CUDA(cudaHostAlloc((void **)&release, 2 * sizeof(int), cudaHostAllocMapped)) ||
+        EFAX_CUDA(cudaHostGetDevicePointer((void **)&release_d, release, 0))) {
+        EXPECT(0, "marks: CUDA set-up failed");
+        goto out;
+    }
+    release[0] = release[1] = 0;
+    k_hold<<<1, 32, 0, cudaStreamLegacy>>>(release_d);
+    EXPECT(efax_buf_mark(&b, 0) == 0, "marks: mark 0 failed");
+    k_hold<<<1, 32, 0, cudaStreamLegacy>>>(release_d + 1);
+    EXPECT(efax_buf_mark(&b, 1) == 0, "marks: mark 1 failed");
+    usleep(20000);
+    EXPECT(efax_buf_marked(&b, 0) == 0 && efax_buf_marked(&b, 1) == 0, "marks: a mark fired before its copy ended");
+    __atomic_store_n(&release[0], 1, __ATOMIC_SEQ_CST);
+    deadline = efax_now_ns() + 3000000000ull;
+    while ((first = efax_buf_marked(&b, 0)) == 0 && efax_now_ns() < deadline) {}
+    second = efax_buf_marked(&b, 1);
+    EXPECT(first == 1 && second == 0, "marks: after the first copy ended, marked gave %d and %d (expected 1 and 0)", first, second);
+    __atomic_store_n(&release[1], 1, __ATOMIC_SEQ_CST);
+    deadline = efax_now_ns() + 3000000000ull;
+    while ((second = efax_buf_marked(&b, 1)) == 0 && efax_now_ns() < deadline) {}
+    EXPECT(second == 1, "marks: the second mark gave %d after its copy ended", second);
+    EXPECT(efax_buf_mark(&b, EFAX_BUF_MARKS) == -FI_EINVAL && efax_buf_marked(&b, EFAX_BUF_MARKS) == -FI_EINVAL,
+           "marks: slot %d was not refused", EFAX_BUF_MARKS);
+    printf("cuda_test: marks (%s): each mark fires when the copies before it ended, not before, not after later ones\n", b.path);
+out:
+    if (release) {
+        __atomic_store_n(&release[0], 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&release[1], 1, __ATOMIC_SEQ_CST);
+        cudaDeviceSynchronize();
+    }
+    if (release) cudaFreeHost(release);
+    efax_buf_free(&b);
+}
+
 /* The check must be able to fail: a pattern-filled buffer checks clean; one byte changed (in
    device memory, through the CUDA API, as a NIC would leave it) is exactly one wrong byte
    wherever it sits; a poisoned buffer is nearly len wrong bytes (a poison byte matches the
@@ -173,6 +217,7 @@ int main(int argc, char **argv) {
     check_the_check(&ctx, efax_mem_device(), boot.rank);
     check_the_check(&ctx, efax_mem_pinned(), boot.rank);
     if (boot.rank == 0) check_settle(&ctx);
+    if (boot.rank == 0) check_marks(&ctx);
     /* pinned memory: the GPU writes its data in place, the NIC reads it, the target checks it */
     if ((rc = efax_buf_alloc(&ctx, &src, efax_mem_pinned(), window, EFAX_MR_WRITE_SRC)) ||
         (rc = efax_buf_alloc(&ctx, &dst, efax_mem_pinned(), window, EFAX_MR_WRITE_DST)) || (rc = efax_mr_exchange(&dst.mr, &boot)))

@@ -163,7 +163,13 @@ rma_bw() {
   iters=$((size <= 4194304 ? 2000 : size <= 16777216 ? 500 : size <= 67108864 ? 200 : 100))
   [ -x "$PFX_26/bin/fi_rma_bw" ] || { echo "no fi_rma_bw"; return 1; }
   env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i "$GPU_B" -W 16 -S "$size" -I "$iters" -E="$port" >/dev/null 2>&1 &
-  sleep 1
+  # the client connects once the server listens: a fixed second was too short for the first
+  # server on a fresh machine, whose CUDA start-up took longer ("connect: Connection refused")
+  local i
+  for ((i = 0; i < 300; i++)); do
+    if command -v ss >/dev/null; then ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break; elif [ "$i" -ge 10 ]; then break; fi
+    sleep 0.1
+  done
   out=$(env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i 0 -W 16 -S "$size" -I "$iters" -E="$port" 127.0.0.1 2>&1); rc=$?
   wait
   echo "$out" | tail -n 3
@@ -185,9 +191,17 @@ if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 2.6 "* ]
   for s in 1048576 4194304 16777216 67108864 268435456; do t "bench/fi_rma_bw-$s" 130 rma_bw $s; done
   t "bench/sendrecv" 600 launch 2 $E $B/sendrecv_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
   t "bench/all2all" 600 launch 2 $E $B/all2all_cuda -b 1M -e 256M -f 4 --mem dma $J
+  # two iterations in flight, as write keeps 16 messages: the next iteration's copies queue behind
+  # the current one's instead of waiting for the host to see it end (drivers/all2all.c)
+  t "bench/all2all-window2" 600 launch 2 $E $B/all2all_cuda -b 1M -e 256M -f 4 --mem dma --window 2 $J
   t "bench/proxy" 600 launch 2 $E $B/proxy -b 1M -e 256M -f 4 --mem dma $J
   t "bench/write-pinned" 600 launch 2 $E $B/write_cuda -b 1M -e 256M -f 4 --mem pin --window 16 $J
-  # two processes on one GPU, without efax: what the all2all and proxy figures are read against
+  # two processes without efax: what the all2all and proxy figures are read against (one GPU: both
+  # on it; two: one on each, and a2a/q-* is what the GPUs and their link allow all2all)
+  if [ "$NGPU" -ge 2 ]; then
+    t "bench/gpu-share" 300 bash -c "$B/gpu_share -d 0,1 -s 64M -n 50 && $B/gpu_share -d 0,1 -s 256M -n 20"
+    cp "$OUT/cur.log" "$OUT/gpu_share.txt"
+  fi
   if [ "$NGPU" -lt 2 ]; then
     t "bench/gpu-share" 300 $B/gpu_share -s 64M -n 20
     cp "$OUT/cur.log" "$OUT/gpu_share.txt"
@@ -251,13 +265,13 @@ if [ -s "$RES" ] && command -v jq >/dev/null; then
         (b26[] | select(.driver == "sendrecv" and (.variant | test("Stream"))) |
           "sendrecv Stream \(.size / 1048576)M: \(.gbps | r0) Gbps = \(pct(.gbps; $w[.size | tostring])) of write"),
         (b26[] | select(.driver == "all2all") |
-          "all2all\(mpsnote) \(.size / 1048576)M: busbw \(.busbw_gbs * 8 | r0) Gbps = \(pct(.busbw_gbs * 8; $w[.size | tostring])) of write" +
+          "all2all\(mpsnote) window \(.window) \(.size / 1048576)M: busbw \(.busbw_gbs * 8 | r0) Gbps = \(pct(.busbw_gbs * 8; $w[.size | tostring])) of write" +
           (if $shared == 1 then ", \(pct(.busbw_gbs * 8; (.ceiling_gbps // 0) / 4)) of what one GPU allows (ceiling / 4)" else "" end)),
         (b26 | map(select(.driver == "proxy")) | group_by([mps, .size])[] | (map({key: .variant, value: .gbps}) | from_entries) as $p |
           "proxy\(.[0] | mpsnote) \(.[0].size / 1048576)M: CPU \($p.CPU // 0 | r0), GPU-NBI \($p["GPU-NBI"] // 0 | r0) = \(pct($p["GPU-NBI"] // 0; $p.CPU)) of CPU, GPU-Blocking \($p["GPU-Blocking"] // 0 | r0) Gbps")
     ' "$RES" 2>&1
     if [ -s "$OUT/gpu_share.txt" ]; then
-      echo; echo "== two processes on one GPU without efax (gpu_share: GB/s; a2a busbw as all2all_cuda reports it)"
+      echo; echo "== two processes without efax ($(grep -m1 '^gpu_share:' "$OUT/gpu_share.txt" | cut -d: -f2-); GB/s; a2a busbw as all2all_cuda reports it)"
       grep -E '^(pull|h2d|a2a)' "$OUT/gpu_share.txt"
     fi
     echo; echo "wrong bytes in any row: $(jq -s '[.[] | select((.wrong // 0) > 0)] | length' "$RES") row(s)"

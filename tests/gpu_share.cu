@@ -20,12 +20,22 @@
                      both by events (as efax's settle does), then both meet at a barrier; alone: B
                      only, A idle (the GPU to itself). Microseconds per iteration (median) and the
                      busbw that gives, as all2all_cuda reports it.
+     a2a/q-sm, a2a/q-none
+                     the same copies with no host in the loop: each process queues every
+                     iteration's pull (and own-half copy by SMs, or none) at once, the pulls one
+                     after the other on the legacy stream, and waits once at the end: what the GPUs
+                     and their link can do for all2all when no iteration waits for the last (its
+                     bound; a host that sees each iteration end pays that wait on top). Mean per
+                     iteration over the whole queue, the slower process's.
+
+   With -d A,B the two processes run on GPUs A and B (two GPUs: their link, NVLink or PCIe, is
+   what the pulls cross); with one device both share it.
 
    Every wait has a deadline; a copy is checked once (its first and last byte). Exit status: 0,
    1 on a failure, 77 (printing "skipped: ...") without a CUDA device.
 
    nvcc -O2 -arch=sm_90 -I. tests/gpu_share.cu -o gpu_share
-   gpu_share [-s SIZE] [-n ITERS] [-d DEVICE]          (SIZE default 64M; a2a also at 1M)
+   gpu_share [-s SIZE] [-n ITERS] [-d DEVICE[,DEVICE_B]]   (SIZE default 64M; a2a also at 1M)
 */
 #include <cuda_runtime.h>
 #include <errno.h>
@@ -211,6 +221,30 @@ static void a2a(proc *p, const char *name, size_t size, int self, int alone) {
     fflush(stdout);
 }
 
+/* all2all's copies queued with no host in the loop (self: 0 none, 1 SMs): every iteration's pull
+   one after the other on the legacy stream, the own half on self_s, one wait at the end. */
+static void a2a_queued(proc *p, const char *name, size_t size, int self) {
+    size_t half = size / 2;
+    int n = 0;
+    double t, us;
+    barrier(p->sh, p->me);
+    t = now_s();
+    for (int i = 0; i < p->iters; i++) {
+        if (self) k_copy<<<p->sms, 512, 0, p->self_s>>>((uint4 *)(p->dst + half), (const uint4 *)(p->src + half), half / 16);
+        CK(cudaGetLastError());
+        CK(cudaMemcpyAsync(p->dst, p->peer, half, cudaMemcpyDefault, cudaStreamLegacy));
+    }
+    CK(cudaEventRecord(p->ev[n++], cudaStreamLegacy));
+    if (self) CK(cudaEventRecord(p->ev[n++], p->self_s));
+    wait_events(p->ev, n);
+    p->sh->us[p->me][0] = (now_s() - t) * 1e6 / p->iters;
+    barrier(p->sh, p->me);
+    us = p->sh->us[0][0] > p->sh->us[1][0] ? p->sh->us[0][0] : p->sh->us[1][0];
+    if (p->me == 1)
+        printf("%-12s %8zu MiB  %8.1f us/iteration  busbw %.1f GB/s\n", name, size >> 20, us, (double)size / (us * 1e-6) / 1e9 / 2);
+    fflush(stdout);
+}
+
 static int run(shared *sh, int me, size_t size, int iters, int device) {
     proc p;
     uint8_t first = 0, last = 0;
@@ -252,6 +286,8 @@ static int run(shared *sh, int me, size_t size, int iters, int device) {
         a2a(&p, "a2a/ce", s, 2, 0);
         a2a(&p, "a2a/none", s, 0, 0);
         a2a(&p, "a2a/alone", s, 1, 1);
+        a2a_queued(&p, "a2a/q-sm", s, 1);
+        a2a_queued(&p, "a2a/q-none", s, 0);
         if (s == size) break;
     }
     barrier(sh, me);
@@ -261,7 +297,7 @@ static int run(shared *sh, int me, size_t size, int iters, int device) {
 
 int main(int argc, char **argv) {
     size_t size = 64u << 20;
-    int iters = 20, device = 0, n = 0, st, bad = 0, opt;
+    int iters = 20, device = 0, device_b = -1, n = 0, st, bad = 0, opt;
     shared *sh;
     pid_t pid[2];
     while ((opt = getopt(argc, argv, "s:n:d:h")) != -1) {
@@ -276,9 +312,12 @@ int main(int argc, char **argv) {
             size = (size_t)v;
             break;
         case 'n': iters = atoi(optarg); break;
-        case 'd': device = atoi(optarg); break;
+        case 'd':
+            device = atoi(optarg);
+            device_b = strchr(optarg, ',') ? atoi(strchr(optarg, ',') + 1) : -1;
+            break;
         default:
-            fprintf(stderr, "usage: gpu_share [-s SIZE (64M)] [-n ITERS (20, at most %d)] [-d DEVICE (0)]\n", MAXIT);
+            fprintf(stderr, "usage: gpu_share [-s SIZE (64M)] [-n ITERS (20, at most %d)] [-d DEVICE[,DEVICE_B] (0)]\n", MAXIT);
             return opt == 'h' ? 0 : 2;
         }
     }
@@ -290,20 +329,24 @@ int main(int argc, char **argv) {
        count comes from a child too */
     if ((pid[0] = fork()) == 0) {
         int c = 0;
-        _exit(cudaGetDeviceCount(&c) != cudaSuccess || c <= device ? 77 : 0);
+        _exit(cudaGetDeviceCount(&c) != cudaSuccess || c <= device || c <= device_b ? 77 : 0);
     }
     if (pid[0] < 0 || waitpid(pid[0], &st, 0) < 0) return 1;
     if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
-        printf("skipped: no CUDA device %d\n", device);
+        printf("skipped: no CUDA device %d\n", device_b > device ? device_b : device);
         return 77;
     }
     sh = (shared *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) return 1;
     memset(sh, 0, sizeof *sh);
-    printf("gpu_share: two processes on GPU %d, %d iterations each (B copies, A is the other process)\n", device, iters);
+    if (device_b < 0) device_b = device;
+    if (device_b == device)
+        printf("gpu_share: two processes on GPU %d, %d iterations each (B copies, A is the other process)\n", device, iters);
+    else
+        printf("gpu_share: process A on GPU %d, B on GPU %d, %d iterations each\n", device, device_b, iters);
     fflush(stdout);
     for (; n < 2; n++)
-        if ((pid[n] = fork()) == 0) _exit(run(sh, n, size, iters, device));
+        if ((pid[n] = fork()) == 0) _exit(run(sh, n, size, iters, n ? device_b : device));
         else if (pid[n] < 0) return 1;
     for (int i = 0; i < 2; i++) {
         if (waitpid(pid[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) bad++;

@@ -340,6 +340,10 @@ for p in tcp shm; do
   t $p/write-targets-all    300 bash -c "$MPI -np 4 $B/write --provider $p -c -b 4K -e 4M -f 32 -n 10 --targets all --mode split,rr --json $LOGS/wa-$p.jsonl && json_ok $LOGS/wa-$p.jsonl 6 && jq -e -s 'all(.[]; .peers == 3)' $LOGS/wa-$p.jsonl"
   t $p/all2all-4ranks       300 bash -c "$MPI -np 4 $B/all2all --provider $p --nics $nics -c -b 4K -e 4M -f 32 -n 10 --mode all --json $LOGS/a2a-$p.jsonl && json_ok $LOGS/a2a-$p.jsonl 12 && jq -e -s 'all(.[]; .kind == \"alltoall\" and .busbw_gbs > 0 and (.busbw_gbs - .algbw_gbs * 3 / 4 | fabs) < 1e-4 * .algbw_gbs + 1e-9)' $LOGS/a2a-$p.jsonl"
   t $p/all2all-3ranks       300 bash -c "$MPI -np 3 $B/all2all --provider $p -c -b 3K -e 3M -f 32 -n 10 --json $LOGS/a2a3-$p.jsonl && json_ok $LOGS/a2a3-$p.jsonl 3"
+  # iterations in flight (--window 4: a rank runs up to 7 iterations ahead of a peer's, on 8 tag
+  # sets), every mode, and again with completions reordered as efa may deliver them
+  t $p/all2all-window4      300 bash -c "$MPI -np 4 $B/all2all --provider $p --nics $nics -b 4K -e 4M -f 32 -n 20 --mode all --window 4 --json $LOGS/a2aw-$p.jsonl && jq -e -s 'length == 12 and all(.[]; .window == 4 and .busbw_gbs > 0)' $LOGS/a2aw-$p.jsonl"
+  t $p/all2all-window4-reorder 300 bash -c "EFAX_FAULTS=reorder $MPI -np 3 -x EFAX_FAULTS $B/all2all --provider $p -b 4K -e 1M -f 16 -n 30 --window 4 --json $LOGS/a2awr-$p.jsonl 2>&1 | tee $LOGS/a2awr-$p.log && jq -e -s 'length == 3 and all(.[]; .window == 4 and .busbw_gbs > 0)' $LOGS/a2awr-$p.jsonl && grep -q \"reorder held=[1-9]\" $LOGS/a2awr-$p.log"
   # incast: N-1 ranks into one (the harness's exchange, a per-writer region); every mode, every byte
   t $p/incast-3ranks        300 bash -c "$MPI -np 3 $B/incast --provider $p -c -b 1 -e 4M -f 8 -n 10 --mode all --window 2 --json $LOGS/inc3-$p.jsonl && json_ok $LOGS/inc3-$p.jsonl 36 && jq -e -s 'all(.[]; .peers == 2 and .window == 2)' $LOGS/inc3-$p.jsonl"
   t $p/incast-4ranks-2nics  300 bash -c "$MPI -np 4 $B/incast --provider $p --nics $nics -c -b 4K -e 16M -f 16 -n 10 --mode all --json $LOGS/inc4-$p.jsonl && json_ok $LOGS/inc4-$p.jsonl 16 && jq -e -s 'all(.[]; .peers == 3 and .bytes == .size * 3 * .iters)' $LOGS/inc4-$p.jsonl"
@@ -836,6 +840,7 @@ bad_rows() {
   printf '%s\n' "$B/write|--targets some|--targets" "$B/pingpong|--variant fast|--variant" "$B/bootstrap|--size 0|-s/--size" "$B/bootstrap|--size 1T|-s/--size" \
     "$B/bootstrap|--timeout x|--timeout" "$B/bootstrap|-b 1|unknown option" "$B/info|--memcpy 1|--memcpy" \
     "$B/info|--bogus|unknown option" "$B/xfer_test|--window 0|--window" \
+    "$B/all2all|--window 17|at most 16 iterations" "$B/all2all|-c --window 4|--window 4 with -c" \
     "env EFAX_LINE_GBPS=fast $B/write|-n 1|EFAX_LINE_GBPS" "env EFAX_LINE_GBPS=-1 $B/write|-n 1|EFAX_LINE_GBPS" \
     "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "$B/write|--cuda-api --no-cuda-api|contradict" "env EFAX_GDR_FLUSH=2 $B/write|-n 1|EFAX_GDR_FLUSH" "env EFAX_EFA_UNSOLICITED_WRITE_RECV=yes $B/write|-n 1|EFAX_EFA_UNSOLICITED_WRITE_RECV" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
     "env EFAX_FAULTS=bogus $B/write|-n 1|EFAX_FAULTS='bogus'" "env EFAX_FAULTS=reorder:x $B/pingpong|-n 1|EFAX_FAULTS" \
