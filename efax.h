@@ -832,7 +832,6 @@ struct efax_xfer {
     uint32_t pending;  /* chunks posted but not completed */
     uint32_t unposted; /* segments with bytes still to post */
     uint32_t chunks;   /* chunks this transfer is made of (the target counts them) */
-    uint64_t bytes_done;
     /* receives: what arrived */
     uint64_t rx_len;
     uint64_t rx_data;
@@ -1312,6 +1311,9 @@ typedef struct efax__nic {
     int nctrl, ctrl_posted;
     uint64_t split_min; /* shm on libfabric 2.x: writes this large are split (0: never) */
     efax_op *retry;     /* split-write posts the provider refused for now */
+    bool work;          /* something may wait besides the CQ (queued receives or chunks, retry, free
+                           control slots): set where it may start, recomputed by efax__nic_work, so
+                           that a poll tests one flag */
     efax_nic_stats stats;
     int cq_size;              /* entries the CQ was opened with (efax__cq_plan) */
     int cq_incoming;          /* of them, room for peers' writes with immediate data */
@@ -1335,8 +1337,9 @@ typedef struct efax__faults {
 
 struct efax_ctx {
     int nnic;
-    efax__nic *nic; /* [nnic] */
-    int rank, size; /* after efax_ctx_connect; 0/1 before */
+    efax__nic *nic;     /* [nnic] */
+    efax__nic *nic_end; /* nic + nnic: where a poll's walk over the NICs stops */
+    int rank, size;     /* after efax_ctx_connect; 0/1 before */
     bool connected;
     int *peer_nnic;        /* [size] */
     char (*peer_host)[64]; /* [size] host of every rank, for messages */
@@ -1371,7 +1374,8 @@ struct efax_ctx {
     char peer_note[256];  /* efax_ctx_peer_note */
     char nic_choice[128]; /* how the NICs were chosen, for the run header */
     char mem_path[64];    /* efax_ctx_desc.mem_path, resolved ("" when none is forced) */
-    unsigned eq_tick;     /* progress calls, to read the EQs every 1024th */
+    unsigned tick;        /* progress calls until the next looks past the CQs (efax__progress_tick):
+                                  the EQs every 1024th call, the sticky error at once (1) */
     int settling;         /* registered regions with a settle hook: efax_wait_all settles receives
                                   into them (while there are none, it does not look) */
 };
@@ -2087,6 +2091,12 @@ EFAX_PRIVATE void efax__cq_plan(int entries, int ctrl, int *window, int *cq_size
 #define EFAX__COLD
 #endif
 
+/* The context's sticky error (efax_progress): the first one stays; the next progress returns it. */
+EFAX_PRIVATE void efax__set_sticky(efax_ctx *ctx, int rc) {
+    if (!ctx->sticky_error) ctx->sticky_error = rc;
+    ctx->tick = 1;
+}
+
 /* libfabric's headers are at least version a.b (>>context has the same test for its options) */
 #define EFAX__F_FI_AT_LEAST(a, b) (FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(a, b))
 
@@ -2714,7 +2724,7 @@ EFAX__COLD EFAX_PRIVATE void efax__f_bell_check(efax__nic *n) {
             "them: efa would not send them until some later post (its doorbell rings only without FI_MORE)",
             n->info.name, f->nbell);
     }
-    if (!f->ctx->sticky_error) f->ctx->sticky_error = -FI_EOTHER;
+    efax__set_sticky(f->ctx, -FI_EOTHER);
 }
 
 /* The wrappers: one predictable branch when the layer is off. */
@@ -3079,10 +3089,12 @@ EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
     op->slot = slot;
     rc = efax__fi_trecv(n, n->ctrl_buf + (size_t)slot * EFAX__CTRL_MSG, EFAX__CTRL_MSG, n->ctrl_desc,
                         FI_ADDR_UNSPEC, EFAX__CTRL_TAG, &op->fctx);
-    if (rc == 0)
+    if (rc == 0) {
         n->ctrl_posted++;
-    else
+    } else {
         op->kind = 0;
+        n->work = true; /* efax__nic_work posts it again */
+    }
     return (int)rc;
 }
 
@@ -3610,6 +3622,7 @@ EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi
         const efax_nic_info *ni = &ctx->nic[i].info;
         uint64_t t0 = efax_now_ns();
         ctx->nnic = i + 1;
+        ctx->nic_end = ctx->nic + ctx->nnic;
         rc = efax__open_nic(ctx, &ctx->nic[i], chosen[i], d->window);
         ctx->nic[i].cold.open_ns = efax_now_ns() - t0;
         if (rc) return rc;
@@ -3632,6 +3645,7 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     memset(ctx, 0, sizeof *ctx);
     ctx->rank = 0;
     ctx->size = 1;
+    ctx->tick = 1; /* the first progress reads the EQs */
     if ((rc = efax__ctx_defaults(ctx, desc, &d))) return rc;
     if ((rc = efax__faults_init(ctx))) return rc;
     ctx->cq_entries = d.cq_size;
@@ -5146,6 +5160,28 @@ EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeou
 #define EFAX__HOT_INLINE static inline
 #define EFAX__NOINLINE
 #endif
+/* The posts every message makes (efax_send, efax_recv) and efax_wait's test for a transfer already
+   done: in C with GCC or clang their definitions are inline, so that a caller compiled with the
+   implementation (EFAX_IMPLEMENTATION in the same file, as the drivers are) runs them without a
+   call, a frame and argument passing, and with what it passes as constants folded in. (The waits
+   stay out of line: their polls are what tests/instr.sh counts as calls of a wait into libfabric,
+   and each wait would be a new copy of the poll loop.) The prototypes are extern, so the
+   definition is still the external one other translation units call (C11 6.7.4p7). Not in C++
+   (g++, nvcc): there an inline function has vague linkage, and a file that inlined every use need
+   not emit it for the others. EFAX_NO_API_INLINE keeps them out of line. */
+#if defined(__GNUC__) && !defined(__cplusplus) && !defined(EFAX_NO_API_INLINE)
+#define EFAX__API_INLINE __attribute__((always_inline)) inline
+/* clang's -Wstatic-in-inline holds any inline function with external linkage to C11 6.7.4p3, which
+   constrains inline definitions only; these are external ones (p7: the prototypes say extern), so
+   they may call the file's static functions. Popped at the implementation's end. */
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wstatic-in-inline"
+#define EFAX__API_INLINE_POP
+#endif
+#else
+#define EFAX__API_INLINE
+#endif
 
 EFAX_API int efax_imm_encode(int rank, int tag, uint32_t seq, uint32_t *imm) {
     *imm = 0;
@@ -5313,6 +5349,7 @@ EFAX_PRIVATE int efax__post_split(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint
     x->pending += 2;
     mine->next = n->retry; /* posted from the retry queue, where a refusal leaves it */
     n->retry = mine;
+    n->work = true;
     efax__post_retry(ctx, n);
     return 0;
 }
@@ -5382,6 +5419,7 @@ EFAX_PRIVATE void efax__split_done(efax_ctx *ctx, efax__nic *n, efax_op *op) {
     x->pending++;
     op->next = n->retry;
     n->retry = op;
+    n->work = true;
     efax__post_retry(ctx, n);
 }
 
@@ -5472,7 +5510,6 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
                 open = false; /* an inject rings the doorbell */
                 n->stats.tx_bytes += len;
                 n->stats.tx_ops++;
-                x->bytes_done += len;
                 s->posted += len;
                 posted++;
                 if (s->posted >= s->len) {
@@ -5547,12 +5584,16 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
    the pool when the provider took it. fi_recv takes the buffer itself: op keeps no iovec. */
 static inline int efax__recv_post(efax__nic *n, efax_xfer *x, efax_op *op, int nic) {
     op->kind = EFAX__OPK_RX;
-    op->x = x;
-    op->nic = nic;
-    op->len = x->len;
-    op->desc = x->lmr->desc[nic];
-    return (int)efax__fi_recv(n, (uint8_t *)x->lmr->ptr + x->loff, x->len, op->desc, FI_ADDR_UNSPEC,
+    op->x = x; /* its completion and error read the rest from x (op->len, nic and desc are a transmit's) */
+    return (int)efax__fi_recv(n, (uint8_t *)x->lmr->ptr + x->loff, x->len, x->lmr->desc[nic], FI_ADDR_UNSPEC,
                               &op->fctx);
+}
+
+/* A receive that failed: nothing arrived (efax_recv leaves rx_* to its completion). */
+EFAX_PRIVATE void efax__rx_none(efax_xfer *x) {
+    x->rx_len = 0;
+    x->rx_data = 0;
+    x->rx_has_data = false;
 }
 
 EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
@@ -5567,6 +5608,7 @@ EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
         if (rc) {
             efax_log(ctx, 0, "posting a receive of %llu bytes on NIC %s failed: %s (%d)",
                      (unsigned long long)x->len, n->info.name, fi_strerror(-rc), rc);
+            efax__rx_none(x);
             efax__fail_xfer(ctx, x, rc);
             efax__xfer_check_done(x);
             continue;
@@ -5621,7 +5663,6 @@ EFAX__HOT_INLINE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, i
             int i;
             n->stats.tx_bytes += op->len;
             n->stats.tx_ops++;
-            x->bytes_done += op->len;
             for (i = 0; i < x->nseg; i++) /* which NIC's piece: for naming a stalled NIC */
                 if (x->seg[i].nic == op->nic) {
                     x->seg[i].completed += op->len;
@@ -5635,10 +5676,10 @@ EFAX__HOT_INLINE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, i
         }
     } else {
         n->rx_inflight--;
+        if (err) efax__rx_none(x);
         if (!err) {
             n->stats.rx_bytes += len;
             n->stats.rx_ops++;
-            x->bytes_done += len;
             x->rx_len = len;
             x->rx_has_data = (flags & FI_REMOTE_CQ_DATA) != 0;
             x->rx_data = data;
@@ -5681,7 +5722,7 @@ EFAX_PRIVATE void efax__lost_inject(efax_ctx *ctx, efax__nic *n, const struct fi
         : (e->flags & FI_WRITE) ? "write"
                                 : "send",
         what, fi_strerror(-rc), e->prov_errno, ptxt ? ptxt : "-");
-    if (!ctx->sticky_error) ctx->sticky_error = rc;
+    efax__set_sticky(ctx, rc);
 }
 
 EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
@@ -5705,6 +5746,7 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
     }
     if (op->kind == EFAX__OPK_CTRL) {
         n->ctrl_posted--;
+        n->work = true;
         op->kind = 0;
         if (e.err != FI_ECANCELED)
             efax_log(ctx, 1, "NIC %s: control receive failed: %s (provider: %s)", n->info.name,
@@ -5723,12 +5765,63 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
                      n->info.name, rnic, fi_strerror(e.err), ptxt ? ptxt : "-");
         else
             efax_log(ctx, 0, "receive of up to %llu bytes on NIC %s failed: %s (provider: %s)",
-                     (unsigned long long)op->len, n->info.name, fi_strerror(e.err), ptxt ? ptxt : "-");
+                     (unsigned long long)x->len, n->info.name, fi_strerror(e.err), ptxt ? ptxt : "-");
         efax__complete(ctx, n, op, -(int)(e.err ? e.err : FI_EOTHER), 0, 0, 0);
     }
 }
 
 #define EFAX__CQ_BATCH 32 /* entries one fi_cq_read takes at most */
+
+/* An entry that is not one of efax's transfers: a peer's write with immediate data, or a control
+   message (efax_notify). Out of line: the ping-pong's completion (a receive) passes it by. */
+EFAX_PRIVATE EFAX__NOINLINE void efax__cq_other(efax_ctx *ctx, efax__nic *n,
+                                                const struct fi_cq_data_entry *e) {
+    efax_op *op = (efax_op *)e->op_context;
+    if (!op || (e->flags & FI_REMOTE_WRITE)) {
+        /* a peer's write with immediate data landed here: its bytes are credited by
+           efax_expect_wait (a remote write's completion has no length on tcp) */
+        n->stats.rx_ops++;
+        if (e->flags & FI_REMOTE_CQ_DATA) efax__count_imm(ctx, e->data, (int)(n - ctx->nic));
+        return;
+    }
+    {
+        int slot = op->slot;
+        n->ctrl_posted--;
+        n->work = true;
+        op->kind = 0;
+        if (e->flags & FI_REMOTE_CQ_DATA) efax__count_imm(ctx, e->data, (int)(n - ctx->nic));
+        efax__post_ctrl(ctx, n, slot);
+    }
+}
+
+/* One entry fi_cq_read returned: an operation of a transfer completes here, inline; the rest
+   goes to efax__cq_other. A receive is one operation (efax_recv posts it whole), so its completion
+   ends its transfer: what efax__complete does for it, without the branches that cannot apply. */
+EFAX__HOT_INLINE void efax__cq_entry(efax_ctx *ctx, efax__nic *n, const struct fi_cq_data_entry *e) {
+    efax_op *op = (efax_op *)e->op_context;
+    efax_xfer *x;
+    if (EFAX__UNLIKELY(!op || (e->flags & FI_REMOTE_WRITE))) {
+        efax__cq_other(ctx, n, e);
+        return;
+    }
+    x = op->x;
+    if (op->kind != EFAX__OPK_RX || EFAX__UNLIKELY(x->lmr->stage != NULL)) {
+        if (op->kind == EFAX__OPK_CTRL)
+            efax__cq_other(ctx, n, e);
+        else
+            efax__complete(ctx, n, op, 0, e->len, e->flags, e->data);
+        return;
+    }
+    n->rx_inflight--;
+    n->stats.rx_bytes += e->len;
+    n->stats.rx_ops++;
+    x->rx_len = e->len;
+    x->rx_data = e->data;
+    x->rx_has_data = (e->flags & FI_REMOTE_CQ_DATA) != 0;
+    x->pending = 0;
+    efax__op_free(n, op);
+    x->done = true; /* efax_recv takes no on_done */
+}
 
 /* Handles what fi_cq_read returned into e (got entries, or -FI_EAVAIL: an error entry waits) and
    reads on while a read came back full. Returns the completions handled, or a negative code. */
@@ -5747,37 +5840,25 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__drain_on(efax_ctx *ctx, efax__nic *n, stru
             efax_log(ctx, 0, "fi_cq_read on NIC %s failed: %s", n->info.name, fi_strerror((int)-got));
             return (int)got;
         }
-        for (i = 0; i < got; i++) {
-            efax_op *op = (efax_op *)e[i].op_context;
-            if (!op || (e[i].flags & FI_REMOTE_WRITE)) {
-                /* a peer's write with immediate data landed here: its bytes are credited by
-                   efax_expect_wait (a remote write's completion has no length on tcp) */
-                n->stats.rx_ops++;
-                if (e[i].flags & FI_REMOTE_CQ_DATA) efax__count_imm(ctx, e[i].data, (int)(n - ctx->nic));
-                continue;
-            }
-            if (op->kind == EFAX__OPK_CTRL) {
-                int slot = op->slot;
-                n->ctrl_posted--;
-                op->kind = 0;
-                if (e[i].flags & FI_REMOTE_CQ_DATA) efax__count_imm(ctx, e[i].data, (int)(n - ctx->nic));
-                efax__post_ctrl(ctx, n, slot);
-                continue;
-            }
-            efax__complete(ctx, n, op, 0, e[i].len, e[i].flags, e[i].data);
-        }
+        for (i = 0; i < got; i++) efax__cq_entry(ctx, n, &e[i]);
         total += (int)got;
         if (got < EFAX__CQ_BATCH) break;
     }
     return total;
 }
 
-/* Drains a NIC's CQ. The read that finds nothing, most reads of a wait, returns at once, inside
-   the caller (efax__drain_on's frame and saved registers are paid only when there is something). */
+/* Drains a NIC's CQ. The read that finds nothing, most reads of a wait, returns at once; the one
+   that finds one completion (a ping-pong's answer) handles it inline; more, or an error, go to
+   efax__drain_on (its frame and saved registers are paid only then). */
 EFAX__HOT_INLINE int efax__drain(efax_ctx *ctx, efax__nic *n) {
     struct fi_cq_data_entry e[EFAX__CQ_BATCH];
     ssize_t got = efax__fi_cq_read(n, e, EFAX__CQ_BATCH);
-    return got == -FI_EAGAIN ? 0 : efax__drain_on(ctx, n, e, got);
+    if (got == -FI_EAGAIN) return 0;
+    if (EFAX__LIKELY(got == 1)) {
+        efax__cq_entry(ctx, n, &e[0]);
+        return 1;
+    }
+    return efax__drain_on(ctx, n, e, got);
 }
 
 /* Reads a NIC's event queue: ordinary events are dropped; an error entry (what efa would have
@@ -5815,7 +5896,10 @@ EFAX_PRIVATE int efax__eq_read(efax_ctx *ctx, efax__nic *n) {
 EFAX_PRIVATE EFAX__COLD int efax__eq_all(efax_ctx *ctx) {
     int i, rc;
     for (i = 0; i < ctx->nnic; i++)
-        if (ctx->nic[i].eq && (rc = efax__eq_read(ctx, &ctx->nic[i]))) return ctx->sticky_error = rc;
+        if (ctx->nic[i].eq && (rc = efax__eq_read(ctx, &ctx->nic[i]))) {
+            efax__set_sticky(ctx, rc);
+            return rc;
+        }
     return 0;
 }
 
@@ -5828,23 +5912,37 @@ EFAX_PRIVATE EFAX__NOINLINE void efax__nic_work(efax_ctx *ctx, efax__nic *n) {
     if (n->ctrl_posted < n->nctrl)
         for (s = 0; s < n->nctrl; s++)
             if (n->ctrl_ops[s].kind == 0 && efax__post_ctrl(ctx, n, s)) break;
+    n->work = n->rxp_head || n->pend_head || n->retry || n->ctrl_posted < n->nctrl;
 }
 
-EFAX_API int efax_progress(efax_ctx *ctx) {
-    int i, total = 0, rc;
-    if (EFAX__UNLIKELY(ctx->sticky_error)) return ctx->sticky_error;
-    /* every 1024th call: an EQ error ends the endpoint, so it is seen within microseconds to a
-       few milliseconds either way, and on tcp with libfabric 2.x one fi_eq_read costs 1.4-2 us
-       (it drives the connection manager: a syscall), as much as the CQ poll itself */
-    if (EFAX__UNLIKELY((ctx->eq_tick++ & 1023) == 0) && (rc = efax__eq_all(ctx))) return rc;
-    for (i = 0; i < ctx->nnic; i++) {
-        efax__nic *n = &ctx->nic[i];
+/* efax_progress's body, inline in the waits: a wait's polls run in its own frame (one set of
+   saved registers per wait, not per poll, and the completion's handling inline). */
+/* What efax_progress looks at besides the CQs, on the calls ctx->tick counts down to: the sticky
+   error (efax__set_sticky sets the tick to 1, so that the next call returns it, and so does every
+   call after it), and every 1024th call the EQs: an EQ error ends the endpoint, so it is seen
+   within microseconds to a few milliseconds either way, and on tcp with libfabric 2.x one
+   fi_eq_read costs 1.4-2 us (it drives the connection manager: a syscall), as much as the CQ poll
+   itself. One decrement and branch per call for both. Returns 0 or the sticky error. */
+EFAX_PRIVATE EFAX__COLD int efax__progress_tick(efax_ctx *ctx) {
+    ctx->tick = 1024;
+    if (!ctx->sticky_error) efax__eq_all(ctx);
+    if (ctx->sticky_error) ctx->tick = 1;
+    return ctx->sticky_error;
+}
+
+EFAX__HOT_INLINE int efax__progress(efax_ctx *ctx) {
+    efax__nic *n, *end;
+    int total = 0, rc;
+    if (EFAX__UNLIKELY(--ctx->tick == 0) && (rc = efax__progress_tick(ctx))) return rc;
+    for (n = ctx->nic, end = ctx->nic_end; n < end; n++) {
         if ((rc = efax__drain(ctx, n)) < 0) return rc;
         total += rc;
-        if (n->rxp_head || n->pend_head || n->retry || n->ctrl_posted < n->nctrl) efax__nic_work(ctx, n);
+        if (n->work) efax__nic_work(ctx, n);
     }
     return total;
 }
+
+EFAX_API int efax_progress(efax_ctx *ctx) { return efax__progress(ctx); }
 
 /* The checks every post and wait makes: inline, one test each; what fails them goes to the cold
    functions below, which name the problem. */
@@ -5915,7 +6013,6 @@ EFAX_PRIVATE void efax__xfer_one(efax_xfer *x, int op, int peer, const efax_mr *
     x->pending = 0;
     x->unposted = 1;
     x->chunks = 1;
-    x->bytes_done = 0;
     x->rx_len = 0;
     x->rx_data = 0;
     x->rx_has_data = false;
@@ -5951,11 +6048,12 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__send_queued(efax_ctx *ctx, efax_xfer *x, c
     x->on_done = s->on_done;
     x->done_user = s->done_user;
     efax__seg_push(&n->pend_head, &n->pend_tail, &x->seg[0]);
+    n->work = true;
     efax__post_nic(ctx, n);
     return 0;
 }
 
-EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
+EFAX__API_INLINE int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
     const efax_mr *mr = s->src;
     uint64_t off = s->src_off, len = s->size;
     int peer = s->to, nic = s->nic, rc;
@@ -5978,7 +6076,6 @@ EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
         x->lmr = mr;
         x->len = len;
         x->chunks = 1;
-        x->bytes_done = len;
         if (EFAX__LIKELY(efax__inject_send(n, (const uint8_t *)mr->ptr + off, len, s->has_imm, s->imm,
                                            efax__route_to(ctx, peer, nic)->fa) == 0)) {
             n->stats.tx_bytes += s->size;
@@ -5993,9 +6090,12 @@ EFAX_API int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
 /* A receive through the NIC's queue of receives (efax__post_rx), which keeps their order. */
 EFAX_PRIVATE EFAX__NOINLINE int efax__recv_queued(efax_ctx *ctx, efax_xfer *x, int nic) {
     efax__nic *n = &ctx->nic[nic];
+    x->pending = 0;
+    x->unposted = 1;
     x->seg[0].x = x;
     x->seg[0].len = x->len;
     efax__seg_push(&n->rxp_head, &n->rxp_tail, &x->seg[0]);
+    n->work = true;
     efax__post_rx(ctx, n);
     return 0;
 }
@@ -6004,13 +6104,16 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__recv_queued(efax_ctx *ctx, efax_xfer *x, i
 EFAX_PRIVATE EFAX__COLD int efax__recv_failed(efax_ctx *ctx, efax__nic *n, efax_xfer *x, int rc) {
     efax_log(ctx, 0, "posting a receive of %llu bytes on NIC %s failed: %s (%d)", (unsigned long long)x->len,
              n->info.name, fi_strerror(-rc), rc);
+    x->pending = 0;
     x->unposted = 0;
+    efax__rx_none(x);
     efax__fail_xfer(ctx, x, rc);
     efax__xfer_check_done(x);
     return 0;
 }
 
-EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off, uint64_t len) {
+EFAX__API_INLINE int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, uint64_t off,
+                               uint64_t len) {
     efax__nic *n;
     efax_op *op;
     int rc;
@@ -6021,7 +6124,8 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
     if ((rc = efax__check_local(ctx, mr, off, len, "receive"))) return rc;
     n = &ctx->nic[nic];
     /* what a receive's completion, a wait's timeout message and the caller read (the segment's
-       list fields only where it queues) */
+       list fields only where it queues; rx_* where it ends), as posted at once (the queue's path
+       and a refusal set pending and unposted back) */
     x->op = EFAX_OP_RECV;
     x->peer = -1;
     x->status = 0;
@@ -6029,13 +6133,9 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
     x->lmr = mr;
     x->loff = off;
     x->len = len;
-    x->pending = 0;
-    x->unposted = 1;
+    x->pending = 1;
+    x->unposted = 0;
     x->chunks = 1;
-    x->bytes_done = 0;
-    x->rx_len = 0;
-    x->rx_data = 0;
-    x->rx_has_data = false;
     x->on_done = NULL;
     x->seg[0].nic = nic;
     /* nothing queued ahead of it and room in the window: posted at once, without the queue */
@@ -6044,8 +6144,6 @@ EFAX_API int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_mr *mr, 
         if (EFAX__LIKELY(rc == 0)) {
             n->free_ops = op->next;
             n->rx_inflight++;
-            x->pending = 1;
-            x->unposted = 0;
             return 0;
         }
         if (rc != -FI_EAGAIN) return efax__recv_failed(ctx, n, x, rc);
@@ -6104,7 +6202,6 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
     x->pending = 0;
     x->unposted = (uint32_t)nseg;
     x->chunks = (uint32_t)chunks;
-    x->bytes_done = 0;
     if (lmr->stage) { /* a staged source: copy it out cell by cell; each chunk waits for its cells */
         int src = lmr->stage->out_begin(lmr->stage_user, loff, len, stage_unit);
         if (src) {
@@ -6121,6 +6218,7 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
         s->posted = 0;
         s->completed = 0; /* an empty segment still goes out: one 0-byte chunk carrying the immediate data */
         efax__seg_push(&ctx->nic[s->nic].pend_head, &ctx->nic[s->nic].pend_tail, s);
+        ctx->nic[s->nic].work = true;
     }
     for (i = 0; i < nseg; i++) efax__post_nic(ctx, &ctx->nic[x->seg[i].nic]);
     return 0;
@@ -6154,6 +6252,39 @@ EFAX_PRIVATE bool efax__expired(uint64_t *deadline, unsigned *spins, int timeout
         return false;
     }
     return now > *deadline;
+}
+
+/* The waits' clock and yield in one (efax_wait_all, efax_wait_imm): between polls a wait counts
+   them and ORs what each found into `busy`; every 16th poll it calls this, which yields the core
+   after 32 such rounds in a row in which nothing was found (512 polls, as efax__idle), and reads
+   the clock: the first time it sets the deadline (the timeout counts from the 16th poll, as
+   efax__expired's), after that it compares. Per poll the wait pays an OR, an increment and a
+   branch; a wait that its first polls end reads no clock, nor sets up w (the 16th poll's tick
+   does: spins == 16). timeout_ms < 0: the context's. Returns true once the timeout has passed. */
+typedef struct efax__spin {
+    uint64_t deadline;
+    unsigned idle;
+} efax__spin;
+
+EFAX_PRIVATE EFAX__NOINLINE bool efax__spin_tick(const efax_ctx *ctx, efax__spin *w, unsigned spins,
+                                                 unsigned busy, int timeout_ms) {
+    uint64_t now;
+    if (spins == 16) {
+        w->deadline = 0;
+        w->idle = 0;
+    }
+    if (busy)
+        w->idle = 0;
+    else if (++w->idle >= 32) {
+        w->idle = 0;
+        sched_yield();
+    }
+    now = efax_now_ns();
+    if (!w->deadline) {
+        w->deadline = now + (uint64_t)(timeout_ms < 0 ? ctx->timeout_ms : timeout_ms) * 1000000ull;
+        return false;
+    }
+    return now > w->deadline;
 }
 
 /* The deadline of a wait that ended before efax__expired set one: timeout_ms from now. */
@@ -6207,7 +6338,10 @@ EFAX_PRIVATE int efax__timeout_msg(efax_ctx *ctx, const efax_xfer *x, int ms) {
     return -FI_ETIMEDOUT;
 }
 
-EFAX_API int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
+EFAX__API_INLINE int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
+    /* a transfer already done (an inject is, at once): its answer without a call; efax_wait_all
+       gives the rest (its polls, the sticky error's message, the settle hooks) */
+    if (EFAX__LIKELY(x->done && !x->status && !ctx->sticky_error && !ctx->settling)) return 0;
     return efax_wait_all(ctx, &x, 1, timeout_ms);
 }
 
@@ -6244,29 +6378,30 @@ EFAX_PRIVATE EFAX__COLD int efax__sticky(efax_ctx *ctx, const efax_xfer *x) {
 }
 
 EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms) {
-    uint64_t deadline = 0;
-    unsigned spins = 0, idle = 0;
-    int rc, first = 0, status = 0;
-    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
-    for (;;) {
-        for (; first < n; first++) { /* the finished ones, in order: the first failure is the answer */
-            const efax_xfer *x = xs[first];
-            if (!x) continue;
-            if (!x->done) break;
-            if (!status) status = x->status;
+    efax__spin w; /* set by the first tick */
+    unsigned spins = 0, busy = 0;
+    int rc, i, status = 0;
+    for (i = 0; i < n; i++) { /* in order: the first failure is the answer */
+        efax_xfer *x = xs[i];
+        if (!x) continue;
+        while (!x->done) {
+            if ((rc = efax__progress(ctx)) < 0) return rc == ctx->sticky_error ? efax__sticky(ctx, x) : rc;
+            busy |= (unsigned)rc;
+            if ((++spins & 15) == 0) {
+                if (efax__spin_tick(ctx, &w, spins, busy, timeout_ms))
+                    return efax__timeout_msg(ctx, x, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+                busy = 0;
+            }
         }
-        if (first == n) break;
-        if ((rc = efax_progress(ctx)) < 0) return rc == ctx->sticky_error ? efax__sticky(ctx, xs[first]) : rc;
-        efax__idle(rc, &idle);
-        if (efax__expired(&deadline, &spins, timeout_ms))
-            return efax__timeout_msg(ctx, xs[first], timeout_ms);
+        if (EFAX__UNLIKELY(x->status) && !status) status = x->status;
     }
     if (status) return status;
     /* done, but the context lost an injected operation (or its endpoint) since: this transfer may be
        what was lost (#29 item 6) */
     if (EFAX__UNLIKELY(ctx->sticky_error)) return efax__sticky(ctx, n ? xs[0] : NULL);
     if (EFAX__LIKELY(!ctx->settling)) return 0;
-    return efax__settle_recvs(xs, n, deadline, timeout_ms);
+    return efax__settle_recvs(xs, n, spins >= 16 ? w.deadline : 0,
+                              timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
 }
 
 EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t seq) {
@@ -6354,8 +6489,8 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag) {
 EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count,
                                 int timeout_ms, const uint32_t *expect) {
     efax__imm_slot *sl;
-    uint64_t deadline = 0;
-    unsigned spins = 0, idle = 0;
+    efax__spin w; /* set by the first tick */
+    unsigned spins = 0, found = 0;
     int rc;
     if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
     if (tag < 0 || tag >= ctx->ntags) {
@@ -6395,12 +6530,15 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
                      count, peer, efax__host(ctx, peer), tag, seq, sl->count, fi_strerror(-rc));
             return rc;
         }
-        if ((rc = efax_progress(ctx)) < 0) {
+        if ((rc = efax__progress(ctx)) < 0) {
             if (rc == ctx->sticky_error) continue; /* named above, at the top of the loop */
             return rc;
         }
-        efax__idle(rc, &idle);
-        if (efax__expired(&deadline, &spins, timeout_ms)) {
+        found |= (unsigned)rc;
+        if ((++spins & 15) != 0) continue;
+        if (!efax__spin_tick(ctx, &w, spins, found, timeout_ms)) {
+            found = 0;
+        } else {
             char busy[256], where[512] = "";
             const uint32_t *got =
                 &ctx->imm_nic[((size_t)peer * (size_t)ctx->ntags + (size_t)tag) * (size_t)ctx->nnic];
@@ -6636,7 +6774,12 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *desc
         efax_log(ctx, 0, "write: cannot plan %llu bytes in mode %d", (unsigned long long)w.size, (int)w.mode);
         return n;
     }
-    memset(x, 0, sizeof *x); /* a fresh transfer: nothing is read from what x held */
+    /* a fresh transfer: nothing is read from what x held. efax__write_segs sets every field a write
+       reads, and the segments it uses; the rest of the segment table (32 of them, 1.9 KB) is not
+       cleared: a memset of x cost 244 instructions per write, more than the rest of the post */
+    x->rx_len = 0;
+    x->rx_data = 0;
+    x->rx_has_data = false;
     x->nseg = n;
     for (i = 0; i < n; i++) {
         x->seg[i].nic = segs[i].nic;
@@ -7060,6 +7203,9 @@ EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, ui
     return found ? 0 : -FI_ENOENT;
 }
 
+#ifdef EFAX__API_INLINE_POP
+#pragma clang diagnostic pop
+#endif
 #ifdef __cplusplus
 }
 #endif

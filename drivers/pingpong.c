@@ -100,6 +100,31 @@ static int pong(echo *e, uint64_t seq, bool last) {
     return rc ? rc : efax_wait(e->ctx, &e->s, -1);
 }
 
+/* Rank 0 without -c: the round trips back to back, one timestamp each (the loop tests/instr.sh
+   counts against fi_pingpong's: the ping, the answer's receive, the wait and the clock, nothing
+   else per iteration; SendRecv's is ping's with the first halves, the only ones without -c).
+   lat[it] gets ticks. */
+static int ping_all(echo *e, int warm, int iters, double *lat) {
+    efax_ctx *ctx = e->ctx;
+    efax_xfer *both[2] = {&e->s, &e->r};
+    const efax_send_desc *sd = echo_send(e, 0);
+    uint64_t prev = efax_ticks(), t;
+    int rc = 0;
+    for (int it = -warm; it < iters && !rc; it++) {
+        if (e->variant == SENDRECV) {
+            rc = efax_send(ctx, &e->s, sd);
+            if (!rc) rc = efax_recv(ctx, &e->r, 0, e->rx, 0, e->size);
+            if (!rc) rc = efax_wait_all(ctx, both, 2, -1);
+        } else {
+            rc = ping(e, (uint64_t)(it + warm));
+        }
+        t = efax_ticks();
+        if (it >= 0) lat[it] = (double)(t - prev);
+        prev = t;
+    }
+    return rc;
+}
+
 /* One size, one variant: warm-up, then timed round trips (ranks past 1 only join the record). */
 static int measure(efax_bench *b, echo *e, const efax_bench_step *st) {
     const char *name = e->variant == SENDRECV ? "SendRecv" : "WriteImm";
@@ -124,7 +149,8 @@ static int measure(efax_bench *b, echo *e, const efax_bench_step *st) {
     ns0 = efax_now_ns();
     tk0 = efax_ticks();
     prev = tk0;
-    for (int it = -warm; it < iters && e->me <= 1 && !rc; it++) {
+    if (!rc && e->me == 0 && !b->o.check) rc = ping_all(e, warm, iters, lat);
+    for (int it = -warm; it < iters && e->me <= 1 && (e->me || b->o.check) && !rc; it++) {
         uint64_t seq = (uint64_t)(it + warm), t0;
         uint8_t *half = e->rxb + half_of(e, seq);
         if (e->me == 0) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cg_own.py CALLGRIND.OUT BINARY [--calls FN] [--loop FN@OBJ [--ideal LONGER.OUT N]] [--per-fn] — a
+"""cg_own.py CALLGRIND.OUT BINARY [--calls FN] [--calls-into OBJ] [--loop FN@OBJ [--ideal LONGER.OUT N]] [--per-fn] — a
 program's own instructions in a callgrind profile (tests/instr.sh).
 
 Own: instructions executed in BINARY's own code (callgrind's object: the path ends in BINARY), not in
@@ -7,6 +7,9 @@ shared libraries (libfabric, libc, the loader, PMIx) nor the vDSO. Prints key=va
   own=N                 the own instructions of the whole run
   calls.FN.CALLER=N     with --calls FN: how often each own function called the own function FN
                         (efax_progress: the polls, by the wait that polled)
+  into.OBJ.CALLER=N     with --calls-into OBJ: how often each own function called into objects whose
+                        path holds OBJ (libfabric: a wait's CQ reads, its polls, where efax_progress's
+                        body is inline in the wait)
   loop.polls=P loop.calls=C loop.empty=E
                         with --loop FN@OBJ (a profile taken with --dump-instr=yes): FN's calls into
                         objects whose path holds OBJ (fi_pingpong's pp_get_cq_comp into libfabric: its
@@ -135,11 +138,13 @@ def main():
     if len(args) < 2:
         raise SystemExit(__doc__)
     path, binary, rest = args[0], args[1], args[2:]
-    calls_fn = loop = ideal = None
+    calls_fn = loop = ideal = into = None
     per_fn = False
     while rest:
         if rest[0] == "--calls" and len(rest) > 1:
             calls_fn, rest = rest[1], rest[2:]
+        elif rest[0] == "--calls-into" and len(rest) > 1:
+            into, rest = rest[1], rest[2:]
         elif rest[0] == "--loop" and len(rest) > 1 and "@" in rest[1]:
             loop, rest = rest[1], rest[2:]
         elif rest[0] == "--ideal" and len(rest) > 2:
@@ -164,6 +169,13 @@ def main():
                 by[caller[1]] += n
         for caller, n in sorted(by.items()):
             print(f"calls.{calls_fn}.{caller}={n}")
+    if into:
+        by = defaultdict(int)
+        for (caller, callee), n in calls.items():
+            if mine(caller[0]) and not mine(callee[0]) and into in (callee[0] or ""):
+                by[caller[1]] += n
+        for caller, n in sorted(by.items()):
+            print(f"into.{into}.{caller}={n}")
     if loop:
         fn, obj = loop.split("@", 1)
         key = next((k for k in own if k[1] == fn), None)

@@ -89,6 +89,15 @@ header_c() {
   printf '#include "efax_bench.h"\n' >>"$LOGS/tu.c"
   "$@" -O2 -I. -c "$LOGS/tu.c" -o "$LOGS/tu.o" $(pkg-config --cflags libfabric pmix)
 }
+# header_two_files CC...: the implementation in one file, the per-message calls from another, linked:
+# efax_send/efax_recv/efax_wait are inline in C (EFAX__API_INLINE), and still defined for other files
+header_two_files() {
+  local x=c; [[ "$*" == *c++* ]] && x=cc
+  printf '#define EFAX_IMPLEMENTATION\n#include "efax.h"\nint use(void);\nint main(void) { return use() == 12345; }\n' >"$LOGS/impl.$x"
+  printf '#include "efax.h"\n#include <string.h>\nint use(void) {\n  efax_ctx c; efax_xfer x, *xs[1] = {&x}; efax_send_desc s;\n  memset(&c, 0, sizeof c); memset(&s, 0, sizeof s);\n  return efax_send(&c, &x, &s) + efax_recv(&c, &x, 0, NULL, 0, 0) + efax_wait(&c, &x, 0) +\n         efax_wait_all(&c, xs, 0, 0);\n}\n' >"$LOGS/user.$x"
+  "$@" -O2 -I. "$LOGS/impl.$x" "$LOGS/user.$x" -o "$LOGS/two_files" $(pkg-config --cflags --libs libfabric pmix) &&
+    nm "$LOGS/two_files" | grep -cE ' T (efax_send|efax_recv|efax_wait)$' | grep -qx 3
+}
 header_nvcc() {
   local nvcc; nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   [ -x "$nvcc" ] || { echo "skipped: no nvcc"; return 77; }
@@ -103,7 +112,7 @@ has_provider() { "$B/info" --provider "$1" >/dev/null 2>&1; }
 two_nics() { case $1 in shm) echo shm,shm ;; *) echo lo,lo ;; esac; }
 
 export B LOGS SAN
-export -f expect_fail json_ok header_c header_nvcc json_escape has_provider
+export -f expect_fail json_ok header_c header_two_files header_nvcc json_escape has_provider
 MPI="${MPIRUN[*]}"
 export MPIRUN_STR="$MPI"
 echo "== efax tests ($B) on $(hostname), $(nproc) cores, libfabric $(pkg-config --modversion libfabric) ($(pkg-config --variable=libdir libfabric))"
@@ -111,6 +120,9 @@ echo "== efax tests ($B) on $(hostname), $(nproc) cores, libfabric $(pkg-config 
 # --- the header compiles clean everywhere it must
 t header/gcc-c11     120 header_c cc -std=c11 -Wall -Wextra -Wpedantic -Werror
 t header/clang-c11   120 header_c clang -std=c11 -Wall -Wextra -Wpedantic -Werror
+t header/two-files-gcc   120 header_two_files cc -std=c11 -Wall -Wextra -Wpedantic -Werror
+t header/two-files-clang 120 header_two_files clang -std=c11 -Wall -Wextra -Wpedantic -Werror
+t header/two-files-g++   120 header_two_files g++ -x c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror
 t header/g++-c++17   120 header_c g++ -x c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror
 t header/nvcc        300 header_nvcc
 
