@@ -2530,6 +2530,23 @@ EFAX_PRIVATE void efaxb__describe(const efaxb__xstep *x) {
         for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &in[i * x->msgs + m], x->from[i], x->me, m, 0);
 }
 
+/* Starts iteration seq: its writes (through the poster when there is one, *posted then set; else
+   on the transfers of its place in the window) and its own chunk's copy. */
+EFAX_PRIVATE int efaxb__start(const efaxb__xstep *x, uint64_t seq, bool *posted) {
+    efax_bench *b = x->b;
+    const efax_bench_poster *p = x->mv->poster;
+    efax_xfer *xs = b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
+    int rc = 0, nw = 0;
+    for (int i = 0; i < x->nto; i++)
+        for (int m = 0; m < x->msgs; m++) efaxb__msg_seq(x, &b->xw[nw++], m, seq);
+    if (p && nw && !(rc = p->post(p->user, b->xw, nw))) *posted = true;
+    for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(&b->ctx, &xs[i], &b->xw[i], NULL);
+    for (int m = 0; x->self && m < x->msgs && !rc; m++)
+        efax_buf_copy(x->dst, efaxb__dslot(x, x->me, m) * x->size, x->src,
+                      efaxb__sslot(x, x->me, m) * x->size, x->size);
+    return rc;
+}
+
 /* One iteration on this rank; *us: its time, as the layout defines it. */
 EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *us, int64_t *wrong) {
     efax_bench *b = x->b;
@@ -2537,18 +2554,12 @@ EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *u
     const efax_bench_poster *p = x->mv->poster;
     bool confirmed = !b->d.xchg->unconfirmed, posted = false;
     uint64_t t0, t1 = 0, t;
-    int rc = 0, frc, nw = 0;
+    int rc = 0, frc, nw = x->nto * x->msgs;
     for (int i = 0; b->o.check && seq > 0 && i < x->nto && !rc; i++) /* every target cleared the last bytes */
         rc = efaxb__notice(x, x->to[i], EFAX_BENCH_TAG_READY, (uint32_t)seq - 1, -1, &t);
     if (b->o.check) efaxb__fill(x, seq);
     t0 = efax_now_ns();
-    for (int i = 0; i < x->nto; i++)
-        for (int m = 0; m < x->msgs; m++) efaxb__msg_seq(x, &b->xw[nw++], m, seq);
-    if (!rc && p && nw && !(rc = p->post(p->user, b->xw, nw))) posted = true;
-    for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(ctx, &b->xs[i], &b->xw[i], NULL);
-    for (int m = 0; x->self && m < x->msgs && !rc; m++)
-        efax_buf_copy(x->dst, efaxb__dslot(x, x->me, m) * x->size, x->src,
-                      efaxb__sslot(x, x->me, m) * x->size, x->size);
+    if (!rc) rc = efaxb__start(x, seq, &posted);
     if (!rc) rc = efaxb__take(x, seq, true);
     for (int i = 0; confirmed && i < x->nfrom && !rc; i++)
         rc = efax_notify(ctx, x->from[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq);
@@ -2561,21 +2572,6 @@ EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *u
     if (!confirmed) t1 = efax_now_ns();
     *us = (double)(t1 - t0) / 1e3;
     return rc || !b->o.check ? rc : efaxb__check(x, seq, wrong);
-}
-
-/* Starts iteration seq (depth > 1): its writes, on the transfers of its place in the window, and
-   its own chunk's copy. */
-EFAX_PRIVATE int efaxb__start(const efaxb__xstep *x, uint64_t seq) {
-    efax_bench *b = x->b;
-    efax_xfer *xs = b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
-    int rc = 0, nw = 0;
-    for (int i = 0; i < x->nto; i++)
-        for (int m = 0; m < x->msgs; m++) efaxb__msg_seq(x, &b->xw[nw++], m, seq);
-    for (int i = 0; i < nw && !rc; i++) rc = efax_write(&b->ctx, &xs[i], &b->xw[i], NULL);
-    for (int m = 0; x->self && m < x->msgs && !rc; m++)
-        efax_buf_copy(x->dst, efaxb__dslot(x, x->me, m) * x->size, x->src,
-                      efaxb__sslot(x, x->me, m) * x->size, x->size);
-    return rc;
 }
 
 /* Iteration seq with x->depth in flight (unconfirmed, unchecked, no poster), the phase (warm-up or
@@ -2594,7 +2590,8 @@ EFAX_PRIVATE int efaxb__iteration_ahead(efaxb__xstep *x, uint64_t seq, uint64_t 
         x->posted = seq;
         x->t_end = efax_now_ns();
     }
-    while (!rc && x->posted < end && x->posted < seq + (uint64_t)x->depth) rc = efaxb__start(x, x->posted++);
+    while (!rc && x->posted < end && x->posted < seq + (uint64_t)x->depth)
+        rc = efaxb__start(x, x->posted++, NULL);
     if (!rc) rc = efaxb__take(x, seq, false);
     for (int i = 0; i < x->nto * x->msgs && !rc; i++) rc = efax_wait(ctx, &xs[i], -1);
     if (!rc) rc = efax_buf_mark(x->dst, slot);
