@@ -687,7 +687,7 @@ typedef struct efax__dev {
     cudaStream_t copy_s;      /* local copies (efax_buf_copy), overlapping what the provider moves in */
     cudaEvent_t settle_ev[2]; /* efax__dev_settle's: the legacy default stream's, and copy_s's */
     cudaEvent_t mark_ev[EFAX_BUF_MARKS][2]; /* efax_buf_mark's, the same two streams per slot */
-    bool mark_copy[EFAX_BUF_MARKS];         /* the slot's copy_s event was recorded */
+    int mark_n[EFAX_BUF_MARKS];             /* events the slot's last mark recorded (0: none) */
     struct {
         uint64_t off, len, unit;
         unsigned ncells;
@@ -839,43 +839,55 @@ EFAX_PRIVATE int efax__gdr_flush(efax__dev *s) {
    copy_s, a non-blocking stream, which gets an event of its own. Both are polled against the
    deadline. This used to be cudaDeviceSynchronize, which has no timeout and waits for every
    kernel of the process, a persistent producer kernel's too. */
+/* Records an event on each stream that copies into s (the legacy default stream: the provider's
+   copies; copy_s, once it exists: the buffer's own), creating ev[0..1] on first use; *n: how many
+   it recorded. efax__dev_settle's and efax_buf_mark's. The caller has made s's GPU current. */
+EFAX_PRIVATE int efax__dev_note(efax__dev *s, cudaEvent_t ev[2], int *n) {
+    int rc = 0;
+    *n = 0;
+    for (int i = 0; i < 2 && !rc; i++)
+        if (!ev[i]) rc = EFAX_CUDA(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+    if (!rc && !(rc = EFAX_CUDA(cudaEventRecord(ev[0], cudaStreamLegacy)))) *n = 1;
+    if (!rc && s->copy_s && !(rc = EFAX_CUDA(cudaEventRecord(ev[1], s->copy_s)))) *n = 2;
+    return rc;
+}
+
+/* Whether the n events efax__dev_note recorded fired: 1, 0 not yet (*pending: the first that has
+   not), or a negative code naming the stream. */
+EFAX_PRIVATE int efax__dev_fired(const cudaEvent_t ev[2], int n, int *pending) {
+    for (int i = 0; i < n; i++) {
+        cudaError_t e = cudaEventQuery(ev[i]);
+        if (e == cudaSuccess) continue;
+        *pending = i;
+        if (e == cudaErrorNotReady) return 0;
+        return efax_cuda_check(
+            e, i ? "cudaEventQuery(the buffer's local copy)" : "cudaEventQuery(the provider's copies)",
+            __FILE__, __LINE__);
+    }
+    return 1;
+}
+
 EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
     efax__dev *s = (efax__dev *)u;
-    int cur = -1, rc = 0, n = 0, i;
+    int cur = -1, rc = 0, n = 0, pending = 0;
     uint64_t deadline = efax_now_ns() + (uint64_t)(timeout_ms < 0 ? 30000 : timeout_ms) * 1000000ull;
     unsigned spins = 0;
     if ((rc = efax__gdr_flush(s))) return rc; /* pre-Hopper: NIC writes visible to the GPU first */
     if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
     if (cur != s->device && (rc = EFAX_CUDA(cudaSetDevice(s->device)))) return rc;
-    for (i = 0; i < 2 && !rc; i++)
-        if (!s->settle_ev[i])
-            rc = EFAX_CUDA(cudaEventCreateWithFlags(&s->settle_ev[i], cudaEventDisableTiming));
-    if (!rc) rc = EFAX_CUDA(cudaEventRecord(s->settle_ev[n++], cudaStreamLegacy));
-    if (!rc && s->copy_s) rc = EFAX_CUDA(cudaEventRecord(s->settle_ev[n++], s->copy_s));
-    for (i = 0; i < n && !rc;) {
-        cudaError_t e = cudaEventQuery(s->settle_ev[i]);
-        if (e == cudaSuccess) {
-            i++;
-            continue;
-        }
-        if (e != cudaErrorNotReady) {
-            rc = efax_cuda_check(
-                e, i ? "cudaEventQuery(the buffer's local copy)" : "cudaEventQuery(the provider's copies)",
-                __FILE__, __LINE__);
-            break;
-        }
+    rc = efax__dev_note(s, s->settle_ev, &n);
+    while (!rc && !(rc = efax__dev_fired(s->settle_ev, n, &pending)))
         if ((++spins & 63) == 0 && efax_now_ns() > deadline) {
             efax_log(
                 NULL, 0,
                 "device memory on GPU %d: %s did not finish within %d ms (a copy or kernel on that GPU is "
                 "wedged, or the GPU is shared with work that holds it)",
-                s->device, i ? "the buffer's own local copy" : "the copies the provider issued into it",
+                s->device, pending ? "the buffer's own local copy" : "the copies the provider issued into it",
                 timeout_ms < 0 ? 30000 : timeout_ms);
             rc = -FI_ETIMEDOUT;
         }
-    }
     if (cur >= 0 && cur != s->device) cudaSetDevice(cur);
-    return rc;
+    return rc > 0 ? 0 : rc;
 }
 
 /* The order in which device-memory paths are tried, and why; the context's mem_path
@@ -1159,35 +1171,23 @@ EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *s
    legacy default stream (the provider's copies) and copy_s (the buffer's own), in the slot. */
 EFAX_PRIVATE int efax__dev_mark(efax_buf *b, unsigned slot) {
     efax__dev *s = (efax__dev *)b->impl;
-    cudaEvent_t *ev;
-    int cur = -1, rc = 0;
+    int cur = -1, rc;
     if (!s) return 0;
-    ev = s->mark_ev[slot];
     if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
     if (cur != s->device && (rc = EFAX_CUDA(cudaSetDevice(s->device)))) return rc;
-    for (int i = 0; i < 2 && !rc; i++)
-        if (!ev[i]) rc = EFAX_CUDA(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
-    if (!rc) rc = EFAX_CUDA(cudaEventRecord(ev[0], cudaStreamLegacy));
-    s->mark_copy[slot] = !rc && s->copy_s;
-    if (s->mark_copy[slot]) rc = EFAX_CUDA(cudaEventRecord(ev[1], s->copy_s));
+    rc = efax__dev_note(s, s->mark_ev[slot], &s->mark_n[slot]);
     if (cur >= 0 && cur != s->device) cudaSetDevice(cur);
     return rc;
 }
 
-/* efax_buf_marked for device memory: both of the slot's events fired (then, pre-Hopper, the NIC
-   writes flushed). */
+/* efax_buf_marked for device memory: the slot's events fired (then, pre-Hopper, the NIC writes
+   flushed). */
 EFAX_PRIVATE int efax__dev_marked(efax_buf *b, unsigned slot) {
     efax__dev *s = (efax__dev *)b->impl;
-    int rc;
-    if (!s || !s->mark_ev[slot][0]) return s ? -FI_EINVAL : 1; /* no mark in that slot */
-    for (int i = 0; i < (s->mark_copy[slot] ? 2 : 1); i++) {
-        cudaError_t e = cudaEventQuery(s->mark_ev[slot][i]);
-        if (e == cudaErrorNotReady) return 0;
-        if (e != cudaSuccess)
-            return efax_cuda_check(
-                e, i ? "cudaEventQuery(the buffer's local copy)" : "cudaEventQuery(the provider's copies)",
-                __FILE__, __LINE__);
-    }
+    int rc, pending = 0;
+    if (!s) return 1;
+    if (!s->mark_n[slot]) return -FI_EINVAL; /* no mark in that slot */
+    if ((rc = efax__dev_fired(s->mark_ev[slot], s->mark_n[slot], &pending)) != 1) return rc;
     rc = efax__gdr_flush(s);
     return rc ? rc : 1;
 }
