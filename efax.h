@@ -5622,9 +5622,10 @@ EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
 
 EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     int rank, tag;
-    uint32_t seq;
+    uint32_t seq, *on_nic;
     size_t slot;
     efax__imm_slot *sl;
+    int k;
     efax_imm_decode((uint32_t)data, &rank, &tag, &seq);
     if (!ctx->imm || rank >= ctx->size || tag >= ctx->ntags) {
         if (ctx->bad_imm++ < 8)
@@ -5640,13 +5641,17 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     }
     slot = (size_t)rank * (size_t)ctx->ntags + (size_t)tag;
     sl = &ctx->imm[slot];
-    if (sl->count == 0 && sl->stale == 0) {
+    on_nic = &ctx->imm_nic[slot * (size_t)ctx->nnic];
+    if (sl->count == 0 && sl->stale == 0) { /* the first of a sequence: its per-NIC counts start */
         sl->seq = seq;
-        memset(&ctx->imm_nic[slot * (size_t)ctx->nnic], 0, (size_t)ctx->nnic * sizeof(uint32_t));
+        if (ctx->nnic == 1) /* one store: the loop becomes a call of memset */
+            on_nic[0] = 0;
+        else
+            for (k = 0; k < ctx->nnic; k++) on_nic[k] = 0;
     }
     if (seq == sl->seq) {
         sl->count++;
-        ctx->imm_nic[slot * (size_t)ctx->nnic + (size_t)nic]++;
+        on_nic[nic]++;
     } else {
         sl->stale++;
         sl->stale_seq = seq;
@@ -6760,7 +6765,10 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
     return 0;
 }
 
-EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *desc, uint32_t *chunks) {
+/* efax_write's general path: checks the desc (naming what is wrong), plans the write over the NICs
+   and queues its chunks, which efax__post_nic posts (by inject where they are small). */
+EFAX_PRIVATE EFAX__NOINLINE int efax__write_planned(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *desc,
+                                                    uint32_t *chunks) {
     efax_plan_seg segs[EFAX_MAX_NICS];
     efax_write_desc w;
     uint64_t unit;
@@ -6789,6 +6797,50 @@ EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *desc
     rc = efax__write_segs(ctx, x, &w, unit, imm);
     if (chunks) *chunks = rc ? 0 : x->chunks;
     return rc;
+}
+
+EFAX__API_INLINE int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *w, uint32_t *chunks) {
+    const efax_mr *src = w->src, *dst = w->dst;
+    uint64_t len = w->size, soff = w->src_off, doff = w->dst_off;
+    int peer = w->to, nic = w->nic, tag = w->tag;
+    /* A small write of host memory on one NIC, with nothing queued ahead of it there, goes out at
+       once by inject: one chunk, no plan, no queue (the general path costs ~4x the inject's own
+       instructions; a transfer engine writes millions of small ones). The tests are the general
+       path's checks, each in one comparison; whatever fails one, or the inject, takes the general
+       path, which names the problem or queues the write (keeping the order behind a refused one). */
+    if (w->mode == EFAX_MODE_SINGLE && !w->ready && w->from == ctx->rank && ctx->connected &&
+        (unsigned)peer < (unsigned)ctx->size && (unsigned)nic < (unsigned)ctx->nnic &&
+        tag > EFAX_TAG_INTERNAL && tag < ctx->ntags && (w->chunk == 0 || w->chunk >= len) && src &&
+        src->ctx == ctx && src->iface == 0 && !src->stage && soff <= src->len && len <= src->len - soff &&
+        dst && dst->remote && dst->nremote == ctx->size) {
+        efax__nic *n = &ctx->nic[nic];
+        const efax_rmr *rm = &dst->remote[peer];
+        if (!n->pend_head && !n->retry && len <= n->info.inject_rma_size &&
+            (rm->flags & (EFAX_RMR_WRITABLE | EFAX_RMR_STAGED)) == EFAX_RMR_WRITABLE && doff <= rm->len &&
+            len <= rm->len - doff) {
+            const efax__route *rt = efax__route_to(ctx, peer, nic);
+            /* efax_imm_encode's fields, in range: ranks and tags were checked at init and above */
+            uint32_t imm = (uint32_t)ctx->rank << (EFAX_IMM_TAG_BITS + EFAX_IMM_SEQ_BITS) |
+                           (uint32_t)tag << EFAX_IMM_SEQ_BITS | (w->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1));
+            /* what a caller or a wait reads of a finished write (as efax_send's inject sets it) */
+            x->op = EFAX_OP_WRITE;
+            x->peer = peer;
+            x->status = 0;
+            x->done = true;
+            x->lmr = src;
+            x->len = len;
+            x->chunks = 1;
+            if (EFAX__LIKELY(efax__fi_inject_writedata(n, (const uint8_t *)src->ptr + soff, len, imm, rt->fa,
+                                                       rm->base + doff, rm->key[rt->rnic]) == 0)) {
+                n->stats.tx_bytes += len;
+                n->stats.tx_ops++;
+                if (chunks) *chunks = 1;
+                if (w->on_done) w->on_done(w->done_user, x);
+                return 0;
+            }
+        }
+    }
+    return efax__write_planned(ctx, x, w, chunks);
 }
 
 EFAX_PRIVATE void efax__stage_cell(efax_ctx *ctx, efax_expect *e, unsigned cell, uint32_t n) {
@@ -6839,7 +6891,9 @@ EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag) {
     return efax_ctx_imm_hook(ctx, tag, efax__stage_hook, ctx);
 }
 
-EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *desc) {
+/* efax_expect_write's general path: any region, mode and chunk count (a staged region's cells). */
+EFAX_PRIVATE EFAX__NOINLINE int efax__expect_planned(efax_ctx *ctx, efax_expect *e,
+                                                     const efax_write_desc *desc) {
     efax_plan_seg segs[EFAX_MAX_NICS];
     efax_write_desc w;
     efax__stage_rx *r;
@@ -6935,6 +6989,55 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
     return 0;
 }
 
+EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w) {
+    const efax_mr *dst = w->dst;
+    uint64_t size = w->size, doff = w->dst_off, chunk;
+    int peer = w->from, nic = w->nic, writer_nnic, here, i;
+    uint32_t count;
+    /* A write that lands whole on one of this rank's NICs into an ordinary region (one NIC's
+       writer or Single mode): its count without a plan, and of e only what its wait reads (e is
+       1.5 KB, its staged cells' tables unused here). A target announces every write it awaits: the
+       general path cost ~4x the provider's own work per small message there, and made the target
+       the slower side of a stream of them. The tests are the general path's checks; whatever fails
+       one takes it, which names the problem. */
+    if (!ctx->connected || w->to != ctx->rank || (unsigned)peer >= (unsigned)ctx->size || !dst ||
+        dst->stage || w->tag <= EFAX_TAG_INTERNAL || w->tag >= ctx->ntags ||
+        (unsigned)w->mode >= EFAX_MODE_COUNT || doff > dst->len || size > dst->len - doff)
+        return efax__expect_planned(ctx, e, w);
+    writer_nnic = ctx->peer_nnic[peer];
+    if ((unsigned)nic >= (unsigned)writer_nnic || (w->mode != EFAX_MODE_SINGLE && writer_nnic != 1))
+        return efax__expect_planned(ctx, e, w);
+    chunk = efax_chunk_clamp(w->chunk, ctx->max_chunk);
+    if (size > chunk * (uint64_t)UINT32_MAX) return efax__expect_planned(ctx, e, w);
+    count = size <= chunk ? 1 : (uint32_t)efax__div_ceil(size, chunk);
+    here = ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)(w->mode == EFAX_MODE_SINGLE ? nic : 0)] %
+           EFAX_MAX_NICS;
+    if (efax__cq_enforced(ctx) && ctx->nic[here].expecting + count > (uint64_t)ctx->nic[here].cq_incoming)
+        return efax__expect_planned(ctx, e, w); /* which names the overrun */
+    e->mr = dst;
+    e->peer = peer;
+    e->tag = w->tag;
+    e->seq = w->seq;
+    e->count = count;
+    e->off = doff;
+    e->size = size;
+    e->unit = 0;
+    e->ncells = e->cells_done = e->status = 0;
+    e->active = true;
+    if (ctx->nnic == 1) { /* one store each: the loop below becomes two calls of memset */
+        e->on_nic[0] = 0;
+        e->on_nic_bytes[0] = 0;
+    } else
+        for (i = 0; i < ctx->nnic; i++) {
+            e->on_nic[i] = 0;
+            e->on_nic_bytes[i] = 0;
+        }
+    e->on_nic[here] = count;
+    e->on_nic_bytes[here] = size;
+    ctx->nic[here].expecting += count;
+    return 0;
+}
+
 /* A write that landed: each local NIC's rx_bytes gets what the plan put on it. */
 EFAX_PRIVATE void efax__credit_rx(efax_ctx *ctx, const efax_expect *e) {
     int i;
@@ -6944,9 +7047,17 @@ EFAX_PRIVATE void efax__credit_rx(efax_ctx *ctx, const efax_expect *e) {
 /* efax_expect_wait's and efax_expect_arrived's for ordinary regions: the chunks, then settle or not. */
 EFAX_PRIVATE int efax__expect_chunks(efax_ctx *ctx, efax_expect *e, int timeout_ms, bool settle) {
     int i, rc;
+    efax__imm_slot *sl = &ctx->imm[(size_t)e->peer * (size_t)ctx->ntags + (size_t)e->tag];
     e->active = false;
     for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting -= e->on_nic[i];
-    rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
+    /* all of it arrived already (a stream of small writes: nearly always): taken without the wait's
+       setup, as efax__wait_imm's first round would take it */
+    if (sl->count >= e->count && sl->seq == (e->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1)) && !sl->stale &&
+        !ctx->sticky_error) {
+        sl->count -= e->count;
+        rc = 0;
+    } else
+        rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
     if (!rc) efax__credit_rx(ctx, e);
     if (!rc && settle && e->mr->settle)
         rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);

@@ -2406,6 +2406,8 @@ typedef struct efaxb__xstep {
     efax_buf *src, *dst;
     uint64_t size;
     int msgs, me, tag0; /* tag0: the data tags of the step's memory kind */
+    int tag_sets;       /* tag sets, iterations apart (efaxb__kind_tags over efaxb__msgs) */
+    int tag_stride;     /* tags a set spans (efaxb__msgs) */
     int *to, nto;       /* the ranks it writes to, from the next one on */
     int *from, nfrom;   /* the ranks that write to it, from the last one back */
     bool self;          /* it writes to itself: a local copy */
@@ -2428,8 +2430,7 @@ EFAX_PRIVATE uint64_t efaxb__pattern(uint64_t seq, uint64_t s) { return seq << 2
 /* Message m (in w, as efaxb__msg described it) becomes iteration seq's: what changes with it. */
 EFAX_PRIVATE efax_write_desc *efaxb__msg_seq(const efaxb__xstep *x, efax_write_desc *w, int m, uint64_t seq) {
     w->index = seq * (uint64_t)x->msgs + (uint64_t)w->from + efaxb__sslot(x, w->to, m);
-    int sets = efaxb__kind_tags(x->b) / efaxb__msgs(x->b); /* tag sets: iterations apart */
-    w->tag = x->tag0 + (int)(seq % (uint64_t)sets) * efaxb__msgs(x->b) + m;
+    w->tag = x->tag0 + (x->tag_sets > 1 ? (int)(seq % (uint64_t)x->tag_sets) * x->tag_stride : 0) + m;
     w->seq = (uint32_t)seq;
     return w;
 }
@@ -2636,6 +2637,8 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     x.size = mv->size ? mv->size : st->size;
     x.msgs = mv->msgs ? mv->msgs : efaxb__msgs(b);
     x.tag0 = EFAX_BENCH_TAG_DATA + st->k * efaxb__kind_tags(b);
+    x.tag_stride = efaxb__msgs(b);
+    x.tag_sets = efaxb__kind_tags(b) / x.tag_stride;
     x.depth = mv->poster ? 1 : efax_bench_in_flight(b, st);
     if (x.msgs > efaxb__msgs(b) ||
         (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||

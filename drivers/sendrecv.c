@@ -60,10 +60,11 @@ static int post_piece(run *r, bool send, int peer, efax_buf *buf, uint64_t off, 
    step's mode: message m is number seq * W + m in slot slot0 + m of buf. */
 static int post(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, int slot0) {
     efax_plan_seg seg[EFAX_MAX_NICS];
-    int nn = send ? efax_ctx_nnics(&r->b.ctx) : efax_ctx_peer_nnics(&r->b.ctx, peer), rc = 0;
+    int nn = send ? efax_ctx_nnics(&r->b.ctx) : efax_ctx_peer_nnics(&r->b.ctx, peer), rc = 0, ns = 0;
+    bool same = r->st.mode == EFAX_MODE_SINGLE; /* every message planned alike: planned once */
     for (uint64_t m = 0; m < (uint64_t)r->W && !rc; m++) {
         uint64_t off = ((uint64_t)slot0 + m) * r->st.size;
-        int ns = efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg);
+        if (m == 0 || !same) ns = efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg);
         for (int s = 0; s < ns && !rc; s++) rc = post_piece(r, send, peer, buf, off, &seg[s], m, s);
     }
     return rc;
