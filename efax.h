@@ -6343,11 +6343,42 @@ EFAX_PRIVATE int efax__timeout_msg(efax_ctx *ctx, const efax_xfer *x, int ms) {
     return -FI_ETIMEDOUT;
 }
 
+EFAX_PRIVATE EFAX__COLD int efax__sticky(efax_ctx *ctx, const efax_xfer *x);
+EFAX_PRIVATE EFAX__NOINLINE int efax__settle_recvs(efax_xfer **xs, int n, uint64_t deadline, int timeout_ms);
+
+/* efax_wait's end when the transfer failed, the context holds an error, or a receive may need
+   settling: efax_wait_all's order of answers. */
+EFAX_PRIVATE EFAX__NOINLINE int efax__wait_end(efax_ctx *ctx, efax_xfer *x, uint64_t deadline,
+                                               int timeout_ms) {
+    if (x->status) return x->status;
+    if (ctx->sticky_error) return efax__sticky(ctx, x);
+    if (!ctx->settling) return 0;
+    return efax__settle_recvs(&x, 1, deadline, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+}
+
+/* efax_wait's loop: efax_wait_all's for one transfer, without the array's bookkeeping, which cost
+   a ping-pong's answer ~40 instructions a round trip (a wait's frame holds what its polls keep). */
+EFAX_PRIVATE EFAX__NOINLINE int efax__wait_one(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
+    efax__spin w; /* set by the first tick */
+    unsigned spins = 0, busy = 0;
+    int rc;
+    while (!x->done) {
+        if ((rc = efax__progress(ctx)) < 0) return rc == ctx->sticky_error ? efax__sticky(ctx, x) : rc;
+        busy |= (unsigned)rc;
+        if ((++spins & 15) == 0) {
+            if (efax__spin_tick(ctx, &w, spins, busy, timeout_ms))
+                return efax__timeout_msg(ctx, x, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+            busy = 0;
+        }
+    }
+    if (EFAX__LIKELY(!x->status && !ctx->sticky_error && !ctx->settling)) return 0;
+    return efax__wait_end(ctx, x, spins >= 16 ? w.deadline : 0, timeout_ms);
+}
+
 EFAX__API_INLINE int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
-    /* a transfer already done (an inject is, at once): its answer without a call; efax_wait_all
-       gives the rest (its polls, the sticky error's message, the settle hooks) */
+    /* a transfer already done (an inject is, at once): its answer without a call */
     if (EFAX__LIKELY(x->done && !x->status && !ctx->sticky_error && !ctx->settling)) return 0;
-    return efax_wait_all(ctx, &x, 1, timeout_ms);
+    return x->done ? efax__wait_end(ctx, x, 0, timeout_ms) : efax__wait_one(ctx, x, timeout_ms);
 }
 
 /* efax_wait_all's last step where receives may land in regions with a settle hook: what landed in

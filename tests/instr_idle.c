@@ -1,6 +1,6 @@
 /* instr_idle — polls that find nothing, for tests/instr.sh: the own instructions of an empty poll,
    measured where nothing else happens. Two ranks connect; rank 0 posts a receive nobody sends and
-   waits RECV_MS for it (efax_wait: efax_wait_all's loop), then waits IMM_MS for a notification
+   waits RECV_MS for it (efax_wait's loop, efax__wait_one), then waits IMM_MS for a notification
    nobody sends (efax_wait_imm's loop); both must time out. Rank 1 waits in a barrier meanwhile.
    Two runs under callgrind that differ in one wait's length differ only in that wait's polls.
 
