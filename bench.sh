@@ -143,7 +143,7 @@ fi
 # the same binary launched so (tcp, 1 B - 16 KiB, three interleaved rounds). Exits with the
 # first failing rank's status.
 here() {
-  local np=$1 port=$((20000 + RANDOM % 20000)) token="bench$$-$RANDOM" i rc=0 r pids=(); shift
+  local np=$1 port=$((20000 + RANDOM % 12000)) token="bench$$-$RANDOM" i rc=0 r pids=(); shift
   for ((i = np - 1; i >= 1; i--)); do
     EFAX_RANK=$i EFAX_SIZE=$np EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=$token "$@" &
     pids+=($!)
@@ -333,7 +333,7 @@ wait_listen() {
 # both ends run here (127.0.0.1); in the lab SERVER_PREFIX / CLIENT_PREFIX run them in two hosts.
 FI_RMA_BW=$(command -v fi_rma_bw || true)
 fi_bw() {
-  local name=$1 sz=$2 it=$3 sp=${4:-} cp=${5:-} addr=${6:-127.0.0.1} port=$((40000 + RANDOM % 20000)) server
+  local name=$1 sz=$2 it=$3 sp=${4:-} cp=${5:-} addr=${6:-127.0.0.1} port=$((20000 + RANDOM % 12000)) server
   local args=(-p tcp -o writedata -W 64 -S "$sz" -I "$it" -E="$port")
   echo "$sp fi_rma_bw ${args[*]} ${7:-} & $cp fi_rma_bw ${args[*]} ${8:-} $addr" >>"$OUT/commands.txt"
   # shellcheck disable=SC2086
@@ -414,7 +414,7 @@ echo "memcpy ceiling (one thread, 256 MiB buffers, beyond this host's caches): $
 
 # fi_pingpong NAME PROVIDER SIZEARGS...: the reference ping-pong from libfabric's own tests
 fi_pp() {
-  local name=$1 prov=$2 port=$((40000 + RANDOM % 20000)) server; shift 2
+  local name=$1 prov=$2 port=$((20000 + RANDOM % 12000)) server; shift 2
   echo "fi_pingpong -p $prov -e rdm -B $port $* & fi_pingpong -p $prov -e rdm -P $port $* 127.0.0.1" >>"$OUT/commands.txt"
   timeout 120 fi_pingpong -p "$prov" -e rdm -B "$port" "$@" >"$OUT/$name.server.txt" 2>&1 &
   server=$!
@@ -435,7 +435,7 @@ fi_rate() {
   local name=$1 tool=$2 prov=$3 port server s sizes args; shift 3
   if "$tool" -h 2>&1 | grep -q 'l:1,'; then sizes=("l:${MR_SIZES// /,}"); else read -ra sizes <<<"$MR_SIZES"; fi
   for s in "${sizes[@]}"; do
-    port=$((40000 + RANDOM % 20000))
+    port=$((20000 + RANDOM % 12000))
     args=(-p "$prov" "$@" -W "$MR_W" -S "$s" -I "$(mr_msgs "$prov")" -E="$port")
     echo "${tool##*/} ${args[*]} & ${tool##*/} ${args[*]} 127.0.0.1" >>"$OUT/commands.txt"
     timeout 300 "$tool" "${args[@]}" >>"$OUT/$name.server.txt" 2>&1 &

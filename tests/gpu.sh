@@ -84,7 +84,7 @@ done
 pass=0 fail=0
 # launch N CMD...: N ranks through the TCP rendezvous on this host
 launch() {
-  local n=$1 port=$((30000 + RANDOM % 20000)) pids=() r rc=0; shift
+  local n=$1 port=$((20000 + RANDOM % 12000)) pids=() r rc=0; shift
   for ((r = 1; r < n; r++)); do EFAX_RANK=$r EFAX_SIZE=$n EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=gpu "$@" >/dev/null 2>>"$OUT/ranks.err" & pids+=($!); done
   EFAX_RANK=0 EFAX_SIZE=$n EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=gpu "$@" || rc=$?
   for r in "${pids[@]}"; do wait "$r" || { [ "$rc" = 0 ] && rc=1; }; done
@@ -159,7 +159,7 @@ fi
 # writes in flight as efax's --window 16 (its default 64 would hold 2 x 64 x 256 MiB of device
 # memory per process), enough iterations that each size runs for milliseconds; prints Gbps
 rma_bw() {
-  local port=$((40000 + RANDOM % 10000)) size=$1 out gbps rc iters
+  local port=$((20000 + RANDOM % 12000)) size=$1 out gbps rc iters
   iters=$((size <= 4194304 ? 2000 : size <= 16777216 ? 500 : size <= 67108864 ? 200 : 100))
   [ -x "$PFX_26/bin/fi_rma_bw" ] || { echo "no fi_rma_bw"; return 1; }
   env $(env_for 2.6) timeout 60 "$PFX_26/bin/fi_rma_bw" -p shm -o writedata -D cuda -i "$GPU_B" -W 16 -S "$size" -I "$iters" -E="$port" >/dev/null 2>&1 &

@@ -59,7 +59,7 @@ done
 # efax_pair OUT BIN ARGS...: two ranks here through the TCP rendezvous, rank 0 under callgrind
 # (profile OUT), rank 1 natively
 efax_pair() {
-  local out=$1 port=$((20000 + RANDOM % 20000)) peer rc=0; shift
+  local out=$1 port=$((20000 + RANDOM % 12000)) peer rc=0; shift
   EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=instr$$ "$@" >"$out.peer.log" 2>&1 &
   peer=$!
   EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=instr$$ "${CG[@]}" --callgrind-out-file="$out" "$@" \
@@ -70,7 +70,7 @@ efax_pair() {
 }
 # fipp_pair OUT PROVIDER ITERS: fi_pingpong's server natively, its client under callgrind (profile OUT)
 fipp_pair() {
-  local out=$1 prov=$2 n=$3 port=$((40000 + RANDOM % 20000)) server rc=0 i
+  local out=$1 prov=$2 n=$3 port=$((20000 + RANDOM % 12000)) server rc=0 i
   timeout 300 "$FIPP" -p "$prov" -e rdm -B "$port" -S 8 -I "$n" >"$out.peer.log" 2>&1 &
   server=$!
   for ((i = 0; i < 300; i++)); do ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break; sleep 0.1; done
