@@ -8,6 +8,11 @@
    may refuse): every message of an iteration carries the same pattern, so any receive of the right piece
    may take it, and each piece's immediate data names it (message, segment), so -c also checks that every
    piece of every message arrived exactly once.
+   Stream without -c keeps the window moving: its two halves are confirmed apart, and rank 0 sends a half
+   of the next iteration as soon as the same half of this one is confirmed, so that at most --window
+   messages are unconfirmed and the link never idles for a confirmation's round trip (osu_mbw_mr confirms
+   each whole window and waits for it; fabtests' fi_rdm_bw confirms none); an iteration's time runs from
+   the end of the one before. With -c every iteration stands alone (its bytes are checked between them).
 
    cc -O2 -I. drivers/sendrecv.c -o sendrecv $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda \
@@ -22,15 +27,26 @@
 #include "efax_bench.h"
 
 enum { STREAM = 0, ROUNDTRIP = 1 };
+/* the confirmations of a Stream's halves: sendrecv runs no exchange, so the data tags are free */
+enum { TAG_ACK_HALF1 = EFAX_BENCH_TAG_DATA };
+
+/* Operations posted and not yet waited for. */
+typedef struct oplist {
+    efax_xfer *x;
+    int n;
+} oplist;
 
 typedef struct run {
     efax_bench b;
     efax_bench_step st;
     int v, W;                    /* the variant, its messages per iteration (--window for Stream, 1) */
-    int ntx, nrx, nlat;          /* list lengths */
+    int nlat;                    /* lat's length */
+    bool halves;                 /* Stream without -c, W >= 2: two halves in flight */
+    uint64_t t_end;              /* halves: when the last iteration ended (efax_now_ns) */
     efax_buf *srcs[3], *dsts[3]; /* max(window, 2) slots of max_size each, per memory kind */
     efax_buf *src, *dst;         /* the current kind's */
-    efax_xfer *tx, *rx;          /* the operations posted and not yet waited for */
+    oplist tx, rx;               /* the operations posted and not yet waited for */
+    oplist txh[2], rxh[2];       /* halves: each half's, in tx's and rx's storage */
     double *lat;                 /* rank 0's nlat times of the variant */
     int64_t wrong;               /* the bytes this rank found wrong in it */
 } run;
@@ -38,12 +54,12 @@ typedef struct run {
 /* Posts one piece of message m as a send to peer (from buf at off), or as a receive on the NIC it
    arrives at. A send's immediate data is m << 8 | segment s, naming the piece. */
 static int post_piece(run *r, bool send, int peer, efax_buf *buf, uint64_t off, const efax_plan_seg *seg,
-                      uint64_t m, int s) {
+                      uint64_t m, int s, oplist *l) {
     efax_send_desc sd;
     int nic;
     if (!send) {
         nic = efax_ctx_route_in(&r->b.ctx, peer, seg->nic);
-        return efax_recv(&r->b.ctx, &r->rx[r->nrx++], nic, &buf->mr, off + seg->off, seg->len);
+        return efax_recv(&r->b.ctx, &l->x[l->n++], nic, &buf->mr, off + seg->off, seg->len);
     }
     memset(&sd, 0, sizeof sd);
     sd.to = peer;
@@ -53,22 +69,38 @@ static int post_piece(run *r, bool send, int peer, efax_buf *buf, uint64_t off, 
     sd.size = seg->len;
     sd.has_imm = true;
     sd.imm = (uint32_t)m << 8 | (uint32_t)s;
-    return efax_send(&r->b.ctx, &r->tx[r->ntx++], &sd);
+    return efax_send(&r->b.ctx, &l->x[l->n++], &sd);
 }
 
-/* Posts the sends (or, on the other side, the receives) of the W messages of iteration seq, planned by the
-   step's mode: message m is number seq * W + m in slot slot0 + m of buf. */
-static int post(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, int slot0) {
+/* Posts the sends (or, on the other side, the receives) of messages m0 .. m1-1 of iteration seq onto list
+   l, planned by the step's mode: message m is number seq * W + m in slot slot0 + m of buf. */
+static int post_range(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, int slot0, int m0, int m1,
+                      oplist *l) {
     efax_plan_seg seg[EFAX_MAX_NICS];
     int nn = send ? efax_ctx_nnics(&r->b.ctx) : efax_ctx_peer_nnics(&r->b.ctx, peer), rc = 0, ns = 0;
     bool same = r->st.mode == EFAX_MODE_SINGLE; /* every message planned alike: planned once */
-    for (uint64_t m = 0; m < (uint64_t)r->W && !rc; m++) {
+    for (uint64_t m = (uint64_t)m0; m < (uint64_t)m1 && !rc; m++) {
         uint64_t off = ((uint64_t)slot0 + m) * r->st.size;
-        if (m == 0 || !same) ns = efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg);
-        for (int s = 0; s < ns && !rc; s++) rc = post_piece(r, send, peer, buf, off, &seg[s], m, s);
+        if (m == (uint64_t)m0 || !same)
+            ns = efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg);
+        for (int s = 0; s < ns && !rc; s++) rc = post_piece(r, send, peer, buf, off, &seg[s], m, s, l);
     }
     return rc;
 }
+
+/* The W messages of iteration seq, on the list of their direction. */
+static int post(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, int slot0) {
+    return post_range(r, send, peer, buf, seq, slot0, 0, r->W, send ? &r->tx : &r->rx);
+}
+
+/* Half h of a Stream's window: messages [W/2, W) for h = 1, [0, W/2) for h = 0; its sends (or receives)
+   of iteration seq onto the half's list, and the tag that confirms it. */
+static int post_half(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, int h) {
+    int mid = r->W / 2;
+    return post_range(r, send, peer, buf, seq, 0, h ? mid : 0, h ? r->W : mid,
+                      send ? &r->txh[h] : &r->rxh[h]);
+}
+static int half_tag(int h) { return h ? TAG_ACK_HALF1 : EFAX_BENCH_TAG_ACK; }
 
 /* With -c, on rank k: the first n receives took each piece of the W messages of iteration seq exactly once
    (their immediate data names them). Returns the bytes of receives that did not. */
@@ -78,7 +110,7 @@ static int64_t check_pieces(run *r, uint64_t seq, int n) {
     int nn = efax_ctx_peer_nnics(&r->b.ctx, 0);
     int64_t wrong = 0;
     for (int i = 0; i < n; i++) {
-        const efax_xfer *x = &r->rx[i];
+        const efax_xfer *x = &r->rx.x[i];
         uint32_t m = (uint32_t)x->rx_data >> 8, s = (uint32_t)x->rx_data & 0xff;
         int ns = m < (uint32_t)r->W
                      ? efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg)
@@ -97,11 +129,11 @@ static int64_t check_pieces(run *r, uint64_t seq, int n) {
     return wrong;
 }
 
-/* Waits for a list's n operations; empties it. */
-static int wait_list(run *r, efax_xfer *xs, int *n) {
+/* Waits for a list's operations; empties it. */
+static int wait_list(run *r, oplist *l) {
     int rc = 0;
-    for (int i = 0; i < *n && !rc; i++) rc = efax_wait(&r->b.ctx, &xs[i], -1);
-    *n = 0;
+    for (int i = 0; i < l->n && !rc; i++) rc = efax_wait(&r->b.ctx, &l->x[i], -1);
+    l->n = 0;
     return rc;
 }
 
@@ -128,11 +160,44 @@ static int send_iter(run *r, int k, uint64_t seq, bool timed) {
     t0 = efax_now_ns();
     if (rt && !rc) rc = post(r, false, k, r->dst, seq, slot);
     if (!rc) rc = post(r, true, k, r->src, seq, 0);
-    if (!rc && rt) rc = wait_list(r, r->rx, &r->nrx);
+    if (!rc && rt) rc = wait_list(r, &r->rx);
     if (!rc && !rt) rc = efax_wait_imm(&r->b.ctx, k, EFAX_BENCH_TAG_ACK, (uint32_t)seq, 1, -1);
     if (timed) r->lat[r->nlat++] = (double)(efax_now_ns() - t0) / 1e3;
-    if (!rc) rc = wait_list(r, r->tx, &r->ntx);
+    if (!rc) rc = wait_list(r, &r->tx);
     if (!rc && c && rt) check_slots(r, k, seq, slot);
+    return rc;
+}
+
+/* Rank 0's iteration seq of a Stream in halves: both halves of seq are out (the first iteration sends
+   them); as each half is confirmed, its sends are done here too and the same half of seq + 1 goes, unless
+   seq is the last. Timed from the end of the iteration before (the first: from its first send). */
+static int send_halves(run *r, int k, uint64_t seq, bool first, bool last, bool timed) {
+    int rc = 0;
+    uint64_t t;
+    if (first) r->t_end = efax_now_ns();
+    for (int h = 0; first && h < 2 && !rc; h++) rc = post_half(r, true, k, r->src, seq, h);
+    for (int h = 0; h < 2 && !rc; h++) {
+        rc = efax_wait_imm(&r->b.ctx, k, half_tag(h), (uint32_t)seq, 1, -1);
+        if (!rc) rc = wait_list(r, &r->txh[h]);
+        if (!rc && !last) rc = post_half(r, true, k, r->src, seq + 1, h);
+    }
+    t = efax_now_ns();
+    if (timed) r->lat[r->nlat++] = (double)(t - r->t_end) / 1e3;
+    r->t_end = t;
+    return rc;
+}
+
+/* Rank k's iteration seq of a Stream in halves: as each half's receives complete, the same half's
+   receives of seq + 1 go up (unless seq is the last), then its confirmation. Untagged receives take
+   messages in the order they were posted, so the halves' receives fill in order whatever order the
+   messages arrive in; a half confirmed when its receives are done leaves at most W messages out. */
+static int answer_halves(run *r, uint64_t seq, bool more) {
+    int rc = 0;
+    for (int h = 0; h < 2 && !rc; h++) {
+        rc = wait_list(r, &r->rxh[h]);
+        if (!rc && more) rc = post_half(r, false, 0, r->dst, seq + 1, h);
+        if (!rc) rc = efax_notify(&r->b.ctx, 0, half_tag(h), (uint32_t)seq);
+    }
     return rc;
 }
 
@@ -140,12 +205,12 @@ static int send_iter(run *r, int k, uint64_t seq, bool timed) {
    check); the answer comes from our own send buffer. */
 static int answer_iter(run *r, int k, uint64_t seq, bool more) {
     bool rt = r->v == ROUNDTRIP, c = r->b.o.check;
-    int slot = rt ? (int)(seq & 1) : 0, nrx = r->nrx, rc = wait_list(r, r->rx, &r->nrx);
+    int slot = rt ? (int)(seq & 1) : 0, nrx = r->rx.n, rc = wait_list(r, &r->rx);
     if (!rc && c && !rt) r->wrong += check_pieces(r, seq, nrx);
     if (!rc && more && (rt || !c)) rc = post(r, false, 0, r->dst, seq + 1, slot ^ rt);
     if (!rc && rt) rc = post(r, true, 0, r->src, seq, slot);
     if (!rc && !rt) rc = efax_notify(&r->b.ctx, 0, EFAX_BENCH_TAG_ACK, (uint32_t)seq);
-    if (!rc && rt) rc = wait_list(r, r->tx, &r->ntx);
+    if (!rc && rt) rc = wait_list(r, &r->tx);
     if (!rc && c) check_slots(r, 0, seq, slot);
     if (!rc && c && rt) /* the next answer */
         r->src->ops->fill(r->src, (uint64_t)(slot ^ 1) * r->st.size, r->st.size, k, (seq + 1) * 1000);
@@ -158,13 +223,20 @@ static int answer_iter(run *r, int k, uint64_t seq, bool more) {
 static int turn(run *r, int k) {
     int warm = r->st.warmup, last = r->st.iters + warm - 1, me = r->b.rank, rc = 0;
     bool rt = r->v == ROUNDTRIP, c = r->b.o.check;
-    if (me == k) rc = post(r, false, 0, r->dst, 0, 0);
+    if (me == k && r->halves)
+        for (int h = 0; h < 2 && !rc; h++) rc = post_half(r, false, 0, r->dst, 0, h);
+    else if (me == k)
+        rc = post(r, false, 0, r->dst, 0, 0);
     if (!rc && me == k && c && rt) r->src->ops->fill(r->src, 0, r->st.size, k, 0);
     if (!rc) rc = efax_boot_barrier(&r->b.boot, EFAX_TURN_MS); /* our turn: receives are posted */
     for (int it = -warm; it < r->st.iters && !rc && (me == 0 || me == k); it++) {
         uint64_t seq = (uint64_t)(it + warm);
-        if (me == 0)
+        if (me == 0 && r->halves)
+            rc = send_halves(r, k, seq, it == -warm, seq == (uint64_t)last, it >= 0);
+        else if (me == 0)
             rc = send_iter(r, k, seq, it >= 0);
+        else if (r->halves)
+            rc = answer_halves(r, seq, seq < (uint64_t)last);
         else
             rc = answer_iter(r, k, seq, seq < (uint64_t)last);
     }
@@ -179,10 +251,15 @@ static int setup(run *r) {
     size_t slots = b->o.window > 2 ? (size_t)b->o.window : 2, bytes = (size_t)b->o.max_size * slots;
     size_t iters = (size_t)efax_opts_iters(&b->o, b->o.min_size) * (size_t)b->size;
     int rc = efax_bench_bufs(b, bytes, EFAX_MR_SEND, EFAX_MR_RECV, r->srcs, r->dsts);
-    r->tx = (efax_xfer *)efax_bench_calloc(b, slots * EFAX_MAX_NICS, sizeof(efax_xfer));
-    r->rx = (efax_xfer *)efax_bench_calloc(b, slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
+    r->tx.x = (efax_xfer *)efax_bench_calloc(b, slots * EFAX_MAX_NICS, sizeof(efax_xfer));
+    r->rx.x = (efax_xfer *)efax_bench_calloc(b, slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
     r->lat = (double *)efax_bench_calloc(b, iters, sizeof(double));
-    return rc ? rc : !r->tx || !r->rx || !r->lat ? -FI_ENOMEM : 0;
+    /* a Stream's halves: each its messages' pieces (at most EFAX_MAX_NICS a message) in tx's and rx's */
+    for (int h = 0; h < 2 && r->tx.x && r->rx.x; h++) {
+        r->txh[h].x = r->tx.x + (size_t)(h ? b->o.window / 2 : 0) * EFAX_MAX_NICS;
+        r->rxh[h].x = r->rx.x + (size_t)(h ? b->o.window / 2 : 0) * EFAX_MAX_NICS;
+    }
+    return rc ? rc : !r->tx.x || !r->rx.x || !r->lat ? -FI_ENOMEM : 0;
 }
 
 /* Variant v at one point of the sweep: rank 0 with each rank in turn. */
@@ -195,6 +272,7 @@ static int measure(run *r, int v) {
     r->wrong = 0;
     r->v = v;
     r->W = v == STREAM ? r->b.o.window : 1;
+    r->halves = v == STREAM && r->W >= 2 && !r->b.o.check;
     r->src = r->srcs[r->st.k];
     r->dst = r->dsts[r->st.k];
     efax_bench_variant(&r->b, &r->st, vname[v]); /* its own NIC counters and progress line */
