@@ -505,11 +505,12 @@ for p in "${PROVS[@]}"; do
     echo; echo "== fi_rma_bw-tcp (reference: -o writedata, 64 in flight)"
     grep -hE '^[0-9]' "$OUT/fi_rma_bw-tcp.txt"
   fi
-  # the message rate, 8 B - 64 KiB, $MR_W messages in flight on both sides: efax's write against
-  # fabtests' fi_rma_bw -o writedata (a window of writes with immediate data, then the target's
-  # ack: efax's write exchange), efax's sendrecv (its Stream) against fi_rdm_bw (untagged sends on
-  # an RDM endpoint, a window, then an ack: the same shape); $MR_ROUNDS interleaved rounds, each
-  # pair side by side; without the fabtests one round of efax alone
+  # the message rate, 8 B - 64 KiB, windows of $MR_W: efax's write against fabtests' fi_rma_bw -o
+  # writedata, efax's sendrecv (its Stream) against fi_rdm_bw (untagged sends on an RDM endpoint).
+  # fabtests' sender waits for its own completions after each window and hears nothing from the
+  # target until the end; efax's target confirms every window (write) or half window (Stream, the
+  # other half moving meanwhile). $MR_ROUNDS interleaved rounds, each pair side by side; without
+  # the fabtests one round of efax alone
   nr=$MR_ROUNDS; [ -n "$FI_RMA_BW$FI_RDM_BW" ] || nr=1
   for r in $(seq $nr); do
     mrate_pair write "$FI_RMA_BW" $p $r -o writedata || status=1

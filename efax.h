@@ -1124,8 +1124,8 @@ typedef struct efax_expect {
    peers may write. No-op for ordinary regions. */
 EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag);
 
-/* Announces the write w describes into e (any memory: every field is set from w) (w->to must
-   be this rank; w->dst is this rank's region; the writer's NIC count comes from
+/* Announces the write w describes into e (any memory: every field a later call reads is set from
+   w) (w->to must be this rank; w->dst is this rank's region; the writer's NIC count comes from
    efax_ctx_peer_nnics(w->from)). Returns 0 or a negative code. */
 EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w);
 
