@@ -27,8 +27,6 @@
 #include "efax_bench.h"
 
 enum { STREAM = 0, ROUNDTRIP = 1 };
-/* the confirmations of a Stream's halves: sendrecv runs no exchange, so the data tags are free */
-enum { TAG_ACK_HALF1 = EFAX_BENCH_TAG_DATA };
 
 /* Operations posted and not yet waited for. */
 typedef struct oplist {
@@ -100,7 +98,7 @@ static int post_half(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, i
     return post_range(r, send, peer, buf, seq, 0, h ? mid : 0, h ? r->W : mid,
                       send ? &r->txh[h] : &r->rxh[h]);
 }
-static int half_tag(int h) { return h ? (int)TAG_ACK_HALF1 : (int)EFAX_BENCH_TAG_ACK; }
+static int half_tag(int h) { return h ? EFAX_BENCH_TAG_ACK_HALF : EFAX_BENCH_TAG_ACK; }
 
 /* With -c, on rank k: the first n receives took each piece of the W messages of iteration seq exactly once
    (their immediate data names them). Returns the bytes of receives that did not. */
