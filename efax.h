@@ -6356,21 +6356,31 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__wait_end(efax_ctx *ctx, efax_xfer *x, uint
     return efax__settle_recvs(&x, 1, deadline, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
 }
 
+/* The waits' polls for one transfer, inline in each wait: until x is done (0), the context fails or
+   the timeout passes (the error, named). *spins, *busy and *w carry over from transfer to transfer
+   of one wait (efax__spin_tick's). */
+EFAX__HOT_INLINE int efax__poll_done(efax_ctx *ctx, efax_xfer *x, efax__spin *w, unsigned *spins,
+                                     unsigned *busy, int timeout_ms) {
+    int rc;
+    while (!x->done) {
+        if ((rc = efax__progress(ctx)) < 0) return rc == ctx->sticky_error ? efax__sticky(ctx, x) : rc;
+        *busy |= (unsigned)rc;
+        if ((++*spins & 15) == 0) {
+            if (efax__spin_tick(ctx, w, *spins, *busy, timeout_ms))
+                return efax__timeout_msg(ctx, x, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+            *busy = 0;
+        }
+    }
+    return 0;
+}
+
 /* efax_wait's loop: efax_wait_all's for one transfer, without the array's bookkeeping, which cost
    a ping-pong's answer ~40 instructions a round trip (a wait's frame holds what its polls keep). */
 EFAX_PRIVATE EFAX__NOINLINE int efax__wait_one(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
     efax__spin w; /* set by the first tick */
     unsigned spins = 0, busy = 0;
-    int rc;
-    while (!x->done) {
-        if ((rc = efax__progress(ctx)) < 0) return rc == ctx->sticky_error ? efax__sticky(ctx, x) : rc;
-        busy |= (unsigned)rc;
-        if ((++spins & 15) == 0) {
-            if (efax__spin_tick(ctx, &w, spins, busy, timeout_ms))
-                return efax__timeout_msg(ctx, x, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
-            busy = 0;
-        }
-    }
+    int rc = efax__poll_done(ctx, x, &w, &spins, &busy, timeout_ms);
+    if (rc) return rc;
     if (EFAX__LIKELY(!x->status && !ctx->sticky_error && !ctx->settling)) return 0;
     return efax__wait_end(ctx, x, spins >= 16 ? w.deadline : 0, timeout_ms);
 }
@@ -6420,15 +6430,7 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
     for (i = 0; i < n; i++) { /* in order: the first failure is the answer */
         efax_xfer *x = xs[i];
         if (!x) continue;
-        while (!x->done) {
-            if ((rc = efax__progress(ctx)) < 0) return rc == ctx->sticky_error ? efax__sticky(ctx, x) : rc;
-            busy |= (unsigned)rc;
-            if ((++spins & 15) == 0) {
-                if (efax__spin_tick(ctx, &w, spins, busy, timeout_ms))
-                    return efax__timeout_msg(ctx, x, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
-                busy = 0;
-            }
-        }
+        if ((rc = efax__poll_done(ctx, x, &w, &spins, &busy, timeout_ms))) return rc;
         if (EFAX__UNLIKELY(x->status) && !status) status = x->status;
     }
     if (status) return status;
