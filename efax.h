@@ -375,11 +375,13 @@ typedef struct efax_ctx_desc {
 
 /* Per-NIC traffic counters (this process, since init or efax_ctx_stats_reset). */
 typedef struct efax_nic_stats {
-    uint64_t tx_bytes, tx_ops; /* bytes and operations this NIC carried out */
-    uint64_t rx_bytes, rx_ops; /* receives, and remote writes with data that landed here (their
-                                  bytes once efax_expect_wait saw them land; rx_ops as each chunk
-                                  lands) */
-    uint64_t eagain;           /* posts the provider refused for now (-FI_EAGAIN) */
+    /* tx: what this NIC carried out; rx: receives, and remote writes with data that landed here
+       (their bytes once efax_expect_wait saw them land; rx_ops as each chunk lands). A count and
+       its bytes are apart: side by side, compilers pair their updates into vector instructions
+       that cost a message more than the two additions. */
+    uint64_t tx_bytes, rx_bytes;
+    uint64_t tx_ops, rx_ops;
+    uint64_t eagain; /* posts the provider refused for now (-FI_EAGAIN) */
 } efax_nic_stats;
 
 /* Which provider a context runs on: the one place efax tells providers apart by name
@@ -579,6 +581,7 @@ typedef struct efax_mr {
     void *stage_user;
     int (*settle)(void *user, int timeout_ms); /* efax_mr_desc.settle */
     void *settle_user;
+    bool direct; /* host memory without a staging hook: what a small send's or write's inject takes */
 } efax_mr;
 
 /* Registers desc->ptr[0..len) on every NIC with the rights desc->access asks for.
@@ -1296,7 +1299,8 @@ typedef struct efax__nic {
     struct fid_cq *cq;
     struct fid_av *av;
     struct fid_ep *ep;
-    struct fid_eq *eq; /* errors the provider cannot put on the CQ (efax__eq_read) */
+    struct fid_eq *eq;         /* errors the provider cannot put on the CQ (efax__eq_read) */
+    struct efax__route *route; /* to each peer from here: this NIC's row of ctx->route */
     uint8_t addr[EFAX__ADDR_MAX];
     size_t addrlen;
     int window, inflight;
@@ -1343,7 +1347,7 @@ struct efax_ctx {
     bool connected;
     int *peer_nnic;        /* [size] */
     char (*peer_host)[64]; /* [size] host of every rank, for messages */
-    efax__route *route;    /* [size * nnic] */
+    efax__route *route;    /* [nnic * size]: a NIC's routes together (efax__nic.route) */
     int *route_in;         /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
     int ntags;
     efax__imm_slot *imm;       /* [size * ntags] */
@@ -1363,6 +1367,8 @@ struct efax_ctx {
     char mem_note[192];   /* how device memory reaches the NICs, and why (efax_ctx_mem_note) */
     int sticky_error;     /* every later progress returns it: an endpoint error from an EQ, or an
                                   injected operation that failed after it was counted done */
+    int wait_slow;        /* sticky_error or settling: a finished wait's one load for "more to do"
+                                  (efax__wait_end) */
     efax__faults faults;  /* >>faults */
     efax_boot *boot;      /* whose collectives progress this context while they wait */
     uint64_t max_chunk;   /* efax_ctx_max_chunk */
@@ -2094,6 +2100,7 @@ EFAX_PRIVATE void efax__cq_plan(int entries, int ctrl, int *window, int *cq_size
 /* The context's sticky error (efax_progress): the first one stays; the next progress returns it. */
 EFAX_PRIVATE void efax__set_sticky(efax_ctx *ctx, int rc) {
     if (!ctx->sticky_error) ctx->sticky_error = rc;
+    ctx->wait_slow = 1;
     ctx->tick = 1;
 }
 
@@ -3988,6 +3995,7 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
     ctx->peer_host = (char(*)[64])calloc((size_t)size, 64);
     ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
+    for (i = 0; ctx->route && i < ctx->nnic; i++) ctx->nic[i].route = ctx->route + (size_t)i * (size_t)size;
     ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
     ctx->imm_nic =
         (uint32_t *)calloc((size_t)size * (size_t)ctx->ntags * (size_t)ctx->nnic, sizeof(uint32_t));
@@ -4024,8 +4032,8 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
                     return rc < 0 ? rc : -FI_EOTHER;
                 }
                 if (j == out) {
-                    ctx->route[(size_t)p * (size_t)ctx->nnic + (size_t)i].fa = fa;
-                    ctx->route[(size_t)p * (size_t)ctx->nnic + (size_t)i].rnic = j;
+                    n->route[p].fa = fa;
+                    n->route[p].rnic = j;
                 }
             }
         }
@@ -4077,7 +4085,11 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
     mr->stage_user = desc->stage_user;
     mr->settle = desc->settle;
     mr->settle_user = desc->settle_user;
-    if (mr->settle) ctx->settling++; /* efax_mr_dereg, also of a failed registration, takes it back */
+    mr->direct = desc->iface == FI_HMEM_SYSTEM && !desc->stage;
+    if (mr->settle) { /* efax_mr_dereg, also of a failed registration, takes it back */
+        ctx->settling++;
+        ctx->wait_slow = 1;
+    }
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
         uint64_t t0 = efax_now_ns();
@@ -4127,7 +4139,11 @@ EFAX_API void efax_mr_dereg(efax_mr *mr) {
     if (!mr) return;
     for (i = EFAX_MAX_NICS - 1; i >= 0; i--)
         if (mr->mr[i]) fi_close(&mr->mr[i]->fid);
-    if (mr->settle && mr->ctx) mr->ctx->settling--;
+    if (mr->settle && mr->ctx) {
+        efax_ctx *ctx = mr->ctx;
+        ctx->settling--;
+        ctx->wait_slow = ctx->settling || ctx->sticky_error;
+    }
     free(mr->remote);
     memset(mr, 0, sizeof *mr);
 }
@@ -5233,7 +5249,7 @@ EFAX_PRIVATE void efax__xfer_check_done(efax_xfer *x) {
 
 /* The route to peer's NIC matched with local NIC nic. */
 static inline const efax__route *efax__route_to(const efax_ctx *ctx, int peer, int nic) {
-    return &ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic];
+    return &ctx->nic[nic].route[peer];
 }
 
 /* Sends len bytes at buf to fa by inject, with immediate data when has_imm. */
@@ -5269,7 +5285,7 @@ EFAX_PRIVATE void efax__split_done(efax_ctx *ctx, efax__nic *n, efax_op *op);
    write, the remote one. Returns the peer's address on that NIC. */
 EFAX_PRIVATE fi_addr_t efax__op_fill(efax_ctx *ctx, efax_op *op, efax_xfer *x, int nic, uint64_t off,
                                      uint64_t len) {
-    const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)nic];
+    const efax__route *rt = efax__route_to(ctx, x->peer, nic);
     op->kind = EFAX__OPK_TX;
     op->x = x;
     op->nic = nic;
@@ -5367,7 +5383,7 @@ EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
         efax_xfer *x = op->x;
         int rc = 0;
         if (!x->status) {
-            const efax__route *rt = &ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic];
+            const efax__route *rt = efax__route_to(ctx, x->peer, op->nic);
             rc = op->split == EFAX__SPLIT_HALF
                      ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
                      : (int)efax__fi_inject_writedata(n, op->iov.iov_base, 0, x->imm, rt->fa, op->riov.addr,
@@ -5523,7 +5539,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
             /* the inject buffer is full: post it normally (its completion frees the space) */
         }
         if (n->split_min && len >= n->split_min && x->op == EFAX_OP_WRITE && x->has_imm && !x->cell_seq &&
-            x->lmr->iface == 0 && !x->lmr->stage && (x->rmr->remote[x->peer].flags & EFAX_RMR_HOST) &&
+            x->lmr->direct && (x->rmr->remote[x->peer].flags & EFAX_RMR_HOST) &&
             n->inflight + 2 <= n->window && !n->retry && !open) {
             rc = efax__post_split(ctx, n, s, len);
             if (rc == -FI_EAGAIN) {
@@ -5760,9 +5776,7 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
     }
     {
         efax_xfer *x = op->x;
-        int rnic = x->peer >= 0 && ctx->route
-                       ? ctx->route[(size_t)x->peer * (size_t)ctx->nnic + (size_t)op->nic].rnic
-                       : -1;
+        int rnic = x->peer >= 0 && ctx->route ? efax__route_to(ctx, x->peer, op->nic)->rnic : -1;
         if (x->peer >= 0)
             efax_log(ctx, 0,
                      "%s of %llu bytes to rank %d (%s) on NIC %s (peer NIC %d) failed: %s (provider: %s)",
@@ -5947,6 +5961,15 @@ EFAX__HOT_INLINE int efax__progress(efax_ctx *ctx) {
     return total;
 }
 
+/* efax__progress for a context of one NIC, as most ranks are (one per NIC, or one NIC for all):
+   without the walk over the NICs, whose bounds a wait's loop kept in registers it then had to spill. */
+EFAX__HOT_INLINE int efax__progress_one(efax_ctx *ctx, efax__nic *n) {
+    int rc;
+    if (EFAX__UNLIKELY(--ctx->tick == 0) && (rc = efax__progress_tick(ctx))) return rc;
+    if ((rc = efax__drain(ctx, n)) >= 0 && n->work) efax__nic_work(ctx, n);
+    return rc;
+}
+
 EFAX_API int efax_progress(efax_ctx *ctx) { return efax__progress(ctx); }
 
 /* The checks every post and wait makes: inline, one test each; what fails them goes to the cold
@@ -6065,7 +6088,6 @@ EFAX__API_INLINE int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc
     efax__nic *n;
     if ((rc = efax__check_peer(ctx, peer, nic)) || (rc = efax__check_local(ctx, mr, off, len, "send")))
         return rc;
-    if (EFAX__UNLIKELY(mr->stage != NULL) && (rc = efax__send_stage(ctx, s))) return rc;
     n = &ctx->nic[nic];
     /* A small send with nothing queued ahead of it on this NIC goes out at once by inject,
        without the queue: a ping-pong's answer is sent on its critical path, and the queue's
@@ -6073,7 +6095,7 @@ EFAX__API_INLINE int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc
        once, so x gets what a caller or a wait reads of a finished transfer (status, done, chunks;
        the kind and region efax_wait_all looks at), set before the inject so that few values live
        across the call: a refused inject takes the queue, which sets x anew and keeps the order. */
-    if (!n->pend_head && !n->retry && len <= n->info.inject_size && mr->iface == 0) {
+    if (!n->pend_head && !n->retry && len <= n->info.inject_size && mr->direct) {
         x->op = EFAX_OP_SEND;
         x->peer = peer;
         x->status = 0;
@@ -6082,13 +6104,14 @@ EFAX__API_INLINE int efax_send(efax_ctx *ctx, efax_xfer *x, const efax_send_desc
         x->len = len;
         x->chunks = 1;
         if (EFAX__LIKELY(efax__inject_send(n, (const uint8_t *)mr->ptr + off, len, s->has_imm, s->imm,
-                                           efax__route_to(ctx, peer, nic)->fa) == 0)) {
+                                           n->route[peer].fa) == 0)) {
             n->stats.tx_bytes += s->size;
             n->stats.tx_ops++;
             if (s->on_done) s->on_done(s->done_user, x);
             return 0;
         }
     }
+    if (EFAX__UNLIKELY(mr->stage != NULL) && (rc = efax__send_stage(ctx, s))) return rc;
     return efax__send_queued(ctx, x, s);
 }
 
@@ -6381,14 +6404,36 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__wait_one(efax_ctx *ctx, efax_xfer *x, int 
     unsigned spins = 0, busy = 0;
     int rc = efax__poll_done(ctx, x, &w, &spins, &busy, timeout_ms);
     if (rc) return rc;
-    if (EFAX__LIKELY(!x->status && !ctx->sticky_error && !ctx->settling)) return 0;
+    if (EFAX__LIKELY(!x->status && !ctx->wait_slow)) return 0;
+    return efax__wait_end(ctx, x, spins >= 16 ? w.deadline : 0, timeout_ms);
+}
+
+/* efax__wait_one on a context of one NIC, for a transfer not done yet: the same polls without the
+   walk over the NICs, which took two more registers than a call's loop can keep (a ping-pong's
+   answer paid ~15 instructions a round trip for it). */
+EFAX_PRIVATE EFAX__NOINLINE int efax__wait_nic(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
+    efax__nic *n = ctx->nic;
+    efax__spin w; /* set by the first tick */
+    unsigned spins = 0, busy = 0;
+    int rc;
+    do {
+        if ((rc = efax__progress_one(ctx, n)) < 0) return rc == ctx->sticky_error ? efax__sticky(ctx, x) : rc;
+        busy |= (unsigned)rc;
+        if ((++spins & 15) == 0) {
+            if (efax__spin_tick(ctx, &w, spins, busy, timeout_ms))
+                return efax__timeout_msg(ctx, x, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+            busy = 0;
+        }
+    } while (!x->done);
+    if (EFAX__LIKELY(!x->status && !ctx->wait_slow)) return 0;
     return efax__wait_end(ctx, x, spins >= 16 ? w.deadline : 0, timeout_ms);
 }
 
 EFAX__API_INLINE int efax_wait(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
     /* a transfer already done (an inject is, at once): its answer without a call */
-    if (EFAX__LIKELY(x->done && !x->status && !ctx->sticky_error && !ctx->settling)) return 0;
-    return x->done ? efax__wait_end(ctx, x, 0, timeout_ms) : efax__wait_one(ctx, x, timeout_ms);
+    if (EFAX__LIKELY(x->done && !x->status && !ctx->wait_slow)) return 0;
+    if (x->done) return efax__wait_end(ctx, x, 0, timeout_ms);
+    return ctx->nnic == 1 ? efax__wait_nic(ctx, x, timeout_ms) : efax__wait_one(ctx, x, timeout_ms);
 }
 
 /* efax_wait_all's last step where receives may land in regions with a settle hook: what landed in
@@ -6463,9 +6508,7 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     memcpy(msg, &imm, 4);
     memset(msg + 4, 0, 4);
     for (;;) {
-        rc = (int)efax__fi_tinjectdata(n, msg, sizeof msg, imm,
-                                       ctx->route[(size_t)peer * (size_t)ctx->nnic + (size_t)nic].fa,
-                                       EFAX__CTRL_TAG);
+        rc = (int)efax__fi_tinjectdata(n, msg, sizeof msg, imm, n->route[peer].fa, EFAX__CTRL_TAG);
         if (rc == 0) return 0;
         if (rc != -FI_EAGAIN) {
             efax_log(ctx, 0, "notify to rank %d (%s) on NIC %s failed: %s (%d)", peer, efax__host(ctx, peer),
@@ -6844,14 +6887,14 @@ EFAX__API_INLINE int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_de
     if (w->mode == EFAX_MODE_SINGLE && !w->ready && w->from == ctx->rank && ctx->connected &&
         (unsigned)peer < (unsigned)ctx->size && (unsigned)nic < (unsigned)ctx->nnic &&
         tag > EFAX_TAG_INTERNAL && tag < ctx->ntags && (w->chunk == 0 || w->chunk >= len) && src &&
-        src->ctx == ctx && src->iface == 0 && !src->stage && soff <= src->len && len <= src->len - soff &&
-        dst && dst->remote && dst->nremote == ctx->size) {
+        src->ctx == ctx && src->direct && soff <= src->len && len <= src->len - soff && dst && dst->remote &&
+        dst->nremote == ctx->size) {
         efax__nic *n = &ctx->nic[nic];
         const efax_rmr *rm = &dst->remote[peer];
         if (!n->pend_head && !n->retry && len <= n->info.inject_rma_size &&
             (rm->flags & (EFAX_RMR_WRITABLE | EFAX_RMR_STAGED)) == EFAX_RMR_WRITABLE && doff <= rm->len &&
             len <= rm->len - doff) {
-            const efax__route *rt = efax__route_to(ctx, peer, nic);
+            const efax__route *rt = &n->route[peer];
             /* efax_imm_encode's fields, in range: ranks and tags were checked at init and above */
             uint32_t imm = (uint32_t)ctx->rank << (EFAX_IMM_TAG_BITS + EFAX_IMM_SEQ_BITS) |
                            (uint32_t)tag << EFAX_IMM_SEQ_BITS | (w->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1));

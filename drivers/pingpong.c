@@ -100,6 +100,13 @@ static int pong(echo *e, uint64_t seq, bool last) {
     return rc ? rc : efax_wait(e->ctx, &e->s, -1);
 }
 
+/* The loop's clock: iteration it's ticks since the last stamp (warm-up iterations, it < 0, keep none). */
+static inline void stamp(uint64_t *prev, double *lat, int it) {
+    uint64_t t = efax_ticks();
+    if (it >= 0) lat[it] = (double)(t - *prev);
+    *prev = t;
+}
+
 /* Rank 0 without -c: the round trips back to back, one timestamp each (the loop tests/instr.sh
    counts against fi_pingpong's: the ping, the answer's receive, the wait and the clock, nothing
    else per iteration; SendRecv's is ping's with the first halves, the only ones without -c).
@@ -107,22 +114,24 @@ static int pong(echo *e, uint64_t seq, bool last) {
 static int ping_all(echo *e, int warm, int iters, double *lat) {
     efax_ctx *ctx = e->ctx;
     const efax_send_desc *sd = echo_send(e, 0);
-    uint64_t prev = efax_ticks(), t;
-    int rc = 0;
-    for (int it = -warm; it < iters && !rc; it++) {
-        if (e->variant == SENDRECV) {
-            rc = efax_send(ctx, &e->s, sd);
-            if (!rc) rc = efax_recv(ctx, &e->r, 0, e->rx, 0, e->size);
-            if (!rc) rc = efax_wait(ctx, &e->s, -1); /* injected: done already, no call */
-            if (!rc) rc = efax_wait(ctx, &e->r, -1);
-        } else {
+    uint64_t prev = efax_ticks();
+    int rc = 0, it;
+    if (e->variant != SENDRECV) {
+        for (it = -warm; it < iters && !rc; it++) {
             rc = ping(e, (uint64_t)(it + warm));
+            stamp(&prev, lat, it);
         }
-        t = efax_ticks();
-        if (it >= 0) lat[it] = (double)(t - prev);
-        prev = t;
+        return rc;
     }
-    return rc;
+    for (it = -warm; it < iters; it++) {
+        if ((rc = efax_send(ctx, &e->s, sd))) return rc;
+        if ((rc = efax_recv(ctx, &e->r, 0, e->rx, 0, e->size))) return rc;
+        /* injected: done already, no call */
+        if ((rc = efax_wait(ctx, &e->s, -1))) return rc;
+        if ((rc = efax_wait(ctx, &e->r, -1))) return rc;
+        stamp(&prev, lat, it);
+    }
+    return 0;
 }
 
 /* One size, one variant: warm-up, then timed round trips (ranks past 1 only join the record). */
