@@ -49,39 +49,43 @@ typedef struct run {
     int64_t wrong;               /* the bytes this rank found wrong in it */
 } run;
 
-/* Posts one piece of message m as a send to peer (from buf at off), or as a receive on the NIC it
-   arrives at. A send's immediate data is m << 8 | segment s, naming the piece. */
-static int post_piece(run *r, bool send, int peer, efax_buf *buf, uint64_t off, const efax_plan_seg *seg,
-                      uint64_t m, int s, oplist *l) {
-    efax_send_desc sd;
-    int nic;
-    if (!send) {
-        nic = efax_ctx_route_in(&r->b.ctx, peer, seg->nic);
-        return efax_recv(&r->b.ctx, &l->x[l->n++], nic, &buf->mr, off + seg->off, seg->len);
-    }
-    memset(&sd, 0, sizeof sd);
-    sd.to = peer;
-    sd.nic = seg->nic;
-    sd.src = &buf->mr;
-    sd.src_off = off + seg->off;
-    sd.size = seg->len;
-    sd.has_imm = true;
-    sd.imm = (uint32_t)m << 8 | (uint32_t)s;
-    return efax_send(&r->b.ctx, &l->x[l->n++], &sd);
+/* Posts one piece of message m, segment s, as a send (sd: its fixed fields; from offset off of its
+   source) onto list l. Its immediate data is m << 8 | s, naming the piece. */
+static int send_piece(run *r, efax_send_desc *sd, uint64_t off, const efax_plan_seg *seg, uint64_t m, int s,
+                      oplist *l) {
+    sd->nic = seg->nic;
+    sd->src_off = off + seg->off;
+    sd->size = seg->len;
+    sd->imm = (uint32_t)m << 8 | (uint32_t)s;
+    return efax_send(&r->b.ctx, &l->x[l->n++], sd);
 }
 
 /* Posts the sends (or, on the other side, the receives) of messages m0 .. m1-1 of iteration seq onto list
-   l, planned by the step's mode: message m is number seq * W + m in slot slot0 + m of buf. */
+   l, planned by the step's mode: message m is number seq * W + m in slot slot0 + m of buf. A receive
+   is posted on the NIC its piece arrives at. */
 static int post_range(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, int slot0, int m0, int m1,
                       oplist *l) {
     efax_plan_seg seg[EFAX_MAX_NICS];
+    int rnic[EFAX_MAX_NICS]; /* a receive's NIC: where the peer's NIC of its segment sends to */
+    efax_send_desc sd;
     int nn = send ? efax_ctx_nnics(&r->b.ctx) : efax_ctx_peer_nnics(&r->b.ctx, peer), rc = 0, ns = 0;
     bool same = r->st.mode == EFAX_MODE_SINGLE; /* every message planned alike: planned once */
+    memset(&sd, 0, sizeof sd);
+    sd.to = peer;
+    sd.src = &buf->mr;
+    sd.has_imm = true;
     for (uint64_t m = (uint64_t)m0; m < (uint64_t)m1 && !rc; m++) {
         uint64_t off = ((uint64_t)slot0 + m) * r->st.size;
-        if (m == (uint64_t)m0 || !same)
+        if (m == (uint64_t)m0 || !same) {
             ns = efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg);
-        for (int s = 0; s < ns && !rc; s++) rc = post_piece(r, send, peer, buf, off, &seg[s], m, s, l);
+            for (int s = 0; s < ns && !send; s++) rnic[s] = efax_ctx_route_in(&r->b.ctx, peer, seg[s].nic);
+        }
+        if (send) {
+            for (int s = 0; s < ns && !rc; s++) rc = send_piece(r, &sd, off, &seg[s], m, s, l);
+            continue;
+        }
+        for (int s = 0; s < ns && !rc; s++)
+            rc = efax_recv(&r->b.ctx, &l->x[l->n++], rnic[s], &buf->mr, off + seg[s].off, seg[s].len);
     }
     return rc;
 }
