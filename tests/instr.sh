@@ -25,8 +25,8 @@
 # run executed it more, rounded (fi_pingpong's fi_inject is refused now and then, and it retries
 # after polling its transmit queue: that rounds away), its poll loop (pp_get_cq_comp) once per round
 # trip. Polls: each wait's calls into libfabric, its CQ reads (efax: efax_progress's body is inline in
-# efax_wait_all, efax_wait's loop (efax__wait_one) and efax_wait_imm, so a poll is no call of efax_progress),
-# of libfabric from pp_get_cq_comp.
+# efax_wait_all, efax_wait's loops (efax__wait_one; efax__wait_nic on one NIC) and efax_wait_imm, so
+# a poll is no call of efax_progress), of libfabric from pp_get_cq_comp.
 # fi_pingpong with symbols (pp_* named): this libfabric's bin (make test LIBFABRIC=... puts it on
 # PATH), else one of tests/libfabric.sh's prefixes; Debian's is stripped. Its count is the same
 # program's wherever it runs; without one the comparison is skipped and efax's bounds still hold.
