@@ -41,9 +41,13 @@
 # memcpy rate and at 256 MiB at least 75% of the memcpy ceiling. Then the message rate (Mmsg/s) at
 # 8 B - 64 KiB with 64 messages in flight on both sides, on each provider, in 3 interleaved rounds:
 # efax's write beside fabtests' fi_rma_bw -o writedata and efax's sendrecv (Stream) beside
-# fi_rdm_bw, the paired ratio (median over the rounds of efax / fabtests in the same round) with its
-# spread; ok when the paired median is at least 1. Without fabtests (Debian's libfabric-bin has
-# fi_pingpong alone) efax's rate is printed alone.
+# fi_rdm_bw, each with the tool's footprint: fi_rma_bw writes each message of its window to its own
+# offset, as efax's write does; fi_rdm_bw sends every one from and into the same bytes, so efax's
+# sendrecv runs with --one-slot (with a slot each, 64 messages of 64 KiB span 4 MiB a side and fall
+# out of this VM's 4 MiB L2: ~0.6x at 32-64 KiB on shm, measured). The paired ratio (median over
+# the rounds of efax / fabtests in the same round) with its spread; ok when the paired median is at
+# least 1. Without fabtests (Debian's libfabric-bin has fi_pingpong alone) efax's rate is printed
+# alone.
 # With --lab and no driver: tcp WRITE between the lab's first two hosts (one rail), efax's write
 # (64 and 1 in flight) beside fi_rma_bw -o writedata (64 in flight), interleaved, twice.
 # Each run leaves its log, .jsonl, .csv, the exact commands and PNG plots in the results folder.
@@ -463,9 +467,10 @@ fi_rate() {
 # mrate_pair EFAX_DRIVER TOOL PROVIDER ROUND [TOOL_ARGS...]: one round of the message rate: efax's
 # driver over the same sizes with the same window, and the tool (when found), efax first in odd rounds
 mrate_pair() {
-  local drv=$1 tool=$2 p=$3 r=$4 rc=0; shift 4
+  local drv=$1 tool=$2 p=$3 r=$4 rc=0 slots=(); shift 4
+  [ "$drv" = write ] || slots=(--one-slot) # the tool's footprint (see the top)
   if [ -n "$tool" ] && [ $((r % 2)) = 0 ]; then fi_rate "${tool##*/}-$p.r$r" "$tool" "$p" "$@"; fi
-  run "mrate-$drv-$p.r$r" "$drv" --provider "$p" -b 8 -e 64K -f 4 --window "$MR_W" \
+  run "mrate-$drv-$p.r$r" "$drv" --provider "$p" -b 8 -e 64K -f 4 --window "$MR_W" "${slots[@]}" \
     -n $(($(mr_msgs "$p") / MR_W)) -w 2 --quiet || rc=1
   if [ -n "$tool" ] && [ $((r % 2)) = 1 ]; then fi_rate "${tool##*/}-$p.r$r" "$tool" "$p" "$@"; fi
   return $rc
@@ -507,9 +512,9 @@ for p in "${PROVS[@]}"; do
   fi
   # the message rate, 8 B - 64 KiB, windows of $MR_W: efax's write against fabtests' fi_rma_bw -o
   # writedata, efax's sendrecv (its Stream) against fi_rdm_bw (untagged sends on an RDM endpoint).
-  # fabtests' sender waits for its own completions after each window and hears nothing from the
-  # target until the end; efax's target confirms every window (write) or half window (Stream, the
-  # other half moving meanwhile). $MR_ROUNDS interleaved rounds, each pair side by side; without
+  # fabtests' sender waits for its own completions after each window, then for the target's
+  # message; efax's target confirms every window (write) or half window (Stream, the other half
+  # moving meanwhile). $MR_ROUNDS interleaved rounds, each pair side by side; without
   # the fabtests one round of efax alone
   nr=$MR_ROUNDS; [ -n "$FI_RMA_BW$FI_RDM_BW" ] || nr=1
   for r in $(seq $nr); do
@@ -546,6 +551,7 @@ mrate_summary() {
     return
   fi
   echo "-- $p: message rate, efax $drv ($var) vs $label, $MR_W in flight, 8 B - 64 KiB, Mmsg/s (10^6 messages/s):"
+  [ "$drv" = write ] || echo "   efax with --one-slot: its $MR_W messages from and into the same bytes, as $name's (and osu_mbw_mr's)"
   echo "   best of $MR_ROUNDS interleaved rounds each; paired: the median over the rounds of efax / $name in the same"
   echo "   round, spread: the lowest and highest of those ratios; ok when the paired median is at least 1"
   for r in $(seq $MR_ROUNDS); do

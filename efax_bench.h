@@ -66,6 +66,7 @@ typedef struct efax_opts {
     double line_gbps_env;        /* $EFAX_LINE_GBPS, read by efax_opts_parse (0: unset) */
     int timeout_ms;              /* --timeout MS */
     int window;                  /* --window N: messages in flight per iteration */
+    bool one_slot;               /* --one-slot: every message from and into a buffer's first slot */
     uint64_t chunk;              /* --chunk BYTES: most bytes one post carries (0: efax_ctx_chunk) */
     double duration_s;           /* --duration S: repeat the sweep until S seconds passed */
     const char *mem;             /* --mem host,pin,dma (efax_cuda.h builds) */
@@ -385,6 +386,12 @@ EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode);
    efax_ctx_chunk. After efax_bench_connect. */
 EFAX_API uint64_t efax_bench_chunk(const efax_bench *b, const efax_mem_ops *kind, int from, int to);
 
+/* Where slot `slot` of a buffer of messages of `size` bytes begins: slot * size, or 0 with
+   --one-slot (every message in flight then reads and lands on the same bytes, the cache footprint
+   of fabtests' fi_rdm_bw and of osu_mbw_mr: one message, not a window of them; fi_rma_bw writes
+   each message of its window to its own offset, as efax does by default). Pure. */
+EFAX_API uint64_t efax_bench_slot_off(const efax_bench *b, uint64_t slot, uint64_t size);
+
 /* For experiments whose writers 0..writers-1 each time their own iterations at once (write
    --targets pairs): gathers every rank's `iters` times (lat, microseconds; collective), leaves in
    lat on rank 0 the slowest writer's time of each iteration (an iteration lasts as long as its
@@ -457,11 +464,12 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
        -c: check and clear what landed, tell each writer                             (untimed)
    Message m of an iteration from rank f to rank t leaves f's source at slot s = (per_target ?
    t * msgs + m : m) and lands in t's destination at slot (per_writer ? f * msgs + m : m), slots
-   being the step's message size apart; its bytes are the pattern of (f, seq << 24 | s), so that
-   a byte of another iteration, writer or message shows; it rotates over the NICs from index
-   seq * msgs + f + s; its tag is EFAX_BENCH_TAG_DATA + m, plus msgs for each memory kind before
-   its own (unconfirmed: twice as many, alternating by iteration). EFAX_BENCH_TAG_ACK_HALF is for a
-   driver that confirms in halves (sendrecv's Stream: the second half's word).
+   being the step's message size apart (all at 0 with --one-slot: efax_bench_slot_off); its bytes
+   are the pattern of (f, seq << 24 | s), so that a byte of another iteration, writer or message
+   shows; it rotates over the NICs from index seq * msgs + f + s; its tag is
+   EFAX_BENCH_TAG_DATA + m, plus msgs for each memory kind before its own (unconfirmed: twice as
+   many, alternating by iteration). EFAX_BENCH_TAG_ACK_HALF is for a driver that confirms in
+   halves (sendrecv's Stream: the second half's word).
    (The exchange confirming in halves too, a writer starting each half of the next iteration on the
    half's word, was measured against one word per iteration: no faster on tcp or shm at 8 B - 32 KiB,
    pinned, three interleaved rounds; 26 more own instructions per write. Not kept.) */
@@ -825,6 +833,9 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
                    "fail any wait longer than this (default 30000)");
         EFAXB__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 250, NULL, "N",
                    "messages in flight per iteration (default 1)");
+        EFAXB__OPT("one-slot", 0, EFAX_OPT_FLAG, &o->one_slot, 0, 0, NULL, NULL,
+                   "every message in flight from and into the same bytes, as fi_rdm_bw and osu_mbw_mr "
+                   "send theirs (not with -c)");
         EFAXB__OPT("chunk", 0, EFAX_OPT_SIZE, &o->chunk, 64, 1073741824.0, NULL, "SIZE",
                    "most bytes one post carries (default " EFAX_CHUNK_POLICY ")");
         EFAXB__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S",
@@ -1277,9 +1288,9 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         }
     }
     efaxb__cat(r->meta, sizeof r->meta, &u,
-               ",\"huge_pages\":%s,\"window\":%d,\"chunk\":%llu,\"check\":%s,\"command\":",
-               ctx && efax_ctx_huge_pages(ctx) ? "true" : "false", o->window, (unsigned long long)o->chunk,
-               o->check ? "true" : "false");
+               ",\"huge_pages\":%s,\"window\":%d,\"one_slot\":%s,\"chunk\":%llu,\"check\":%s,\"command\":",
+               ctx && efax_ctx_huge_pages(ctx) ? "true" : "false", o->window, o->one_slot ? "true" : "false",
+               (unsigned long long)o->chunk, o->check ? "true" : "false");
     {
         char cmd[1024];
         size_t cu = 0;
@@ -1333,11 +1344,12 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
             else if (n->link_gbps > 0)
                 printf(" (link %.3g Gbps)", n->link_gbps);
         }
-        printf("\n# memory %s%s, window %d, chunk %s, check %s, size %s..%s x%g\n", memory,
+        printf("\n# memory %s%s, window %d%s, chunk %s, check %s, size %s..%s x%g\n", memory,
                !ctx || !strstr(memory, "host") ? ""
                : efax_ctx_huge_pages(ctx)      ? " (huge pages from 2M)"
                                                : " (4K pages)",
-               o->window, o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (" EFAX_CHUNK_POLICY ")",
+               o->window, o->one_slot ? " (one slot)" : "",
+               o->chunk ? efax_fmt_size(o->chunk, cs, sizeof cs) : "auto (" EFAX_CHUNK_POLICY ")",
                o->check ? "every byte" : "off", efax_fmt_size(o->min_size, sz, sizeof sz),
                efax_fmt_size(o->max_size, tbuf, sizeof tbuf), o->factor);
         if (ctx && efax_ctx_mem_note(ctx)[0]) printf("# device memory: %s\n", efax_ctx_mem_note(ctx));
@@ -2071,6 +2083,9 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
     if (d->xchg && d->xchg->window_iterations && b->o.window > EFAX_BUF_MARKS)
         return efax_bench_usage(b, "--window %d: at most %d iterations in flight", b->o.window,
                                 EFAX_BUF_MARKS);
+    if (b->o.one_slot && b->o.check)
+        return efax_bench_usage(b, "--one-slot with -c: every message lands on the same bytes, so -c "
+                                   "could not tell one from another; drop --one-slot to check");
     if (d->xchg && d->xchg->window_iterations && b->o.window > 1 && b->o.check)
         return efax_bench_usage(
             b,
@@ -2272,6 +2287,10 @@ EFAX_API uint64_t efax_bench_chunk(const efax_bench *b, const efax_mem_ops *kind
     return b->o.chunk ? b->o.chunk : efax_ctx_chunk(&b->ctx, kind, from, to);
 }
 
+EFAX_API uint64_t efax_bench_slot_off(const efax_bench *b, uint64_t slot, uint64_t size) {
+    return b->o.one_slot ? 0 : slot * size;
+}
+
 /* Gathers every rank's `iters` times (collective). On rank 0: lat[it] becomes the slowest rank's
    time of iteration it, and *all (free it) every rank's times, rank r's at all + r*iters; NULL
    elsewhere. Returns 0, -FI_ENOMEM or the bootstrap's error. */
@@ -2453,9 +2472,9 @@ EFAX_PRIVATE const efax_write_desc *efaxb__msg(const efaxb__xstep *x, efax_write
     w->from = f;
     w->to = t;
     w->src = &x->src->mr;
-    w->src_off = efaxb__sslot(x, t, m) * x->size;
+    w->src_off = efax_bench_slot_off(x->b, efaxb__sslot(x, t, m), x->size);
     w->dst = &x->dst->mr;
-    w->dst_off = efaxb__dslot(x, f, m) * x->size;
+    w->dst_off = efax_bench_slot_off(x->b, efaxb__dslot(x, f, m), x->size);
     w->size = x->size;
     w->mode = x->st->mode;
     w->chunk = efax_bench_chunk(x->b, x->st->kind, f, t);
@@ -2552,8 +2571,8 @@ EFAX_PRIVATE int efaxb__start(const efaxb__xstep *x, uint64_t seq, bool *posted)
     if (p && nw && !(rc = p->post(p->user, b->xw, nw))) *posted = true;
     for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(&b->ctx, &xs[i], &b->xw[i], NULL);
     for (int m = 0; x->self && m < x->msgs && !rc; m++)
-        efax_buf_copy(x->dst, efaxb__dslot(x, x->me, m) * x->size, x->src,
-                      efaxb__sslot(x, x->me, m) * x->size, x->size);
+        efax_buf_copy(x->dst, efax_bench_slot_off(b, efaxb__dslot(x, x->me, m), x->size), x->src,
+                      efax_bench_slot_off(b, efaxb__sslot(x, x->me, m), x->size), x->size);
     return rc;
 }
 

@@ -75,7 +75,7 @@ static int post_range(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, 
     sd.src = &buf->mr;
     sd.has_imm = true;
     for (uint64_t m = (uint64_t)m0; m < (uint64_t)m1 && !rc; m++) {
-        uint64_t off = ((uint64_t)slot0 + m) * r->st.size;
+        uint64_t off = efax_bench_slot_off(&r->b, (uint64_t)slot0 + m, r->st.size);
         if (m == (uint64_t)m0 || !same) {
             ns = efax_plan(r->st.size, nn, r->st.mode, seq * (uint64_t)r->W + m, 0, 0, seg);
             for (int s = 0; s < ns && !send; s++) rnic[s] = efax_ctx_route_in(&r->b.ctx, peer, seg[s].nic);

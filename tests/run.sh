@@ -796,6 +796,32 @@ t fault/wrong-bytes-all2all-exit-1  120 wrong_bytes all2all 3 4 -b 64K -e 4M -f 
 t fault/wrong-bytes-incast-exit-1   120 wrong_bytes incast 3 8 -b 64K -e 4M -f 4 -n 3 --mode single,split
 t bench/wrong-bytes-exit-1          300 bench_wrong
 
+# --- --one-slot: every message in flight reads and lands on the same bytes (fabtests' and OSU's
+# footprint). corrupt_shim (harmless without -c) says where in a buffer tcp delivered each span: with
+# --one-slot every span lies in the first 64 KiB slot; without, the window's 8 slots are used
+one_slot() {
+  local d os log hi want
+  shim || return $?
+  for d in sendrecv write; do
+    for os in --one-slot ""; do
+      log=$LOGS/one-slot-$d${os:+-1}
+      want=false; [ -z "$os" ] || want=true
+      $MPIRUN_STR -np 2 -x LD_PRELOAD="$PWD/$B/corrupt_shim.so" -x EFAX_SHIM_CORRUPT=100000 \
+        "$B/$d" --provider tcp -b 64K -e 64K --window 8 -n 4 -w 0 $os --quiet --json "$log.jsonl" \
+        >"$log.log" 2>&1 || { cat "$log.log"; return 1; }
+      hi=$(sed -n 's/^corrupt_shim: .*(buffer +\([0-9]*\))$/\1/p' "$log.log" | sort -n | tail -1)
+      [ -n "$hi" ] || { echo "$d $os: the shim saw no span land in a buffer: the test proves nothing"; return 1; }
+      jq -e -s --argjson one "$want" 'all(.[]; .run.one_slot == $one)' "$log.jsonl" >/dev/null ||
+        { echo "$d $os: run.one_slot is not $want"; return 1; }
+      if [ -n "$os" ] && [ "$hi" -ge 65536 ]; then echo "$d --one-slot: a span landed at +$hi, past the first slot"; return 1; fi
+      if [ -z "$os" ] && [ "$hi" -lt 65536 ]; then echo "$d: every span landed in the first slot without --one-slot"; return 1; fi
+      echo "$d ${os:-(8 slots)}: spans up to +$hi"
+    done
+  done
+}
+export -f one_slot
+t tcp/one-slot 180 one_slot
+
 # --- bench.sh: a progress line on a terminal only, and a results page that shows every plot
 bench_progress() {
   local out=$LOGS/bench-progress
@@ -849,6 +875,7 @@ bad_rows() {
     "$B/bootstrap|--timeout x|--timeout" "$B/bootstrap|-b 1|unknown option" "$B/info|--memcpy 1|--memcpy" \
     "$B/info|--bogus|unknown option" "$B/xfer_test|--window 0|--window" \
     "$B/all2all|--window 17|at most 16 iterations" "$B/all2all|-c --window 4|--window 4 with -c" \
+    "$B/sendrecv|-c --one-slot|--one-slot with -c" "$B/write|--one-slot -c|--one-slot with -c" \
     "env EFAX_LINE_GBPS=fast $B/write|-n 1|EFAX_LINE_GBPS" "env EFAX_LINE_GBPS=-1 $B/write|-n 1|EFAX_LINE_GBPS" \
     "env EFAX_TIMEOUT_MS=abc $B/write|-n 1|EFAX_TIMEOUT_MS" "$B/write|--cuda-api --no-cuda-api|contradict" "env EFAX_GDR_FLUSH=2 $B/write|-n 1|EFAX_GDR_FLUSH" "env EFAX_EFA_UNSOLICITED_WRITE_RECV=yes $B/write|-n 1|EFAX_EFA_UNSOLICITED_WRITE_RECV" "env EFAX_HUGE_PAGES=2 $B/write|-n 1|EFAX_HUGE_PAGES" "env EFAX_SHM_SPLIT=-4 $B/pingpong|-n 1|EFAX_SHM_SPLIT" "env EFAX_TIMEOUT_MS=0 $B/sendrecv|-n 1|EFAX_TIMEOUT_MS" \
     "env EFAX_FAULTS=bogus $B/write|-n 1|EFAX_FAULTS='bogus'" "env EFAX_FAULTS=reorder:x $B/pingpong|-n 1|EFAX_FAULTS" \

@@ -96,6 +96,16 @@ static void test_options(void) {
                 sizeof err) == 0);
     CHECK(o.min_size == 1 && o.modes == 15 && !strcmp(o.provider, "tcp") && !strcmp(o.nics, "a,b") &&
           o.quiet);
+    CHECK(!o.one_slot);
+    CHECK(parse(&o, "--window 8 --one-slot", err, sizeof err) == 0 && o.one_slot && o.window == 8);
+    {
+        /* slot 3 of 100-byte messages: at 300, or at 0 with --one-slot (the exchange and sendrecv) */
+        static efax_bench b;
+        b.o = o;
+        CHECK(efax_bench_slot_off(&b, 3, 100) == 0);
+        b.o.one_slot = false;
+        CHECK(efax_bench_slot_off(&b, 3, 100) == 300 && efax_bench_slot_off(&b, 0, 100) == 0);
+    }
     /* rejected, each with a message naming the option */
     static const struct {
         const char *line, *must;
