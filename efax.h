@@ -5596,6 +5596,31 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     return posted;
 }
 
+/* Segment s (its transfer's first post) goes out at once when it is one chunk, nothing is queued
+   ahead of it on NIC n and the window has room, the provider taking it; else it joins the queue,
+   which posts it in turn (by inject where small, split, in cells, when ready). Through the queue's
+   general loop a ping-pong at 4 KiB on tcp (no inject) cost 616 own instructions a round trip,
+   this way 516 (fi_pingpong's: ~236). s->x is set as for the queue. */
+EFAX_PRIVATE void efax__post_or_queue(efax_ctx *ctx, efax__nic *n, efax_seg *s) {
+    efax_xfer *x = s->x;
+    efax_op *op = n->free_ops;
+    bool wr = x->op == EFAX_OP_WRITE;
+    if (!n->pend_head && !n->retry && op && n->inflight < n->window && s->len <= x->chunk && !x->ready &&
+        !x->cell_seq && !(wr && x->lmr->stage) && !(n->split_min && wr && s->len >= n->split_min) &&
+        (s->len > (wr ? n->info.inject_rma_size : n->info.inject_size) || x->lmr->iface != 0) &&
+        efax__post_tx(ctx, n, s, s->len, x->imm, op, false) == 0) {
+        n->free_ops = op->next;
+        n->inflight++;
+        x->pending++;
+        s->posted = s->len;
+        x->unposted--;
+        return;
+    }
+    efax__seg_push(&n->pend_head, &n->pend_tail, s);
+    n->work = true;
+    efax__post_nic(ctx, n);
+}
+
 /* Posts receive x on NIC n (index nic) with operation op (n->free_ops); the caller takes op from
    the pool when the provider took it. fi_recv takes the buffer itself: op keeps no iovec. */
 static inline int efax__recv_post(efax__nic *n, efax_xfer *x, efax_op *op, int nic) {
@@ -6075,9 +6100,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__send_queued(efax_ctx *ctx, efax_xfer *x, c
     x->imm = s->imm;
     x->on_done = s->on_done;
     x->done_user = s->done_user;
-    efax__seg_push(&n->pend_head, &n->pend_tail, &x->seg[0]);
-    n->work = true;
-    efax__post_nic(ctx, n);
+    efax__post_or_queue(ctx, n, &x->seg[0]);
     return 0;
 }
 
@@ -6245,10 +6268,14 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
         s->x = x;
         s->posted = 0;
         s->completed = 0; /* an empty segment still goes out: one 0-byte chunk carrying the immediate data */
+        if (nseg == 1) break;
         efax__seg_push(&ctx->nic[s->nic].pend_head, &ctx->nic[s->nic].pend_tail, s);
         ctx->nic[s->nic].work = true;
     }
-    for (i = 0; i < nseg; i++) efax__post_nic(ctx, &ctx->nic[x->seg[i].nic]);
+    if (nseg == 1) /* one segment (one NIC: most writes) may go out at once */
+        efax__post_or_queue(ctx, &ctx->nic[x->seg[0].nic], &x->seg[0]);
+    else
+        for (i = 0; i < nseg; i++) efax__post_nic(ctx, &ctx->nic[x->seg[i].nic]);
     return 0;
 }
 
