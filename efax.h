@@ -6207,6 +6207,70 @@ EFAX__API_INLINE int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_
    w->dst->remote[w->to] at dst_off + seg.off through seg.nic, in posts of at most w->chunk bytes
    (a staged target's cells), each carrying imm; a staged source copies out in cells of unit
    bytes. Checks the whole range against both registered windows first. */
+/* The immediate data of write w: efax_imm_encode's fields, known to be in range (ranks and tags
+   checked at init and by efax_write's fast path). */
+static inline uint32_t efax__write_imm(const efax_ctx *ctx, const efax_write_desc *w) {
+    return (uint32_t)ctx->rank << (EFAX_IMM_TAG_BITS + EFAX_IMM_SEQ_BITS) |
+           (uint32_t)w->tag << EFAX_IMM_SEQ_BITS | (w->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1));
+}
+
+/* What a write of desc w in x->nseg segments of at most `chunk` bytes a post, `chunks` posts in
+   all, sets of x beside its segments. */
+EFAX_PRIVATE void efax__write_fields(efax_xfer *x, const efax_write_desc *w, uint32_t imm, uint64_t chunk,
+                                     uint32_t chunks) {
+    x->op = EFAX_OP_WRITE;
+    x->peer = w->to;
+    x->status = 0;
+    x->done = false;
+    x->has_imm = true;
+    x->imm = imm;
+    x->ready = w->ready;
+    x->ready_user = w->ready_user;
+    x->on_done = w->on_done;
+    x->done_user = w->done_user;
+    x->lmr = w->src;
+    x->loff = w->src_off;
+    x->rmr = w->dst;
+    x->roff = w->dst_off;
+    x->len = w->size;
+    x->chunk = chunk;
+    x->pending = 0;
+    x->unposted = (uint32_t)x->nseg;
+    x->chunks = chunks;
+}
+
+EFAX_PRIVATE EFAX__NOINLINE int efax__write_planned(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *desc,
+                                                    uint32_t *chunks);
+
+/* A write of host memory on one NIC, too large to inject, with nothing queued ahead of it there
+   (efax_write checked its desc): in one chunk (and not one efax__post_nic splits), x is set as the
+   general path sets it, in one segment, and posted at once or queued (efax__post_or_queue);
+   otherwise it takes the general path. Skips the desc's copy and checks, the plan and the segment
+   loop: tcp, 4 KiB, 64 in flight, 669 -> 446 own instructions per write. */
+EFAX_PRIVATE EFAX__NOINLINE int efax__write_now(efax_ctx *ctx, efax__nic *n, efax_xfer *x,
+                                                const efax_write_desc *w, uint32_t *chunks) {
+    efax_seg *s = &x->seg[0];
+    uint32_t imm = efax__write_imm(ctx, w);
+    uint64_t chunk = efax_chunk_clamp(w->chunk, ctx->max_chunk);
+    if (w->size > chunk || (n->split_min && w->size >= n->split_min))
+        return efax__write_planned(ctx, x, w, chunks);
+    x->rx_len = 0;
+    x->rx_data = 0;
+    x->rx_has_data = false;
+    x->cell_seq = false;
+    x->nseg = 1;
+    efax__write_fields(x, w, imm, chunk, 1);
+    s->nic = w->nic;
+    s->off = 0;
+    s->len = w->size;
+    s->x = x;
+    s->posted = 0;
+    s->completed = 0;
+    efax__post_or_queue(ctx, n, s);
+    if (chunks) *chunks = 1;
+    return 0;
+}
+
 EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *w, uint64_t stage_unit,
                                   uint32_t imm) {
     const efax_mr *lmr = w->src, *rmr = w->dst;
@@ -6234,25 +6298,7 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
             return -EFAX_E_BOUNDS;
         }
     }
-    x->op = EFAX_OP_WRITE;
-    x->peer = peer;
-    x->status = 0;
-    x->done = false;
-    x->has_imm = true;
-    x->imm = imm;
-    x->ready = w->ready;
-    x->ready_user = w->ready_user;
-    x->on_done = w->on_done;
-    x->done_user = w->done_user;
-    x->lmr = lmr;
-    x->loff = loff;
-    x->rmr = rmr;
-    x->roff = roff;
-    x->len = len;
-    x->chunk = chunk;
-    x->pending = 0;
-    x->unposted = (uint32_t)nseg;
-    x->chunks = (uint32_t)chunks;
+    efax__write_fields(x, w, imm, chunk, (uint32_t)chunks);
     if (lmr->stage) { /* a staged source: copy it out cell by cell; each chunk waits for its cells */
         int src = lmr->stage->out_begin(lmr->stage_user, loff, len, stage_unit);
         if (src) {
@@ -6920,13 +6966,14 @@ EFAX__API_INLINE int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_de
         dst->nremote == ctx->size) {
         efax__nic *n = &ctx->nic[nic];
         const efax_rmr *rm = &dst->remote[peer];
-        if (!n->pend_head && !n->retry && len <= n->info.inject_rma_size &&
+        if (!n->pend_head && !n->retry &&
             (rm->flags & (EFAX_RMR_WRITABLE | EFAX_RMR_STAGED)) == EFAX_RMR_WRITABLE && doff <= rm->len &&
             len <= rm->len - doff) {
             const efax__route *rt = &n->route[peer];
-            /* efax_imm_encode's fields, in range: ranks and tags were checked at init and above */
-            uint32_t imm = (uint32_t)ctx->rank << (EFAX_IMM_TAG_BITS + EFAX_IMM_SEQ_BITS) |
-                           (uint32_t)tag << EFAX_IMM_SEQ_BITS | (w->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1));
+            uint32_t imm;
+            /* too large to inject: posted in one chunk, at once unless the NIC's queue must take it */
+            if (len > n->info.inject_rma_size) return efax__write_now(ctx, n, x, w, chunks);
+            imm = efax__write_imm(ctx, w);
             /* what a caller or a wait reads of a finished write (as efax_send's inject sets it) */
             x->op = EFAX_OP_WRITE;
             x->peer = peer;
