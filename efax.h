@@ -6202,11 +6202,6 @@ EFAX__API_INLINE int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_
     return efax__recv_queued(ctx, x, nic);
 }
 
-/* Starts the write of the segments efax_write planned into x->seg, as w (resolved by
-   efax__write_desc) describes it: bytes [src_off + seg.off, +seg.len) of w->src go to
-   w->dst->remote[w->to] at dst_off + seg.off through seg.nic, in posts of at most w->chunk bytes
-   (a staged target's cells), each carrying imm; a staged source copies out in cells of unit
-   bytes. Checks the whole range against both registered windows first. */
 /* The immediate data of write w: efax_imm_encode's fields, known to be in range (ranks and tags
    checked at init and by efax_write's fast path). */
 static inline uint32_t efax__write_imm(const efax_ctx *ctx, const efax_write_desc *w) {
@@ -6271,6 +6266,11 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__write_now(efax_ctx *ctx, efax__nic *n, efa
     return 0;
 }
 
+/* Starts the write of the segments efax_write planned into x->seg, as w (resolved by
+   efax__write_desc) describes it: bytes [src_off + seg.off, +seg.len) of w->src go to
+   w->dst->remote[w->to] at dst_off + seg.off through seg.nic, in posts of at most w->chunk bytes
+   (a staged target's cells), each carrying imm; a staged source copies out in cells of unit
+   bytes. Checks the whole range against both registered windows first. */
 EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *w, uint64_t stage_unit,
                                   uint32_t imm) {
     const efax_mr *lmr = w->src, *rmr = w->dst;
