@@ -44,7 +44,8 @@
 # fi_rdm_bw, each with the tool's footprint: fi_rma_bw writes each message of its window to its own
 # offset, as efax's write does; fi_rdm_bw sends every one from and into the same bytes, so efax's
 # sendrecv runs with --one-slot (with a slot each, 64 messages of 64 KiB span 4 MiB a side and fall
-# out of this VM's 4 MiB L2: ~0.6x at 32-64 KiB on shm, measured). The paired ratio (median over
+# out of this VM's 4 MiB L2: ~0.6x at 32-64 KiB on shm, measured); both with the same messages a
+# size, ~0.2-0.6 s of them (mr_msgs: shorter runs measured this VM's stalls). The paired ratio (median over
 # the rounds of efax / fabtests in the same round) with its spread; ok when the paired median is at
 # least 1. Without fabtests (Debian's libfabric-bin has fi_pingpong alone) efax's rate is printed
 # alone.
@@ -440,19 +441,26 @@ fi_pp() {
   wait "$server" 2>/dev/null
 }
 
-# fi_rate NAME TOOL PROVIDER [ARGS...]: a fabtests bandwidth tool (fi_rma_bw, fi_rdm_bw) over the
-# message-rate sizes ($MR_SIZES), $MR_W in flight, MSGS($PROVIDER) messages per size, both ends
-# here; one run with a size list where the tool takes one (-S l:..., fabtests 1.19 on), else one
-# run per size. The client's output goes to $OUT/NAME.txt.
+# The message-rate sizes in three groups, each run with as many messages as take ~0.2-0.6 s a size
+# here: runs of 1000 windows (~15 ms at 8 B on shm) were decided by whether one of this VM's 4 ms
+# stalls (a vCPU not scheduled) fell into them: efax / fi_rma_bw at 8 B read 0.24-1.70 over 14
+# rounds of 64,000 messages, 0.92-1.04 over 5 rounds of 1,280,000. mr_msgs PROVIDER GROUP: the count.
+MR_GROUPS=("8 32 128" "512 2048" "8192 32768 65536") MR_W=64 MR_ROUNDS=3
+mr_msgs() {
+  local shm=(1280000 640000 128000) tcp=(128000 64000 25600)
+  if [ "$1" = shm ]; then echo "${shm[$2]}"; else echo "${tcp[$2]}"; fi
+}
+# fi_rate NAME TOOL PROVIDER GROUP [ARGS...]: a fabtests bandwidth tool (fi_rma_bw, fi_rdm_bw) over
+# the sizes of message-rate group GROUP, $MR_W in flight, mr_msgs messages a size, both ends here;
+# one run with a size list where the tool takes one (-S l:..., fabtests 1.19 on), else one run per
+# size. The client's output is appended to $OUT/NAME.txt.
 FI_RDM_BW=$(command -v fi_rdm_bw || true)
-MR_SIZES="8 32 128 512 2048 8192 32768 65536" MR_W=64 MR_ROUNDS=3
-mr_msgs() { [ "$1" = shm ] && echo 64000 || echo 12800; }   # ~0.1-2 s a size for each tool here
 fi_rate() {
-  local name=$1 tool=$2 prov=$3 port server s sizes args; shift 3
-  if "$tool" -h 2>&1 | grep -q 'l:1,'; then sizes=("l:${MR_SIZES// /,}"); else read -ra sizes <<<"$MR_SIZES"; fi
+  local name=$1 tool=$2 prov=$3 g=$4 port server s sizes args list=${MR_GROUPS[$4]}; shift 4
+  if "$tool" -h 2>&1 | grep -q 'l:1,'; then sizes=("l:${list// /,}"); else read -ra sizes <<<"$list"; fi
   for s in "${sizes[@]}"; do
     port=$((20000 + RANDOM % 12000))
-    args=(-p "$prov" "$@" -W "$MR_W" -S "$s" -I "$(mr_msgs "$prov")" -E="$port")
+    args=(-p "$prov" "$@" -W "$MR_W" -S "$s" -I "$(mr_msgs "$prov" "$g")" -E="$port")
     echo "${tool##*/} ${args[*]} & ${tool##*/} ${args[*]} 127.0.0.1" >>"$OUT/commands.txt"
     # shellcheck disable=SC2046
     timeout 300 $(pin 1) "$tool" "${args[@]}" >>"$OUT/$name.server.txt" 2>&1 &
@@ -464,15 +472,21 @@ fi_rate() {
     wait "$server" 2>/dev/null
   done
 }
-# mrate_pair EFAX_DRIVER TOOL PROVIDER ROUND [TOOL_ARGS...]: one round of the message rate: efax's
-# driver over the same sizes with the same window, and the tool (when found), efax first in odd rounds
+# mrate_pair EFAX_DRIVER TOOL PROVIDER ROUND [TOOL_ARGS...]: one round of the message rate: for each
+# size group, efax's driver over its sizes with the same window and count, and the tool (when
+# found), efax first in odd rounds; efax's rows of the round gathered in mrate-DRIVER-PROVIDER.rROUND.jsonl
 mrate_pair() {
-  local drv=$1 tool=$2 p=$3 r=$4 rc=0 slots=(); shift 4
+  local drv=$1 tool=$2 p=$3 r=$4 rc=0 slots=() g sz; shift 4
   [ "$drv" = write ] || slots=(--one-slot) # the tool's footprint (see the top)
-  if [ -n "$tool" ] && [ $((r % 2)) = 0 ]; then fi_rate "${tool##*/}-$p.r$r" "$tool" "$p" "$@"; fi
-  run "mrate-$drv-$p.r$r" "$drv" --provider "$p" -b 8 -e 64K -f 4 --window "$MR_W" "${slots[@]}" \
-    -n $(($(mr_msgs "$p") / MR_W)) -w 2 --quiet || rc=1
-  if [ -n "$tool" ] && [ $((r % 2)) = 1 ]; then fi_rate "${tool##*/}-$p.r$r" "$tool" "$p" "$@"; fi
+  : >"$OUT/mrate-$drv-$p.r$r.jsonl"
+  for g in "${!MR_GROUPS[@]}"; do
+    read -ra sz <<<"${MR_GROUPS[$g]}"
+    if [ -n "$tool" ] && [ $((r % 2)) = 0 ]; then fi_rate "${tool##*/}-$p.r$r" "$tool" "$p" "$g" "$@"; fi
+    run "mrate-$drv-$p.r$r.g$g" "$drv" --provider "$p" -b "${sz[0]}" -e "${sz[-1]}" -f 4 --window "$MR_W" \
+      "${slots[@]}" -n $(($(mr_msgs "$p" "$g") / MR_W)) -w 20 --quiet || rc=1
+    cat "$OUT/mrate-$drv-$p.r$r.g$g.jsonl" >>"$OUT/mrate-$drv-$p.r$r.jsonl" 2>/dev/null
+    if [ -n "$tool" ] && [ $((r % 2)) = 1 ]; then fi_rate "${tool##*/}-$p.r$r" "$tool" "$p" "$g" "$@"; fi
+  done
   return $rc
 }
 
