@@ -12,7 +12,8 @@
    of the next iteration as soon as the same half of this one is confirmed, so that at most --window
    messages are unconfirmed and the link never idles for a confirmation's round trip (osu_mbw_mr and
    fabtests' fi_rdm_bw confirm each whole window and wait for it: bw_tx_comp's ft_rx); an iteration's
-   time runs from the end of the one before. With -c every iteration stands alone (its bytes are checked between them).
+   time runs from the end of the one before. With -c every iteration stands alone (its bytes are
+   checked between them).
 
    cc -O2 -I. drivers/sendrecv.c -o sendrecv $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda \
