@@ -1142,6 +1142,13 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms);
    (efax_buf_marked) while later ones keep moving. Staged regions: efax_expect_wait. */
 EFAX_API int efax_expect_arrived(efax_ctx *ctx, efax_expect *e, int timeout_ms);
 
+/* efax_expect_wait for each of the n writes es[0..n) announce, in order, with one timeout for all
+   of them (counted from this call): for a target that awaits a batch (a window of small writes, a
+   layer's pages). A write that already landed in an ordinary region is taken without a wait's
+   setup or a clock read. Returns 0 or the first failure (the writes after it stay announced:
+   wait for them again). Thread safety: as efax_expect_wait. */
+EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int timeout_ms);
+
 // >>gpu wire (what efax_cuda.h decodes from GPUs and peers) ------------------------------------
 
 /* efax_cuda.h's GPU producers push proxy commands of EFAX_CMD_WORDS 64-bit words, and ranks on
@@ -7193,19 +7200,37 @@ EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_d
 /* A write that landed: each local NIC's rx_bytes gets what the plan put on it. */
 EFAX_PRIVATE void efax__credit_rx(efax_ctx *ctx, const efax_expect *e) {
     int i;
+    if (ctx->nnic == 1) { /* the common case, without the loop's two tests a NIC */
+        ctx->nic[0].stats.rx_bytes += e->on_nic_bytes[0];
+        return;
+    }
     for (i = 0; i < ctx->nnic && i < EFAX_MAX_NICS; i++) ctx->nic[i].stats.rx_bytes += e->on_nic_bytes[i];
+}
+
+/* e's chunks no longer count against the NICs' completion queues (efax_expect_write added them). */
+EFAX_PRIVATE void efax__unexpect(efax_ctx *ctx, efax_expect *e) {
+    int i;
+    e->active = false;
+    if (ctx->nnic == 1) {
+        ctx->nic[0].expecting -= e->on_nic[0];
+        return;
+    }
+    for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting -= e->on_nic[i];
+}
+
+/* All of e's chunks arrived already (a stream of small writes: nearly always) and its sequence is
+   clean: as efax__wait_imm's first round would find it. */
+static inline bool efax__expect_landed(const efax_ctx *ctx, const efax_expect *e, const efax__imm_slot *sl) {
+    return sl->count >= e->count && sl->seq == (e->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1)) && !sl->stale &&
+           !ctx->sticky_error;
 }
 
 /* efax_expect_wait's and efax_expect_arrived's for ordinary regions: the chunks, then settle or not. */
 EFAX_PRIVATE int efax__expect_chunks(efax_ctx *ctx, efax_expect *e, int timeout_ms, bool settle) {
-    int i, rc;
+    int rc;
     efax__imm_slot *sl = &ctx->imm[(size_t)e->peer * (size_t)ctx->ntags + (size_t)e->tag];
-    e->active = false;
-    for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting -= e->on_nic[i];
-    /* all of it arrived already (a stream of small writes: nearly always): taken without the wait's
-       setup, as efax__wait_imm's first round would take it */
-    if (sl->count >= e->count && sl->seq == (e->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1)) && !sl->stale &&
-        !ctx->sticky_error) {
+    efax__unexpect(ctx, e);
+    if (efax__expect_landed(ctx, e, sl)) { /* taken without the wait's setup */
         sl->count -= e->count;
         rc = 0;
     } else
@@ -7251,6 +7276,29 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     e->active = false;
     if (!e->status && !rc) efax__credit_rx(ctx, e);
     return e->status ? e->status : rc;
+}
+
+EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int timeout_ms) {
+    uint64_t deadline;
+    int i, rc = 0;
+    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
+    deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (i = 0; i < n && !rc; i++) {
+        efax_expect *e = &es[i];
+        efax__imm_slot *sl;
+        /* landed in an ordinary region that needs no settling: efax__expect_chunks' fast path, inline
+           (shm, 8 B, 64 a window: the target's own instructions a write 397 -> 325) */
+        if (e->active && !e->mr->stage && !e->mr->settle &&
+            efax__expect_landed(ctx, e,
+                                sl = &ctx->imm[(size_t)e->peer * (size_t)ctx->ntags + (size_t)e->tag])) {
+            efax__unexpect(ctx, e);
+            sl->count -= e->count;
+            efax__credit_rx(ctx, e);
+            continue;
+        }
+        rc = efax_expect_wait(ctx, e, efax__remaining_ms(deadline));
+    }
+    return rc;
 }
 
 

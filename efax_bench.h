@@ -2523,6 +2523,8 @@ EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
         for (int m = 0; m < x->msgs && !rc; m++)
             rc = efax_expect_write(ctx, &x->b->ex[i * x->msgs + m],
                                    efaxb__msg_seq(x, &in[i * x->msgs + m], m, seq));
+    if (settle)
+        return rc ? rc : efax_expect_wait_all(ctx, x->b->ex, x->nfrom * x->msgs, efax_ctx_timeout_ms(ctx));
     for (int i = 0; i < x->nfrom * x->msgs && !rc; i++) {
         uint64_t now = efax_now_ns();
         int left = now < deadline ? (int)((deadline - now) / 1000000ull) : 0;

@@ -206,7 +206,7 @@ int main(int argc, char **argv) {
             }
             if (!rc) rc = efax_boot_barrier(&boot, -1);
             if (!rc) usleep(300000);
-            for (int p = 1; p < n && p <= 256 && !rc; p++) rc = efax_expect_wait(&ctx, &ex[p - 1], -1);
+            if (!rc) rc = efax_expect_wait_all(&ctx, ex, n - 1 < 256 ? n - 1 : 256, -1); /* one timeout */
             for (int p = 1; p < n && !rc; p++)
                 wrong +=
                     efax_pattern_check((uint8_t *)dst.ptr + part * (uint64_t)(p - 1), part, 0, p, 7, NULL);
@@ -291,7 +291,7 @@ int main(int argc, char **argv) {
             efax_poison(dst.ptr, 65536);
             rc = efax_expect_write(&ctx, &ex,
                                    ring_write(&w, 0, me, &src.mr, &dst.mr, EFAX_MODE_SINGLE, 1, 65536, 0));
-            if (!rc) rc = efax_expect_wait(&ctx, &ex, 5000);
+            if (!rc) rc = efax_expect_wait_all(&ctx, &ex, 1, 5000); /* the batch's wait names it too */
             printf("xfer_test: rank 1's wait for it ended with: %s (%d)\n", efax_strerror(rc), rc);
             reported = rc != 0;
             landed = rc == 0;
