@@ -2455,10 +2455,18 @@ EFAX_PRIVATE uint64_t efaxb__dslot(const efaxb__xstep *x, int f, int m) {
 /* The pattern iteration of the bytes in source slot s in iteration seq. */
 EFAX_PRIVATE uint64_t efaxb__pattern(uint64_t seq, uint64_t s) { return seq << 24 | s; }
 
-/* Message m (in w, as efaxb__msg described it) becomes iteration seq's: what changes with it. */
-EFAX_PRIVATE efax_write_desc *efaxb__msg_seq(const efaxb__xstep *x, efax_write_desc *w, int m, uint64_t seq) {
+/* The tag of iteration seq's message 0: the tag sets take turns by iteration. Once an iteration,
+   not once a message: a 64-bit division costs tens of cycles, a small message a few hundred. */
+EFAX_PRIVATE int efaxb__tag_base(const efaxb__xstep *x, uint64_t seq) {
+    return x->tag0 + (x->tag_sets > 1 ? (int)(seq % (uint64_t)x->tag_sets) * x->tag_stride : 0);
+}
+
+/* Message m (in w, as efaxb__msg described it) becomes iteration seq's, whose message 0 has tag
+   tag_base (efaxb__tag_base): what changes with it. */
+EFAX_PRIVATE efax_write_desc *efaxb__msg_seq(const efaxb__xstep *x, efax_write_desc *w, int m, uint64_t seq,
+                                             int tag_base) {
     w->index = seq * (uint64_t)x->msgs + (uint64_t)w->from + efaxb__sslot(x, w->to, m);
-    w->tag = x->tag0 + (x->tag_sets > 1 ? (int)(seq % (uint64_t)x->tag_sets) * x->tag_stride : 0) + m;
+    w->tag = tag_base + m;
     w->seq = (uint32_t)seq;
     return w;
 }
@@ -2478,7 +2486,7 @@ EFAX_PRIVATE const efax_write_desc *efaxb__msg(const efaxb__xstep *x, efax_write
     w->size = x->size;
     w->mode = x->st->mode;
     w->chunk = efax_bench_chunk(x->b, x->st->kind, f, t);
-    return efaxb__msg_seq(x, w, m, seq);
+    return efaxb__msg_seq(x, w, m, seq, efaxb__tag_base(x, seq));
 }
 
 /* How long a writer waits for a target's confirmation: longer than the target waits for the
@@ -2518,11 +2526,11 @@ EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
     efax_ctx *ctx = &x->b->ctx;
     efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b); /* efaxb__describe's */
     uint64_t deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
-    int rc = 0;
+    int rc = 0, tag_base = efaxb__tag_base(x, seq);
     for (int i = 0; i < x->nfrom && !rc; i++)
         for (int m = 0; m < x->msgs && !rc; m++)
             rc = efax_expect_write(ctx, &x->b->ex[i * x->msgs + m],
-                                   efaxb__msg_seq(x, &in[i * x->msgs + m], m, seq));
+                                   efaxb__msg_seq(x, &in[i * x->msgs + m], m, seq, tag_base));
     if (settle)
         return rc ? rc : efax_expect_wait_all(ctx, x->b->ex, x->nfrom * x->msgs, efax_ctx_timeout_ms(ctx));
     for (int i = 0; i < x->nfrom * x->msgs && !rc; i++) {
@@ -2567,9 +2575,9 @@ EFAX_PRIVATE int efaxb__start(const efaxb__xstep *x, uint64_t seq, bool *posted)
     efax_bench *b = x->b;
     const efax_bench_poster *p = x->mv->poster;
     efax_xfer *xs = b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
-    int rc = 0, nw = 0;
+    int rc = 0, nw = 0, tag_base = efaxb__tag_base(x, seq);
     for (int i = 0; i < x->nto; i++)
-        for (int m = 0; m < x->msgs; m++) efaxb__msg_seq(x, &b->xw[nw++], m, seq);
+        for (int m = 0; m < x->msgs; m++) efaxb__msg_seq(x, &b->xw[nw++], m, seq, tag_base);
     if (p && nw && !(rc = p->post(p->user, b->xw, nw))) *posted = true;
     for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(&b->ctx, &xs[i], &b->xw[i], NULL);
     for (int m = 0; x->self && m < x->msgs && !rc; m++)
