@@ -39,7 +39,7 @@
 # summary compares them, one verdict per line: ping-pong within 2% of fi_pingpong at every size;
 # tcp write at least 1.1x fi_rma_bw at 64 KiB - 4 MiB; shm write at 16 MiB at least the in-cache
 # memcpy rate and at 256 MiB at least 75% of the memcpy ceiling. Then the message rate (Mmsg/s) at
-# 8 B - 64 KiB with 64 messages in flight on both sides, on each provider, in 3 interleaved rounds:
+# 8 B - 64 KiB with 64 messages in flight on both sides, on each provider, in 5 interleaved rounds:
 # efax's write beside fabtests' fi_rma_bw -o writedata and efax's sendrecv (Stream) beside
 # fi_rdm_bw, each with the tool's footprint: fi_rma_bw writes each message of its window to its own
 # offset, as efax's write does; fi_rdm_bw sends every one from and into the same bytes, so efax's
@@ -445,7 +445,7 @@ fi_pp() {
 # here: runs of 1000 windows (~15 ms at 8 B on shm) were decided by whether one of this VM's 4 ms
 # stalls (a vCPU not scheduled) fell into them: efax / fi_rma_bw at 8 B read 0.24-1.70 over 14
 # rounds of 64,000 messages, 0.92-1.04 over 5 rounds of 1,280,000. mr_msgs PROVIDER GROUP: the count.
-MR_GROUPS=("8 32 128" "512 2048" "8192 32768 65536") MR_W=64 MR_ROUNDS=3
+MR_GROUPS=("8 32 128" "512 2048" "8192 32768 65536") MR_W=64 MR_ROUNDS=5
 mr_msgs() {
   local shm=(1280000 640000 128000) tcp=(128000 64000 25600)
   if [ "$1" = shm ]; then echo "${shm[$2]}"; else echo "${tcp[$2]}"; fi
