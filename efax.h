@@ -5183,8 +5183,9 @@ EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeou
 #define EFAX__HOT_INLINE static inline
 #define EFAX__NOINLINE
 #endif
-/* The posts every message makes (efax_send, efax_recv) and efax_wait's test for a transfer already
-   done: in C with GCC or clang their definitions are inline, so that a caller compiled with the
+/* The posts every message makes (efax_send, efax_recv, efax_write), a target's announcement of
+   each write (efax_expect_write) and efax_wait's test for a transfer already done: in C with GCC
+   or clang their definitions are inline, so that a caller compiled with the
    implementation (EFAX_IMPLEMENTATION in the same file, as the drivers are) runs them without a
    call, a frame and argument passing, and with what it passes as constants folded in. (The waits
    stay out of line: their polls are what tests/instr.sh counts as calls of a wait into libfabric,
@@ -7148,7 +7149,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__expect_planned(efax_ctx *ctx, efax_expect 
     return 0;
 }
 
-EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w) {
+EFAX__API_INLINE int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w) {
     const efax_mr *dst = w->dst;
     uint64_t size = w->size, doff = w->dst_off, chunk;
     int peer = w->from, nic = w->nic, writer_nnic, here, i;
