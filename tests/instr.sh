@@ -42,7 +42,7 @@ B=${EFAX_BUILD:-build}
 # (docs/journal.md has the figures).
 BOUND_RT=${EFAX_INSTR_BOUND_RT:-239}
 BOUND_W=${EFAX_INSTR_BOUND_W:-198}
-BOUND_T=${EFAX_INSTR_BOUND_T:-335} # per landed write: a few percent above this commit's ~325
+BOUND_T=${EFAX_INSTR_BOUND_T:-320} # per landed write: a few percent above this commit's ~307
 W1=200 W2=1200 # the short and the long loop (round trips; write: a tenth of them, 64 writes each)
 command -v valgrind >/dev/null || { echo "skipped: no valgrind (apt-get install valgrind)"; exit 77; }
 command -v python3 >/dev/null || { echo "skipped: no python3 (tests/cg_own.py reads the profiles)"; exit 77; }
