@@ -2525,19 +2525,19 @@ EFAX_PRIVATE void efaxb__fill(const efaxb__xstep *x, uint64_t seq) {
 EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
     efax_ctx *ctx = &x->b->ctx;
     efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b); /* efaxb__describe's */
-    uint64_t deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
+    uint64_t deadline;
     int rc = 0, tag_base = efaxb__tag_base(x, seq);
     for (int i = 0; i < x->nfrom && !rc; i++)
         for (int m = 0; m < x->msgs && !rc; m++)
             rc = efax_expect_write(ctx, &x->b->ex[i * x->msgs + m],
                                    efaxb__msg_seq(x, &in[i * x->msgs + m], m, seq, tag_base));
-    if (settle)
+    if (settle) /* the batch's one timeout counts from here */
         return rc ? rc : efax_expect_wait_all(ctx, x->b->ex, x->nfrom * x->msgs, efax_ctx_timeout_ms(ctx));
+    deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
     for (int i = 0; i < x->nfrom * x->msgs && !rc; i++) {
         uint64_t now = efax_now_ns();
         int left = now < deadline ? (int)((deadline - now) / 1000000ull) : 0;
-        rc =
-            settle ? efax_expect_wait(ctx, &x->b->ex[i], left) : efax_expect_arrived(ctx, &x->b->ex[i], left);
+        rc = efax_expect_arrived(ctx, &x->b->ex[i], left);
     }
     return rc;
 }
