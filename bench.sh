@@ -47,8 +47,9 @@
 # out of this VM's 4 MiB L2: ~0.6x at 32-64 KiB on shm, measured); both with the same messages a
 # size, ~0.2-0.6 s of them (mr_msgs: shorter runs measured this VM's stalls). The paired ratio (median over
 # the rounds of efax / fabtests in the same round) with its spread; ok when the paired median is at
-# least 1. Without fabtests (Debian's libfabric-bin has fi_pingpong alone) efax's rate is printed
-# alone.
+# least 1. Without fabtests (Debian's libfabric-bin has fi_pingpong alone; tests/libfabric.sh
+# fabtests-1.17.0.tar.bz2 fabtests builds its line's, then PATH=PREFIX/bin:$PATH) efax's rate is
+# printed alone.
 # With --lab and no driver: tcp WRITE between the lab's first two hosts (one rail), efax's write
 # (64 and 1 in flight) beside fi_rma_bw -o writedata (64 in flight), interleaved, twice.
 # Each run leaves its log, .jsonl, .csv, the exact commands and PNG plots in the results folder.
@@ -453,21 +454,26 @@ mr_msgs() {
 # fi_rate NAME TOOL PROVIDER GROUP [ARGS...]: a fabtests bandwidth tool (fi_rma_bw, fi_rdm_bw) over
 # the sizes of message-rate group GROUP, $MR_W in flight, mr_msgs messages a size, both ends here;
 # one run with a size list where the tool takes one (-S l:..., fabtests 1.19 on), else one run per
-# size. The client's output is appended to $OUT/NAME.txt.
-FI_RDM_BW=$(command -v fi_rdm_bw || true)
+# size. Each end gets its own source port (-B): fabtests 1.17's shm names an endpoint after it, and
+# two ends on the default one collide (the second fails in fi_endpoint or fi_enable). The client's
+# output is appended to $OUT/NAME.txt.
+# SEND/RECV's tool: fi_rdm_bw (untagged sends on an RDM endpoint, as efax's sendrecv makes), new in
+# fabtests 1.22; before it fi_rdm_tagged_bw, the same loop with tagged sends.
+FI_RDM_BW=$(command -v fi_rdm_bw || command -v fi_rdm_tagged_bw || true)
 fi_rate() {
-  local name=$1 tool=$2 prov=$3 g=$4 port server s sizes args list=${MR_GROUPS[$4]}; shift 4
+  local name=$1 tool=$2 prov=$3 g=$4 port src server s sizes args list=${MR_GROUPS[$4]}; shift 4
   if "$tool" -h 2>&1 | grep -q 'l:1,'; then sizes=("l:${list// /,}"); else read -ra sizes <<<"$list"; fi
   for s in "${sizes[@]}"; do
     port=$((20000 + RANDOM % 12000))
+    src=$((32000 + RANDOM % 16000))
     args=(-p "$prov" "$@" -W "$MR_W" -S "$s" -I "$(mr_msgs "$prov" "$g")" -E="$port")
-    echo "${tool##*/} ${args[*]} & ${tool##*/} ${args[*]} 127.0.0.1" >>"$OUT/commands.txt"
+    echo "${tool##*/} ${args[*]} -B $src & ${tool##*/} ${args[*]} -B $((src + 1)) 127.0.0.1" >>"$OUT/commands.txt"
     # shellcheck disable=SC2046
-    timeout 300 $(pin 1) "$tool" "${args[@]}" >>"$OUT/$name.server.txt" 2>&1 &
+    timeout 300 $(pin 1) "$tool" "${args[@]}" -B "$src" >>"$OUT/$name.server.txt" 2>&1 &
     server=$!
     wait_listen "" "$port" || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; return 1; }
     # shellcheck disable=SC2046
-    timeout 300 $(pin 0) "$tool" "${args[@]}" 127.0.0.1 >>"$OUT/$name.txt" 2>&1
+    timeout 300 $(pin 0) "$tool" "${args[@]}" -B $((src + 1)) 127.0.0.1 >>"$OUT/$name.txt" 2>&1
     kill "$server" 2>/dev/null
     wait "$server" 2>/dev/null
   done
@@ -558,8 +564,9 @@ mrate_summary() {
   echo
   if [ -z "$tool" ]; then
     echo "-- $p: $drv message rate, $MR_W in flight, Mmsg/s: no ${label%% *} (fabtests) here to compare with (Debian's"
-    echo "   libfabric-bin has fi_pingpong alone: tests/libfabric.sh TARBALL builds libfabric with its fabtests; then"
-    echo "   ./bench.sh --libfabric PREFIX, or fabtests of this libfabric on PATH); efax alone, one round:"
+    echo "   libfabric-bin has fi_pingpong alone: tests/libfabric.sh TARBALL builds libfabric with its fabtests, then"
+    echo "   ./bench.sh --libfabric PREFIX; tests/libfabric.sh fabtests-X.tar.bz2 fabtests builds this libfabric's line's,"
+    echo "   then PATH=PREFIX/bin:\$PATH ./bench.sh); efax alone, one round:"
     printf '%10s %14s\n' size "efax Mmsg/s"
     efax_rate_table "$OUT/mrate-$drv-$p.r1.jsonl" "$var" | sort -n | awk '{ printf "%10d %14.4f\n", $1, $2 }'
     return
@@ -621,7 +628,7 @@ done
 # the message rate, efax beside fabtests, per provider (mrate_pair's runs)
 for p in "${PROVS[@]}"; do
   mrate_summary "$p" write "Single" "$FI_RMA_BW" "fi_rma_bw -o writedata -W $MR_W"
-  mrate_summary "$p" sendrecv "Single Stream" "$FI_RDM_BW" "fi_rdm_bw -W $MR_W"
+  mrate_summary "$p" sendrecv "Single Stream" "$FI_RDM_BW" "$(basename "${FI_RDM_BW:-fi_rdm_bw}") -W $MR_W"
 done
 if printf '%s\n' "${PROVS[@]}" | grep -qx tcp; then
   echo

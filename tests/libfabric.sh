@@ -3,12 +3,20 @@
 # cache keyed by the tarball's checksum and the build options, so a second call only prints it.
 #
 #   tests/libfabric.sh TARBALL [cpu|cuda]    prints the prefix on stdout (the last line)
+#   tests/libfabric.sh TARBALL fabtests      fabtests alone, against the libfabric installed here
 #
 #   cpu   (default) tcp, rxm, shm, sm2, and efa when rdma-core's headers are there
 #         (libibverbs-dev): efa builds and answers "no device" here, which is what a program
 #         sees on a machine without EFA
 #   cuda  everything the tarball builds by default, --with-cuda=$CUDA_HOME (default
 #         /usr/local/cuda): the GPU machine
+#   fabtests  only the benchmarks, built against the libfabric pkg-config finds (Debian's 1.17:
+#         libfabric-dev), from a fabtests release tarball (fabtests-1.17.0.tar.bz2, GitHub's
+#         ofiwg/libfabric releases; a git archive of its fabtests/ works too) or a libfabric
+#         tarball's fabtests/. Take a release of that libfabric's own line: fabtests use the API
+#         of their release (2.6.0's do not build against 1.17). Then PATH=$prefix/bin:$PATH
+#         ./bench.sh compares with them on that libfabric (Debian's libfabric-bin has fi_pingpong
+#         alone).
 # Both also build the tarball's fabtests (fi_rma_bw, fi_rdm_bw, ...: libfabric's own benchmarks,
 # which bench.sh compares efax with) into the same prefix, once ($prefix/.fabtests; a prefix
 # built before that gets them on the next call). A fabtests build that fails is reported and
@@ -22,12 +30,19 @@ tarball=${1:?usage: tests/libfabric.sh TARBALL [cpu|cuda]}
 flavour=${2:-cpu}
 [ -f "$tarball" ] || { echo "libfabric.sh: no such tarball: $tarball" >&2; exit 2; }
 tarball=$(realpath "$tarball")
-case $flavour in cpu|cuda) ;; *) echo "libfabric.sh: flavour '$flavour': use cpu or cuda" >&2; exit 2 ;; esac
+case $flavour in cpu|cuda|fabtests) ;; *) echo "libfabric.sh: flavour '$flavour': use cpu, cuda or fabtests" >&2; exit 2 ;; esac
 cuda=${CUDA_HOME:-/usr/local/cuda}
 jobs=$(nproc)
 
 opts=(--disable-static --enable-debug=no)
-if [ "$flavour" = cpu ]; then
+if [ "$flavour" = fabtests ]; then
+  system=$(pkg-config --variable=prefix libfabric 2>/dev/null) || {
+    echo "libfabric.sh: fabtests builds against the libfabric installed here, and pkg-config finds none:" \
+      "apt-get install libfabric-dev" >&2
+    exit 2
+  }
+  opts=(--with-libfabric="$system" "libfabric $(pkg-config --modversion libfabric)") # the cache key
+elif [ "$flavour" = cpu ]; then
   opts+=(--enable-only --enable-tcp --enable-rxm --enable-shm --enable-sm2)
   [ -f /usr/include/infiniband/efadv.h ] && opts+=(--enable-efa)
 else
@@ -36,18 +51,28 @@ else
 fi
 
 sum=$( { sha256sum <"$tarball" | cut -c1-16; echo "${opts[*]}"; } | sha256sum | cut -c1-12)
-name=$(basename "$tarball" .tar.gz)
+name=$(basename "$tarball")
+name=${name%.tar.*}
 cache=${EFAX_CACHE:-${HOME:-/tmp}/.cache/efax}
 prefix=$cache/$name-$flavour-$sum
-# fabtests (fabtests/ of the same tarball) into $prefix; 0 when they are there
+# fabtests_src DIR: where the unpacked tarball's fabtests are: its fabtests/ (a libfabric tarball),
+# else its top folder when that is fabtests (a fabtests tarball: benchmarks/ and common/ in it)
+fabtests_src() {
+  local d
+  d=$(find "$1" -mindepth 2 -maxdepth 2 -type d -name fabtests | head -n 1)
+  [ -n "$d" ] || d=$(find "$1" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+  [ -n "$d" ] && [ -d "$d/benchmarks" ] && [ -d "$d/common" ] && echo "$d"
+}
+# fabtests (fabtests/ of the same tarball, or the fabtests tarball) into $prefix; 0 when they are there
 fabtests() {
   local work src log=$prefix.fabtests.log start=$SECONDS
   [ -f "$prefix/.fabtests" ] && return 0
   work=$(mktemp -d "$cache/fabtests.XXXXXX")
   echo "libfabric.sh: building $name's fabtests into $prefix; log $log" >&2
-  if tar xzf "$tarball" -C "$work" --wildcards '*/fabtests/*' >"$log" 2>&1 &&
-     src=$(find "$work" -mindepth 2 -maxdepth 2 -type d -name fabtests | head -n 1) && [ -n "$src" ] &&
-     (cd "$src" && ./configure --prefix="$prefix" --with-libfabric="$prefix" ${cudaopt:+"$cudaopt"} && make -j"$jobs" install) >>"$log" 2>&1; then
+  if tar xf "$tarball" -C "$work" >"$log" 2>&1 && src=$(fabtests_src "$work") &&
+     (cd "$src" && { [ -x configure ] || ./autogen.sh; } &&
+      ./configure --prefix="$prefix" --with-libfabric="${system:-$prefix}" ${cudaopt:+"$cudaopt"} &&
+      make -j"$jobs" install) >>"$log" 2>&1; then
     touch "$prefix/.fabtests"
     echo "libfabric.sh: fabtests built in $((SECONDS - start)) s" >&2
   else
@@ -57,6 +82,13 @@ fabtests() {
   rm -rf "$work"
 }
 cudaopt=; [ "$flavour" = cuda ] && cudaopt=--with-cuda="$cuda"
+if [ "$flavour" = fabtests ]; then
+  mkdir -p "$cache" "$prefix"
+  ( fabtests )
+  [ -f "$prefix/.fabtests" ] || exit 1
+  echo "$prefix"
+  exit 0
+fi
 if [ -f "$prefix/.built" ]; then ( fabtests ); echo "$prefix"; exit 0; fi
 
 mkdir -p "$cache"
