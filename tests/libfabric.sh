@@ -65,18 +65,22 @@ fabtests_src() {
 }
 # fabtests (fabtests/ of the same tarball, or the fabtests tarball) into $prefix; 0 when they are there
 fabtests() {
-  local work src log=$prefix.fabtests.log start=$SECONDS
+  local work src log=$prefix.fabtests.log start=$SECONDS why="libfabric itself is fine"
   [ -f "$prefix/.fabtests" ] && return 0
+  [ -z "${system:-}" ] || why="fabtests use their own release's API: take the tarball of libfabric $(pkg-config \
+    --modversion libfabric)'s line"
   work=$(mktemp -d "$cache/fabtests.XXXXXX")
   echo "libfabric.sh: building $name's fabtests into $prefix; log $log" >&2
-  if tar xf "$tarball" -C "$work" >"$log" 2>&1 && src=$(fabtests_src "$work") &&
-     (cd "$src" && { [ -x configure ] || ./autogen.sh; } &&
-      ./configure --prefix="$prefix" --with-libfabric="${system:-$prefix}" ${cudaopt:+"$cudaopt"} &&
-      make -j"$jobs" install) >>"$log" 2>&1; then
+  if ! tar xf "$tarball" -C "$work" >"$log" 2>&1 || ! src=$(fabtests_src "$work"); then
+    echo "libfabric.sh: no fabtests in $tarball (no fabtests/ folder, nor a fabtests tarball's benchmarks/" \
+      "and common/): give a fabtests release tarball, or a libfabric one" >&2
+  elif (cd "$src" && { [ -x configure ] || ./autogen.sh; } &&
+        ./configure --prefix="$prefix" --with-libfabric="${system:-$prefix}" ${cudaopt:+"$cudaopt"} &&
+        make -j"$jobs" install) >>"$log" 2>&1; then
     touch "$prefix/.fabtests"
     echo "libfabric.sh: fabtests built in $((SECONDS - start)) s" >&2
   else
-    echo "libfabric.sh: fabtests failed to build (libfabric itself is fine); the end of $log:" >&2
+    echo "libfabric.sh: fabtests failed to build ($why); the end of $log:" >&2
     tail -n 10 "$log" >&2
   fi
   rm -rf "$work"
@@ -85,7 +89,7 @@ cudaopt=; [ "$flavour" = cuda ] && cudaopt=--with-cuda="$cuda"
 if [ "$flavour" = fabtests ]; then
   mkdir -p "$cache" "$prefix"
   ( fabtests )
-  [ -f "$prefix/.fabtests" ] || exit 1
+  [ -f "$prefix/.fabtests" ] || { rm -rf "$prefix"; exit 1; }
   echo "$prefix"
   exit 0
 fi

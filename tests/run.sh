@@ -796,6 +796,20 @@ t fault/wrong-bytes-all2all-exit-1  120 wrong_bytes all2all 3 4 -b 64K -e 4M -f 
 t fault/wrong-bytes-incast-exit-1   120 wrong_bytes incast 3 8 -b 64K -e 4M -f 4 -n 3 --mode single,split
 t bench/wrong-bytes-exit-1          300 bench_wrong
 
+# --- tests/libfabric.sh TARBALL fabtests (the benchmarks of the installed libfabric's own line, for
+# bench.sh's comparison on Debian's 1.17) names what is wrong, and a failed build leaves no prefix
+lf_fabtests() {
+  local c=$LOGS/lf-cache d=$LOGS/lf-nofab
+  rm -rf "$c" "$d" && mkdir -p "$d/notes" && echo x >"$d/notes/README" && tar czf "$d.tar.gz" -C "$d" notes || return 1
+  expect_fail 1 "lf-nofab.tar.gz (no fabtests/ folder" env EFAX_CACHE="$c" tests/libfabric.sh "$d.tar.gz" fabtests || return 1
+  [ -z "$(find "$c" -mindepth 1 -maxdepth 1 -type d)" ] || { echo "the failed build left a prefix:"; ls "$c"; return 1; }
+  expect_fail 2 "apt-get install libfabric-dev" env EFAX_CACHE="$c" PKG_CONFIG_LIBDIR=/nonexistent PKG_CONFIG_PATH= \
+    tests/libfabric.sh "$d.tar.gz" fabtests || return 1
+  expect_fail 2 "use cpu, cuda or fabtests" env EFAX_CACHE="$c" tests/libfabric.sh "$d.tar.gz" gpu
+}
+export -f lf_fabtests
+t bench/libfabric-sh-fabtests-errors 60 lf_fabtests
+
 # --- --one-slot: every message in flight reads and lands on the same bytes (fabtests' and OSU's
 # footprint). corrupt_shim (harmless without -c) says where in a buffer tcp delivered each span: with
 # --one-slot every span lies in the first 64 KiB slot; without, the window's 8 slots are used
