@@ -42,7 +42,8 @@
 # 8 B - 64 KiB with 64 messages in flight on both sides, on each provider, in 5 interleaved rounds:
 # efax's write beside fabtests' fi_rma_bw -o writedata and efax's sendrecv (Stream) beside
 # fi_rdm_bw, each with the tool's footprint: fi_rma_bw writes each message of its window to its own
-# offset, as efax's write does; fi_rdm_bw sends every one from and into the same bytes, so efax's
+# offset, as efax's write does (fabtests 1.19 on; before, all to the same bytes: efax's write then
+# runs with --one-slot); fi_rdm_bw sends every one from and into the same bytes, so efax's
 # sendrecv runs with --one-slot (with a slot each, 64 messages of 64 KiB span 4 MiB a side and fall
 # out of this VM's 4 MiB L2: ~0.6x at 32-64 KiB on shm, measured); both with the same messages a
 # size, ~0.2-0.6 s of them (mr_msgs: shorter runs measured this VM's stalls). The paired ratio (median over
@@ -478,12 +479,20 @@ fi_rate() {
     wait "$server" 2>/dev/null
   done
 }
+# one_slot EFAX_DRIVER TOOL: whether efax runs with --one-slot beside TOOL, the tool's footprint:
+# fi_rdm_bw (and fi_rdm_tagged_bw) send every message from and into the same bytes; fi_rma_bw writes
+# each message of its window to its own offset from fabtests 1.19 on (told by its -S taking a size
+# list, l:1,..., new in the same release), before that all of them to the same bytes
+one_slot() {
+  [ "$1" = write ] || return 0
+  [ -n "$2" ] && ! "$2" -h 2>&1 | grep -q 'l:1,'
+}
 # mrate_pair EFAX_DRIVER TOOL PROVIDER ROUND [TOOL_ARGS...]: one round of the message rate: for each
 # size group, efax's driver over its sizes with the same window and count, and the tool (when
 # found), efax first in odd rounds; efax's rows of the round gathered in mrate-DRIVER-PROVIDER.rROUND.jsonl
 mrate_pair() {
   local drv=$1 tool=$2 p=$3 r=$4 rc=0 slots=() g sz; shift 4
-  [ "$drv" = write ] || slots=(--one-slot) # the tool's footprint (see the top)
+  one_slot "$drv" "$tool" && slots=(--one-slot) # the tool's footprint (see the top)
   : >"$OUT/mrate-$drv-$p.r$r.jsonl"
   for g in "${!MR_GROUPS[@]}"; do
     read -ra sz <<<"${MR_GROUPS[$g]}"
@@ -572,7 +581,7 @@ mrate_summary() {
     return
   fi
   echo "-- $p: message rate, efax $drv ($var) vs $label, $MR_W in flight, 8 B - 64 KiB, Mmsg/s (10^6 messages/s):"
-  [ "$drv" = write ] || echo "   efax with --one-slot: its $MR_W messages from and into the same bytes, as $name's (and osu_mbw_mr's)"
+  one_slot "$drv" "$tool" && echo "   efax with --one-slot: its $MR_W messages from and into the same bytes, as $name's (and osu_mbw_mr's)"
   echo "   best of $MR_ROUNDS interleaved rounds each; paired: the median over the rounds of efax / $name in the same"
   echo "   round, spread: the lowest and highest of those ratios; ok when the paired median is at least 1"
   for r in $(seq $MR_ROUNDS); do
