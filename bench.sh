@@ -344,21 +344,21 @@ wait_listen() {
   echo "bench.sh: the fabtests server did not listen on port $2 within 30 s (its log says why)" >&2
   return 1
 }
-# fi_rma_bw NAME HOST_ARGS SIZE ITERS [SERVER_PREFIX CLIENT_PREFIX SERVER_ADDR]: fabtests' RMA
+# fi_bw NAME SIZE ITERS [SERVER_PREFIX CLIENT_PREFIX SERVER_ADDR SERVER_ARGS CLIENT_ARGS]: fabtests' RMA
 # bandwidth benchmark, -o writedata with 64 writes in flight (its default window), the plain
 # fi_writedata loop efax's write is compared with; its client's output to $OUT/NAME.txt. By default
 # both ends run here (127.0.0.1); in the lab SERVER_PREFIX / CLIENT_PREFIX run them in two hosts.
 FI_RMA_BW=$(command -v fi_rma_bw || true)
 fi_bw() {
   local name=$1 sz=$2 it=$3 sp=${4:-$(pin 1)} cp=${5:-$(pin 0)} addr=${6:-127.0.0.1} port=$((20000 + RANDOM % 12000)) server
-  local args=(-p tcp -o writedata -W 64 -S "$sz" -I "$it" -E="$port")
-  echo "$sp fi_rma_bw ${args[*]} ${7:-} & $cp fi_rma_bw ${args[*]} ${8:-} $addr" >>"$OUT/commands.txt"
+  local args=(-p tcp -o writedata -W 64 -S "$sz" -I "$it" -E="$port") src=$((32000 + RANDOM % 16000))
+  echo "$sp fi_rma_bw ${args[*]} -B $src ${7:-} & $cp fi_rma_bw ${args[*]} -B $((src + 1)) ${8:-} $addr" >>"$OUT/commands.txt"
   # shellcheck disable=SC2086
-  timeout 120 $sp "$FI_RMA_BW" "${args[@]}" ${7:-} >>"$OUT/$name.server.txt" 2>&1 &
+  timeout 120 $sp "$FI_RMA_BW" "${args[@]}" -B "$src" ${7:-} >>"$OUT/$name.server.txt" 2>&1 &
   server=$!
   wait_listen "$sp" "$port" || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; return 1; }
   # shellcheck disable=SC2086
-  timeout 120 $cp "$FI_RMA_BW" "${args[@]}" ${8:-} "$addr" >>"$OUT/$name.txt" 2>&1
+  timeout 120 $cp "$FI_RMA_BW" "${args[@]}" -B $((src + 1)) ${8:-} "$addr" >>"$OUT/$name.txt" 2>&1
   kill "$server" 2>/dev/null
   wait "$server" 2>/dev/null
 }
@@ -565,6 +565,11 @@ fi_rate_table() { grep -E '^[0-9]' "$1" | while read -r sz _ _ _ mbs _; do
   echo "$(echo "$sz" | bytes) $mbs" | awk '$1 > 0 { printf "%d %.6f\n", $1, $2 / $1 }'; done; }
 # efax_rate_table JSONL VARIANT: "size Mmsg/s" of efax's rows of VARIANT with $MR_W in flight
 efax_rate_table() { jq -r --arg v "$2" --argjson w "$MR_W" 'select(.variant == $v and .window == $w) | "\(.size) \(.mmsgs)"' "$1" 2>/dev/null; }
+# tool_silent NAME CLIENT_LOG SERVER_LOG: a reference tool that printed no result says so, with why
+tool_silent() {
+  echo "   $1 printed no result; the end of its logs ($2, $3):"
+  tail -n 2 "$2" "$3" 2>/dev/null | sed 's/^/     /'
+}
 # mrate_summary PROVIDER DRIVER VARIANT TOOL LABEL: efax's message rate beside the tool's, per size:
 # the best round of each, and paired: the median over the rounds of efax / tool within a round
 # (the two ran seconds apart), with the lowest and highest of those ratios (the spread)
@@ -584,6 +589,10 @@ mrate_summary() {
   one_slot "$drv" "$tool" && echo "   efax with --one-slot: its $MR_W messages from and into the same bytes, as $name's (and osu_mbw_mr's)"
   echo "   best of $MR_ROUNDS interleaved rounds each; paired: the median over the rounds of efax / $name in the same"
   echo "   round, spread: the lowest and highest of those ratios; ok when the paired median is at least 1"
+  for r in $(seq $MR_ROUNDS); do
+    [ -n "$(fi_rate_table "$OUT/$name-$p.r$r.txt")" ] ||
+      tool_silent "$name (round $r)" "$OUT/$name-$p.r$r.txt" "$OUT/$name-$p.r$r.server.txt"
+  done
   for r in $(seq $MR_ROUNDS); do
     efax_rate_table "$OUT/mrate-$drv-$p.r$r.jsonl" "$var" | sort -k1,1 >"$OUT/mrate-$drv-$p.r$r.tsv"
     fi_rate_table "$OUT/$name-$p.r$r.txt" | sort -k1,1 >"$OUT/$name-$p.r$r.tsv"
@@ -655,6 +664,7 @@ if printf '%s\n' "${PROVS[@]}" | grep -qx tcp; then
     echo "-- tcp: write with 64 in flight (and the sweep's 1) vs fabtests' fi_rma_bw -o writedata -W 64, sizes 64 KiB - 4 MiB"
     BW_TSV=$OUT/fi_rma_bw-tcp.tsv
     fi_bw_table "$OUT/fi_rma_bw-tcp.txt" >"$BW_TSV"
+    [ -s "$BW_TSV" ] || tool_silent fi_rma_bw "$OUT/fi_rma_bw-tcp.txt" "$OUT/fi_rma_bw-tcp.server.txt"
     write_vs_fi "$OUT"/write-tcp-w64.*.jsonl "$OUT/write-tcp.jsonl"
   else
     echo "-- tcp: no fi_rma_bw (fabtests) here to compare the write with: tests/libfabric.sh TARBALL builds libfabric with its fabtests; then ./bench.sh --libfabric PREFIX"
