@@ -351,8 +351,9 @@ wait_listen() {
 FI_RMA_BW=$(command -v fi_rma_bw || true)
 fi_bw() {
   local name=$1 sz=$2 it=$3 sp=${4:-$(pin 1)} cp=${5:-$(pin 0)} addr=${6:-127.0.0.1} port=$((20000 + RANDOM % 12000)) server
-  local args=(-p tcp -o writedata -W 64 -S "$sz" -I "$it" -E="$port") src=$((32000 + RANDOM % 16000))
-  echo "$sp fi_rma_bw ${args[*]} -B $src ${7:-} & $cp fi_rma_bw ${args[*]} -B $((src + 1)) ${8:-} $addr" >>"$OUT/commands.txt"
+  local args=(-p tcp -o writedata -W 64 -S "$sz" -I "$it" -E="$port") src=$((10000 + RANDOM % 9998))
+  echo "$sp fi_rma_bw ${args[*]} -B $src ${7:-} & $cp fi_rma_bw ${args[*]} -B $((src + 1)) ${8:-} $addr" \
+    >>"$OUT/commands.txt"
   # shellcheck disable=SC2086
   timeout 120 $sp "$FI_RMA_BW" "${args[@]}" -B "$src" ${7:-} >>"$OUT/$name.server.txt" 2>&1 &
   server=$!
@@ -453,22 +454,23 @@ mr_msgs() {
   if [ "$1" = shm ]; then echo "${shm[$2]}"; else echo "${tcp[$2]}"; fi
 }
 # fi_rate NAME TOOL PROVIDER GROUP [ARGS...]: a fabtests bandwidth tool (fi_rma_bw, fi_rdm_bw) over
-# the sizes of message-rate group GROUP, $MR_W in flight, mr_msgs messages a size, both ends here;
-# one run with a size list where the tool takes one (-S l:..., fabtests 1.19 on), else one run per
-# size. Each end gets its own source port (-B): fabtests 1.17's shm names an endpoint after it, and
-# two ends on the default one collide (the second fails in fi_endpoint or fi_enable). The client's
-# output is appended to $OUT/NAME.txt.
+# the sizes of message-rate group GROUP, $MR_W in flight, mr_msgs messages a size, both ends here,
+# one run per size (every run the journal reports ran so). Each end gets its own source port (-B):
+# fabtests 1.17's shm names an endpoint after it, and two ends on the default one collide (the
+# second fails in fi_endpoint or fi_enable); below 20000, clear of the OOB ports (-E) and of
+# Linux's ephemeral ports. The client's output is appended to $OUT/NAME.txt.
 # SEND/RECV's tool: fi_rdm_bw (untagged sends on an RDM endpoint, as efax's sendrecv makes), new in
 # fabtests 1.22; before it fi_rdm_tagged_bw, the same loop with tagged sends.
 FI_RDM_BW=$(command -v fi_rdm_bw || command -v fi_rdm_tagged_bw || true)
 fi_rate() {
-  local name=$1 tool=$2 prov=$3 g=$4 port src server s sizes args list=${MR_GROUPS[$4]}; shift 4
-  if "$tool" -h 2>&1 | grep -q 'l:1,'; then sizes=("l:${list// /,}"); else read -ra sizes <<<"$list"; fi
+  local name=$1 tool=$2 prov=$3 g=$4 port src server s sizes args; shift 4
+  read -ra sizes <<<"${MR_GROUPS[$g]}"
   for s in "${sizes[@]}"; do
     port=$((20000 + RANDOM % 12000))
-    src=$((32000 + RANDOM % 16000))
+    src=$((10000 + RANDOM % 9998))
     args=(-p "$prov" "$@" -W "$MR_W" -S "$s" -I "$(mr_msgs "$prov" "$g")" -E="$port")
-    echo "${tool##*/} ${args[*]} -B $src & ${tool##*/} ${args[*]} -B $((src + 1)) 127.0.0.1" >>"$OUT/commands.txt"
+    echo "${tool##*/} ${args[*]} -B $src & ${tool##*/} ${args[*]} -B $((src + 1)) 127.0.0.1" \
+      >>"$OUT/commands.txt"
     # shellcheck disable=SC2046
     timeout 300 $(pin 1) "$tool" "${args[@]}" -B "$src" >>"$OUT/$name.server.txt" 2>&1 &
     server=$!
@@ -482,10 +484,11 @@ fi_rate() {
 # one_slot EFAX_DRIVER TOOL: whether efax runs with --one-slot beside TOOL, the tool's footprint:
 # fi_rdm_bw (and fi_rdm_tagged_bw) send every message from and into the same bytes; fi_rma_bw writes
 # each message of its window to its own offset from fabtests 1.19 on (told by its -S taking a size
-# list, l:1,..., new in the same release), before that all of them to the same bytes
+# list, l:1,..., new in the same release), before that all of them to the same bytes. The help is
+# read whole before grep looks: a fabtests tool exits 1 after -h, which pipefail would take as no.
 one_slot() {
   [ "$1" = write ] || return 0
-  [ -n "$2" ] && ! "$2" -h 2>&1 | grep -q 'l:1,'
+  [ -n "$2" ] && ! grep -q 'l:1,' <<<"$("$2" -h 2>&1)"
 }
 # mrate_pair EFAX_DRIVER TOOL PROVIDER ROUND [TOOL_ARGS...]: one round of the message rate: for each
 # size group, efax's driver over its sizes with the same window and count, and the tool (when
@@ -578,15 +581,16 @@ mrate_summary() {
   echo
   if [ -z "$tool" ]; then
     echo "-- $p: $drv message rate, $MR_W in flight, Mmsg/s: no ${label%% *} (fabtests) here to compare with (Debian's"
-    echo "   libfabric-bin has fi_pingpong alone: tests/libfabric.sh TARBALL builds libfabric with its fabtests, then"
-    echo "   ./bench.sh --libfabric PREFIX; tests/libfabric.sh fabtests-X.tar.bz2 fabtests builds this libfabric's line's,"
-    echo "   then PATH=PREFIX/bin:\$PATH ./bench.sh); efax alone, one round:"
+    echo "   libfabric-bin has fi_pingpong alone: tests/libfabric.sh TARBALL builds libfabric with its"
+    echo "   fabtests, then ./bench.sh --libfabric PREFIX; tests/libfabric.sh fabtests-X.tar.bz2 fabtests"
+    echo "   builds this libfabric's line's, then PATH=PREFIX/bin:\$PATH ./bench.sh); efax alone, one round:"
     printf '%10s %14s\n' size "efax Mmsg/s"
     efax_rate_table "$OUT/mrate-$drv-$p.r1.jsonl" "$var" | sort -n | awk '{ printf "%10d %14.4f\n", $1, $2 }'
     return
   fi
   echo "-- $p: message rate, efax $drv ($var) vs $label, $MR_W in flight, 8 B - 64 KiB, Mmsg/s (10^6 messages/s):"
-  one_slot "$drv" "$tool" && echo "   efax with --one-slot: its $MR_W messages from and into the same bytes, as $name's (and osu_mbw_mr's)"
+  one_slot "$drv" "$tool" &&
+    echo "   efax with --one-slot: its $MR_W messages from and into the same bytes, as $name's (and osu_mbw_mr's)"
   echo "   best of $MR_ROUNDS interleaved rounds each; paired: the median over the rounds of efax / $name in the same"
   echo "   round, spread: the lowest and highest of those ratios; ok when the paired median is at least 1"
   for r in $(seq $MR_ROUNDS); do

@@ -799,13 +799,27 @@ t bench/wrong-bytes-exit-1          300 bench_wrong
 # --- tests/libfabric.sh TARBALL fabtests (the benchmarks of the installed libfabric's own line, for
 # bench.sh's comparison on Debian's 1.17) names what is wrong, and a failed build leaves no prefix
 lf_fabtests() {
-  local c=$LOGS/lf-cache d=$LOGS/lf-nofab
-  rm -rf "$c" "$d" && mkdir -p "$d/notes" && echo x >"$d/notes/README" && tar czf "$d.tar.gz" -C "$d" notes || return 1
-  expect_fail 1 "lf-nofab.tar.gz (no fabtests/ folder" env EFAX_CACHE="$c" tests/libfabric.sh "$d.tar.gz" fabtests || return 1
-  [ -z "$(find "$c" -mindepth 1 -maxdepth 1 -type d)" ] || { echo "the failed build left a prefix:"; ls "$c"; return 1; }
-  expect_fail 2 "apt-get install libfabric-dev" env EFAX_CACHE="$c" PKG_CONFIG_LIBDIR=/nonexistent PKG_CONFIG_PATH= \
-    tests/libfabric.sh "$d.tar.gz" fabtests || return 1
-  expect_fail 2 "use cpu, cuda or fabtests" env EFAX_CACHE="$c" tests/libfabric.sh "$d.tar.gz" gpu
+  local c=$LOGS/lf-cache d=$LOGS/lf-tarballs lf=(env EFAX_CACHE="$LOGS/lf-cache" tests/libfabric.sh)
+  local f=$LOGS/lf-tarballs/fabtests-0.0.1 # a fabtests tarball whose configure fails
+  rm -rf "$c" "$d" && mkdir -p "$d/notes" "$f/benchmarks" "$f/common" || return 1
+  echo x >"$d/notes/README" && tar czf "$d/notes.tar.gz" -C "$d" notes || return 1
+  printf '#!/bin/sh\necho "configure: this fabtests cannot build here" >&2\nexit 1\n' >"$f/configure"
+  chmod +x "$f/configure" && tar cjf "$f.tar.bz2" -C "$d" fabtests-0.0.1 || return 1
+  expect_fail 1 "notes.tar.gz (no fabtests/ folder" "${lf[@]}" "$d/notes.tar.gz" fabtests || return 1
+  expect_fail 1 "fabtests failed to build (if the tarball is not of libfabric" \
+    "${lf[@]}" "$f.tar.bz2" fabtests || return 1
+  grep -q "this fabtests cannot build here" "$c"/fabtests-0.0.1-*.fabtests.log || {
+    echo "configure's output is not in the log"
+    return 1
+  }
+  [ -z "$(find "$c" -mindepth 1 -maxdepth 1 -type d)" ] || {
+    echo "a failed build left a prefix:"
+    ls "$c"
+    return 1
+  }
+  expect_fail 2 "apt-get install libfabric-dev" env PKG_CONFIG_LIBDIR=/nonexistent PKG_CONFIG_PATH= \
+    "${lf[@]}" "$d/notes.tar.gz" fabtests || return 1
+  expect_fail 2 "use cpu, cuda or fabtests" "${lf[@]}" "$d/notes.tar.gz" gpu
 }
 export -f lf_fabtests
 t bench/libfabric-sh-fabtests-errors 60 lf_fabtests
