@@ -594,12 +594,12 @@ mrate_summary() {
   echo "   best of $MR_ROUNDS interleaved rounds each; paired: the median over the rounds of efax / $name in the same"
   echo "   round, spread: the lowest and highest of those ratios; ok when the paired median is at least 1"
   for r in $(seq $MR_ROUNDS); do
-    [ -n "$(fi_rate_table "$OUT/$name-$p.r$r.txt")" ] ||
+    efax_rate_table "$OUT/mrate-$drv-$p.r$r.jsonl" "$var" | sort -k1,1 >"$OUT/mrate-$drv-$p.r$r.tsv"
+    fi_rate_table "$OUT/$name-$p.r$r.txt" | sort -k1,1 >"$OUT/$name-$p.r$r.tsv"
+    [ -s "$OUT/$name-$p.r$r.tsv" ] ||
       tool_silent "$name (round $r)" "$OUT/$name-$p.r$r.txt" "$OUT/$name-$p.r$r.server.txt"
   done
   for r in $(seq $MR_ROUNDS); do
-    efax_rate_table "$OUT/mrate-$drv-$p.r$r.jsonl" "$var" | sort -k1,1 >"$OUT/mrate-$drv-$p.r$r.tsv"
-    fi_rate_table "$OUT/$name-$p.r$r.txt" | sort -k1,1 >"$OUT/$name-$p.r$r.tsv"
     join "$OUT/mrate-$drv-$p.r$r.tsv" "$OUT/$name-$p.r$r.tsv" | awk -v r="$r" '$3 > 0 { print $1, r, $2, $3, $2 / $3 }'
   done | sort -k1,1n -k5,5g | awk '
     { k = $1; c[k]++; ratio[k, c[k]] = $5; if ($3 > e[k]) e[k] = $3; if ($4 > f[k]) f[k] = $4; if (!(k in seen)) { seen[k] = 1; keys[++m] = k } }
