@@ -85,6 +85,9 @@ fabtests use their own release's API"
   elif ! src=$(fabtests_src "$work"); then
     echo "libfabric.sh: no fabtests in $tarball (no fabtests/ folder, nor a fabtests tarball's benchmarks/" \
       "and common/): give a fabtests release tarball, or a libfabric one" >&2
+  elif [ ! -x "$src/configure" ] && ! { command -v autoreconf && command -v libtoolize; } >/dev/null; then
+    echo "libfabric.sh: $name has no configure script (a git archive), and making one takes autoconf," \
+      "automake and libtool: apt-get install autoconf automake libtool, or give a release tarball" >&2
   elif (cd "$src" && { [ -x configure ] || ./autogen.sh; } &&
         ./configure --prefix="$prefix" --with-libfabric="${system:-$prefix}" ${cudaopt:+"$cudaopt"} &&
         make -j"$jobs" install) >>"$log" 2>&1; then

@@ -819,7 +819,14 @@ lf_fabtests() {
   }
   expect_fail 2 "apt-get install libfabric-dev" env PKG_CONFIG_LIBDIR=/nonexistent PKG_CONFIG_PATH= \
     "${lf[@]}" "$d/notes.tar.gz" fabtests || return 1
-  expect_fail 2 "use cpu, cuda or fabtests" "${lf[@]}" "$d/notes.tar.gz" gpu
+  expect_fail 2 "use cpu, cuda or fabtests" "${lf[@]}" "$d/notes.tar.gz" gpu || return 1
+  # a git archive (no configure) on a machine without autotools: every command but theirs on PATH
+  rm "$f/configure" && mkdir -p "$d/bin" && tar cjf "$d/git-archive.tar.bz2" -C "$d" fabtests-0.0.1 || return 1
+  for x in /usr/local/bin/* /usr/bin/* /bin/*; do
+    case ${x##*/} in autoreconf | libtoolize) ;; *) [ -e "$d/bin/${x##*/}" ] || ln -s "$x" "$d/bin/"; ;; esac
+  done
+  expect_fail 1 "apt-get install autoconf automake libtool" env PATH="$d/bin" \
+    "${lf[@]}" "$d/git-archive.tar.bz2" fabtests
 }
 export -f lf_fabtests
 t bench/libfabric-sh-fabtests-errors 60 lf_fabtests
