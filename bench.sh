@@ -593,6 +593,8 @@ mrate_summary() {
     echo "   efax with --one-slot: its $MR_W messages from and into the same bytes, as $name's (and osu_mbw_mr's)"
   echo "   best of $MR_ROUNDS interleaved rounds each; paired: the median over the rounds of efax / $name in the same"
   echo "   round, spread: the lowest and highest of those ratios; ok when the paired median is at least 1"
+  grep -qs '"level":"WARN","check":"cores"' "$OUT/doctor.jsonl" &&
+    echo "   (the doctor's cores WARN above: this host's CPUs move closer and farther apart as it runs, and both tools' rates with them)"
   for r in $(seq $MR_ROUNDS); do
     efax_rate_table "$OUT/mrate-$drv-$p.r$r.jsonl" "$var" | sort -k1,1 >"$OUT/mrate-$drv-$p.r$r.tsv"
     fi_rate_table "$OUT/$name-$p.r$r.txt" | sort -k1,1 >"$OUT/$name-$p.r$r.tsv"

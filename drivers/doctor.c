@@ -6,9 +6,10 @@
    version efax asks for), the providers, every NIC efax would use (attributes; opened alone,
    timed; memory registered, timed; one write to itself that lands and checks, cold and warm; the
    OS's counters), EFA devices and whether libfabric sees them, the host (locked-memory limit,
-   huge pages, clock, NUMA, the launcher), and in the CUDA build (doctor_cuda) every GPU: PCI
-   address, nearest NICs and their PCI distance, dmabuf export, and whether GPUDirect RDMA really
-   works (device memory registered with the provider forbidden to call CUDA, and one write lands).
+   huge pages, clock, NUMA, whether the distance between its cores holds still, the launcher),
+   and in the CUDA build (doctor_cuda) every GPU: PCI address, nearest NICs and their PCI
+   distance, dmabuf export, and whether GPUDirect RDMA really works (device memory registered
+   with the provider forbidden to call CUDA, and one write lands).
    Under a launcher (mpirun, srun, EFAX_RANK...) the first rank of each host checks it, and rank 0
    prints every host's findings and what differs between hosts.
 
@@ -25,6 +26,7 @@
 #include "efax_bench.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <sys/resource.h>
 
@@ -546,6 +548,146 @@ static void check_host(doctor *d) {
     }
 }
 
+/* >> cores: how far apart two CPUs are, and whether that holds still. A cache line handed back and
+   forth between two threads, each pinned to one CPU, a thousand times a sample, 25 samples 40 ms
+   apart. On a host whose CPUs are its own the samples agree within a few percent. On a 2-vCPU
+   cloud VM (this project's CI machine) they came out ~105 ns or ~500 ns, switching every 0.2-1 s:
+   the hypervisor runs the two vCPUs on cores that share a cache or on cores that do not, and every
+   small-message figure (shm's and tcp's rates, a ping-pong's latency) swings 2-4x with it, for
+   efax and libfabric's own tools alike. That is worth a line before a user compares figures. */
+#define BOUNCE_ROUNDS 1000
+#define BOUNCE_SAMPLES 25
+#define BOUNCE_GAP_MS 40
+
+typedef struct bounce {
+    int turn; /* 1: the partner's to answer; 0: the prober's; 2: the partner stops */
+    int cpu;  /* the partner's */
+    uint64_t deadline;
+    bool late; /* the partner gave up waiting */
+} bounce;
+
+static bool pin_me(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+/* Spins until *turn is no longer `from`; false once the deadline passed. */
+static bool await_turn(int *turn, int from, uint64_t deadline) {
+    unsigned spins = 0;
+    while (__atomic_load_n(turn, __ATOMIC_ACQUIRE) == from)
+        if ((++spins & 4095) == 0 && efax_now_ns() > deadline) return false;
+    return true;
+}
+
+static void *partner(void *arg) {
+    bounce *b = (bounce *)arg;
+    if (!pin_me(b->cpu)) b->late = true;
+    while (!b->late) {
+        if (!await_turn(&b->turn, 0, b->deadline)) b->late = true;
+        if (b->late || __atomic_load_n(&b->turn, __ATOMIC_ACQUIRE) == 2) break;
+        __atomic_store_n(&b->turn, 0, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Round trips of a cache line between CPUs a and b, ns each: BOUNCE_SAMPLES samples, sorted, into
+   ns. Returns 0, or an errno-style reason (EINVAL: a CPU this process may not run on; ETIMEDOUT). */
+static int bounce_pair(int a, int b, int timeout_ms, double *ns) {
+    struct timespec gap = {0, BOUNCE_GAP_MS * 1000000L};
+    bounce bo;
+    pthread_t t;
+    int rc = 0;
+    memset(&bo, 0, sizeof bo);
+    bo.cpu = b;
+    bo.deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    if (!pin_me(a) || !pin_me(b) || !pin_me(a)) return EINVAL;
+    if (pthread_create(&t, NULL, partner, &bo)) return EAGAIN;
+    for (int s = 0; s < BOUNCE_SAMPLES && !rc; s++) {
+        uint64_t t0 = efax_now_ns();
+        for (int i = 0; i < BOUNCE_ROUNDS && !rc; i++) {
+            __atomic_store_n(&bo.turn, 1, __ATOMIC_RELEASE);
+            if (!await_turn(&bo.turn, 1, bo.deadline)) rc = ETIMEDOUT;
+        }
+        ns[s] = (double)(efax_now_ns() - t0) / BOUNCE_ROUNDS;
+        if (!rc) nanosleep(&gap, NULL);
+    }
+    __atomic_store_n(&bo.turn, 2, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    if (!rc && bo.late) rc = ETIMEDOUT;
+    qsort(ns, BOUNCE_SAMPLES, sizeof *ns, cmp_double);
+    return rc;
+}
+
+static int cpu_node(int cpu) {
+    char path[PATH_MAX];
+    for (int k = 0; k < 64; k++) {
+        snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/node%d", efax_topo_sysfs_root(), cpu, k);
+        if (access(path, F_OK) == 0) return k;
+    }
+    return -1;
+}
+
+/* The pairs: this process's first CPU and the next one online (neighbours), and on a host of
+   several NUMA nodes the first and the last CPU online (another node, most likely). Each is
+   measured unbound from the launcher's pinning, which this thread sets back after. */
+static void check_cores(doctor *d) {
+    cpu_set_t mine;
+    int first = -1, pairs[2][2], np = 0, online = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (pthread_getaffinity_np(pthread_self(), sizeof mine, &mine)) return;
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, &mine)) first = c;
+    if (online < 2 || first < 0) {
+        add(d, L_SKIP, "cores", "", NULL, "one CPU online: no distance between cores to measure");
+        return;
+    }
+    pairs[np][0] = first;
+    pairs[np++][1] = (first + 1) % online;
+    if (numa_nodes() > 1 && cpu_node(online - 1) != cpu_node(first) && online - 1 != pairs[0][1]) {
+        pairs[np][0] = first;
+        pairs[np++][1] = online - 1;
+    }
+    for (int k = 0; k < np; k++) {
+        double ns[BOUNCE_SAMPLES], lo, hi, mid;
+        char sub[48];
+        int rc = bounce_pair(pairs[k][0], pairs[k][1], d->timeout_ms, ns);
+        snprintf(sub, sizeof sub, "%d,%d", pairs[k][0], pairs[k][1]);
+        if (rc) {
+            add(d, L_SKIP, "cores", sub, NULL, "CPUs %d and %d: %s", pairs[k][0], pairs[k][1],
+                rc == ETIMEDOUT
+                    ? "a cache line handed between them did not come back within --timeout"
+                    : "this process may not run on both (a cpuset), so their distance is unknown");
+            continue;
+        }
+        lo = ns[BOUNCE_SAMPLES / 10];
+        hi = ns[BOUNCE_SAMPLES - 1 - BOUNCE_SAMPLES / 10];
+        mid = ns[BOUNCE_SAMPLES / 2];
+        if (hi >= 2 * lo)
+            add(d, L_WARN, "cores", sub,
+                "compare figures only side by side, in interleaved rounds (bench.sh does, with the spread); "
+                "for steady small-message figures use dedicated cores (bare metal, or pinned vCPUs)",
+                "CPUs %d and %d hand a cache line back in %.0f ns at times and %.0f ns at others (10th and "
+                "90th percentile of %d samples over %.1f s; median %.0f): the distance between them changes "
+                "while a program runs (virtual CPUs moved between cores), and small-message rates and "
+                "latencies here swing with it, for any tool",
+                pairs[k][0], pairs[k][1], lo, hi, BOUNCE_SAMPLES, BOUNCE_SAMPLES * BOUNCE_GAP_MS / 1000.0,
+                mid);
+        else
+            add(d, L_INFO, "cores", sub, NULL,
+                "CPUs %d and %d hand a cache line back in %.0f ns (median of %d samples over %.1f s; "
+                "10th-90th percentile %.0f-%.0f ns)",
+                pairs[k][0], pairs[k][1], mid, BOUNCE_SAMPLES, BOUNCE_SAMPLES * BOUNCE_GAP_MS / 1000.0, lo,
+                hi);
+    }
+    pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+}
+
 static bool on_path(const char *cmd) {
     char path[PATH_MAX], *p = getenv("PATH") ? strdup(getenv("PATH")) : NULL, *tok, *save = NULL;
     bool found = false;
@@ -858,6 +1000,7 @@ int main(int argc, char **argv) {
         check_efa(&d);
         if (pick[0]) check_nics(&d, pick);
         check_host(&d);
+        check_cores(&d);
         check_launcher(&d);
         check_gpus(&d, pick[0] ? pick : "tcp");
     }

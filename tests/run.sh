@@ -293,8 +293,21 @@ doctor_cuda() {
   [ -x "$B/doctor_cuda" ] || { echo "skipped: no $B/doctor_cuda (make cuda: needs nvcc)"; return 77; }
   expect_fail 0 "SKIP  gpu        no CUDA device here" "$B/doctor_cuda"
 }
-export -f doctor_here doctor_fails doctor_hosts doctor_cuda
+# the distance between cores: measured from the process's own CPU (pinned as a launcher pins a rank)
+# to the next one, with a figure in ns; WARN where it swings 2x and more (this CI's VMs), else INFO
+doctor_cores() {
+  local j=$LOGS/doctor-cores.jsonl
+  [ "$(nproc)" -ge 2 ] || { echo "skipped: one CPU here, no pair to measure"; return 77; }
+  command -v taskset >/dev/null || { echo "skipped: no taskset (util-linux)"; return 77; }
+  taskset -c 1 "$B/doctor" -q --json "$j" || return 1
+  jq -r 'select(.check == "cores") | "\(.level) \(.subject): \(.text)"' "$j"
+  jq -e -s 'any(.[]; .check == "cores" and .subject == "1,0" and (.level == "WARN" or .level == "INFO") and
+                     (.text | test("^CPUs 1 and 0 hand a cache line back in [1-9][0-9]* ns")))' "$j" >/dev/null ||
+    { echo "no cores finding for CPUs 1 and 0 with a round trip in ns"; return 1; }
+}
+export -f doctor_here doctor_fails doctor_hosts doctor_cuda doctor_cores
 t doctor/this-host-ready          120 doctor_here
+t doctor/cores                    60 doctor_cores
 t doctor/fail-exits-1             120 doctor_fails
 t doctor/hosts-compared           120 doctor_hosts
 t doctor/cuda-build-skips-gpu     120 doctor_cuda
