@@ -29,6 +29,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 
 enum { L_PASS, L_INFO, L_WARN, L_FAIL, L_SKIP, L_COUNT };
 static const char *const level_name[L_COUNT] = {"PASS", "INFO", "WARN", "FAIL", "SKIP"};
@@ -554,7 +555,10 @@ static void check_host(doctor *d) {
    cloud VM (this project's CI machine) they came out ~105 ns or ~500 ns, switching every 0.2-1 s:
    the hypervisor runs the two vCPUs on cores that share a cache or on cores that do not, and every
    small-message figure (shm's and tcp's rates, a ping-pong's latency) swings 2-4x with it, for
-   efax and libfabric's own tools alike. That is worth a line before a user compares figures. */
+   efax and libfabric's own tools alike. That is worth a line before a user compares figures.
+   A sample during which either thread was preempted (its nonvoluntary context switches moved:
+   another program wanted the CPU) measures the scheduler instead, and is left out; the guest sees
+   no such switch when the hypervisor moves a vCPU, so those samples stay. */
 #define BOUNCE_ROUNDS 1000
 #define BOUNCE_SAMPLES 25
 #define BOUNCE_GAP_MS 40
@@ -562,15 +566,34 @@ static void check_host(doctor *d) {
 typedef struct bounce {
     int turn; /* 1: the partner's to answer; 0: the prober's; 2: the partner stops */
     int cpu;  /* the partner's */
+    int tid;  /* the partner's thread id, once it runs there (0 before; -1: it could not) */
     uint64_t deadline;
     bool late; /* the partner gave up waiting */
 } bounce;
+
+typedef struct bounce_run {
+    double ns[BOUNCE_SAMPLES]; /* the undisturbed samples' ns per round trip, sorted */
+    int n;                     /* how many */
+    int preempted;             /* samples left out */
+} bounce_run;
 
 static bool pin_me(int cpu) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
     return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+/* A thread's nonvoluntary context switches so far (/proc), or -1 when unknown. */
+static long preemptions(int tid) {
+    char path[64], line[128];
+    long v = -1;
+    FILE *fp;
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+    if (!(fp = fopen(path, "r"))) return -1;
+    while (v < 0 && fgets(line, sizeof line, fp)) sscanf(line, "nonvoluntary_ctxt_switches: %ld", &v);
+    fclose(fp);
+    return v;
 }
 
 /* Spins until *turn is no longer `from`; false once the deadline passed. */
@@ -583,7 +606,9 @@ static bool await_turn(int *turn, int from, uint64_t deadline) {
 
 static void *partner(void *arg) {
     bounce *b = (bounce *)arg;
-    if (!pin_me(b->cpu)) b->late = true;
+    bool pinned = pin_me(b->cpu);
+    __atomic_store_n(&b->tid, pinned ? (int)syscall(SYS_gettid) : -1, __ATOMIC_RELEASE);
+    b->late = !pinned;
     while (!b->late) {
         if (!await_turn(&b->turn, 0, b->deadline)) b->late = true;
         if (b->late || __atomic_load_n(&b->turn, __ATOMIC_ACQUIRE) == 2) break;
@@ -597,31 +622,41 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Round trips of a cache line between CPUs a and b, ns each: BOUNCE_SAMPLES samples, sorted, into
-   ns. Returns 0, or an errno-style reason (EINVAL: a CPU this process may not run on; ETIMEDOUT). */
-static int bounce_pair(int a, int b, int timeout_ms, double *ns) {
+/* Round trips of a cache line between CPUs a and b: BOUNCE_SAMPLES samples into *out. Returns 0,
+   or an errno-style reason (EINVAL: a CPU this process may not run on; ETIMEDOUT). */
+static int bounce_pair(int a, int b, int timeout_ms, bounce_run *out) {
     struct timespec gap = {0, BOUNCE_GAP_MS * 1000000L};
+    int me = (int)syscall(SYS_gettid), tid = 0, rc = 0;
     bounce bo;
     pthread_t t;
-    int rc = 0;
+    memset(out, 0, sizeof *out);
     memset(&bo, 0, sizeof bo);
     bo.cpu = b;
     bo.deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     if (!pin_me(a) || !pin_me(b) || !pin_me(a)) return EINVAL;
     if (pthread_create(&t, NULL, partner, &bo)) return EAGAIN;
+    do /* the partner says where it runs, or that it cannot */
+        tid = __atomic_load_n(&bo.tid, __ATOMIC_ACQUIRE);
+    while (!tid && efax_now_ns() < bo.deadline);
+    if (tid <= 0) rc = tid < 0 ? EINVAL : ETIMEDOUT;
     for (int s = 0; s < BOUNCE_SAMPLES && !rc; s++) {
+        long before = preemptions(me) + preemptions(tid), after;
         uint64_t t0 = efax_now_ns();
         for (int i = 0; i < BOUNCE_ROUNDS && !rc; i++) {
             __atomic_store_n(&bo.turn, 1, __ATOMIC_RELEASE);
             if (!await_turn(&bo.turn, 1, bo.deadline)) rc = ETIMEDOUT;
         }
-        ns[s] = (double)(efax_now_ns() - t0) / BOUNCE_ROUNDS;
+        after = preemptions(me) + preemptions(tid);
+        if (after != before)
+            out->preempted++;
+        else
+            out->ns[out->n++] = (double)(efax_now_ns() - t0) / BOUNCE_ROUNDS;
         if (!rc) nanosleep(&gap, NULL);
     }
     __atomic_store_n(&bo.turn, 2, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
     if (!rc && bo.late) rc = ETIMEDOUT;
-    qsort(ns, BOUNCE_SAMPLES, sizeof *ns, cmp_double);
+    qsort(out->ns, (size_t)out->n, sizeof *out->ns, cmp_double);
     return rc;
 }
 
@@ -632,6 +667,40 @@ static int cpu_node(int cpu) {
         if (access(path, F_OK) == 0) return k;
     }
     return -1;
+}
+
+/* One pair's finding: steady (INFO), moving (WARN), or too busy to tell (WARN). */
+static void cores_finding(doctor *d, int a, int b, const bounce_run *r) {
+    char sub[48];
+    double secs = BOUNCE_SAMPLES * BOUNCE_GAP_MS / 1000.0, lo, hi, mid;
+    snprintf(sub, sizeof sub, "%d,%d", a, b);
+    if (r->n < BOUNCE_SAMPLES / 2) {
+        add(d, L_WARN, "cores", sub,
+            "run benchmarks on an idle host: what else runs here takes turns with them (top, or uptime's "
+            "load average)",
+            "CPUs %d and %d: other programs took them from the probe in %d of %d samples over %.1f s "
+            "(its threads were preempted), so the distance between them cannot be told, and any figure "
+            "measured now includes waiting for the CPU",
+            a, b, r->preempted, BOUNCE_SAMPLES, secs);
+        return;
+    }
+    lo = r->ns[r->n / 10];
+    hi = r->ns[r->n - 1 - r->n / 10];
+    mid = r->ns[r->n / 2];
+    if (hi >= 2 * lo)
+        add(d, L_WARN, "cores", sub,
+            "compare figures only side by side, in interleaved rounds (bench.sh does, with the spread); "
+            "for steady small-message figures use dedicated cores (bare metal, or pinned vCPUs)",
+            "CPUs %d and %d hand a cache line back in %.0f ns at times and %.0f ns at others (10th and "
+            "90th percentile of %d samples over %.1f s; median %.0f): the distance between them changes "
+            "while a program runs (virtual CPUs moved between cores), and small-message rates and "
+            "latencies here swing with it, for any tool",
+            a, b, lo, hi, r->n, secs, mid);
+    else
+        add(d, L_INFO, "cores", sub, NULL,
+            "CPUs %d and %d hand a cache line back in %.0f ns (median of %d samples over %.1f s; "
+            "10th-90th percentile %.0f-%.0f ns)",
+            a, b, mid, r->n, secs, lo, hi);
 }
 
 /* The pairs: this process's first CPU and the next one online (neighbours), and on a host of
@@ -654,36 +723,17 @@ static void check_cores(doctor *d) {
         pairs[np++][1] = online - 1;
     }
     for (int k = 0; k < np; k++) {
-        double ns[BOUNCE_SAMPLES], lo, hi, mid;
+        bounce_run run;
+        int rc = bounce_pair(pairs[k][0], pairs[k][1], d->timeout_ms, &run);
         char sub[48];
-        int rc = bounce_pair(pairs[k][0], pairs[k][1], d->timeout_ms, ns);
         snprintf(sub, sizeof sub, "%d,%d", pairs[k][0], pairs[k][1]);
-        if (rc) {
+        if (rc)
             add(d, L_SKIP, "cores", sub, NULL, "CPUs %d and %d: %s", pairs[k][0], pairs[k][1],
                 rc == ETIMEDOUT
                     ? "a cache line handed between them did not come back within --timeout"
                     : "this process may not run on both (a cpuset), so their distance is unknown");
-            continue;
-        }
-        lo = ns[BOUNCE_SAMPLES / 10];
-        hi = ns[BOUNCE_SAMPLES - 1 - BOUNCE_SAMPLES / 10];
-        mid = ns[BOUNCE_SAMPLES / 2];
-        if (hi >= 2 * lo)
-            add(d, L_WARN, "cores", sub,
-                "compare figures only side by side, in interleaved rounds (bench.sh does, with the spread); "
-                "for steady small-message figures use dedicated cores (bare metal, or pinned vCPUs)",
-                "CPUs %d and %d hand a cache line back in %.0f ns at times and %.0f ns at others (10th and "
-                "90th percentile of %d samples over %.1f s; median %.0f): the distance between them changes "
-                "while a program runs (virtual CPUs moved between cores), and small-message rates and "
-                "latencies here swing with it, for any tool",
-                pairs[k][0], pairs[k][1], lo, hi, BOUNCE_SAMPLES, BOUNCE_SAMPLES * BOUNCE_GAP_MS / 1000.0,
-                mid);
         else
-            add(d, L_INFO, "cores", sub, NULL,
-                "CPUs %d and %d hand a cache line back in %.0f ns (median of %d samples over %.1f s; "
-                "10th-90th percentile %.0f-%.0f ns)",
-                pairs[k][0], pairs[k][1], mid, BOUNCE_SAMPLES, BOUNCE_SAMPLES * BOUNCE_GAP_MS / 1000.0, lo,
-                hi);
+            cores_finding(d, pairs[k][0], pairs[k][1], &run);
     }
     pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
 }
