@@ -315,19 +315,24 @@ static int cold_start(doctor *d, efax_ctx_desc cd, const char *nic, const efax_m
 }
 
 /* NUMA node this process is bound to (every CPU it may run on in one node), or -1. */
-static int my_numa(void) {
+/* The NUMA node of a CPU (<sysfs>/devices/system/cpu/cpuN/nodeK), or -1. */
+static int cpu_node(int cpu) {
     char path[PATH_MAX];
+    for (int k = 0; k < 64; k++) {
+        snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/node%d", efax_topo_sysfs_root(), cpu, k);
+        if (access(path, F_OK) == 0) return k;
+    }
+    return -1;
+}
+
+static int my_numa(void) {
     cpu_set_t set;
     int node = -1;
     if (sched_getaffinity(0, sizeof set, &set)) return -1;
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        int mine = -1;
+        int mine;
         if (!CPU_ISSET(cpu, &set)) continue;
-        for (int k = 0; k < 64 && mine < 0; k++) {
-            snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/node%d", efax_topo_sysfs_root(), cpu,
-                     k);
-            if (access(path, F_OK) == 0) mine = k;
-        }
+        mine = cpu_node(cpu);
         if (mine < 0 || (node >= 0 && mine != node)) return -1;
         node = mine;
     }
@@ -658,15 +663,6 @@ static int bounce_pair(int a, int b, int timeout_ms, bounce_run *out) {
     if (!rc && bo.late) rc = ETIMEDOUT;
     qsort(out->ns, (size_t)out->n, sizeof *out->ns, cmp_double);
     return rc;
-}
-
-static int cpu_node(int cpu) {
-    char path[PATH_MAX];
-    for (int k = 0; k < 64; k++) {
-        snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/node%d", efax_topo_sysfs_root(), cpu, k);
-        if (access(path, F_OK) == 0) return k;
-    }
-    return -1;
 }
 
 /* One pair's finding: steady (INFO), moving (WARN), or too busy to tell (WARN). */
