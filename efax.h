@@ -1112,7 +1112,7 @@ typedef struct efax_expect {
     const efax_mr *mr;
     int peer, tag;
     uint32_t seq, count;      /* ordinary regions: chunks to count */
-    uint64_t off, size, unit; /* staged regions: the window written, its cells */
+    uint64_t off, size, unit; /* the first write's offset and the bytes awaited; staged: its cells */
     int ncells, cells_done, status;
     bool active;
     uint32_t on_nic[EFAX_MAX_NICS];       /* ordinary regions: chunks to count on each local NIC */
@@ -1131,6 +1131,16 @@ EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag);
    w) (w->to must be this rank; w->dst is this rank's region; the writer's NIC count comes from
    efax_ctx_peer_nnics(w->from)). Returns 0 or a negative code. */
 EFAX_API int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w);
+
+/* Announces n writes that rank ws[0].from makes under one tag and sequence into one ordinary region
+   (ws[i].tag, .seq, .from, .dst the same; any offsets, sizes, modes and NICs), as one expectation e
+   whose wait takes them all: a target awaiting a window of small writes from a peer announces and
+   awaits them once, not once a write (each of them counts its chunks here as efax_expect_write's
+   would; the writer writes each under that tag and sequence). n == 1 is efax_expect_write. Staged
+   regions take each write's cells as it lands: announce those one by one. Returns 0, -FI_EINVAL
+   naming the write that differs, or what efax_expect_write returns for a write (nothing stays
+   announced then). Not thread safe. */
+EFAX_API int efax_expect_writes(efax_ctx *ctx, efax_expect *e, const efax_write_desc *ws, int n);
 
 /* Waits until that write landed (and, staged, was copied in). Returns 0, -FI_ETIMEDOUT naming
    what is missing, -EFAX_E_STALE, or a copy error. */
@@ -7149,38 +7159,44 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__expect_planned(efax_ctx *ctx, efax_expect 
     return 0;
 }
 
-EFAX__API_INLINE int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w) {
+/* A write that lands whole on one of this rank's NICs into an ordinary region (one NIC's writer or
+   Single mode): its chunks (*count) and that NIC (*here), without a plan, when it fits the NIC's
+   completion queue beside what is awaited there already. A target announces every write it awaits:
+   the general path (efax__expect_planned) cost ~4x the provider's own work per small message there,
+   and made the target the slower side of a stream of them. The tests are the general path's checks;
+   whatever fails one takes it (false), which names the problem. */
+static inline bool efax__expect_quick(const efax_ctx *ctx, const efax_write_desc *w, uint32_t *count,
+                                      int *here) {
     const efax_mr *dst = w->dst;
     uint64_t size = w->size, doff = w->dst_off, chunk;
-    int peer = w->from, nic = w->nic, writer_nnic, here, i;
-    uint32_t count;
-    /* A write that lands whole on one of this rank's NICs into an ordinary region (one NIC's
-       writer or Single mode): its count without a plan, and of e only what its wait reads (e is
-       1.5 KB, its staged cells' tables unused here). A target announces every write it awaits: the
-       general path cost ~4x the provider's own work per small message there, and made the target
-       the slower side of a stream of them. The tests are the general path's checks; whatever fails
-       one takes it, which names the problem. */
+    int peer = w->from, nic = w->nic, writer_nnic;
     if (!ctx->connected || w->to != ctx->rank || (unsigned)peer >= (unsigned)ctx->size || !dst ||
         dst->stage || w->tag <= EFAX_TAG_INTERNAL || w->tag >= ctx->ntags ||
         (unsigned)w->mode >= EFAX_MODE_COUNT || doff > dst->len || size > dst->len - doff)
-        return efax__expect_planned(ctx, e, w);
+        return false;
     writer_nnic = ctx->peer_nnic[peer];
     if ((unsigned)nic >= (unsigned)writer_nnic || (w->mode != EFAX_MODE_SINGLE && writer_nnic != 1))
-        return efax__expect_planned(ctx, e, w);
+        return false;
     chunk = efax_chunk_clamp(w->chunk, ctx->max_chunk);
-    if (size > chunk * (uint64_t)UINT32_MAX) return efax__expect_planned(ctx, e, w);
-    count = size <= chunk ? 1 : (uint32_t)efax__div_ceil(size, chunk);
-    here = ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)(w->mode == EFAX_MODE_SINGLE ? nic : 0)] %
-           EFAX_MAX_NICS;
-    if (efax__cq_enforced(ctx) && ctx->nic[here].expecting + count > (uint64_t)ctx->nic[here].cq_incoming)
-        return efax__expect_planned(ctx, e, w); /* which names the overrun */
-    e->mr = dst;
-    e->peer = peer;
+    if (size > chunk * (uint64_t)UINT32_MAX) return false;
+    *count = size <= chunk ? 1 : (uint32_t)efax__div_ceil(size, chunk);
+    *here = ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)(w->mode == EFAX_MODE_SINGLE ? nic : 0)] %
+            EFAX_MAX_NICS;
+    return !efax__cq_enforced(ctx) ||
+           ctx->nic[*here].expecting + *count <= (uint64_t)ctx->nic[*here].cq_incoming;
+}
+
+/* e as an ordinary region's expectation of nothing yet from w's writer under w's tag and
+   sequence: of e only what its wait reads (e is 1.5 KB, its staged cells' tables unused here). */
+static inline void efax__expect_start(const efax_ctx *ctx, efax_expect *e, const efax_write_desc *w) {
+    int i;
+    e->mr = w->dst;
+    e->peer = w->from;
     e->tag = w->tag;
     e->seq = w->seq;
-    e->count = count;
-    e->off = doff;
-    e->size = size;
+    e->count = 0;
+    e->off = w->dst_off;
+    e->size = w->size;
     e->unit = 0;
     e->ncells = e->cells_done = e->status = 0;
     e->active = true;
@@ -7192,20 +7208,18 @@ EFAX__API_INLINE int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax
             e->on_nic[i] = 0;
             e->on_nic_bytes[i] = 0;
         }
-    e->on_nic[here] = count;
-    e->on_nic_bytes[here] = size;
-    ctx->nic[here].expecting += count;
-    return 0;
 }
 
-/* A write that landed: each local NIC's rx_bytes gets what the plan put on it. */
-EFAX_PRIVATE void efax__credit_rx(efax_ctx *ctx, const efax_expect *e) {
-    int i;
-    if (ctx->nnic == 1) { /* the common case, without the loop's two tests a NIC */
-        ctx->nic[0].stats.rx_bytes += e->on_nic_bytes[0];
-        return;
-    }
-    for (i = 0; i < ctx->nnic && i < EFAX_MAX_NICS; i++) ctx->nic[i].stats.rx_bytes += e->on_nic_bytes[i];
+EFAX__API_INLINE int efax_expect_write(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w) {
+    uint32_t count;
+    int here;
+    if (!efax__expect_quick(ctx, w, &count, &here)) return efax__expect_planned(ctx, e, w);
+    efax__expect_start(ctx, e, w);
+    e->count = count;
+    e->on_nic[here] = count;
+    e->on_nic_bytes[here] = w->size;
+    ctx->nic[here].expecting += count;
+    return 0;
 }
 
 /* e's chunks no longer count against the NICs' completion queues (efax_expect_write added them). */
@@ -7217,6 +7231,83 @@ EFAX_PRIVATE void efax__unexpect(efax_ctx *ctx, efax_expect *e) {
         return;
     }
     for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting -= e->on_nic[i];
+}
+
+/* efax_expect_writes' refusal of write i, which does not share write 0's writer, tag, sequence,
+   target or ordinary region (nothing is announced then). */
+EFAX_PRIVATE EFAX__NOINLINE int efax__expect_writes_bad(efax_ctx *ctx, efax_expect *e,
+                                                        const efax_write_desc *ws, int i) {
+    if (e->active) efax__unexpect(ctx, e);
+    if (ws[0].dst && ws[0].dst->stage)
+        efax_log(ctx, 0,
+                 "expect_writes: the region is staged, whose cells are taken as each write lands: announce "
+                 "each write under its own tag (efax_expect_write)");
+    else
+        efax_log(
+            ctx, 0,
+            "expect_writes: write %d (rank %d to %d, tag %d, seq %u) differs from write 0 (rank %d to %d, "
+            "tag %d, seq %u) or writes into another region: one expectation counts one writer's writes "
+            "under one tag and sequence into one ordinary region",
+            i, ws[i].from, ws[i].to, ws[i].tag, (unsigned)ws[i].seq, ws[0].from, ws[0].to, ws[0].tag,
+            (unsigned)ws[0].seq);
+    return -FI_EINVAL;
+}
+
+EFAX_API int efax_expect_writes(efax_ctx *ctx, efax_expect *e, const efax_write_desc *ws, int n) {
+    const efax_write_desc *same = NULL; /* the last write counted without a plan */
+    uint32_t count = 0;
+    int i, k, rc, here = 0;
+    if (n == 1) return efax_expect_write(ctx, e, ws);
+    if (n < 1 || !ws) {
+        efax_log(ctx, 0, "expect_writes: %d write(s)%s: name at least one", n, ws ? "" : " at NULL");
+        return -FI_EINVAL;
+    }
+    e->active = false;
+    if (!ws[0].dst || ws[0].dst->stage) return efax__expect_writes_bad(ctx, e, ws, 0);
+    efax__expect_start(ctx, e, &ws[0]);
+    e->size = 0;
+    for (i = 0; i < n; i++) {
+        const efax_write_desc *w = &ws[i];
+        if (w->from != ws[0].from || w->to != ws[0].to || w->tag != ws[0].tag || w->seq != ws[0].seq ||
+            w->dst != ws[0].dst)
+            return efax__expect_writes_bad(ctx, e, ws, i);
+        /* the next of a window like the last: its count and NIC, once its bytes fit the region and
+           its chunks the NIC's completion queue (the checks efax__expect_quick makes that vary) */
+        if (!(same && w->size == same->size && w->chunk == same->chunk && w->mode == same->mode &&
+              w->nic == same->nic && w->dst_off <= w->dst->len && w->size <= w->dst->len - w->dst_off &&
+              (!efax__cq_enforced(ctx) ||
+               ctx->nic[here].expecting + count <= (uint64_t)ctx->nic[here].cq_incoming)))
+            same = efax__expect_quick(ctx, w, &count, &here) ? w : NULL;
+        if (EFAX__LIKELY(same != NULL)) {
+            e->count += count;
+            e->on_nic[here] += count;
+            e->on_nic_bytes[here] += w->size;
+            ctx->nic[here].expecting += count; /* the next write's room counts this one's */
+        } else {
+            efax_expect one;
+            if ((rc = efax__expect_planned(ctx, &one, w))) { /* which names the problem */
+                efax__unexpect(ctx, e);
+                return rc;
+            }
+            e->count += one.count;
+            for (k = 0; k < ctx->nnic; k++) {
+                e->on_nic[k] += one.on_nic[k];
+                e->on_nic_bytes[k] += one.on_nic_bytes[k];
+            }
+        }
+        e->size += w->size;
+    }
+    return 0;
+}
+
+/* A write that landed: each local NIC's rx_bytes gets what the plan put on it. */
+EFAX_PRIVATE void efax__credit_rx(efax_ctx *ctx, const efax_expect *e) {
+    int i;
+    if (ctx->nnic == 1) { /* the common case, without the loop's two tests a NIC */
+        ctx->nic[0].stats.rx_bytes += e->on_nic_bytes[0];
+        return;
+    }
+    for (i = 0; i < ctx->nnic && i < EFAX_MAX_NICS; i++) ctx->nic[i].stats.rx_bytes += e->on_nic_bytes[i];
 }
 
 /* All of e's chunks arrived already (a stream of small writes: nearly always) and its sequence is

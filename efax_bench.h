@@ -2435,7 +2435,9 @@ typedef struct efaxb__xstep {
     uint64_t size;
     int msgs, me, tag0; /* tag0: the data tags of the step's memory kind */
     int tag_sets;       /* tag sets, iterations apart (efaxb__kind_tags over efaxb__msgs) */
-    int tag_stride;     /* tags a set spans (efaxb__msgs) */
+    int tag_stride;     /* tags a set spans: efaxb__msgs, or 1 where a writer's messages share one */
+    int tag_per_msg;    /* 1: each message its own tag (a staged dst); 0: a writer's share one, and
+                           the target announces and awaits them as one (efax_expect_writes) */
     int *to, nto;       /* the ranks it writes to, from the next one on */
     int *from, nfrom;   /* the ranks that write to it, from the last one back */
     bool self;          /* it writes to itself: a local copy */
@@ -2461,21 +2463,23 @@ EFAX_PRIVATE int efaxb__tag_base(const efaxb__xstep *x, uint64_t seq) {
     return x->tag0 + (x->tag_sets > 1 ? (int)(seq % (uint64_t)x->tag_sets) * x->tag_stride : 0);
 }
 
-/* Message m (in w, as efaxb__msg described it) becomes iteration seq's, whose message 0 has tag
-   tag_base (efaxb__tag_base): what changes with it. */
-EFAX_PRIVATE efax_write_desc *efaxb__msg_seq(const efaxb__xstep *x, efax_write_desc *w, int m, uint64_t seq,
-                                             int tag_base) {
-    w->index = seq * (uint64_t)x->msgs + (uint64_t)w->from + efaxb__sslot(x, w->to, m);
-    w->tag = tag_base + m;
-    w->seq = (uint32_t)seq;
-    return w;
+/* The messages w[0..msgs) of one writer to one target (as efaxb__msg described them) become
+   iteration seq's, whose message 0 has tag tag_base (efaxb__tag_base): what changes with it. The
+   layout read once: through w's stores the compiler would read it again for every message. */
+EFAX_PRIVATE void efaxb__msgs_seq(const efaxb__xstep *x, efax_write_desc *w, uint64_t seq, int tag_base) {
+    int msgs = x->msgs, tag_step = x->tag_per_msg;
+    uint64_t index = seq * (uint64_t)msgs + (uint64_t)w->from + efaxb__sslot(x, w->to, 0); /* message 0's */
+    for (int m = 0; m < msgs; m++) {
+        w[m].index = index + (uint64_t)m; /* the source slots of a pair follow each other */
+        w[m].tag = tag_base + m * tag_step;
+        w[m].seq = (uint32_t)seq;
+    }
 }
 
-/* Message m of iteration seq from rank f to rank t, as both sides describe it. The exchange
-   describes each message once and then only changes its iteration (efaxb__msg_seq): a desc costs
-   as much as the write it starts (memset, efax_bench_chunk). */
-EFAX_PRIVATE const efax_write_desc *efaxb__msg(const efaxb__xstep *x, efax_write_desc *w, int f, int t, int m,
-                                               uint64_t seq) {
+/* Message m from rank f to rank t, as both sides describe it, but for what changes with the
+   iteration (efaxb__msgs_seq). The exchange describes each message once and then only changes its
+   iteration: a desc costs as much as the write it starts (memset, efax_bench_chunk). */
+EFAX_PRIVATE void efaxb__msg(const efaxb__xstep *x, efax_write_desc *w, int f, int t, int m) {
     memset(w, 0, sizeof *w);
     w->from = f;
     w->to = t;
@@ -2486,7 +2490,6 @@ EFAX_PRIVATE const efax_write_desc *efaxb__msg(const efaxb__xstep *x, efax_write
     w->size = x->size;
     w->mode = x->st->mode;
     w->chunk = efax_bench_chunk(x->b, x->st->kind, f, t);
-    return efaxb__msg_seq(x, w, m, seq, efaxb__tag_base(x, seq));
 }
 
 /* How long a writer waits for a target's confirmation: longer than the target waits for the
@@ -2519,25 +2522,30 @@ EFAX_PRIVATE void efaxb__fill(const efaxb__xstep *x, uint64_t seq) {
     }
 }
 
-/* The writes of iteration seq from every writer into this rank: announced, then awaited with one
-   context timeout for all, so that this side gives up before a writer's confirmation wait;
-   settled (in place), or only arrived (efax_expect_arrived: device memory may be copying in). */
+/* The writes of iteration seq from every writer into this rank: announced (a writer's messages
+   as one where they share a tag), then awaited with one context timeout for all, so that this side
+   gives up before a writer's confirmation wait; settled (in place), or only arrived
+   (efax_expect_arrived: device memory may be copying in). */
 EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
     efax_ctx *ctx = &x->b->ctx;
     efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b); /* efaxb__describe's */
+    efax_expect *ex = x->b->ex;
     uint64_t deadline;
-    int rc = 0, tag_base = efaxb__tag_base(x, seq);
-    for (int i = 0; i < x->nfrom && !rc; i++)
-        for (int m = 0; m < x->msgs && !rc; m++)
-            rc = efax_expect_write(ctx, &x->b->ex[i * x->msgs + m],
-                                   efaxb__msg_seq(x, &in[i * x->msgs + m], m, seq, tag_base));
+    int rc = 0, tag_base = efaxb__tag_base(x, seq), nex = x->tag_per_msg ? x->nfrom * x->msgs : x->nfrom;
+    for (int i = 0; i < x->nfrom && !rc; i++) {
+        efax_write_desc *w = &in[i * x->msgs];
+        efaxb__msgs_seq(x, w, seq, tag_base);
+        if (!x->tag_per_msg) rc = efax_expect_writes(ctx, &ex[i], w, x->msgs);
+        for (int m = 0; x->tag_per_msg && m < x->msgs && !rc; m++)
+            rc = efax_expect_write(ctx, &ex[i * x->msgs + m], &w[m]);
+    }
     if (settle) /* the batch's one timeout counts from here */
-        return rc ? rc : efax_expect_wait_all(ctx, x->b->ex, x->nfrom * x->msgs, efax_ctx_timeout_ms(ctx));
+        return rc ? rc : efax_expect_wait_all(ctx, ex, nex, efax_ctx_timeout_ms(ctx));
     deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
-    for (int i = 0; i < x->nfrom * x->msgs && !rc; i++) {
+    for (int i = 0; i < nex && !rc; i++) {
         uint64_t now = efax_now_ns();
         int left = now < deadline ? (int)((deadline - now) / 1000000ull) : 0;
-        rc = efax_expect_arrived(ctx, &x->b->ex[i], left);
+        rc = efax_expect_arrived(ctx, &ex[i], left);
     }
     return rc;
 }
@@ -2562,11 +2570,15 @@ EFAX_PRIVATE int efaxb__check(const efaxb__xstep *x, uint64_t seq, int64_t *wron
 /* Describes every message of the step once: this rank's writes (b->xw from 0), the writes into it
    (from size * msgs on), as iteration 0's. */
 EFAX_PRIVATE void efaxb__describe(const efaxb__xstep *x) {
-    efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b);
-    for (int i = 0; i < x->nto; i++)
-        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &x->b->xw[i * x->msgs + m], x->me, x->to[i], m, 0);
-    for (int i = 0; i < x->nfrom; i++)
-        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &in[i * x->msgs + m], x->from[i], x->me, m, 0);
+    efax_write_desc *out = x->b->xw, *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b);
+    for (int i = 0; i < x->nto; i++) {
+        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &out[i * x->msgs + m], x->me, x->to[i], m);
+        efaxb__msgs_seq(x, &out[i * x->msgs], 0, efaxb__tag_base(x, 0));
+    }
+    for (int i = 0; i < x->nfrom; i++) {
+        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &in[i * x->msgs + m], x->from[i], x->me, m);
+        efaxb__msgs_seq(x, &in[i * x->msgs], 0, efaxb__tag_base(x, 0));
+    }
 }
 
 /* Starts iteration seq: its writes (through the poster when there is one, *posted then set; else
@@ -2576,8 +2588,7 @@ EFAX_PRIVATE int efaxb__start(const efaxb__xstep *x, uint64_t seq, bool *posted)
     const efax_bench_poster *p = x->mv->poster;
     efax_xfer *xs = b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
     int rc = 0, nw = 0, tag_base = efaxb__tag_base(x, seq);
-    for (int i = 0; i < x->nto; i++)
-        for (int m = 0; m < x->msgs; m++) efaxb__msg_seq(x, &b->xw[nw++], m, seq, tag_base);
+    for (int i = 0; i < x->nto; i++, nw += x->msgs) efaxb__msgs_seq(x, &b->xw[nw], seq, tag_base);
     if (p && nw && !(rc = p->post(p->user, b->xw, nw))) *posted = true;
     for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(&b->ctx, &xs[i], &b->xw[i], NULL);
     for (int m = 0; x->self && m < x->msgs && !rc; m++)
@@ -2675,7 +2686,8 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     x.size = mv->size ? mv->size : st->size;
     x.msgs = mv->msgs ? mv->msgs : efaxb__msgs(b);
     x.tag0 = EFAX_BENCH_TAG_DATA + st->k * efaxb__kind_tags(b);
-    x.tag_stride = efaxb__msgs(b);
+    x.tag_per_msg = x.dst->mr.stage != NULL; /* staged cells are taken by (writer, tag) */
+    x.tag_stride = x.tag_per_msg ? efaxb__msgs(b) : 1;
     x.tag_sets = efaxb__kind_tags(b) / x.tag_stride;
     x.depth = mv->poster ? 1 : efax_bench_in_flight(b, st);
     if (x.msgs > efaxb__msgs(b) ||

@@ -381,6 +381,67 @@ int main(int argc, char **argv) {
                 errors++;
             }
             if (!rc) rc = efax_boot_barrier(&boot, -1); /* nobody refills before everyone checked */
+
+            /* The same bytes as three writes under one tag and sequence (this mode, Single on the
+               last NIC, this mode with another index), announced and awaited as one expectation
+               (efax_expect_writes); a staged region must refuse that, naming the way */
+            iter++;
+            efax_pattern_fill(src.ptr, size, 0, me, iter);
+            efax_poison(dst.ptr, size);
+            if (rc || (rc = efax_boot_barrier(&boot, -1))) break;
+            {
+                efax_write_desc ws[3], in[3];
+                efax_expect ex;
+                uint64_t cut[4] = {0, size / 3, size - size / 5, size};
+                for (int k = 0; k < 3; k++) {
+                    efax_mode m = k == 1 ? EFAX_MODE_SINGLE : (efax_mode)mode;
+                    ring_write(&ws[k], me, right, &src.mr, &dst.mr, m, iter, cut[k + 1] - cut[k], chunk);
+                    ring_write(&in[k], left, me, &src.mr, &dst.mr, m, iter, cut[k + 1] - cut[k], chunk);
+                    ws[k].src_off = ws[k].dst_off = in[k].src_off = in[k].dst_off = cut[k];
+                    ws[k].index = in[k].index = iter + (uint64_t)k; /* seq stays the iteration's */
+                    ws[k].nic = in[k].nic = k == 1 ? efax_ctx_nnics(&ctx) - 1 : 0;
+                    ws[k].seq = in[k].seq = (uint32_t)iter;
+                    if (k == 1) in[k].nic = efax_ctx_peer_nnics(&ctx, left) - 1;
+                }
+                if (staged) { /* refused (asked once), and nothing written: a staged write has its own tag */
+                    int refused = si || mode ? -FI_EINVAL : efax_expect_writes(&ctx, &ex, in, 3);
+                    if (refused != -FI_EINVAL) {
+                        fprintf(stderr, "xfer_test: rank %d: efax_expect_writes on a staged region: %d\n", me,
+                                refused);
+                        errors++;
+                    }
+                    continue;
+                }
+                for (int k = 0; k < 3 && !rc; k++) rc = efax_write(&ctx, &xs[k], &ws[k], NULL);
+                if (!rc) {
+                    int refused = -FI_EINVAL;
+                    in[2].seq++; /* another sequence: refused (asked once), nothing left announced */
+                    if (!si && !mode) refused = efax_expect_writes(&ctx, &ex, in, 3);
+                    in[2].seq--;
+                    if (refused != -FI_EINVAL) {
+                        fprintf(stderr, "xfer_test: rank %d: efax_expect_writes of two sequences: %d\n", me,
+                                refused);
+                        errors++;
+                    }
+                    if (!(rc = efax_expect_writes(&ctx, &ex, in, 3))) rc = efax_expect_wait(&ctx, &ex, -1);
+                    if (!rc && ex.size != size) {
+                        fprintf(stderr, "xfer_test: rank %d: efax_expect_writes awaited %llu bytes of %llu\n",
+                                me, (unsigned long long)ex.size, (unsigned long long)size);
+                        errors++;
+                    }
+                }
+                for (int k = 0; k < 3 && !rc; k++) rc = efax_wait(&ctx, &xs[k], -1);
+            }
+            if (rc) break;
+            if ((wrong = efax_pattern_check(dst.ptr, size, 0, left, iter, NULL))) {
+                fprintf(stderr,
+                        "xfer_test: rank %d: WRITE %s %llu bytes from rank %d in three, awaited as one: %llu "
+                        "wrong bytes\n",
+                        me, efax_mode_name((efax_mode)mode), (unsigned long long)size, left,
+                        (unsigned long long)wrong);
+                errors++;
+            }
+            if (!rc) rc = efax_boot_barrier(&boot, -1);
         }
     }
     if (!rc && me == 0) {
