@@ -23,15 +23,17 @@
 enum { MAX_CMDS = 128, CPU = 0, NBI = 1, BLOCKING = 2, NVARIANTS = 3 };
 
 /* The producers: block b pushes commands b*per .. b*per+per-1 as the harness described them (command c:
-   `size` bytes at c * size on both sides, tag tag0 + c), as efax_block_put_nbi does (blocking: efax_put). */
-__global__ void k_puts(efax_proxy_dev p, int per, uint64_t size, int dst, int tag0, uint32_t seq,
-                       uint32_t flags, int blocking) {
+   `size` bytes at c * size on both sides, tag tag0 + c * tag_step), as efax_block_put_nbi does (blocking:
+   efax_put). */
+__global__ void k_puts(efax_proxy_dev p, int per, uint64_t size, int dst, int tag0, int tag_step,
+                       uint32_t seq, uint32_t flags, int blocking) {
     __shared__ efax_producer me;
     if (threadIdx.x == 0) efax_producer_begin(&p, &me, blockIdx.x);
     for (int i = 0; i < per; i++) {
         uint64_t c = (uint64_t)blockIdx.x * per + i, off = c * size;
         __syncthreads();
-        if (threadIdx.x == 0) efax_put_nbi(&p, &me, dst, off, off, size, tag0 + (int)c, seq, flags);
+        if (threadIdx.x == 0)
+            efax_put_nbi(&p, &me, dst, off, off, size, tag0 + (int)c * tag_step, seq, flags);
         if (threadIdx.x == 0 && blocking) efax_quiet(&p, &me);
         __syncthreads();
     }
@@ -59,9 +61,10 @@ static bool writes(const void *user, int from, int to, int n) {
 static int gpu_post(void *user, const efax_write_desc *w, int n) {
     run *r = (run *)user;
     uint32_t flags = w[0].mode == EFAX_MODE_SPLIT ? EFAX_PUT_SPLIT : 0;
+    int tag_step = n > 1 ? w[1].tag - w[0].tag : 0; /* the harness's: a tag a message, or one for all */
     efax_proxy_watch(&r->px, w[0].to, EFAX_BENCH_TAG_ACK, w[0].seq, 1);
     k_puts<<<r->active, 32, 0, r->stream>>>(efax_proxy_device(&r->px), n / r->active, w[0].size, w[0].to,
-                                            w[0].tag, w[0].seq, flags, r->v == BLOCKING);
+                                            w[0].tag, tag_step, w[0].seq, flags, r->v == BLOCKING);
     return EFAX_CUDA(cudaGetLastError());
 }
 
