@@ -6660,55 +6660,10 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag) {
 
 /* efax_wait_imm; `expect` (arrivals due on each local NIC, or NULL) lets a timeout name the
    NICs that fell short — a dead rail — rather than only count what arrived. */
-/* A wait for many arrivals polls at the pace they come (#33). On shm the writer's command queue and
-   inject buffers live in memory both processes touch: every poll of a target with nothing to find
-   takes their cache lines from the writer, whose next write then waits for them, so a target
-   that polls flat out slows the stream it waits for (shm write, 2.6.0, the GPU machine's host
-   CPUs, 16 interleaved rounds: at 2 KiB 1.10x fi_rma_bw with pacing, 0.98 without; level at
-   8-512 B). After a poll that found nothing, with 4 or more arrivals to come and the pace of the
-   ones seen so far known, the wait lets half the time the rest should take pass before it polls
-   again, but never more than the time the pace was seen over: a stream that stops costs at most
-   that once per arrival, the last arrivals are polled for as before, and a wait for one arrival
-   (a ping-pong) never pauses. Times in efax_ticks (only ratios of them are used). */
-typedef struct efax__pace {
-    uint64_t t_first, t_last; /* efax_ticks when the first and the latest arrivals were seen */
-    uint32_t n_first, n_last; /* the count then */
-} efax__pace;
-
-/* A spin-wait hint: x86's pause, arm64's yield (the core lets the memory system and a sibling work). */
-static inline void efax__cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-/* Arrivals were counted: the count is now `got`. */
-static inline void efax__pace_seen(efax__pace *p, uint32_t got) {
-    uint64_t now = efax_ticks();
-    if (!p->t_first) {
-        p->t_first = now;
-        p->n_first = got;
-    }
-    p->t_last = now;
-    p->n_last = got;
-}
-
-/* A poll found nothing and `left` arrivals are still to come: lets part of their time pass. */
-EFAX_PRIVATE EFAX__NOINLINE void efax__pace_wait(const efax__pace *p, uint32_t left) {
-    uint64_t seen = p->t_last - p->t_first, pause, until;
-    if (!seen) return;
-    pause = seen / (p->n_last - p->n_first) * left / 2;
-    until = p->t_last + (pause < seen ? pause : seen);
-    while (efax_ticks() < until) efax__cpu_relax();
-}
-
 EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count,
                                 int timeout_ms, const uint32_t *expect) {
     efax__imm_slot *sl;
     efax__spin w; /* set by the first tick */
-    efax__pace pace = {0, 0, 0, 0};
     unsigned spins = 0, found = 0;
     int rc;
     if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
@@ -6754,10 +6709,6 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
             return rc;
         }
         found |= (unsigned)rc;
-        if (rc > 0) {
-            if (sl->count != pace.n_last) efax__pace_seen(&pace, sl->count);
-        } else if (pace.n_last > pace.n_first && count - sl->count >= 4)
-            efax__pace_wait(&pace, count - sl->count); /* out of line: the empty poll's path stays short */
         if ((++spins & 15) != 0) continue;
         if (!efax__spin_tick(ctx, &w, spins, found, timeout_ms)) {
             found = 0;

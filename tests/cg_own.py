@@ -1,12 +1,10 @@
 #!/usr/bin/env python3
-"""cg_own.py CALLGRIND.OUT BINARY [--calls FN] [--calls-into OBJ] [--loop FN@OBJ [--ideal LONGER.OUT N]] [--per-fn]
-[--exclude FN] — a program's own instructions in a callgrind profile (tests/instr.sh).
+"""cg_own.py CALLGRIND.OUT BINARY [--calls FN] [--calls-into OBJ] [--loop FN@OBJ [--ideal LONGER.OUT N]] [--per-fn] — a
+program's own instructions in a callgrind profile (tests/instr.sh).
 
 Own: instructions executed in BINARY's own code (callgrind's object: the path ends in BINARY), not in
 shared libraries (libfabric, libc, the loader, PMIx) nor the vDSO. Prints key=value lines:
-  own=N                 the own instructions of the whole run (with --exclude FN: but FN's and those of
-                        the own functions it calls, a pause whose length depends on timing)
-  excluded=N            with --exclude: what was left out
+  own=N                 the own instructions of the whole run
   calls.FN.CALLER=N     with --calls FN: how often each own function called the own function FN
                         (efax_progress: the polls, by the wait that polled)
   into.OBJ.CALLER=N     with --calls-into OBJ: how often each own function called into objects whose
@@ -42,7 +40,6 @@ def parse(path):
     names = {"ob": {}, "fl": {}, "fn": {}}
     self_cost = defaultdict(int)  # (ob, fn) -> instructions
     calls = defaultdict(int)      # ((ob, fn), (cob, cfn)) -> count
-    incl = defaultdict(int)       # ((ob, fn), (cob, cfn)) -> the calls' inclusive instructions
     per_instr = defaultdict(lambda: defaultdict(int))  # (ob, fn) -> address -> count
     npos = 1
     ob = fn = cob = cfn = None
@@ -87,8 +84,7 @@ def parse(path):
                     cfn = v
                 continue
             if eq and key == "calls":
-                callee = (cob or ob, cfn)
-                calls[((ob, fn), callee)] += int(val.split()[0])
+                calls[((ob, fn), (cob or ob, cfn))] += int(val.split()[0])
                 cob = None
                 after_calls = True
                 continue
@@ -99,19 +95,18 @@ def parse(path):
                 cost = int(toks[npos]) if len(toks) > npos else 0
                 if after_calls:  # the inclusive cost of the call just named: not this function's own
                     after_calls = False
-                    incl[((ob, fn), callee)] += cost
                     continue
                 if fn is not None:
                     self_cost[(ob, fn)] += cost
                     if npos > 1:
                         per_instr[(ob, fn)][addr] += cost
-    return self_cost, calls, per_instr, incl
+    return self_cost, calls, per_instr
 
 
 def ideal_iter(per_instr, calls, mine, key, obj, empty, polls, ncalls, ideal):
     """One loop iteration's own instructions with nothing that depended on timing (see --ideal)."""
     path, n = ideal
-    _, calls2, per_instr2, _ = parse(path)
+    _, calls2, per_instr2 = parse(path)
     polls2 = sum(c for (caller, callee), c in calls2.items() if caller == key and obj in (callee[0] or ""))
     ncalls2 = sum(c for (caller, callee), c in calls2.items() if callee == key)
     # the profile that tells the poll loop apart: more polls per call
@@ -143,7 +138,7 @@ def main():
     if len(args) < 2:
         raise SystemExit(__doc__)
     path, binary, rest = args[0], args[1], args[2:]
-    calls_fn = loop = ideal = into = exclude = None
+    calls_fn = loop = ideal = into = None
     per_fn = False
     while rest:
         if rest[0] == "--calls" and len(rest) > 1:
@@ -154,13 +149,11 @@ def main():
             loop, rest = rest[1], rest[2:]
         elif rest[0] == "--ideal" and len(rest) > 2:
             ideal, rest = (rest[1], int(rest[2])), rest[3:]
-        elif rest[0] == "--exclude" and len(rest) > 1:
-            exclude, rest = rest[1], rest[2:]
         elif rest[0] == "--per-fn":
             per_fn, rest = True, rest[1:]
         else:
             raise SystemExit(f"cg_own.py: bad argument {rest[0]} (see cg_own.py without arguments)")
-    self_cost, calls, per_instr, incl = parse(path)
+    self_cost, calls, per_instr = parse(path)
 
     def mine(ob):
         return bool(ob) and ob.endswith(binary)
@@ -168,17 +161,7 @@ def main():
     own = {k: v for k, v in self_cost.items() if mine(k[0])}
     if not own:
         raise SystemExit(f"cg_own.py: {path} has no function of an object ending in {binary}")
-    excluded = 0
-    if exclude:  # its own instructions, and those of the own functions it calls (their inclusive cost)
-        for k, v in own.items():
-            if k[1] == exclude:
-                excluded += v
-        for (caller, callee), c in incl.items():
-            if caller[1] == exclude and mine(caller[0]) and mine(callee[0]):
-                excluded += c
-    print(f"own={sum(own.values()) - excluded}")
-    if exclude:
-        print(f"excluded={excluded}")
+    print(f"own={sum(own.values())}")
     if calls_fn:
         by = defaultdict(int)
         for (caller, callee), n in calls.items():

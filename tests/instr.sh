@@ -19,10 +19,9 @@
 #     sent), over 64: the side that bounded the message rate on shm at 8 B.
 # A loop's cost is the difference of two runs that differ only in its length (pingpong and write:
 # the warm-up iterations, -w, which run the timed loop without storing its times; fi_pingpong: -I):
-# the setup cancels. A paced wait's pauses (efax__pace_wait: a wait for many arrivals lets part of
-# their time pass after a poll that found nothing) depend on timing and are left out. Polls that
-# find nothing depend on timing too (callgrind slows the measured rank ~50x, and a peer spinning
-# natively yields its core, on a busy host a whole time slice), so they are taken out: every poll past the one per message that must find the answer costs what an empty
+# the setup cancels. Polls that find nothing depend on timing (callgrind slows the measured rank
+# ~50x, and a peer spinning natively yields its core, on a busy host a whole time slice), so they
+# are taken out: every poll past the one per message that must find the answer costs what an empty
 # poll costs, measured where nothing else happens (tests/instr_idle.c: waits that time out, three
 # runs of different lengths, one unknown per wait loop: efax_wait's and efax_wait_imm's). fi_pingpong
 # is counted instruction by instruction (cg_own.py --ideal): each as often per round trip as the long
@@ -92,7 +91,7 @@ kv() { local f=$1; shift; for k in "$@"; do awk -F= -v k="$k" '$1 == k { v = $2 
 # wait's call into libfabric (its CQ read: efax_progress's body is inline in the waits), counted
 # under the wait's name with whatever suffix the compiler gave a part of it (.cold, .part.0, ...)
 efax_own() {
-  python3 tests/cg_own.py "$1" "$2" --calls-into libfabric --exclude efax__pace_wait >"$1.own" || return 1
+  python3 tests/cg_own.py "$1" "$2" --calls-into libfabric >"$1.own" || return 1
   awk -F= '$1 == "own" { o = $2 }
     $1 ~ /^into\.libfabric\./ { f = substr($1, 16); sub(/[.\047].*/, "", f)
       if (f == "efax_wait_all" || f == "efax_wait" || f == "efax__wait_one" || f == "efax__wait_nic") a += $2
