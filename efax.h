@@ -7238,7 +7238,9 @@ EFAX_PRIVATE void efax__unexpect(efax_ctx *ctx, efax_expect *e) {
 EFAX_PRIVATE EFAX__NOINLINE int efax__expect_writes_bad(efax_ctx *ctx, efax_expect *e,
                                                         const efax_write_desc *ws, int i) {
     if (e->active) efax__unexpect(ctx, e);
-    if (ws[0].dst && ws[0].dst->stage)
+    if (!ws[i].dst)
+        efax_log(ctx, 0, "expect_writes: write %d names no region (dst)", i);
+    else if (ws[0].dst->stage)
         efax_log(ctx, 0,
                  "expect_writes: the region is staged, whose cells are taken as each write lands: announce "
                  "each write under its own tag (efax_expect_write)");
