@@ -466,9 +466,12 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
    t * msgs + m : m) and lands in t's destination at slot (per_writer ? f * msgs + m : m), slots
    being the step's message size apart (all at 0 with --one-slot: efax_bench_slot_off); its bytes
    are the pattern of (f, seq << 24 | s), so that a byte of another iteration, writer or message
-   shows; it rotates over the NICs from index seq * msgs + f + s; its tag is
-   EFAX_BENCH_TAG_DATA + m, plus msgs for each memory kind before its own (unconfirmed: twice as
-   many, alternating by iteration). EFAX_BENCH_TAG_ACK_HALF is for a driver that confirms in
+   shows; it rotates over the NICs from index seq * msgs + f + s. Its tag is one of the msgs tags of
+   its memory kind (unconfirmed: twice as many), which start at EFAX_BENCH_TAG_DATA plus those of
+   the kinds before it: into an ordinary region every message of a writer's iteration has the same,
+   the kind's tag (seq mod its tags), and the target announces and awaits them as one
+   (efax_expect_writes); into a staged region, whose cells are taken by writer and tag as they land,
+   message m has tag m (plus msgs times seq mod the sets of msgs). EFAX_BENCH_TAG_ACK_HALF is for a driver that confirms in
    halves (sendrecv's Stream: the second half's word).
    (The exchange confirming in halves too, a writer starting each half of the next iteration on the
    half's word, was measured against one word per iteration: no faster on tcp or shm at 8 B - 32 KiB,
@@ -2535,9 +2538,10 @@ EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
     for (int i = 0; i < x->nfrom && !rc; i++) {
         efax_write_desc *w = &in[i * x->msgs];
         efaxb__msgs_seq(x, w, seq, tag_base);
-        if (!x->tag_per_msg) rc = efax_expect_writes(ctx, &ex[i], w, x->msgs);
-        for (int m = 0; x->tag_per_msg && m < x->msgs && !rc; m++)
-            rc = efax_expect_write(ctx, &ex[i * x->msgs + m], &w[m]);
+        if (!x->tag_per_msg)
+            rc = efax_expect_writes(ctx, &ex[i], w, x->msgs);
+        else
+            for (int m = 0; m < x->msgs && !rc; m++) rc = efax_expect_write(ctx, &ex[i * x->msgs + m], &w[m]);
     }
     if (settle) /* the batch's one timeout counts from here */
         return rc ? rc : efax_expect_wait_all(ctx, ex, nex, efax_ctx_timeout_ms(ctx));
