@@ -471,8 +471,8 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
    the kinds before it: into an ordinary region every message of a writer's iteration has the same,
    the kind's tag (seq mod its tags), and the target announces and awaits them as one
    (efax_expect_writes); into a staged region, whose cells are taken by writer and tag as they land,
-   message m has tag m (plus msgs times seq mod the sets of msgs). EFAX_BENCH_TAG_ACK_HALF is for a driver that confirms in
-   halves (sendrecv's Stream: the second half's word).
+   message m has tag m (plus msgs times seq mod the sets of msgs). EFAX_BENCH_TAG_ACK_HALF is for a
+   driver that confirms in halves (sendrecv's Stream: the second half's word).
    (The exchange confirming in halves too, a writer starting each half of the next iteration on the
    half's word, was measured against one word per iteration: no faster on tcp or shm at 8 B - 32 KiB,
    pinned, three interleaved rounds; 26 more own instructions per write. Not kept.) */
