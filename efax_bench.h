@@ -460,7 +460,8 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
            then fill this iteration's sources                                        (untimed)
        write to every target; copy to itself (from == to); announce and await every writer's
        writes (one context timeout for all); confirmed: tell each writer (EFAX_BENCH_TAG_ACK) and
-       wait for each target's word; unconfirmed: wait for this rank's own writes     (timed)
+       wait for each target's word (confirm_behind: the word of the iteration before);
+       unconfirmed: wait for this rank's own writes                                  (timed)
        -c: check and clear what landed, tell each writer                             (untimed)
    Message m of an iteration from rank f to rank t leaves f's source at slot s = (per_target ?
    t * msgs + m : m) and lands in t's destination at slot (per_writer ? f * msgs + m : m), slots
@@ -471,16 +472,19 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
    the kinds before it: into an ordinary region every message of a writer's iteration has the same,
    the kind's tag (seq mod its tags), and the target announces and awaits them as one
    (efax_expect_writes); into a staged region, whose cells are taken by writer and tag as they land,
-   message m has tag m (plus msgs times seq mod the sets of msgs). EFAX_BENCH_TAG_ACK_HALF is for a
-   driver that confirms in halves (sendrecv's Stream: the second half's word).
+   message m has tag m (plus msgs times seq mod the sets of msgs). EFAX_BENCH_TAG_ACK2 is a second
+   confirmation word: the exchange's odd iterations' when it confirms a window behind
+   (efax_bench_xchg.confirm_behind), sendrecv's Stream's second half's.
    (The exchange confirming in halves too, a writer starting each half of the next iteration on the
    half's word, was measured against one word per iteration: no faster on tcp or shm at 8 B - 32 KiB,
-   pinned, three interleaved rounds; 26 more own instructions per write. Not kept.) */
+   pinned, three interleaved rounds; 26 more own instructions per write. Not kept. On a host whose
+   cores hold still, confirming a window behind wrote small messages over shm faster: 8-512 B 1.08-1.30x
+   on libfabric 2.6.0, 1.10-1.23x on 1.17, 2 KiB level; docs/journal.md.) */
 enum {
     EFAX_BENCH_TAG_ACK = 1,
     EFAX_BENCH_TAG_READY = 2,
-    EFAX_BENCH_TAG_ACK_HALF = 3,
-    EFAX_BENCH_TAG_DATA = 4
+    EFAX_BENCH_TAG_ACK2 = 3,
+    EFAX_BENCH_TAG_DATA = 4,
 };
 
 /* The layout of a driver's exchange, fixed for the run (efax_bench_desc.xchg). */
@@ -493,6 +497,14 @@ struct efax_bench_xchg {
                          writer's iteration ends when every target confirmed */
     bool window_iterations; /* unconfirmed: --window N is iterations in flight, up to
                                EFAX_BUF_MARKS (1 with -c, whose fills and checks separate them) */
+    bool confirm_behind;    /* confirmed, a window behind: a writer starts iteration i + 1 before i's
+                               confirmation comes, then waits for it, so that the link does not idle for
+                               a confirmation's round trip between windows (fi_rma_bw's writer waits for
+                               none); at most two iterations' messages are unconfirmed, and an
+                               iteration's time runs from the confirmation before. Not with -c (it checks
+                               each iteration apart), a poster, a staged destination (its cells are
+                               taken by tag), or one message an iteration (a write's time to its
+                               confirmation is what that measures) */
     uint64_t bytes;         /* each buffer's size (0: the slots that messages of -e bytes need) */
 };
 
@@ -2445,8 +2457,12 @@ typedef struct efaxb__xstep {
     int *from, nfrom;   /* the ranks that write to it, from the last one back */
     bool self;          /* it writes to itself: a local copy */
     int depth;          /* iterations in flight (efax_bench_in_flight) */
+    bool behind;        /* confirmed a window behind (efax_bench_xchg.confirm_behind, where it applies) */
+    uint64_t first;     /* the phase's (warm-up or timed) first iteration */
+    uint64_t end;       /* the iteration after the phase's last */
     uint64_t posted;    /* with depth > 1: the iterations started so far */
-    uint64_t t_end;     /* with depth > 1: when the last iteration ended (efax_now_ns) */
+    uint64_t t_end;     /* with depth > 1: when the last iteration ended; behind: when the last
+                           confirmation came (efax_now_ns) */
 } efaxb__xstep;
 
 /* The source slot of message m to rank t, and the destination slot of message m from rank f. */
@@ -2601,8 +2617,41 @@ EFAX_PRIVATE int efaxb__start(const efaxb__xstep *x, uint64_t seq, bool *posted)
     return rc;
 }
 
-/* One iteration on this rank; *us: its time, as the layout defines it. */
-EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *us, int64_t *wrong) {
+/* The word that confirms iteration seq: confirmed a window behind, two iterations' may be on their
+   way at once, so they take two tags in turn. */
+EFAX_PRIVATE int efaxb__ack_tag(const efaxb__xstep *x, uint64_t seq) {
+    return x->behind && (seq & 1) ? EFAX_BENCH_TAG_ACK2 : EFAX_BENCH_TAG_ACK;
+}
+
+/* Waits for every target's word confirming iteration seq, and appends its time at us[*nus]: from
+   the confirmation before (x->t_end) to this one. */
+EFAX_PRIVATE int efaxb__confirmed(efaxb__xstep *x, uint64_t seq, double *us, int *nus) {
+    const efax_ctx *ctx = &x->b->ctx;
+    uint64_t t = 0;
+    int rc = 0;
+    for (int i = 0; i < x->nto && !rc; i++)
+        rc = efaxb__notice(x, x->to[i], efaxb__ack_tag(x, seq), (uint32_t)seq, efaxb__confirm_ms(ctx), &t);
+    if (!rc) us[(*nus)++] = (double)(t - x->t_end) / 1e3;
+    x->t_end = t;
+    return rc;
+}
+
+/* A writer's confirmations a window behind, once iteration seq's writes are out: seq - 1's (none at
+   the phase's first iteration, whose start t0 the first time counts from) and at the phase's last
+   iteration seq's own, so that nothing is unconfirmed across a phase's barrier. */
+EFAX_PRIVATE int efaxb__confirm_behind(efaxb__xstep *x, uint64_t seq, uint64_t t0, double *us, int *nus) {
+    int rc = 0;
+    if (seq == x->first)
+        x->t_end = t0;
+    else
+        rc = efaxb__confirmed(x, seq - 1, us, nus);
+    if (!rc && seq + 1 == x->end) rc = efaxb__confirmed(x, seq, us, nus);
+    return rc;
+}
+
+/* One iteration on this rank; its time (as the layout defines it) appended at us[*nus] (confirmed
+   a window behind: the times of the confirmations it took, none to two). */
+EFAX_PRIVATE int efaxb__iteration(efaxb__xstep *x, uint64_t seq, double *us, int *nus, int64_t *wrong) {
     efax_bench *b = x->b;
     efax_ctx *ctx = &b->ctx;
     const efax_bench_poster *p = x->mv->poster;
@@ -2616,15 +2665,16 @@ EFAX_PRIVATE int efaxb__iteration(const efaxb__xstep *x, uint64_t seq, double *u
     if (!rc) rc = efaxb__start(x, seq, &posted);
     if (!rc) rc = efaxb__take(x, seq, true);
     for (int i = 0; confirmed && i < x->nfrom && !rc; i++)
-        rc = efax_notify(ctx, x->from[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq);
-    for (int i = 0; confirmed && i < x->nto && !rc; i++)
+        rc = efax_notify(ctx, x->from[i], efaxb__ack_tag(x, seq), (uint32_t)seq);
+    if (x->behind && x->nto > 0 && !rc) rc = efaxb__confirm_behind(x, seq, t0, us, nus);
+    for (int i = 0; confirmed && !x->behind && i < x->nto && !rc; i++)
         rc = efaxb__notice(x, x->to[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq, efaxb__confirm_ms(ctx), &t1);
     if (posted && (frc = p->finish(p->user)) && !rc)
         rc = frc; /* even after a failure: nothing may stay in flight */
     for (int i = 0; !p && i < nw && !rc; i++) rc = efax_wait(ctx, &b->xs[i], -1);
     if (!rc && x->self) rc = efax_buf_settle(x->dst); /* the local copy (it overlapped the transfers) */
     if (!confirmed) t1 = efax_now_ns();
-    *us = (double)(t1 - t0) / 1e3;
+    if (!x->behind) us[(*nus)++] = (double)(t1 - t0) / 1e3;
     return rc || !b->o.check ? rc : efaxb__check(x, seq, wrong);
 }
 
@@ -2694,6 +2744,8 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     x.tag_stride = x.tag_per_msg ? efaxb__msgs(b) : 1;
     x.tag_sets = efaxb__kind_tags(b) / x.tag_stride;
     x.depth = mv->poster ? 1 : efax_bench_in_flight(b, st);
+    x.behind =
+        l->confirm_behind && !l->unconfirmed && !b->o.check && !mv->poster && !x.tag_per_msg && x.msgs > 1;
     if (x.msgs > efaxb__msgs(b) ||
         (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||
         (uint64_t)x.msgs * (l->per_writer ? (uint64_t)n : 1) * x.size > x.dst->len)
@@ -2715,17 +2767,23 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     efaxb__describe(&x);
     rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS); /* every rank's turn begins together */
     for (int it = -warm; it < st->iters && !rc; it++) {
-        double us = 0;
+        double us[2] = {0, 0};
+        int nus = 0;
         if (it == 0) { /* the row counts the timed iterations: counters read between two barriers */
             efaxb__timed_begin(b);
             if ((rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS))) break;
         }
-        if (x.nto + x.nfrom + x.self > 0 && x.depth > 1)
-            rc = efaxb__iteration_ahead(&x, (uint64_t)(it + warm),
-                                        (uint64_t)(it < 0 ? warm : warm + st->iters), &us);
-        else if (x.nto + x.nfrom + x.self > 0)
-            rc = efaxb__iteration(&x, (uint64_t)(it + warm), &us, wrong);
-        if (it >= 0 && timed) lat[(*nlat)++] = us;
+        if (it == -warm || it == 0) {
+            x.first = (uint64_t)(it + warm);
+            x.end = (uint64_t)(it < 0 ? warm : warm + st->iters);
+        }
+        if (x.nto + x.nfrom + x.self > 0 && x.depth > 1) {
+            rc = efaxb__iteration_ahead(&x, (uint64_t)(it + warm), x.end, &us[0]);
+            nus = 1;
+        } else if (x.nto + x.nfrom + x.self > 0) {
+            rc = efaxb__iteration(&x, (uint64_t)(it + warm), us, &nus, wrong);
+        }
+        for (int k = 0; it >= 0 && timed && k < nus; k++) lat[(*nlat)++] = us[k];
     }
     if (!rc && st->iters > 0) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);
     if (!rc && st->iters > 0) efaxb__timed_end(b);

@@ -139,7 +139,7 @@ static int post_half(run *r, bool send, int peer, efax_buf *buf, uint64_t seq, i
     return post_range(r, send, peer, buf, seq, 0, h ? mid : 0, h ? r->W : mid,
                       send ? &r->txh[h] : &r->rxh[h]);
 }
-static int half_tag(int h) { return h ? EFAX_BENCH_TAG_ACK_HALF : EFAX_BENCH_TAG_ACK; }
+static int half_tag(int h) { return h ? EFAX_BENCH_TAG_ACK2 : EFAX_BENCH_TAG_ACK; }
 
 /* With -c, on rank k: the first n receives took each piece of the W messages of iteration seq exactly once
    (their immediate data names them). Returns the bytes of receives that did not. */

@@ -1,7 +1,10 @@
 /* write — one-sided RDMA WRITE with immediate data, rank 0 -> rank k. Each message is planned
    over the NICs by a mode (Single, Split, RoundRobin, Stripe); every chunk carries immediate
    data and the target counts the chunks, so it knows the whole message landed without relying
-   on write ordering, then confirms to the writer. Time: first post to that confirmation.
+   on write ordering, then confirms to the writer. With two or more messages an iteration and no -c
+   the writer sends the next window before the last one's confirmation comes, so that the link does
+   not idle for its round trip (at most two windows unconfirmed): an iteration's time runs from one
+   confirmation to the next; else from the first post to the confirmation.
    --targets one: rank 0 -> each rank in turn (results over all pairs); all: rank 0 -> every rank
    at once; pairs: the full-node experiment, rank i -> rank i + n/2 for every i < n/2 at once (one
    host's ranks to the other's, each rank on its own NICs: --nics "r0,r1;r2,r3"), reported per
@@ -75,6 +78,7 @@ int main(int argc, char **argv) {
     d.about = "One-sided WRITE with immediate data from rank 0 to the other ranks; the targets count chunks.";
     d.extra = extra;
     d.min_size = 4096;
+    x.confirm_behind = true; /* the next window goes out before the last one's confirmation comes */
     d.xchg = &x;
     d.msg_rate = true;                          /* Mmsg/s beside Gbps: the small-message figure */
     rc = efax_bench_open(&r.b, &d, argc, argv); /* options, memory kinds, the launcher */

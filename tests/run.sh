@@ -671,6 +671,9 @@ faults_run() {
     pingpong) np=2; args="-c -b 1 -e 64K -f 16 -n 50" ;;
     sendrecv) np=2; args="--nics $nics -c -b 1 -e 1M -f 32 -n 10 --mode all" ;;
     write)    np=2; args="--nics $nics -c -b 1 -e 4M -f 16 -n 5 --mode all --window 4" ;;
+    # unchecked: each writer's next window leaves before the last one's confirmation (two iterations'
+    # writes and confirmations on their way at once), rank 0 into two targets
+    write-behind) np=3; args="--nics $nics -b 1 -e 1M -f 32 -n 20 --mode all --window 16 --targets all" ;;
     all2all)  np=3; args="--nics $nics -c -b 3K -e 3M -f 32 -n 5 --mode all" ;;
     bootstrap) np=3; args="--nics $nics -s 16" ;;
   esac
@@ -761,6 +764,7 @@ for p in tcp shm; do
       t efa-faults/$p-$d-$fam 120 faults_run $fam $p $d
     done
   done
+  for fam in reorder all; do t efa-faults/$p-write-behind-$fam 120 faults_run $fam $p write-behind; done
   # #29 item 6: rank 0's send, counted done at once, is dropped with a later error entry (no context)
   t efa-faults/lost-inject-$p 60 env EFAX_FAULTS=injectfail=2 "${MPIRUN[@]}" -x EFAX_FAULTS -np 2 "$B/xfer_test" --provider $p --lost-inject
   t efa-faults/fi-more-batches-$p 300 fi_more_batches $p
