@@ -478,8 +478,8 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
    (The exchange confirming in halves too, a writer starting each half of the next iteration on the
    half's word, was measured against one word per iteration: no faster on tcp or shm at 8 B - 32 KiB,
    pinned, three interleaved rounds; 26 more own instructions per write. Not kept. On a host whose
-   cores hold still, confirming a window behind wrote small messages over shm faster: 8-512 B 1.08-1.30x
-   on libfabric 2.6.0, 1.10-1.23x on 1.17, 2 KiB level; docs/journal.md.) */
+   cores hold still, confirming a window behind wrote small messages over shm faster, on both
+   libfabric lines: 8-128 B 1.06-1.71x, 512 B 0.98-1.23x, 2 KiB 0.94-1.04x; docs/journal.md.) */
 enum {
     EFAX_BENCH_TAG_ACK = 1,
     EFAX_BENCH_TAG_READY = 2,
