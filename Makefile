@@ -45,7 +45,7 @@ B        ?= build
 HOST_BIN := $(addprefix $(B)/,$(DRIVERS) $(TESTS))
 CUDA_BIN := $(if $(and $(NVCC),$(wildcard efax_cuda.h)),$(addprefix $(B)/,$(CUDA_DRIVERS) $(CUDA_TESTS)))
 
-.PHONY: all host cuda test asan soak deps clean headers format
+.PHONY: all host cuda test asan asan-flags soak deps clean headers format
 all: host cuda
 host: $(HOST_BIN)
 cuda: $(CUDA_BIN)
@@ -84,6 +84,9 @@ test:
 # the tests whose names contain one of the patterns (CI runs a subset this way).
 ASAN_B     := $(if $(LIBFABRIC),build/asan-lf-$(notdir $(patsubst %/,%,$(LIBFABRIC))),build/asan)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+# the flags alone, for the suite's own ASan builds (sanitize/asan-ubsan-*), which share build/asan
+asan-flags:
+	@echo '$(ASAN_FLAGS)'
 asan:
 	@tests/deps.sh test
 	@$(MAKE) --no-print-directory -j$$(nproc) host B=$(ASAN_B) CFLAGS="$(ASAN_FLAGS)"

@@ -984,10 +984,11 @@ t fuzz/gpu-ipc-records      120 fuzz_gpu ipc
 # --- memory errors: the engine and drivers under AddressSanitizer + UBSan, and under valgrind
 asan() {
   [ -z "$SAN" ] || { echo "skipped: this whole suite runs under AddressSanitizer and UBSan"; return 77; }
-  local S="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
-  # through the Makefile, both cores at once: built once for both providers (make sees them up
-  # to date), and the same binaries `make asan` builds into build/asan (serially, twice, this took
-  # ~4 of CI's 30 minutes)
+  # through the Makefile with its flags, both cores at once: built once for both providers (make
+  # sees them up to date), the same binaries `make asan` builds into build/asan (built serially
+  # for each provider, they took ~4 of CI's 30 minutes)
+  local S
+  S=$(make -s --no-print-directory asan-flags) || return 1
   make -s --no-print-directory -j"$(nproc)" EFAX_SKIP_DEPS=1 B="$B/asan" CFLAGS="$S" \
     "$B/asan/unit" "$B/asan/xfer_test" "$B/asan/any_memory" "$B/asan/write" "$B/asan/sendrecv" || return 1
   # libfabric's memory-registration cache hooks and ASan's interceptors do not mix
