@@ -180,11 +180,12 @@ enum {
     EFAX_E_VERSION,             /* a peer runs another efax wire version */
     EFAX_E_PEER,                /* a peer sent something malformed or was lost */
     EFAX_E_BOUNDS,              /* offset/size outside a registered window */
-    EFAX_E_STALE,               /* immediate data of another iteration arrived */
+    EFAX_E_STALE,               /* immediate data of an old sequence arrived, or more than it had */
     EFAX_E_VERIFY,              /* data check failed */
     EFAX_E_CUDA,                /* a CUDA call failed (efax_cuda.h) */
     EFAX_E_UNSUPPORTED,         /* the provider or build cannot do what was asked */
     EFAX_E_MISMATCH,            /* ranks' providers differ where efa would silently emulate */
+    EFAX_E_OVERRUN,             /* more sequences outstanding under one tag than its window holds */
     EFAX_E_END
 };
 
@@ -521,8 +522,10 @@ typedef struct efax_stage_ops {
 } efax_stage_ops;
 
 /* Writes into a staged region carry the index of their cell (cells of efax_stage_unit bytes)
-   in the immediate data's sequence bits, so the target copies each cell in as it lands. At
-   most 256 cells per transfer. Pure. */
+   beside their sequence in the immediate data's sequence bits, so the target copies each cell
+   in as its last piece lands. At most EFAX_STAGE_CELLS cells per transfer, each at least `chunk`
+   (the write desc's, 0: none) and a multiple of 4 KiB; a cell larger than a post is written in
+   several, each carrying the cell's index. Pure. */
 EFAX_API uint64_t efax_stage_unit(uint64_t size, uint64_t chunk);
 
 /* A buffer to register. iface/device/dmabuf describe device memory (efax_cuda.h fills them). */
@@ -779,12 +782,35 @@ EFAX_API int efax_ctx_route_in(const efax_ctx *ctx, int peer, int peer_nic);
 // >>operations ------------------------------------------------------------------------------
 
 /* Immediate data (32 bits): who wrote (rank, 16 bits), a tag (8 bits, counted separately)
-   and a sequence (8 bits, checked so data of another iteration is caught). */
+   and a sequence (8 bits, counted separately too).
+
+   Arrivals, in any order. A target counts each arrival (a chunk of a write with immediate data,
+   or a notification) under its (peer, tag, sequence), whatever order they come in: efa keeps no
+   order between writes (its RDM endpoint grants send-after-send only, and SRD delivers out of
+   order), each NIC has its own completion queue, and a write done at the writer says nothing
+   about what the target has seen. Under one (peer, tag) up to EFAX_IMM_WINDOW sequences may be
+   outstanding at once (arrived or awaited, not yet consumed); efax_wait_imm and efax_expect_wait
+   consume only their own sequence. A writer that streams into a ring of slots under one tag
+   numbers its writes 0, 1, 2, ... (mod 256) and stays at most EFAX_IMM_WINDOW ahead of what the
+   target consumed (credits from the target do this: docs/manual.md, "Streaming"). Errors:
+     -EFAX_E_STALE    an arrival (or a wait) of a sequence older than the window, when later
+                      ones are still outstanding (the last consumed came after it), or
+                      arrivals of a consumed sequence that no wait took before the window moved
+                      past it: more arrivals than the sequence had
+     -EFAX_E_OVERRUN  a sequence EFAX_IMM_WINDOW or more ahead of the oldest outstanding one, or
+                      one that the window had to pass before it came: too many outstanding
+   When nothing is outstanding under a (peer, tag), any sequence may come next: a program may
+   number each phase from 0 again once the last phase was consumed. Writes into a staged region
+   (device memory without GPUDirect) carry 5 bits of sequence and 3 of cell: up to
+   EFAX_STAGE_WINDOW sequences outstanding, each in at most EFAX_STAGE_CELLS cells. */
 #define EFAX_IMM_RANK_BITS 16
 #define EFAX_IMM_TAG_BITS 8
 #define EFAX_IMM_SEQ_BITS 8
 #define EFAX_IMM_MAX_RANKS (1 << EFAX_IMM_RANK_BITS)
 #define EFAX_IMM_MAX_TAGS (1 << EFAX_IMM_TAG_BITS)
+#define EFAX_IMM_WINDOW 32   /* sequences outstanding per (peer, tag) */
+#define EFAX_STAGE_CELLS 8   /* cells of a write into a staged region */
+#define EFAX_STAGE_WINDOW 16 /* sequences outstanding per (peer, tag) into staged regions */
 
 /* Packs (rank, tag, seq) into 32-bit immediate data. Returns 0 or -FI_EINVAL when a field
    does not fit. Pure. */
@@ -841,7 +867,9 @@ struct efax_xfer {
     bool rx_has_data;
     bool (*ready)(void *user, uint64_t off, uint64_t len); /* efax_write_desc's */
     void *ready_user;
-    bool cell_seq;        /* chunks on the `chunk` grid, each carrying its cell index */
+    bool cell_seq; /* into a staged region: posts within cells of `cell` bytes, each carrying
+                             its cell's index beside the sequence */
+    uint64_t cell;
     efax_done_fn on_done; /* the desc's */
     void *done_user;
 };
@@ -912,16 +940,19 @@ typedef void (*efax_imm_fn)(void *user, int peer, int tag, uint32_t seq, int nic
 EFAX_API int efax_ctx_imm_hook(efax_ctx *ctx, int tag, efax_imm_fn fn, void *user);
 
 /* Waits until `count` arrivals (writes with immediate data or notifications) from `peer`
-   under `tag` carried sequence `seq` (low EFAX_IMM_SEQ_BITS bits), then consumes them.
-   Arrivals of another sequence under the same tag are reported as -EFAX_E_STALE (data from
-   another iteration: use different tags for transfers that may overlap). Returns 0,
-   -FI_ETIMEDOUT (names the peer, tag and how many of count arrived), -EFAX_E_STALE, or the
-   error of a failed arrival. It does not settle the region written (efax_mr_desc.settle):
-   for device memory use efax_expect_wait, or efax_buf_settle after it. Not thread safe. */
+   under `tag` carried sequence `seq` (low EFAX_IMM_SEQ_BITS bits), then consumes them. Arrivals
+   of other sequences under the tag are counted apart meanwhile, in any order (EFAX_IMM_WINDOW:
+   the window, and its errors); a sequence may be consumed in parts, by several waits. Returns 0,
+   -FI_ETIMEDOUT (names the peer, tag, sequence, how many of count arrived and on which NIC),
+   -EFAX_E_STALE, -EFAX_E_OVERRUN, or the error of a failed arrival. It does not settle the region
+   written (efax_mr_desc.settle): for device memory use efax_expect_wait, or efax_buf_settle after
+   it. timeout_ms < 0: the context's. Not thread safe. */
 EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms);
 
-/* Arrivals counted so far from peer under tag, not yet consumed. */
-EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag);
+/* Arrivals from peer under (tag, seq) counted so far and not yet consumed: a poll that never
+   blocks (nor progresses: efax_progress does). 0 for a sequence outside the tag's window. Not
+   thread safe. */
+EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag, uint32_t seq);
 
 // >>faults ----------------------------------------------------------------------------------
 
@@ -1119,7 +1150,7 @@ typedef struct efax_expect {
     uint64_t on_nic_bytes[EFAX_MAX_NICS]; /* bytes the plan lands on each local NIC: its rx_bytes once
                                              landed (a remote write's completion carries no length
                                              on every provider: tcp reports 0) */
-    uint16_t want[256], got[256];
+    uint32_t want[EFAX_STAGE_CELLS], got[EFAX_STAGE_CELLS]; /* staged: each cell's pieces */
 } efax_expect;
 
 /* Tells a context that writes into staged region `dst` arrive under `tag` (cells are taken
@@ -1286,11 +1317,25 @@ typedef struct efax__route {
     int rnic;     /* its index on the peer */
 } efax__route;
 
+/* What an arrival met that it could not be counted under (-EFAX_E_STALE, -EFAX_E_OVERRUN), kept for
+   the next wait on its (peer, tag): the first such, and how many came. */
+typedef struct efax__seq_fault {
+    int err;
+    uint32_t seq, n, at; /* the arrival's sequence, how many, the sequence it met */
+} efax__seq_fault;
+
+/* Arrivals from one peer under one tag, by sequence: a window of EFAX_IMM_WINDOW sequences from
+   base, the oldest that may still hold something. It moves up only when a sequence beyond it
+   comes, over entries that are empty or consumed (efax__imm_place). */
 typedef struct efax__imm_slot {
-    uint32_t count; /* arrivals not yet consumed */
-    uint32_t stale; /* arrivals with a sequence other than the first's */
-    uint32_t seq;   /* sequence of the first unconsumed arrival */
-    uint32_t stale_seq;
+    uint32_t count[EFAX_IMM_WINDOW]; /* arrivals not yet consumed, by sequence mod the window */
+    uint32_t taken;                  /* entries a wait consumed (more of it may still come) */
+    uint32_t live;                   /* arrivals held and not consumed (0: any sequence may start anew) */
+    uint8_t base;
+    bool used;          /* base was set: by the first sequence, or again when all was consumed */
+    int awaited;        /* the sequence a wait in progress needs, plus one (0: none) */
+    uint64_t passed[4]; /* sequences the window moved past before they came (bit: the sequence) */
+    efax__seq_fault fault;
 } efax__imm_slot;
 
 typedef struct efax__imm_hook {
@@ -1298,12 +1343,19 @@ typedef struct efax__imm_hook {
     void *user;
 } efax__imm_hook;
 
-/* Cells of staged writes under one tag, per peer: the expectation they belong to, or a count
-   of cells that came before it was announced. */
+/* Cells of staged writes from one peer under one tag, by sequence (mod EFAX__STAGE_SEQS): the
+   announced write each belongs to, or the pieces of cells that came before it was announced. The
+   window is the EFAX_STAGE_WINDOW sequences from base, the oldest announced and not consumed; a
+   first announcement sets it (anchored), and so does one when nothing is outstanding. */
+#define EFAX__STAGE_SEQS (2 * EFAX_STAGE_WINDOW)
 typedef struct efax__stage_rx {
-    efax_expect *e;
-    uint16_t early[256];
-    uint32_t nearly;
+    efax_expect *e[EFAX__STAGE_SEQS];
+    uint32_t early[EFAX__STAGE_SEQS][EFAX_STAGE_CELLS];
+    uint32_t taken; /* sequences consumed that the window has not moved past */
+    uint32_t live;  /* pieces held early and writes announced, not consumed */
+    uint8_t base;
+    bool anchored;
+    efax__seq_fault fault;
 } efax__stage_rx;
 
 struct efax__fnic; /* the fault layer's per-NIC state (>>faults implementation) */
@@ -1368,7 +1420,8 @@ struct efax_ctx {
     int *route_in;         /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
     int ntags;
     efax__imm_slot *imm;       /* [size * ntags] */
-    uint32_t *imm_nic;         /* [size * ntags * nnic]: a slot's counted arrivals on each local NIC */
+    uint32_t *imm_nic;         /* [size * ntags * EFAX_IMM_WINDOW * nnic]: a sequence's arrivals on each NIC
+                          (with one NIC its count is that NIC's, and this is not kept) */
     efax__imm_hook *hooks;     /* [ntags] */
     efax__stage_rx **stage_rx; /* [ntags] -> [size], for tags that receive staged writes */
     uint64_t bad_imm;          /* arrivals whose immediate data named no valid rank/tag */
@@ -1485,11 +1538,12 @@ EFAX_API const char *efax_strerror(int code) {
     case EFAX_E_VERSION: return "peer runs another efax wire version";
     case EFAX_E_PEER: return "peer sent malformed data or was lost";
     case EFAX_E_BOUNDS: return "offset or size outside the registered window";
-    case EFAX_E_STALE: return "data of another iteration arrived";
+    case EFAX_E_STALE: return "data of an old sequence arrived (or more than the sequence had)";
     case EFAX_E_VERIFY: return "data check failed";
     case EFAX_E_CUDA: return "CUDA call failed";
     case EFAX_E_UNSUPPORTED: return "not supported by this provider or build";
     case EFAX_E_MISMATCH: return "ranks' provider capabilities differ";
+    case EFAX_E_OVERRUN: return "more sequences outstanding under one tag than its window holds";
     default: break;
     }
     return fi_strerror(code);
@@ -4014,8 +4068,8 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
     for (i = 0; ctx->route && i < ctx->nnic; i++) ctx->nic[i].route = ctx->route + (size_t)i * (size_t)size;
     ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
-    ctx->imm_nic =
-        (uint32_t *)calloc((size_t)size * (size_t)ctx->ntags * (size_t)ctx->nnic, sizeof(uint32_t));
+    ctx->imm_nic = (uint32_t *)calloc((size_t)size * (size_t)ctx->ntags * EFAX_IMM_WINDOW * (size_t)ctx->nnic,
+                                      sizeof(uint32_t));
     ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
     if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
     if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->imm_nic || !ctx->route_in ||
@@ -4145,10 +4199,37 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
 }
 
 EFAX_API uint64_t efax_stage_unit(uint64_t size, uint64_t chunk) {
-    uint64_t u = (size + 255) / 256;
+    uint64_t u = (size + EFAX_STAGE_CELLS - 1) / EFAX_STAGE_CELLS;
     if (chunk > u) u = chunk;
     if (!u) u = 1;
     return (u + 4095) & ~4095ull;
+}
+
+/* A staged write's sequence bits: its sequence (mod twice the window, so that a sequence behind
+   the window is told from one inside it) above its cell's index. */
+#define EFAX__STAGE_CELL_BITS 3
+static inline uint32_t efax__stage_imm_seq(uint32_t seq, unsigned cell) {
+    return (seq % EFAX__STAGE_SEQS) << EFAX__STAGE_CELL_BITS | cell;
+}
+
+/* The posts a segment [off, off + len) of a write into a staged region is made of: no post
+   crosses a cell of `unit` bytes nor carries more than `chunk`; an empty segment is one post, of
+   cell 0. Adds each post to want[its cell] (want may be NULL). Writer and target both count so. */
+EFAX_PRIVATE uint64_t efax__stage_pieces(uint64_t off, uint64_t len, uint64_t unit, uint64_t chunk,
+                                         uint32_t *want) {
+    uint64_t at = off, end = off + len, posts = 0;
+    if (!len) {
+        if (want) want[0]++;
+        return 1;
+    }
+    while (at < end) {
+        uint64_t cell = at / unit, piece = (cell + 1) * unit - at;
+        if (piece > end - at) piece = end - at;
+        posts += (piece + chunk - 1) / chunk;
+        if (want) want[cell] += (uint32_t)((piece + chunk - 1) / chunk);
+        at += piece;
+    }
+    return posts;
 }
 
 EFAX_API void efax_mr_dereg(efax_mr *mr) {
@@ -5524,13 +5605,11 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         }
         len = s->len - s->posted;
         at = s->off + s->posted;
-        if (x->cell_seq) { /* to a staged target: one cell per chunk, its index in the sequence bits */
-            uint64_t cell = at / x->chunk, end = (cell + 1) * x->chunk;
+        if (len > x->chunk) len = x->chunk;
+        if (x->cell_seq) { /* to a staged target: no post crosses a cell, each carries its index */
+            uint64_t cell = at / x->cell, end = (cell + 1) * x->cell;
             if (len > end - at) len = end - at;
-            imm = (x->imm & ~((1u << EFAX_IMM_SEQ_BITS) - 1)) |
-                  (uint32_t)(cell & ((1u << EFAX_IMM_SEQ_BITS) - 1));
-        } else if (len > x->chunk) {
-            len = x->chunk;
+            imm = x->imm | (uint32_t)cell;
         }
         if (x->ready && !x->ready(x->ready_user, at, len)) break;
         /* a staged source: its bytes must have been copied out first */
@@ -5679,12 +5758,119 @@ EFAX_PRIVATE int efax__post_rx(efax_ctx *ctx, efax__nic *n) {
     return 0;
 }
 
+/* A fault an arrival met, kept for the next wait (the first one; how many came). */
+EFAX_PRIVATE void efax__seq_fault_add(efax__seq_fault *f, int err, uint32_t seq, uint32_t n, uint32_t at) {
+    if (!f->err) {
+        f->err = err;
+        f->seq = seq;
+        f->at = at;
+        f->n = 0;
+    }
+    f->n += n;
+}
+
+/* Logs what went wrong with sequence seq from peer under tag (code: -EFAX_E_OVERRUN or
+   -EFAX_E_STALE; at: the sequence it met) and returns code. what: "arrival", "wait", ... */
+EFAX_PRIVATE int efax__seq_report(const efax_ctx *ctx, int code, int peer, int tag, uint32_t seq, uint32_t n,
+                                  uint32_t at, unsigned window, const char *what) {
+    if (code == -EFAX_E_OVERRUN)
+        efax_log(
+            ctx, 0,
+            "rank %d (%s) tag %d: %s of sequence %u while sequence %u is still outstanding, or after the "
+            "window moved past it: more than %u sequences outstanding under one tag (the window). Let "
+            "the writer run at most %u ahead of what this rank consumed (credits), consume every "
+            "sequence that arrives, or spread transfers over more tags",
+            peer, efax__host(ctx, peer), tag, what, seq, at, window, window);
+    else
+        efax_log(ctx, 0,
+                 "rank %d (%s) tag %d: %u %s(s) of sequence %u came after it was consumed, or behind the "
+                 "window (at sequence %u) while later ones were outstanding: data of an earlier transfer, or "
+                 "more than the sequence had. Number the transfers under a tag 0, 1, 2, ... and await each "
+                 "with the count it has",
+                 peer, efax__host(ctx, peer), tag, n ? n : 1, what, seq, at);
+    return code;
+}
+
+/* A fault kept for the next wait, reported (logged) once: its code. */
+EFAX_PRIVATE EFAX__NOINLINE int efax__seq_fault_take(const efax_ctx *ctx, efax__seq_fault *f, int peer,
+                                                     int tag, unsigned window, const char *what) {
+    int rc = efax__seq_report(ctx, f->err, peer, tag, f->seq, f->n, f->at, window, what);
+    f->err = 0;
+    return rc;
+}
+
+#define EFAX__SEQS (1u << EFAX_IMM_SEQ_BITS)
+
+/* Whether sequence seq lies in the window of sl: its count is count[seq % EFAX_IMM_WINDOW]. */
+static inline bool efax__imm_in(const efax__imm_slot *sl, uint32_t seq) {
+    return sl->used && ((seq - sl->base) & (EFAX__SEQS - 1)) < EFAX_IMM_WINDOW;
+}
+
+/* Empties entry idx of a (peer, tag)'s window (slot: its index in ctx->imm), per-NIC counts too. */
+EFAX_PRIVATE void efax__imm_clear(efax_ctx *ctx, size_t slot, uint32_t idx) {
+    ctx->imm[slot].count[idx] = 0;
+    if (ctx->nnic > 1)
+        memset(&ctx->imm_nic[(slot * EFAX_IMM_WINDOW + idx) * (size_t)ctx->nnic], 0,
+               (size_t)ctx->nnic * sizeof(uint32_t));
+}
+
+EFAX_PRIVATE void efax__imm_mark(efax__imm_slot *sl, uint32_t seq, bool passed) {
+    uint64_t bit = 1ull << (seq & 63);
+    if (passed)
+        sl->passed[(seq >> 6) & 3] |= bit;
+    else
+        sl->passed[(seq >> 6) & 3] &= ~bit;
+}
+
+/* Brings sequence seq into the window of (peer, tag) `slot`, for an arrival or a wait (`awaited`: the
+   sequence a wait in progress needs, which the window keeps; -1: none). A first sequence, or one
+   behind the window when nothing is held (a new run), starts the window anew with seq as its
+   newest. Returns 0 with seq inside; -EFAX_E_OVERRUN when the window would have to pass a sequence
+   still outstanding (*at: that one) or seq came after the window passed it; -EFAX_E_STALE when seq is
+   behind the window while later ones are held. Moving up passes consumed entries that still hold
+   arrivals: more than their sequence had, kept as a stale fault for the next wait. */
+EFAX_PRIVATE EFAX__NOINLINE int efax__imm_place(efax_ctx *ctx, size_t slot, uint32_t seq, int awaited,
+                                                uint32_t *at) {
+    efax__imm_slot *sl = &ctx->imm[slot];
+    unsigned d = (seq - sl->base) & (EFAX__SEQS - 1), steps, k, i;
+    *at = sl->base;
+    if (!sl->used || (d >= EFAX__SEQS / 2 && sl->live == 0 && awaited < 0)) {
+        for (i = 0; i < EFAX_IMM_WINDOW; i++) efax__imm_clear(ctx, slot, i);
+        sl->base = (uint8_t)((seq - EFAX_IMM_WINDOW + 1) & (EFAX__SEQS - 1));
+        sl->used = true;
+        sl->taken = 0;
+        memset(sl->passed, 0, sizeof sl->passed);
+        return 0;
+    }
+    if (d < EFAX_IMM_WINDOW) return 0;
+    if (d >= EFAX__SEQS / 2) /* behind the window, with later sequences outstanding */
+        return (sl->passed[(seq >> 6) & 3] >> (seq & 63)) & 1 ? -EFAX_E_OVERRUN : -EFAX_E_STALE;
+    steps = d - EFAX_IMM_WINDOW + 1;
+    for (k = 0; k < steps; k++) {
+        uint32_t q = sl->base, idx = q % EFAX_IMM_WINDOW, bit = 1u << idx;
+        uint32_t held = k < EFAX_IMM_WINDOW ? sl->count[idx] : 0;
+        if ((int)q == awaited || (held && !(sl->taken & bit))) {
+            *at = q;
+            return -EFAX_E_OVERRUN;
+        }
+        if (held) { /* consumed, and more came than was taken */
+            efax__seq_fault_add(&sl->fault, -EFAX_E_STALE, q, held, seq);
+            sl->live -= held;
+        }
+        if (k < EFAX_IMM_WINDOW) efax__imm_clear(ctx, slot, idx);
+        efax__imm_mark(sl, q, !(sl->taken & bit));
+        sl->taken &= ~bit;
+        sl->base = (uint8_t)((q + 1) & (EFAX__SEQS - 1));
+        efax__imm_mark(sl, sl->base + EFAX_IMM_WINDOW - 1, false); /* it enters the window now */
+    }
+    return 0;
+}
+
 EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     int rank, tag;
-    uint32_t seq, *on_nic;
+    uint32_t seq, idx, at;
     size_t slot;
     efax__imm_slot *sl;
-    int k;
     efax_imm_decode((uint32_t)data, &rank, &tag, &seq);
     if (!ctx->imm || rank >= ctx->size || tag >= ctx->ntags) {
         if (ctx->bad_imm++ < 8)
@@ -5700,21 +5886,17 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     }
     slot = (size_t)rank * (size_t)ctx->ntags + (size_t)tag;
     sl = &ctx->imm[slot];
-    on_nic = &ctx->imm_nic[slot * (size_t)ctx->nnic];
-    if (sl->count == 0 && sl->stale == 0) { /* the first of a sequence: its per-NIC counts start */
-        sl->seq = seq;
-        if (ctx->nnic == 1) /* one store: the loop becomes a call of memset */
-            on_nic[0] = 0;
-        else
-            for (k = 0; k < ctx->nnic; k++) on_nic[k] = 0;
+    if (EFAX__UNLIKELY(!efax__imm_in(sl, seq))) { /* a first, a new run, or the window moves */
+        int rc = efax__imm_place(ctx, slot, seq, sl->awaited - 1, &at);
+        if (rc) { /* not counted: the next wait on this (peer, tag) reports it */
+            efax__seq_fault_add(&sl->fault, rc, seq, 1, at);
+            return;
+        }
     }
-    if (seq == sl->seq) {
-        sl->count++;
-        on_nic[nic]++;
-    } else {
-        sl->stale++;
-        sl->stale_seq = seq;
-    }
+    idx = seq % EFAX_IMM_WINDOW;
+    sl->count[idx]++;
+    sl->live++;
+    if (ctx->nnic > 1) ctx->imm_nic[(slot * EFAX_IMM_WINDOW + idx) * (size_t)ctx->nnic + (size_t)nic]++;
 }
 
 EFAX__HOT_INLINE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, int err, uint64_t len,
@@ -6294,13 +6476,16 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
     const efax_mr *lmr = w->src, *rmr = w->dst;
     uint64_t len = w->size, chunks = 0, loff = w->src_off, roff = w->dst_off, chunk = w->chunk;
     int i, rc, nseg = x->nseg, peer = w->to;
-    x->cell_seq = (rmr->remote[peer].flags & EFAX_RMR_STAGED) != 0; /* chunks on its cell grid, indexed */
+    x->cell_seq = (rmr->remote[peer].flags & EFAX_RMR_STAGED) != 0; /* posts within its cells, indexed */
+    x->cell = stage_unit;
+    if (x->cell_seq) /* the sequence's bits beside the cell's (efax__stage_imm_seq) */
+        imm = (imm & ~((1u << EFAX_IMM_SEQ_BITS) - 1)) | efax__stage_imm_seq(w->seq, 0);
     for (i = 0; i < nseg; i++) {
         const efax_seg *s = &x->seg[i];
-        if (!s->len)
+        if (x->cell_seq)
+            chunks += efax__stage_pieces(s->off, s->len, stage_unit, chunk, NULL);
+        else if (!s->len)
             chunks++;
-        else if (x->cell_seq)
-            chunks += (s->off + s->len - 1) / chunk - s->off / chunk + 1;
         else
             chunks += (s->len + chunk - 1) / chunk;
     }
@@ -6653,9 +6838,26 @@ EFAX_API int efax_ctx_imm_hook(efax_ctx *ctx, int tag, efax_imm_fn fn, void *use
     return 0;
 }
 
-EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag) {
+EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag, uint32_t seq) {
+    const efax__imm_slot *sl;
     if (!ctx->imm || peer < 0 || peer >= ctx->size || tag < 0 || tag >= ctx->ntags) return 0;
-    return ctx->imm[(size_t)peer * (size_t)ctx->ntags + (size_t)tag].count;
+    sl = &ctx->imm[(size_t)peer * (size_t)ctx->ntags + (size_t)tag];
+    seq &= (1u << EFAX_IMM_SEQ_BITS) - 1;
+    return efax__imm_in(sl, seq) ? sl->count[seq % EFAX_IMM_WINDOW] : 0;
+}
+
+/* Consumes count arrivals of sequence seq (in sl's window, holding at least that many). When its
+   entry is left empty, its per-NIC counts start again from zero (a sequence consumed in parts
+   keeps them). */
+static inline void efax__imm_take(efax_ctx *ctx, efax__imm_slot *sl, size_t slot, uint32_t seq,
+                                  uint32_t count) {
+    uint32_t idx = seq % EFAX_IMM_WINDOW;
+    sl->count[idx] -= count;
+    sl->live -= count;
+    sl->taken |= 1u << idx;
+    if (ctx->nnic > 1 && !sl->count[idx])
+        memset(&ctx->imm_nic[(slot * EFAX_IMM_WINDOW + idx) * (size_t)ctx->nnic], 0,
+               (size_t)ctx->nnic * sizeof(uint32_t));
 }
 
 /* efax_wait_imm; `expect` (arrivals due on each local NIC, or NULL) lets a timeout name the
@@ -6665,6 +6867,8 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
     efax__imm_slot *sl;
     efax__spin w; /* set by the first tick */
     unsigned spins = 0, found = 0;
+    uint32_t idx, at;
+    size_t slot;
     int rc;
     if ((rc = efax__check_peer(ctx, peer, 0))) return rc;
     if (tag < 0 || tag >= ctx->ntags) {
@@ -6672,41 +6876,47 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
         return -FI_EINVAL;
     }
     seq &= (1u << EFAX_IMM_SEQ_BITS) - 1;
-    sl = &ctx->imm[(size_t)peer * (size_t)ctx->ntags + (size_t)tag];
+    idx = seq % EFAX_IMM_WINDOW;
+    slot = (size_t)peer * (size_t)ctx->ntags + (size_t)tag;
+    sl = &ctx->imm[slot];
+    if (sl->fault.err) return efax__seq_fault_take(ctx, &sl->fault, peer, tag, EFAX_IMM_WINDOW, "arrival");
+    if (!efax__imm_in(sl, seq) && (rc = efax__imm_place(ctx, slot, seq, -1, &at)))
+        return efax__seq_report(ctx, rc, peer, tag, seq, 0, at, EFAX_IMM_WINDOW, "wait");
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
+    sl->awaited = (int)seq + 1; /* the window keeps it while arrivals move it */
     for (;;) {
-        if (sl->stale || (sl->count && sl->seq != seq)) {
-            efax_log(ctx, 0,
-                     "rank %d (%s) tag %d: expected arrivals of sequence %u, got %u of sequence %u: "
-                     "data of another iteration (use distinct tags for transfers that overlap)",
-                     peer, efax__host(ctx, peer), tag, seq, sl->stale ? sl->stale : sl->count,
-                     sl->stale ? sl->stale_seq : sl->seq);
-            return -EFAX_E_STALE;
+        if (EFAX__UNLIKELY(sl->fault.err)) {
+            rc = efax__seq_fault_take(ctx, &sl->fault, peer, tag, EFAX_IMM_WINDOW, "arrival");
+            break;
         }
-        if (EFAX__UNLIKELY(ctx->sticky_error)) { /* an injected operation lost, or the endpoint: #29 item 6 */
+        if (EFAX__UNLIKELY(ctx->sticky_error)) { /* an injected operation lost, or the endpoint */
             efax_log(
                 ctx, 0,
                 "the wait for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived) ends on this "
                 "context's earlier error: %s",
-                count, peer, efax__host(ctx, peer), tag, seq, sl->count, fi_strerror(-ctx->sticky_error));
-            return ctx->sticky_error;
+                count, peer, efax__host(ctx, peer), tag, seq, sl->count[idx],
+                fi_strerror(-ctx->sticky_error));
+            rc = ctx->sticky_error;
+            break;
         }
-        if (sl->count >= count) {
-            sl->count -= count;
-            return 0;
+        if (sl->count[idx] >= count) {
+            efax__imm_take(ctx, sl, slot, seq, count);
+            rc = 0;
+            break;
         }
         if (ctx->last_cq_error) { /* an incoming write failed: say which wait it ended (names the peer) */
             rc = ctx->last_cq_error;
             ctx->last_cq_error = 0;
             efax_log(ctx, 0,
                      "waiting for %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived): an "
-                     "incoming operation failed (%s); the peer may have died mid-transfer",
-                     count, peer, efax__host(ctx, peer), tag, seq, sl->count, fi_strerror(-rc));
-            return rc;
+                     "incoming write failed (%s), and the provider does not say whose; one of this wait's "
+                     "may never come",
+                     count, peer, efax__host(ctx, peer), tag, seq, sl->count[idx], fi_strerror(-rc));
+            break;
         }
         if ((rc = efax__progress(ctx)) < 0) {
             if (rc == ctx->sticky_error) continue; /* named above, at the top of the loop */
-            return rc;
+            break;
         }
         found |= (unsigned)rc;
         if ((++spins & 15) != 0) continue;
@@ -6714,14 +6924,13 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
             found = 0;
         } else {
             char busy[256], where[512] = "";
-            const uint32_t *got =
-                &ctx->imm_nic[((size_t)peer * (size_t)ctx->ntags + (size_t)tag) * (size_t)ctx->nnic];
+            const uint32_t *got = &ctx->imm_nic[(slot * EFAX_IMM_WINDOW + idx) * (size_t)ctx->nnic];
             size_t u = 0;
             int k;
             efax__busy_nics(ctx, busy, sizeof busy);
             for (k = 0; k < ctx->nnic && u < sizeof where;
                  k++) { /* what came on each NIC; which fell short */
-                uint32_t on = sl->count ? got[k] : 0, due = expect ? expect[k] : 0;
+                uint32_t on = ctx->nnic == 1 ? sl->count[idx] : got[k], due = expect ? expect[k] : 0;
                 char of[24] = "";
                 if (!on && !due) continue;
                 if (due) snprintf(of, sizeof of, " of %u", due);
@@ -6734,10 +6943,13 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
                      "timed out after %d ms waiting for %u arrival(s) from rank %d (%s), tag %d, "
                      "sequence %u: %u arrived%s; the peer died, never started, a link is down, or the "
                      "peer is slower than the timeout (raise EFAX_TIMEOUT_MS or --timeout)%s",
-                     timeout_ms, count, peer, efax__host(ctx, peer), tag, seq, sl->count, where, busy);
-            return -FI_ETIMEDOUT;
+                     timeout_ms, count, peer, efax__host(ctx, peer), tag, seq, sl->count[idx], where, busy);
+            rc = -FI_ETIMEDOUT;
+            break;
         }
     }
+    sl->awaited = 0;
+    return rc;
 }
 
 EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint32_t count, int timeout_ms) {
@@ -6870,15 +7082,14 @@ EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mo
 /* A write's desc as this side uses it, checked: this rank is its writer (writer) or its target,
    the peer is a rank, the tag is one of the context's, the regions are there (the writer's
    destination exchanged and writable), the NIC is one of the writer's. The one place its
-   defaults resolve, the same on both sides: out->chunk becomes what one post carries (into a
-   staged region one cell, *unit: efax_stage_unit(size, chunk); else chunk clamped to
-   efax_ctx_max_chunk, 0 meaning as large as that). */
+   defaults resolve, the same on both sides: out->chunk becomes what one post carries at most
+   (chunk clamped to efax_ctx_max_chunk, 0 meaning as large as that), *unit a staged region's
+   cells (efax_stage_unit(size, chunk)). */
 EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w, bool writer,
                                   efax_write_desc *out, uint64_t *unit) {
     const char *side = writer ? "write" : "expect_write";
     int me = writer ? w->from : w->to, peer = writer ? w->to : w->from, rc;
     const efax_rmr *rm;
-    bool staged;
     if ((rc = efax__check_peer((efax_ctx *)ctx, peer, 0))) return rc;
     if (me != ctx->rank) {
         efax_log(ctx, 0, "%s: desc.%s is rank %d, but this is rank %d", side, writer ? "from" : "to", me,
@@ -6918,19 +7129,9 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
                  peer);
         return -FI_EINVAL;
     }
-    staged = rm ? (rm->flags & EFAX_RMR_STAGED) != 0 : w->dst->stage != NULL;
     *out = *w;
     *unit = efax_stage_unit(w->size, w->chunk); /* a staged side's cells: from the chunk asked for */
-    out->chunk = staged ? *unit : efax_chunk_clamp(w->chunk, ctx->max_chunk);
-    if (out->chunk > efax_ctx_max_chunk(ctx)) {
-        efax_log(
-            ctx, 0,
-            "%s of %llu bytes between ranks %d and %d: its staging cells of %llu bytes exceed the largest "
-            "write (%llu bytes); stage less at once",
-            side, (unsigned long long)w->size, w->from, w->to, (unsigned long long)out->chunk,
-            (unsigned long long)efax_ctx_max_chunk(ctx));
-        return -EFAX_E_UNSUPPORTED;
-    }
+    out->chunk = efax_chunk_clamp(w->chunk, ctx->max_chunk);
     return 0;
 }
 
@@ -7016,15 +7217,16 @@ EFAX__API_INLINE int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_de
 EFAX_PRIVATE void efax__stage_cell(efax_ctx *ctx, efax_expect *e, unsigned cell, uint32_t n) {
     if ((int)cell >= e->ncells || e->got[cell] + n > e->want[cell]) {
         if (!e->status)
-            efax_log(ctx, 0,
-                     "staged write from rank %d (%s), tag %d: cell %u arrived %u time(s) more than its %u "
-                     "piece(s): data of another transfer (use distinct tags for transfers that overlap)",
-                     e->peer, efax__host(ctx, e->peer), e->tag, cell, n,
-                     (int)cell < e->ncells ? e->want[cell] : 0);
+            efax_log(
+                ctx, 0,
+                "staged write from rank %d (%s), tag %d, sequence %u: cell %u arrived in %u piece(s) more "
+                "than its %u: data of another transfer under the same sequence",
+                e->peer, efax__host(ctx, e->peer), e->tag, (unsigned)e->seq, cell, n,
+                (int)cell < e->ncells ? e->want[cell] : 0);
         e->status = -EFAX_E_STALE;
         return;
     }
-    e->got[cell] = (uint16_t)(e->got[cell] + n);
+    e->got[cell] += n;
     if (e->got[cell] == e->want[cell]) {
         uint64_t off = (uint64_t)cell * e->unit, len = e->size > off ? e->size - off : 0;
         int rc;
@@ -7035,14 +7237,60 @@ EFAX_PRIVATE void efax__stage_cell(efax_ctx *ctx, efax_expect *e, unsigned cell,
     }
 }
 
+/* Staged sequence sseq's distance above r's base (mod EFAX__STAGE_SEQS). */
+static inline unsigned efax__stage_dist(const efax__stage_rx *r, uint32_t sseq) {
+    return (sseq - r->base) % EFAX__STAGE_SEQS;
+}
+
+/* A staged write's piece of cell `cell`, sequence sseq, arrived: its write's if announced, else
+   kept until it is. With the window set, a piece outside it or of a consumed sequence is a fault
+   for the next wait; when nothing is outstanding the window lets go: a new run may start. */
 EFAX_PRIVATE void efax__stage_hook(void *user, int peer, int tag, uint32_t seq, int nic) {
     efax_ctx *ctx = (efax_ctx *)user;
     efax__stage_rx *r = &ctx->stage_rx[tag][peer];
+    uint32_t sseq = seq >> EFAX__STAGE_CELL_BITS, cell = seq & (EFAX_STAGE_CELLS - 1);
     (void)nic;
-    if (r->e)
-        efax__stage_cell(ctx, r->e, seq, 1);
-    else if (r->early[seq] < UINT16_MAX)
-        r->early[seq]++, r->nearly++;
+    if (r->live == 0) r->anchored = false;
+    if (r->anchored && (efax__stage_dist(r, sseq) >= EFAX_STAGE_WINDOW || (r->taken >> sseq) & 1)) {
+        efax__seq_fault_add(&r->fault, (r->taken >> sseq) & 1 ? -EFAX_E_STALE : -EFAX_E_OVERRUN, sseq, 1,
+                            r->base);
+        return;
+    }
+    if (r->e[sseq]) {
+        efax__stage_cell(ctx, r->e[sseq], cell, 1);
+        return;
+    }
+    r->early[sseq][cell]++;
+    r->live++;
+}
+
+/* Sets r's window at staged sequence sseq, about to be announced while nothing else is: pieces
+   held for sequences outside it are faults for the next wait. */
+EFAX_PRIVATE void efax__stage_anchor(efax__stage_rx *r, uint32_t sseq) {
+    uint32_t q, c;
+    r->base = (uint8_t)sseq;
+    r->anchored = true;
+    r->taken = 0;
+    for (q = 0; q < EFAX__STAGE_SEQS; q++)
+        for (c = 0; efax__stage_dist(r, q) >= EFAX_STAGE_WINDOW && c < EFAX_STAGE_CELLS; c++)
+            if (r->early[q][c]) {
+                efax__seq_fault_add(&r->fault, -EFAX_E_STALE, q, r->early[q][c], sseq);
+                r->live -= r->early[q][c];
+                r->early[q][c] = 0;
+            }
+}
+
+/* e (announced, staged) is consumed: its sequence's entry is free for the sequence's next run, and
+   the window moves past what has been consumed from its base on. */
+EFAX_PRIVATE void efax__stage_done(efax__stage_rx *r, const efax_expect *e) {
+    uint32_t sseq = e->seq % EFAX__STAGE_SEQS;
+    r->e[sseq] = NULL;
+    r->live--;
+    r->taken |= 1u << sseq;
+    while ((r->taken >> r->base) & 1) {
+        r->taken &= ~(1u << r->base);
+        r->base = (uint8_t)((r->base + 1) % EFAX__STAGE_SEQS);
+    }
 }
 
 EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag) {
@@ -7119,6 +7367,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__expect_planned(efax_ctx *ctx, efax_expect 
         for (i = 0; i < ctx->nnic; i++) ctx->nic[i].expecting += e->on_nic[i];
         return 0;
     }
+    e->active = false; /* until the write is announced */
     if (!ctx->stage_rx || !ctx->stage_rx[tag]) {
         efax_log(ctx, 0,
                  "expect_write: the region is staged: call efax_expect_prepare(ctx, region, %d) before peers "
@@ -7127,34 +7376,49 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__expect_planned(efax_ctx *ctx, efax_expect 
         return -FI_EOPBADSTATE;
     }
     r = &ctx->stage_rx[tag][peer];
-    if (r->e) {
-        efax_log(ctx, 0, "expect_write: a staged write from rank %d under tag %d is already expected", peer,
-                 tag);
-        return -FI_EBUSY;
-    }
-    e->unit = w.chunk;
-    e->ncells = size ? (int)((size + e->unit - 1) / e->unit) : 1;
-    n = efax_plan(size, writer_nnic, w.mode, w.index, w.nic, 0, segs);
-    if (n < 0) return n;
-    for (i = 0; i < n; i++) { /* how many pieces (one per segment it meets) each cell comes in */
-        if (ctx->route_in)    /* connected: the local NIC this piece lands on */
-            e->on_nic_bytes[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] %
-                            EFAX_MAX_NICS] += segs[i].len;
-        if (!segs[i].len)
-            e->want[0]++;
-        else
-            for (uint64_t c = segs[i].off / e->unit; c <= (segs[i].off + segs[i].len - 1) / e->unit; c++)
-                e->want[c]++;
-    }
-    r->e = e;
-    if (r->nearly) { /* cells that landed before this call */
-        for (i = 0; i < 256; i++)
-            if (r->early[i]) {
-                uint32_t k = r->early[i];
-                r->early[i] = 0;
+    {
+        uint32_t sseq = desc->seq % EFAX__STAGE_SEQS, idx = sseq;
+        if (r->fault.err) /* what an arrival met, reported once */
+            return efax__seq_fault_take(ctx, &r->fault, peer, tag, EFAX_STAGE_WINDOW, "staged piece");
+        if (!r->anchored || r->live == 0) efax__stage_anchor(r, sseq);
+        if (efax__stage_dist(r, sseq) >= EFAX_STAGE_WINDOW || (r->taken >> sseq) & 1) {
+            efax_log(ctx, 0,
+                     "expect_write: a staged write from rank %d (%s), tag %d, sequence %u: %s (the oldest "
+                     "outstanding is %u mod %u). Announce staged writes in their sequence's order, at most "
+                     "%u outstanding",
+                     peer, efax__host(ctx, peer), tag, (unsigned)desc->seq,
+                     (r->taken >> sseq) & 1 ? "its sequence was consumed already"
+                                            : "more than the window's sequences would be outstanding",
+                     (unsigned)r->base, EFAX__STAGE_SEQS, EFAX_STAGE_WINDOW);
+            return -EFAX_E_OVERRUN;
+        }
+        if (r->e[idx]) {
+            efax_log(
+                ctx, 0,
+                "expect_write: a staged write from rank %d under tag %d, sequence %u is already expected",
+                peer, tag, (unsigned)desc->seq);
+            return -FI_EBUSY;
+        }
+        e->unit = unit;
+        e->ncells = size ? (int)((size + e->unit - 1) / e->unit) : 1;
+        n = efax_plan(size, writer_nnic, w.mode, w.index, w.nic, 0, segs);
+        if (n < 0) return n;
+        for (i = 0; i < n; i++) { /* the posts each cell comes in (efax__stage_pieces, as the writer) */
+            if (ctx->route_in)    /* connected: the local NIC this piece lands on */
+                e->on_nic_bytes[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] %
+                                EFAX_MAX_NICS] += segs[i].len;
+            efax__stage_pieces(segs[i].off, segs[i].len, e->unit, w.chunk, e->want);
+        }
+        r->e[idx] = e;
+        e->active = true;
+        r->live++;                             /* an announced write is outstanding until its wait */
+        for (i = 0; i < EFAX_STAGE_CELLS; i++) /* pieces that landed before this call */
+            if (r->early[idx][i]) {
+                uint32_t k = r->early[idx][i];
+                r->early[idx][i] = 0;
+                r->live -= k;
                 efax__stage_cell(ctx, e, (unsigned)i, k);
             }
-        r->nearly = 0;
     }
     return 0;
 }
@@ -7312,32 +7576,33 @@ EFAX_PRIVATE void efax__credit_rx(efax_ctx *ctx, const efax_expect *e) {
     for (i = 0; i < ctx->nnic && i < EFAX_MAX_NICS; i++) ctx->nic[i].stats.rx_bytes += e->on_nic_bytes[i];
 }
 
-/* All of e's chunks arrived already (a stream of small writes: nearly always) and its sequence is
-   clean: as efax__wait_imm's first round would find it. */
+/* All of e's chunks arrived already (a stream of small writes: nearly always), with nothing wrong
+   to report: as efax__wait_imm's first round would find it. */
 static inline bool efax__expect_landed(const efax_ctx *ctx, const efax_expect *e, const efax__imm_slot *sl) {
-    return sl->count >= e->count && sl->seq == (e->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1)) && !sl->stale &&
+    uint32_t seq = e->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1);
+    return efax__imm_in(sl, seq) && sl->count[seq % EFAX_IMM_WINDOW] >= e->count && !sl->fault.err &&
            !ctx->sticky_error;
 }
 
-/* e's count in its slot of the immediate data. */
-static inline efax__imm_slot *efax__expect_slot(const efax_ctx *ctx, const efax_expect *e) {
-    return &ctx->imm[(size_t)e->peer * (size_t)ctx->ntags + (size_t)e->tag];
+/* e's (peer, tag) in ctx->imm. */
+static inline size_t efax__expect_slot(const efax_ctx *ctx, const efax_expect *e) {
+    return (size_t)e->peer * (size_t)ctx->ntags + (size_t)e->tag;
 }
 
 /* Takes e's write, which landed (efax__expect_landed), without a wait: its chunks off the count,
    its bytes to the NICs' counters. */
-static inline void efax__expect_take(efax_ctx *ctx, efax_expect *e, efax__imm_slot *sl) {
+static inline void efax__expect_take(efax_ctx *ctx, efax_expect *e, size_t slot) {
     efax__unexpect(ctx, e);
-    sl->count -= e->count;
+    efax__imm_take(ctx, &ctx->imm[slot], slot, e->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1), e->count);
     efax__credit_rx(ctx, e);
 }
 
 /* efax_expect_wait's and efax_expect_arrived's for ordinary regions: the chunks, then settle or not. */
 EFAX_PRIVATE int efax__expect_chunks(efax_ctx *ctx, efax_expect *e, int timeout_ms, bool settle) {
     int rc = 0;
-    efax__imm_slot *sl = efax__expect_slot(ctx, e);
-    if (efax__expect_landed(ctx, e, sl)) /* taken without the wait's setup */
-        efax__expect_take(ctx, e, sl);
+    size_t slot = efax__expect_slot(ctx, e);
+    if (efax__expect_landed(ctx, e, &ctx->imm[slot])) /* taken without the wait's setup */
+        efax__expect_take(ctx, e, slot);
     else {
         efax__unexpect(ctx, e);
         rc = efax__wait_imm(ctx, e->peer, e->tag, e->seq, e->count, timeout_ms, e->on_nic);
@@ -7357,12 +7622,19 @@ EFAX_API int efax_expect_arrived(efax_ctx *ctx, efax_expect *e, int timeout_ms) 
 EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     uint64_t deadline;
     unsigned spins = 0, idle = 0;
+    efax__stage_rx *r;
     int rc;
     if (!e->active) return -FI_EINVAL;
     if (!e->mr->stage) return efax__expect_chunks(ctx, e, timeout_ms, true);
     if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
     deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    r = &ctx->stage_rx[e->tag][e->peer];
     while (e->cells_done < e->ncells && !e->status) {
+        if (r->fault.err) { /* what an arrival under this tag met */
+            e->status =
+                efax__seq_fault_take(ctx, &r->fault, e->peer, e->tag, EFAX_STAGE_WINDOW, "staged piece");
+            break;
+        }
         if ((rc = efax_progress(ctx)) < 0) {
             e->status = rc;
             break;
@@ -7371,15 +7643,15 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
         if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
             efax_log(
                 ctx, 0,
-                "timed out after %d ms waiting for a staged write of %llu bytes from rank %d (%s), tag %d: "
-                "%d of %d cells arrived; the peer died or stopped, or raise EFAX_TIMEOUT_MS",
+                "timed out after %d ms waiting for a staged write of %llu bytes from rank %d (%s), tag %d, "
+                "sequence %u: %d of %d cells arrived; the peer died or stopped, or raise EFAX_TIMEOUT_MS",
                 timeout_ms, (unsigned long long)e->size, e->peer, efax__host(ctx, e->peer), e->tag,
-                e->cells_done, e->ncells);
+                (unsigned)e->seq, e->cells_done, e->ncells);
             e->status = -FI_ETIMEDOUT;
         }
     }
     rc = e->mr->stage->in_wait(e->mr->stage_user, efax__remaining_ms(deadline) + 1);
-    ctx->stage_rx[e->tag][e->peer].e = NULL;
+    efax__stage_done(r, e);
     e->active = false;
     if (!e->status && !rc) efax__credit_rx(ctx, e);
     return e->status ? e->status : rc;
@@ -7392,13 +7664,11 @@ EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int tim
     deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (i = 0; i < n && !rc; i++) {
         efax_expect *e = &es[i];
-        efax__imm_slot *sl;
-        /* landed in an ordinary region that needs no settling: efax__expect_chunks' fast path, inline
-           (shm, 8 B, 64 a window: the target's own instructions a write 397 -> 325; 306 with
-           efax_expect_write inline too) */
+        size_t slot;
+        /* landed in an ordinary region that needs no settling: efax__expect_chunks' fast path, inline */
         if (e->active && !e->mr->stage && !e->mr->settle &&
-            efax__expect_landed(ctx, e, sl = efax__expect_slot(ctx, e)))
-            efax__expect_take(ctx, e, sl);
+            efax__expect_landed(ctx, e, &ctx->imm[slot = efax__expect_slot(ctx, e)]))
+            efax__expect_take(ctx, e, slot);
         else
             rc = efax_expect_wait(ctx, e, efax__remaining_ms(deadline));
     }

@@ -356,6 +356,12 @@ EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len,
 /* Zeroed memory for n items of `size` bytes, freed by efax_bench_close; NULL when out of memory. */
 EFAX_API void *efax_bench_calloc(efax_bench *b, size_t n, size_t size);
 
+/* Host memory that the NICs reach only through a registered bounce buffer of the same size, copied
+   cell by cell by its staging hooks (efax_stage_ops) as device memory without GPUDirect is: the
+   staged engine, tested and rehearsed on any machine. Its out_ready says "not yet" to every
+   other ask, as a copy still in flight would. Name "host", path "staged". */
+EFAX_API const efax_mem_ops *efax_bench_mem_staged(void);
+
 /* A driver's own check of its options or ranks failed: prints "driver: <message>" on stderr and
    returns -EFAX_E_USAGE (exit status 2 through efax_bench_close). */
 EFAX_API int efax_bench_usage(const efax_bench *b, const char *fmt, ...)
@@ -2197,6 +2203,90 @@ EFAX_API int efax_bench_connect(efax_bench *b) {
     if (!b->d.cold && (rc = efaxb__first_messages(b))) return rc; /* the cold start's first messages */
     if (!b->d.cold && (rc = efax_ctx_warmup(&b->ctx))) return rc;
     return b->d.xchg ? efaxb__xchg_init(b) : 0;
+}
+
+/* efax_bench_mem_staged: the bytes live in b->ptr, the NICs see bounce (same offsets). */
+typedef struct efaxb__hstage {
+    uint8_t *bounce;
+    unsigned long asks;
+} efaxb__hstage;
+
+EFAX_PRIVATE int efaxb__hs_out_begin(void *u, uint64_t off, uint64_t len, uint64_t unit) {
+    efax_buf *b = (efax_buf *)u;
+    (void)unit;
+    memcpy(((efaxb__hstage *)b->impl)->bounce + off, (uint8_t *)b->ptr + off, len);
+    return 0;
+}
+EFAX_PRIVATE bool efaxb__hs_out_ready(void *u, uint64_t off, uint64_t len) {
+    (void)off, (void)len;
+    return (++((efaxb__hstage *)((efax_buf *)u)->impl)->asks & 1) == 0;
+}
+EFAX_PRIVATE int efaxb__hs_in(void *u, uint64_t off, uint64_t len) {
+    efax_buf *b = (efax_buf *)u;
+    memcpy((uint8_t *)b->ptr + off, ((efaxb__hstage *)b->impl)->bounce + off, len);
+    return 0;
+}
+EFAX_PRIVATE int efaxb__hs_out(void *u, uint64_t off, uint64_t len) {
+    return efaxb__hs_out_begin(u, off, len, 0);
+}
+EFAX_PRIVATE int efaxb__hs_in_wait(void *u, int timeout_ms) {
+    (void)u, (void)timeout_ms;
+    return 0;
+}
+static const efax_stage_ops efaxb__hs_ops = {efaxb__hs_out_begin, efaxb__hs_out_ready, efaxb__hs_in,
+                                             efaxb__hs_in_wait,   efaxb__hs_out,       efaxb__hs_in};
+
+EFAX_PRIVATE int efaxb__hs_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
+    efaxb__hstage *h = (efaxb__hstage *)calloc(1, sizeof *h);
+    efax_mr_desc md;
+    b->impl = h;
+    if (!h || !(b->ptr = efax_host_alloc(len)) || !(h->bounce = (uint8_t *)efax_host_alloc(len)))
+        return -FI_ENOMEM;
+    snprintf(b->path, sizeof b->path, "staged");
+    if (!ctx) return 0;
+    memset(&md, 0, sizeof md);
+    md.ptr = h->bounce;
+    md.len = len;
+    md.access = access;
+    md.stage = &efaxb__hs_ops;
+    md.stage_user = b;
+    return efax_mr_reg(ctx, &b->mr, &md);
+}
+EFAX_PRIVATE void efaxb__hs_release(efax_buf *b) {
+    efaxb__hstage *h = (efaxb__hstage *)b->impl;
+    if (h) free(h->bounce);
+    free(h);
+    free(b->ptr);
+}
+EFAX_PRIVATE void efaxb__hs_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
+    efax_pattern_fill((uint8_t *)b->ptr + off, len, 0, rank, iter);
+}
+EFAX_PRIVATE void efaxb__hs_poison(efax_buf *b, uint64_t off, uint64_t len) {
+    efax_poison((uint8_t *)b->ptr + off, len);
+}
+EFAX_PRIVATE uint64_t efaxb__hs_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
+    return efax_pattern_check((uint8_t *)b->ptr + off, len, 0, rank, iter, NULL);
+}
+EFAX_PRIVATE void efaxb__hs_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff,
+                                 uint64_t len) {
+    memcpy((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len);
+}
+
+EFAX_API const efax_mem_ops *efax_bench_mem_staged(void) {
+    /* in the fields' order (name, label, alloc, release, fill, poison, check, copy, settle, mark,
+       marked): C++17 has no designated initializers */
+    static const efax_mem_ops ops = {"host",
+                                     "",
+                                     efaxb__hs_alloc,
+                                     efaxb__hs_release,
+                                     efaxb__hs_fill,
+                                     efaxb__hs_poison,
+                                     efaxb__hs_check,
+                                     efaxb__hs_copy,
+                                     NULL,
+                                     NULL,
+                                     NULL};
+    return &ops;
 }
 
 EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access,

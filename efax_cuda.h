@@ -1698,7 +1698,7 @@ EFAX_PRIVATE void *efax__proxy_main(void *arg) {
             popped++;
         }
         state = __atomic_load_n(&p->watch_state, __ATOMIC_ACQUIRE);
-        if (state == 1 && efax_imm_count(ctx, p->watch_peer, p->watch_tag) >= p->watch_count) {
+        if (state == 1 && efax_imm_count(ctx, p->watch_peer, p->watch_tag, p->watch_seq) >= p->watch_count) {
             int rc = efax_wait_imm(ctx, p->watch_peer, p->watch_tag, p->watch_seq, p->watch_count, -1);
             p->watch_ns = efax_now_ns();
             __atomic_store_n(&p->watch_state, rc ? -1 : 2, __ATOMIC_RELEASE);

@@ -255,18 +255,18 @@ int main(int argc, char **argv) {
         int order_bad = 0;
         dst.ops->poison(&dst, 0, window);
         if ((rc = efax_boot_barrier(&boot, -1))) goto out;
-        while (efax_imm_count(&ctx, 0, TAG_B) < PRODUCERS * b_chunks && efax_now_ns() < deadline) {
-            uint32_t b_before = efax_imm_count(&ctx, 0, TAG_B);
+        while (efax_imm_count(&ctx, 0, TAG_B, 7) < PRODUCERS * b_chunks && efax_now_ns() < deadline) {
+            uint32_t b_before = efax_imm_count(&ctx, 0, TAG_B, 7);
             efax_progress(&ctx);
             /* a B that landed now: all A chunks of (at least) that many blocks must be in */
-            if (efax_imm_count(&ctx, 0, TAG_B) > b_before && efax_imm_count(&ctx, 0, TAG_A) < efax_imm_count(&ctx, 0, TAG_B) / b_chunks * a_chunks)
+            if (efax_imm_count(&ctx, 0, TAG_B, 7) > b_before && efax_imm_count(&ctx, 0, TAG_A, 7) < efax_imm_count(&ctx, 0, TAG_B, 7) / b_chunks * a_chunks)
                 order_bad++;
         }
         rc = efax_wait_imm(&ctx, 0, TAG_A, 7, PRODUCERS * a_chunks, -1);
         if (!rc) rc = efax_wait_imm(&ctx, 0, TAG_B, 7, PRODUCERS * b_chunks, -1);
         if (!rc) rc = efax_wait_imm(&ctx, 0, TAG_DONE, 7, 1, -1);
         EXPECT(order_bad == 0, "%d B writes completed before their A (fence broken)", order_bad);
-        EXPECT(efax_imm_count(&ctx, 0, TAG_C) == 0, "the refused command wrote anyway");
+        EXPECT(efax_imm_count(&ctx, 0, TAG_C, 7) == 0, "the refused command wrote anyway");
         EXPECT(dst.ops->check(&dst, 0, window, 0, 7) == 0, "wrong bytes in the written regions");
     }
 out:

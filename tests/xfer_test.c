@@ -18,40 +18,6 @@
 
 enum { TAG_W = 5 };
 
-/* "Staged" host memory, so the staged engine runs without a GPU: the bytes live in b->ptr, the
-   NICs see a bounce buffer of the same size, and the stage callbacks copy between the two as
-   efax_cuda.h's do with cudaMemcpy. out_ready says yes only on every second ask, so chunks wait
-   for their cells as they would for a copy still in flight. */
-typedef struct hstage {
-    uint8_t *real, *bounce;
-    unsigned long asks;
-} hstage;
-static int hs_out_begin(void *u, uint64_t off, uint64_t len, uint64_t unit) {
-    hstage *h = (hstage *)u;
-    (void)unit;
-    memcpy(h->bounce + off, h->real + off, len);
-    return 0;
-}
-static bool hs_out_ready(void *u, uint64_t off, uint64_t len) {
-    (void)off, (void)len;
-    return (++((hstage *)u)->asks & 1) == 0;
-}
-static int hs_in(void *u, uint64_t off, uint64_t len) {
-    hstage *h = (hstage *)u;
-    memcpy(h->real + off, h->bounce + off, len);
-    return 0;
-}
-static int hs_out(void *u, uint64_t off, uint64_t len) {
-    hstage *h = (hstage *)u;
-    memcpy(h->bounce + off, h->real + off, len);
-    return 0;
-}
-static int hs_in_wait(void *u, int timeout_ms) {
-    (void)u, (void)timeout_ms;
-    return 0;
-}
-static const efax_stage_ops hs_ops = {hs_out_begin, hs_out_ready, hs_in, hs_in_wait, hs_out, hs_in};
-
 /* The ring's write from rank `from` to rank `to` (whole buffers, under TAG_W, sequence = index), as
    both sides describe it. */
 static const efax_write_desc *ring_write(efax_write_desc *w, int from, int to, const efax_mr *src,
@@ -63,30 +29,12 @@ static const efax_write_desc *ring_write(efax_write_desc *w, int from, int to, c
     return w;
 }
 
-static int hs_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
-    hstage *h = (hstage *)calloc(1, sizeof *h);
-    efax_mr_desc md;
-    if (!h || !(h->real = (uint8_t *)efax_host_alloc(len)) || !(h->bounce = (uint8_t *)efax_host_alloc(len)))
-        return -FI_ENOMEM;
-    b->impl = h;
-    b->ptr = h->real;
-    snprintf(b->path, sizeof b->path, "staged");
-    memset(&md, 0, sizeof md);
-    md.ptr = h->bounce, md.len = len, md.access = access, md.stage = &hs_ops, md.stage_user = h;
-    return efax_mr_reg(ctx, &b->mr, &md);
-}
-static void hs_release(efax_buf *b) {
-    hstage *h = (hstage *)b->impl;
-    if (h) free(h->real), free(h->bounce), free(h);
-}
-
 int main(int argc, char **argv) {
     const char *provider = NULL, *nics = NULL;
     uint64_t max = 64ull << 20, chunk = 64 << 10;
     int window = 4, rc = 0, me, n, left, right, errors = 0;
     bool staged = false, bad_key = false, eq_error = false, fi_more = false, lost_inject = false,
          incast = false;
-    efax_mem_ops hs_mem;
     efax_optdef defs[] = {
         {"provider", 0, EFAX_OPT_STR, &provider, 0, 0, NULL, "NAME", "provider"},
         {"nics", 0, EFAX_OPT_STR, &nics, 0, 0, NULL, "LIST", "NICs"},
@@ -134,11 +82,9 @@ int main(int argc, char **argv) {
         (rc = efax_ctx_warmup(&ctx)))
         goto out;
     me = boot.rank, n = boot.size, right = (me + 1) % n, left = (me + n - 1) % n;
-    hs_mem = *efax_mem_host();
-    hs_mem.alloc = hs_alloc, hs_mem.release = hs_release;
-    if ((rc = efax_buf_alloc(&ctx, &src, staged ? &hs_mem : efax_mem_host(), max,
+    if ((rc = efax_buf_alloc(&ctx, &src, staged ? efax_bench_mem_staged() : efax_mem_host(), max,
                              EFAX_MR_SEND | EFAX_MR_WRITE_SRC)) ||
-        (rc = efax_buf_alloc(&ctx, &dst, staged ? &hs_mem : efax_mem_host(), max,
+        (rc = efax_buf_alloc(&ctx, &dst, staged ? efax_bench_mem_staged() : efax_mem_host(), max,
                              EFAX_MR_RECV | EFAX_MR_WRITE_DST)) ||
         (rc = efax_mr_exchange(&dst.mr, &boot)) || (rc = efax_expect_prepare(&ctx, &dst.mr, TAG_W)))
         goto out;
