@@ -968,6 +968,10 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag, uint32_
      injectfail  an injected send, write or notification dropped after it was counted done, its
                  error entry (op_context NULL, an efa provider errno) arriving polls later; now and
                  then a completion turned into an error entry with a provider errno
+     rxfail      a peer's write, now and then, turned at its target into the error entry efa gives a
+                 failed incoming write (NULL context, FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, no data:
+                 nothing names the writer, so the target's next wait for arrivals fails with it);
+                 rxfail=N: the N-th incoming write of a NIC is the first
      emulated    every endpoint says its writes are emulated (FI_OPT_EFA_EMULATED_WRITE, read through
                  efax's getopt wrapper, on every provider and line): flagged, and efa still delivers;
                  emulated=odd: only odd ranks' do (even ranks' say not), a mismatched peer, which
@@ -986,7 +990,8 @@ enum {
     EFAX_FAULT_INJECTFAIL = 1u << 2,
     EFAX_FAULT_EMULATED = 1u << 3,
     EFAX_FAULT_SMALLRMA = 1u << 4,
-    EFAX_FAULT_ALL = 0x1fu
+    EFAX_FAULT_RXFAIL = 1u << 5,
+    EFAX_FAULT_ALL = 0x3fu
 };
 
 /* An EFAX_FAULTS value, parsed. */
@@ -998,6 +1003,7 @@ typedef struct efax_fault_spec {
     uint64_t inject_first; /* injectfail=N: the N-th inject the provider takes is the first dropped
                                  (0: one of the 16th to 271st, drawn from the seed) */
     bool emulated_odd;     /* emulated=odd: only odd ranks' writes are emulated */
+    uint64_t rx_first;     /* rxfail=N: a NIC's N-th incoming write is the first to fail (0: drawn) */
 } efax_fault_spec;
 
 /* Parses an EFAX_FAULTS value (NULL or "": off). Returns 0, or -EFAX_E_USAGE with a one-line
@@ -1017,6 +1023,7 @@ typedef struct efax_fault_stats {
     uint64_t batched;     /* posts with FI_MORE that waited for the doorbell */
     uint64_t interrupted; /* posts refused while a batch with FI_MORE waited for its doorbell */
     uint64_t unrung;      /* batches efax left ending on FI_MORE (a bug: must stay 0) */
+    uint64_t rxfailed;    /* rxfail: incoming writes turned into error entries */
 } efax_fault_stats;
 
 /* The fault families in force as a replayable EFAX_FAULTS value with its seed
@@ -1403,6 +1410,7 @@ typedef struct efax__faults {
     uint64_t rma;          /* smallrma's max RMA size */
     uint64_t inject_first; /* injectfail=N (0: drawn) */
     bool emulated_odd;     /* emulated=odd */
+    uint64_t rx_first;     /* rxfail=N (0: drawn) */
     int rank_hint;         /* the launcher's rank (environment) for `emulated`, before connect */
     char spec[112];        /* the replayable value: families and seed */
     efax_fault_stats stats;
@@ -2182,12 +2190,13 @@ EFAX_PRIVATE void efax__set_sticky(efax_ctx *ctx, int rc) {
 #define EFAX__F_POSTS 64 /* posts the layer holds per NIC: late writes, doorbell batches */
 #define EFAX__F_ERRS 32  /* error entries waiting to be handed on per NIC */
 
-static const char *const efax__fault_names[] = {"reorder", "eagain", "injectfail", "emulated", "smallrma"};
+static const char *const efax__fault_names[] = {"reorder",  "eagain",   "injectfail",
+                                                "emulated", "smallrma", "rxfail"};
 
 EFAX_PRIVATE int efax__f_bad(const char *spec, const char *what, char *why, size_t wl) {
     snprintf(why, wl,
              "EFAX_FAULTS='%s' is not valid: %s; expected family,family,...[:seed] with families "
-             "reorder, eagain, injectfail[=N], emulated[=odd], smallrma[=SIZE] or all",
+             "reorder, eagain, injectfail[=N], emulated[=odd], smallrma[=SIZE], rxfail[=N] or all",
              spec, what);
     return -EFAX_E_USAGE;
 }
@@ -2233,6 +2242,21 @@ EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why
         if (!strcmp(tok, "emulated=odd")) {
             out->emulated_odd = true;
             *families |= EFAX_FAULT_EMULATED;
+            continue;
+        }
+        if (!strncmp(tok, "rxfail=", 7)) {
+            char *end;
+            unsigned long long v;
+            errno = 0;
+            v = strtoull(tok + 7, &end, 10);
+            if (errno || end == tok + 7 || *end || tok[7] == '-' || v < 1 || v > 1000000000ull) {
+                snprintf(what, sizeof what,
+                         "rxfail count '%.40s' is not a number of incoming writes in [1, 1000000000]",
+                         tok + 7);
+                return efax__f_bad(spec, what, why, wl);
+            }
+            out->rx_first = v;
+            *families |= EFAX_FAULT_RXFAIL;
             continue;
         }
         if (!strncmp(tok, "injectfail=", 11)) {
@@ -2308,6 +2332,7 @@ struct efax__fnic {
     uint64_t polls;             /* fi_cq_read calls through the layer: its clock */
     uint64_t refuse, refuse_rx; /* eagain: transmits / receives are refused until `polls` reaches it */
     uint64_t inject_left;       /* injectfail: injects until the next one fails */
+    uint64_t rx_left;           /* rxfail: incoming writes until the next one fails */
     efax__fent *ent;            /* a ring of completions read from the provider, not handed on */
     size_t cap, head, nent;
     int held; /* of them, held back (release in the future) */
@@ -2364,7 +2389,7 @@ EFAX_PRIVATE void efax__faults_spec(efax_ctx *ctx) {
     efax__faults *fs = &ctx->faults;
     size_t u = 0, k;
     if ((fs->fams & EFAX_FAULT_ALL) == EFAX_FAULT_ALL && fs->rma == (64u << 10) && !fs->inject_first &&
-        !fs->emulated_odd) {
+        !fs->emulated_odd && !fs->rx_first) {
         snprintf(fs->spec, sizeof fs->spec, "all:%llu", (unsigned long long)fs->seed);
         return;
     }
@@ -2378,6 +2403,9 @@ EFAX_PRIVATE void efax__faults_spec(efax_ctx *ctx) {
         if ((1u << k) == EFAX_FAULT_INJECTFAIL && fs->inject_first && u < sizeof fs->spec)
             u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu",
                                   (unsigned long long)fs->inject_first);
+        if ((1u << k) == EFAX_FAULT_RXFAIL && fs->rx_first && u < sizeof fs->spec)
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu",
+                                  (unsigned long long)fs->rx_first);
     }
     if (u < sizeof fs->spec)
         snprintf(fs->spec + u, sizeof fs->spec - u, ":%llu", (unsigned long long)fs->seed);
@@ -2398,6 +2426,7 @@ EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx) {
     fs->rma = sp.rma;
     fs->inject_first = sp.inject_first;
     fs->emulated_odd = sp.emulated_odd;
+    fs->rx_first = sp.rx_first;
     if (!fs->fams) return 0;
     if (!sp.has_seed) fs->seed = (efax_now_ns() ^ ((uint64_t)getpid() << 32)) & 0xffffffffull;
     fs->rank_hint = efax__f_rank_hint();
@@ -2437,6 +2466,7 @@ EFAX_PRIVATE void efax__faults_arm(efax_ctx *ctx, uint64_t seed) {
         if (!f) continue;
         f->rng = efax_pattern_word(seed ^ ((uint64_t)(uint32_t)ctx->rank << 32), (uint64_t)i) | 1;
         f->inject_left = ctx->faults.inject_first ? ctx->faults.inject_first - 1 : 15 + efax__f_rand(f) % 256;
+        f->rx_left = ctx->faults.rx_first ? ctx->faults.rx_first - 1 : efax__f_rand(f) % 4096;
     }
     efax__faults_spec(ctx);
     ctx->faults.armed = true;
@@ -2736,6 +2766,19 @@ EFAX__COLD EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_
                 fs->stats.errored++;
                 continue;
             }
+            if ((tmp[k].flags & FI_REMOTE_WRITE) && efax__f_on(f, EFAX_FAULT_RXFAIL) &&
+                f->nerr < EFAX__F_ERRS && f->rx_left-- == 0) {
+                /* a peer's write failed here, as efa reports it for unsolicited write recv
+                   (rdm/efa_rdm_cq.c, efa_rdm_cq_process_wc): no context, no data, nothing that
+                   names the writer or what it carried */
+                struct fi_cq_err_entry e;
+                memset(&e, 0, sizeof e);
+                e.flags = FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE;
+                efax__f_fail(f, &e, "turned this incoming write into the error efa reports for it");
+                f->rx_left = 256 + efax__f_rand(f) % 4096;
+                fs->stats.rxfailed++;
+                continue;
+            }
             x = &f->ent[(f->head + f->nent++) % f->cap];
             x->e = tmp[k];
             x->release = reorder && f->held < EFAX__F_HOLD ? f->polls + efax__f_delay(f) : 0;
@@ -2921,12 +2964,13 @@ EFAX_PRIVATE void efax__faults_summary(efax_ctx *ctx) {
     efax_log(
         ctx, 1,
         "EFAX_FAULTS=%s on rank %d: reorder held=%llu deferred=%llu; eagain refused=%llu bursts=%llu; "
-        "injectfail failed=%llu errored=%llu; emulated nics=%llu; smallrma nics=%llu; doorbell batched=%llu "
-        "interrupted=%llu unrung=%llu",
+        "injectfail failed=%llu errored=%llu; emulated nics=%llu; smallrma nics=%llu; rxfail failed=%llu; "
+        "doorbell batched=%llu interrupted=%llu unrung=%llu",
         ctx->faults.spec, ctx->rank, (unsigned long long)s->held, (unsigned long long)s->deferred,
         (unsigned long long)s->refused, (unsigned long long)s->bursts, (unsigned long long)s->failed,
         (unsigned long long)s->errored, (unsigned long long)s->emulated, (unsigned long long)s->capped,
-        (unsigned long long)s->batched, (unsigned long long)s->interrupted, (unsigned long long)s->unrung);
+        (unsigned long long)s->rxfailed, (unsigned long long)s->batched, (unsigned long long)s->interrupted,
+        (unsigned long long)s->unrung);
 }
 
 EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx) {
@@ -5807,14 +5851,14 @@ static inline bool efax__imm_in(const efax__imm_slot *sl, uint32_t seq) {
 }
 
 /* Empties entry idx of a (peer, tag)'s window (slot: its index in ctx->imm), per-NIC counts too. */
-EFAX_PRIVATE void efax__imm_clear(efax_ctx *ctx, size_t slot, uint32_t idx) {
+static inline void efax__imm_clear(efax_ctx *ctx, size_t slot, uint32_t idx) {
     ctx->imm[slot].count[idx] = 0;
     if (ctx->nnic > 1)
         memset(&ctx->imm_nic[(slot * EFAX_IMM_WINDOW + idx) * (size_t)ctx->nnic], 0,
                (size_t)ctx->nnic * sizeof(uint32_t));
 }
 
-EFAX_PRIVATE void efax__imm_mark(efax__imm_slot *sl, uint32_t seq, bool passed) {
+static inline void efax__imm_mark(efax__imm_slot *sl, uint32_t seq, bool passed) {
     uint64_t bit = 1ull << (seq & 63);
     if (passed)
         sl->passed[(seq >> 6) & 3] |= bit;
@@ -5824,18 +5868,25 @@ EFAX_PRIVATE void efax__imm_mark(efax__imm_slot *sl, uint32_t seq, bool passed) 
 
 /* Brings sequence seq into the window of (peer, tag) `slot`, for an arrival or a wait (`awaited`: the
    sequence a wait in progress needs, which the window keeps; -1: none). A first sequence, or one
-   behind the window when nothing is held (a new run), starts the window anew with seq as its
-   newest. Returns 0 with seq inside; -EFAX_E_OVERRUN when the window would have to pass a sequence
-   still outstanding (*at: that one) or seq came after the window passed it; -EFAX_E_STALE when seq is
-   behind the window while later ones are held. Moving up passes consumed entries that still hold
-   arrivals: more than their sequence had, kept as a stale fault for the next wait. */
+   behind the window, or a window or more ahead of it, when nothing is held or awaited (a new run,
+   or a tag used every so many sequences), starts the window anew with seq as its newest. Returns 0
+   with seq inside; -EFAX_E_OVERRUN when the window would have to pass a sequence still outstanding
+   (*at: that one) or seq came after the window passed it; -EFAX_E_STALE when seq is behind the
+   window while later ones are held. Moving up passes what it must: empty entries, and consumed
+   ones that still hold arrivals (more than their sequence had: kept as a stale fault for the next
+   wait); then, so that the next sequences find room, up to half a window more of consumed, empty
+   entries. */
 EFAX_PRIVATE EFAX__NOINLINE int efax__imm_place(efax_ctx *ctx, size_t slot, uint32_t seq, int awaited,
                                                 uint32_t *at) {
     efax__imm_slot *sl = &ctx->imm[slot];
-    unsigned d = (seq - sl->base) & (EFAX__SEQS - 1), steps, k, i;
+    unsigned d = (seq - sl->base) & (EFAX__SEQS - 1), need, want, k;
+    bool idle = sl->live == 0 && awaited < 0;
     *at = sl->base;
-    if (!sl->used || (d >= EFAX__SEQS / 2 && sl->live == 0 && awaited < 0)) {
-        for (i = 0; i < EFAX_IMM_WINDOW; i++) efax__imm_clear(ctx, slot, i);
+    if (!sl->used || (idle && (d >= EFAX__SEQS / 2 || d >= 2 * EFAX_IMM_WINDOW - 1))) {
+        memset(sl->count, 0, sizeof sl->count);
+        if (ctx->nnic > 1)
+            memset(&ctx->imm_nic[slot * EFAX_IMM_WINDOW * (size_t)ctx->nnic], 0,
+                   EFAX_IMM_WINDOW * (size_t)ctx->nnic * sizeof(uint32_t));
         sl->base = (uint8_t)((seq - EFAX_IMM_WINDOW + 1) & (EFAX__SEQS - 1));
         sl->used = true;
         sl->taken = 0;
@@ -5845,11 +5896,14 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__imm_place(efax_ctx *ctx, size_t slot, uint
     if (d < EFAX_IMM_WINDOW) return 0;
     if (d >= EFAX__SEQS / 2) /* behind the window, with later sequences outstanding */
         return (sl->passed[(seq >> 6) & 3] >> (seq & 63)) & 1 ? -EFAX_E_OVERRUN : -EFAX_E_STALE;
-    steps = d - EFAX_IMM_WINDOW + 1;
-    for (k = 0; k < steps; k++) {
+    need = d - EFAX_IMM_WINDOW + 1;
+    want = d - EFAX_IMM_WINDOW / 2 + 1;
+    for (k = 0; k < want; k++) {
         uint32_t q = sl->base, idx = q % EFAX_IMM_WINDOW, bit = 1u << idx;
         uint32_t held = k < EFAX_IMM_WINDOW ? sl->count[idx] : 0;
-        if ((int)q == awaited || (held && !(sl->taken & bit))) {
+        bool taken = (sl->taken & bit) != 0;
+        if (k >= need && (held || !taken || (int)q == awaited)) break; /* room enough: keep the rest */
+        if ((int)q == awaited || (held && !taken)) {
             *at = q;
             return -EFAX_E_OVERRUN;
         }
@@ -5858,7 +5912,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__imm_place(efax_ctx *ctx, size_t slot, uint
             sl->live -= held;
         }
         if (k < EFAX_IMM_WINDOW) efax__imm_clear(ctx, slot, idx);
-        efax__imm_mark(sl, q, !(sl->taken & bit));
+        efax__imm_mark(sl, q, !taken);
         sl->taken &= ~bit;
         sl->base = (uint8_t)((q + 1) & (EFAX__SEQS - 1));
         efax__imm_mark(sl, sl->base + EFAX_IMM_WINDOW - 1, false); /* it enters the window now */
@@ -5866,9 +5920,24 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__imm_place(efax_ctx *ctx, size_t slot, uint
     return 0;
 }
 
+/* efax__count_imm for an arrival outside its window: placed first (out of line, so that the count of
+   one inside it saves no registers for this). */
+EFAX_PRIVATE EFAX__NOINLINE void efax__count_placed(efax_ctx *ctx, size_t slot, uint32_t seq, int nic) {
+    efax__imm_slot *sl = &ctx->imm[slot];
+    uint32_t at, idx = seq % EFAX_IMM_WINDOW;
+    int rc = efax__imm_place(ctx, slot, seq, sl->awaited - 1, &at);
+    if (rc) { /* not counted: the next wait on this (peer, tag) reports it */
+        efax__seq_fault_add(&sl->fault, rc, seq, 1, at);
+        return;
+    }
+    sl->count[idx]++;
+    sl->live++;
+    if (ctx->nnic > 1) ctx->imm_nic[(slot * EFAX_IMM_WINDOW + idx) * (size_t)ctx->nnic + (size_t)nic]++;
+}
+
 EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     int rank, tag;
-    uint32_t seq, idx, at;
+    uint32_t seq, idx;
     size_t slot;
     efax__imm_slot *sl;
     efax_imm_decode((uint32_t)data, &rank, &tag, &seq);
@@ -5887,11 +5956,8 @@ EFAX_PRIVATE void efax__count_imm(efax_ctx *ctx, uint64_t data, int nic) {
     slot = (size_t)rank * (size_t)ctx->ntags + (size_t)tag;
     sl = &ctx->imm[slot];
     if (EFAX__UNLIKELY(!efax__imm_in(sl, seq))) { /* a first, a new run, or the window moves */
-        int rc = efax__imm_place(ctx, slot, seq, sl->awaited - 1, &at);
-        if (rc) { /* not counted: the next wait on this (peer, tag) reports it */
-            efax__seq_fault_add(&sl->fault, rc, seq, 1, at);
-            return;
-        }
+        efax__count_placed(ctx, slot, seq, nic);
+        return;
     }
     idx = seq % EFAX_IMM_WINDOW;
     sl->count[idx]++;
@@ -5984,10 +6050,12 @@ EFAX_PRIVATE void efax__cq_error(efax_ctx *ctx, efax__nic *n) {
         efax__lost_inject(ctx, n, &e, ptxt);
         return;
     }
-    if (!op) {
-        efax_log(ctx, 0, "NIC %s: an incoming operation failed: %s (provider: %s)", n->info.name,
-                 fi_strerror(e.err), ptxt ? ptxt : "-");
-        ctx->last_cq_error = -(int)e.err;
+    if (!op) { /* a peer's write (efa: unsolicited write recv) that failed here: it names no writer */
+        efax_log(ctx, 0,
+                 "NIC %s: a peer's incoming write failed: %s (provider: %s); the provider does not say "
+                 "whose, so the next wait for arrivals on this rank fails with it",
+                 n->info.name, fi_strerror(e.err), ptxt ? ptxt : "-");
+        ctx->last_cq_error = -(int)(e.err ? e.err : FI_EOTHER);
         return;
     }
     if (op->kind == EFAX__OPK_CTRL) {
@@ -7633,6 +7701,16 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
         if (r->fault.err) { /* what an arrival under this tag met */
             e->status =
                 efax__seq_fault_take(ctx, &r->fault, e->peer, e->tag, EFAX_STAGE_WINDOW, "staged piece");
+            break;
+        }
+        if (ctx->last_cq_error) { /* an incoming write failed (it names no writer): this may be it */
+            e->status = ctx->last_cq_error;
+            ctx->last_cq_error = 0;
+            efax_log(ctx, 0,
+                     "waiting for a staged write from rank %d (%s), tag %d, sequence %u (%d of %d cells "
+                     "arrived): an incoming write failed (%s), and the provider does not say whose",
+                     e->peer, efax__host(ctx, e->peer), e->tag, (unsigned)e->seq, e->cells_done, e->ncells,
+                     fi_strerror(-e->status));
             break;
         }
         if ((rc = efax_progress(ctx)) < 0) {

@@ -367,6 +367,58 @@ for p in tcp shm; do
   t $p/any-memory           60 expect_fail 0 "0 wrong bytes" "${MPIRUN[@]}" -np 2 "$B/any_memory" --provider $p
 done
 
+# --- arrivals in any order (efax.h, EFAX_IMM_WINDOW): tests/arrivals.c meets every rule of the window
+# with notifications on the public calls alone (scrambled, reversed, in parts, a full window, an
+# overrun, a surplus, an old sequence, a new run), as sent and with completions reordered
+for p in tcp shm; do
+  has_provider $p || continue
+  t arrivals/$p 120 expect_fail 0 "every case behaved" "${MPIRUN[@]}" -np 2 "$B/arrivals" --provider $p
+  t arrivals/$p-reorder-eagain 120 expect_fail 0 "every case behaved" env EFAX_FAULTS=reorder,eagain \
+    "${MPIRUN[@]}" -x EFAX_FAULTS -np 2 "$B/arrivals" --provider $p
+done
+# --- streaming (drivers/stream.c): a writer keeps up to 4 writes in flight into a ring of slots under one
+# data tag; the target takes them in turn, checks each slot and hands it back under one credit tag. 4 KiB
+# (injected) and 1 MiB, one NIC and split over two, host and staged memory, with no fault and under every
+# family efa survives (each run its own seed), every byte checked; then an incoming write that fails
+# (rxfail) is named by the target's wait at once, not after a timeout
+stream_faults() {
+  local p=$1 nics=$2 mem=$3 mode=single fam out rc args
+  [[ $nics == *,* ]] && mode=split
+  args="--provider $p --nics $nics --mode $mode -c -b 4K -e 1M -f 256 -n 300"
+  [ "$mem" = staged ] && args="$args --staged"
+  for fam in none reorder eagain emulated smallrma reorder,eagain,emulated,smallrma; do
+    out=$LOGS/stream-$p-$mode-$mem-${fam//,/-}
+    rm -f "$out.jsonl"
+    # shellcheck disable=SC2086
+    EFAX_TIMEOUT_MS=10000 EFAX_FAULTS=${fam#none} $MPIRUN_STR -np 2 -x EFAX_TIMEOUT_MS -x EFAX_FAULTS "$B/stream" $args \
+      --json "$out.jsonl" >"$out.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || { echo "$fam: exit $rc"; tail -n 20 "$out.log"; return 1; }
+    json_ok "$out.jsonl" 2 || return 1
+    grep -q "unrung=[1-9]" "$out.log" && { echo "$fam: a batch was left ending on FI_MORE"; return 1; }
+    echo "$fam: $(jq -r '"\(.size) B \(.gbps) Gbps"' "$out.jsonl" | tr '\n' ' ')"
+  done
+}
+stream_rxfail() {
+  local out=$LOGS/stream-rxfail-$1 rc t0=$SECONDS
+  EFAX_TIMEOUT_MS=30000 EFAX_FAULTS=rxfail=50 $MPIRUN_STR -np 2 -x EFAX_TIMEOUT_MS -x EFAX_FAULTS "$B/stream" --provider "$1" \
+    -c -b 64K -e 64K -n 200 >"$out.log" 2>&1
+  rc=$?
+  cat "$out.log"
+  [ "$rc" = 1 ] || { echo "exit $rc, expected 1"; return 1; }
+  grep -q "a peer's incoming write failed: .*injected by EFAX_FAULTS=rxfail=50" "$out.log" &&
+    grep -q "an incoming write failed" "$out.log" || { echo "the target did not name the failed incoming write"; return 1; }
+  [ $((SECONDS - t0)) -lt 20 ] || { echo "it took $((SECONDS - t0)) s: a timeout, not the error, ended the wait"; return 1; }
+}
+export -f stream_faults stream_rxfail
+for p in tcp shm; do
+  has_provider $p || continue
+  for nics in "$(two_nics $p | cut -d, -f1)" "$(two_nics $p)"; do
+    for mem in host staged; do t stream/$p-${nics/,/-}-$mem 300 stream_faults $p "$nics" $mem; done
+  done
+  t efa-faults/$p-stream-rxfail 60 stream_rxfail $p
+done
+
 # --- pingpong --variant times one echo alone (bench.sh compares its SEND/RECV with fi_pingpong's)
 t shm/pingpong-variant 120 bash -c "$MPI -np 2 $B/pingpong --provider shm -c -b 1 -e 64K -f 16 -n 50 --variant writeimm --quiet --json $LOGS/ppv.jsonl && json_ok $LOGS/ppv.jsonl 5 && jq -e -s 'all(.[]; .variant == \"WriteImm\")' $LOGS/ppv.jsonl"
 
@@ -696,14 +748,15 @@ faults_check() {
     jq -e -s 'all(.[]; .wrong == 0 or (.wrong == null and .run.check == false))' "$out.jsonl" >/dev/null ||
       { echo "a result has wrong bytes"; return 1; }
   fi
-  lost=$(grep -o "injectfail failed=[0-9]* errored=[0-9]*" "$out.log" | grep -vc "failed=0 errored=0")
+  lost=$(grep -o "injectfail failed=[0-9]* errored=[0-9]*.*rxfail failed=[0-9]*" "$out.log" |
+    grep -vc "injectfail failed=0 errored=0.*rxfail failed=0")
   case $fam in
     emulated=odd)
       [ "$rc" = 1 ] || { echo "exit $rc: a peer with emulated writes was not refused (exit 1)"; return 1; }
       grep -q "emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) and rank" "$out.log" ||
         { echo "the refusal does not name the ranks"; return 1; }
       return 0 ;;
-    injectfail|all)
+    injectfail|rxfail|all)
       if [ "$rc" = 0 ]; then
         [ "$sums" = "$np" ] && [ "$lost" = 0 ] || { echo "exit 0, but the layer dropped an operation ($lost rank(s)) or a rank said nothing ($sums of $np)"; return 1; }
         echo "no injected operation was dropped in this run: exit 0 is right"
@@ -760,7 +813,7 @@ export -f faults_run faults_check fi_more_batches ctrl_slots incast_cq two_nics
 for p in tcp shm; do
   has_provider $p || continue
   for d in pingpong sendrecv sendrecv-stream write all2all bootstrap; do
-    for fam in reorder eagain injectfail emulated emulated=odd smallrma all; do
+    for fam in reorder eagain injectfail emulated emulated=odd smallrma rxfail all; do
       t efa-faults/$p-$d-$fam 120 faults_run $fam $p $d
     done
   done

@@ -9,8 +9,9 @@
 # run that outlived its time limit (a hang), a batch left ending on FI_MORE.
 #
 # Half the runs use EFAX_FAULTS=all:SEED (the first injected operation is dropped after 16-271
-# injects: runs are short); the other half every family with injectfail=N, N in [20000, 200000), and
-# --duration 20, so those runs move many more bytes before (or without) their first loss.
+# injects: runs are short); the other half every family with injectfail=N and rxfail=M, N and M in
+# [20000, 200000), and --duration 20, so those runs move many more bytes before (or without) their
+# first loss.
 #
 #   tests/soak.sh                     10 minutes (SOAK_SECONDS), build/ (EFAX_BUILD)
 #   SOAK_SECONDS=60 tests/soak.sh     a short one
@@ -26,33 +27,35 @@ LOG=$B/soak
 mkdir -p "$LOG"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
-for d in pingpong sendrecv write all2all bootstrap; do
+for d in pingpong sendrecv write all2all bootstrap stream; do
   [ -x "$B/$d" ] || { echo "soak: $B/$d is not built (make host)"; exit 2; }
 done
 command -v jq >/dev/null || { echo "soak: needs jq"; exit 2; }
 
-drivers=(pingpong sendrecv write all2all bootstrap)
+drivers=(pingpong sendrecv write all2all bootstrap stream)
 provs=(tcp shm)
 runs=0 delivered=0 lost=0 bad=0 transfers=0 bytes=0 wrong=0
 declare -A fault=([held]=0 [deferred]=0 [refused]=0 [bursts]=0 [failed]=0 [errored]=0 [emulated]=0 [capped]=0 [batched]=0
-  [interrupted]=0 [unrung]=0)
+  [interrupted]=0 [unrung]=0 [rxfailed]=0)
 start=$SECONDS
 echo "# soak: every fault family, $SECONDS_WANTED s, seeds from $SEED0, $(pkg-config --modversion libfabric 2>/dev/null || echo '?') ($B)"
 while [ $((SECONDS - start)) -lt "$SECONDS_WANTED" ]; do
   i=$runs
-  d=${drivers[$((i % 5))]}
-  p=${provs[$((i / 5 % 2))]}
+  d=${drivers[$((i % ${#drivers[@]}))]}
+  p=${provs[$((i / ${#drivers[@]} % 2))]}
   seed=$((SEED0 + i))
   nics=lo,lo
   [ "$p" = shm ] && nics=shm,shm
   if [ $((i / 10 % 2)) = 0 ]; then spec="all:$seed"; dur=""
-  else spec="reorder,eagain,injectfail=$((20000 + (seed * 7919) % 180000)),emulated,smallrma:$seed"; dur="--duration 20"; fi
+  else spec="reorder,eagain,injectfail=$((20000 + (seed * 7919) % 180000)),emulated,smallrma,rxfail=$((20000 + (seed * 104729) % 180000)):$seed"; dur="--duration 20"; fi
   case $d in
     pingpong) np=2; args="-c -b 1 -e 256K -f 8 -n 100" ;;
     sendrecv) np=2; args="--nics $nics -c -b 1 -e 4M -f 16 -n 10 --mode all" ;;
     write) np=2; args="--nics $nics -c -b 1 -e 16M -f 16 -n 8 --mode all --window 4" ;;
     all2all) np=3; args="--nics $nics -c -b 3K -e 3M -f 16 -n 8 --mode all" ;;
     bootstrap) np=3; args="--nics $nics -s 64"; dur="" ;;
+    # a ring of 4 slots under one data tag and one credit tag (the streaming recipe)
+    stream) np=2; args="--nics $nics --mode all -c -b 4K -e 1M -f 16 -n 100" ;;
   esac
   out=$LOG/run-$i-$d-$p
   rm -f "$out.jsonl"
@@ -74,6 +77,8 @@ while [ $((SECONDS - start)) -lt "$SECONDS_WANTED" ]; do
     pat="[ ;]$k="
     [ "$k" = emulated ] && pat="emulated nics="
     [ "$k" = capped ] && pat="smallrma nics="
+    [ "$k" = failed ] && pat="injectfail failed="
+    [ "$k" = rxfailed ] && pat="rxfail failed="
     n=$(grep "EFAX_FAULTS=.* on rank" "$out.log" | grep -o "$pat[0-9]*" | cut -d= -f2 | paste -sd+ | bc 2>/dev/null)
     fault[$k]=$((fault[$k] + ${n:-0}))
   done
@@ -93,5 +98,6 @@ echo "# checked: $transfers transfers, $bytes bytes, $wrong wrong"
 echo "# faults (summed over the ranks that printed their line; a rank mpirun killed prints none):" \
   "reorder held=${fault[held]} deferred=${fault[deferred]}; eagain refused=${fault[refused]} bursts=${fault[bursts]};" \
   "injectfail failed=${fault[failed]} errored=${fault[errored]}; emulated nics=${fault[emulated]}; smallrma nics=${fault[capped]};" \
+  "rxfail failed=${fault[rxfailed]};" \
   "FI_MORE batched=${fault[batched]} interrupted=${fault[interrupted]} unrung=${fault[unrung]}"
 [ $bad = 0 ]

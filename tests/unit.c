@@ -533,6 +533,8 @@ static void test_faults(void) {
              {"smallrma=4K", 1, EFAX_FAULT_SMALLRMA, 0, 0, 4096, 0},
              {"smallrma=1M:7", 1, EFAX_FAULT_SMALLRMA, 7, 1, 1 << 20, 0},
              {"injectfail=2", 1, EFAX_FAULT_INJECTFAIL, 0, 0, 65536, 2},
+             {"rxfail", 1, EFAX_FAULT_RXFAIL, 0, 0, 65536, 0},
+             {"rxfail=50:3", 1, EFAX_FAULT_RXFAIL, 3, 1, 65536, 0},
              {"reorder,all", 1, EFAX_FAULT_ALL, 0, 0, 65536, 0},
              {"bogus", 0, 0, 0, 0, 0, 0},
              {"reorder,", 1, EFAX_FAULT_REORDER, 0, 0, 65536, 0},
@@ -546,6 +548,8 @@ static void test_faults(void) {
              {"smallrma=4Q", 0, 0, 0, 0, 0, 0},
              {"injectfail=0", 0, 0, 0, 0, 0, 0},
              {"injectfail=x", 0, 0, 0, 0, 0, 0},
+             {"rxfail=0", 0, 0, 0, 0, 0, 0},
+             {"rxfail=-3", 0, 0, 0, 0, 0, 0},
              {"Reorder", 0, 0, 0, 0, 0, 0}};
     for (unsigned i = 0; i < sizeof c / sizeof c[0]; i++) {
         efax_fault_spec f;
