@@ -2258,18 +2258,19 @@ EFAX_PRIVATE void efaxb__hs_release(efax_buf *b) {
     free(h);
     free(b->ptr);
 }
+/* the bytes live in host memory, b->ptr: the pattern and copies are the host kind's */
 EFAX_PRIVATE void efaxb__hs_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
-    efax_pattern_fill((uint8_t *)b->ptr + off, len, 0, rank, iter);
+    efax_mem_host()->fill(b, off, len, rank, iter);
 }
 EFAX_PRIVATE void efaxb__hs_poison(efax_buf *b, uint64_t off, uint64_t len) {
-    efax_poison((uint8_t *)b->ptr + off, len);
+    efax_mem_host()->poison(b, off, len);
 }
 EFAX_PRIVATE uint64_t efaxb__hs_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
-    return efax_pattern_check((uint8_t *)b->ptr + off, len, 0, rank, iter, NULL);
+    return efax_mem_host()->check(b, off, len, rank, iter);
 }
 EFAX_PRIVATE void efaxb__hs_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff,
                                  uint64_t len) {
-    memcpy((uint8_t *)dst->ptr + doff, (const uint8_t *)src->ptr + soff, len);
+    efax_mem_host()->copy(dst, doff, src, soff, len);
 }
 
 EFAX_API const efax_mem_ops *efax_bench_mem_staged(void) {

@@ -128,6 +128,9 @@ checks() {
   t "$L/$P/sendrecv-check" 600 launch 2 $e $B/sendrecv_cuda -c -b 4K -e $MAXC -f 16 -n 3 --mem dma $J
   t "$L/$P/all2all-check" 600 launch 2 $e $B/all2all_cuda -c -b 64K -e $MAXC -f 16 -n 3 --mem dma $J
   t "$L/$P/proxy-check" 600 launch 2 $e $B/proxy -c -b 64K -e 64M -f 16 -n 3 --mem dma $J
+  # the streaming recipe: a ring of 4 slots under one data tag and one credit tag (arrivals in any order)
+  t "$L/$P/stream-check" 300 launch 2 $e $B/stream_cuda -c -b 4K -e 1M -f 256 -n 200 --mem dma --slots 4 \
+    --mode single,split --nics shm,shm $J
 }
 if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ]; then
   for L in $LINES; do
