@@ -1086,17 +1086,10 @@ EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit);
    efax_expect_write clamp to it. */
 EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx);
 
-/* The chunk efax writes in when nobody names one (efax_ctx_chunk), in words: stated once, so
-   that a program's help and its run header print the same. */
-#define EFAX_CHUNK_POLICY "1M; on shm whole messages (staged device memory: 1M); on tcp between hosts 128K"
+/* The chunk a write uses when its desc names none (efax_write_desc.chunk 0), in words: stated once,
+   so that a program's help and its run header print what efax_write_chunk decides. */
+#define EFAX_CHUNK_POLICY "1M; on shm whole messages (staged regions: 1M); on tcp between hosts 128K"
 
-/* The chunk (efax_write_desc.chunk) for a write from rank `from` to rank `to` of memory of kind
-   `kind` (NULL: host memory), by EFAX_CHUNK_POLICY. Writer and target must count the same
-   chunks, so it looks only at what they share: the provider's efax_caps (whole_writes,
-   chunk_between_hosts, hmem), the memory kind,
-   the job's forced device-memory path (efax_ctx_mem_path), the two ranks' hosts; never at how
-   this rank's own registration turned out. After efax_ctx_connect. Thread safe. */
-EFAX_API uint64_t efax_ctx_chunk(const efax_ctx *ctx, const efax_mem_ops *kind, int from, int to);
 
 /* How many posts (chunks of at most `chunk` bytes; 0 or more than EFAX_MAX_CHUNK count as
    EFAX_MAX_CHUNK) a plan makes: what the target counts. */
@@ -1118,9 +1111,9 @@ typedef struct efax_write_desc {
     efax_mode mode; /* how the writer plans it over its NICs (0: Single) */
     int nic;        /* the writer's NIC that Single uses (0: NIC 0; modulo its NICs) */
     uint64_t index; /* the message's number: the NIC a rotating mode starts on */
-    uint64_t chunk; /* most bytes one post carries (0: as many as allowed,
-                       efax_ctx_max_chunk; always clamped to it). Into a staged
-                       region a post is one cell of efax_stage_unit(size, chunk) */
+    uint64_t chunk; /* most bytes one post carries (0: EFAX_CHUNK_POLICY's, efax_write_chunk;
+                       always clamped to efax_ctx_max_chunk). Into a staged region no
+                       post crosses a cell of efax_stage_unit(size, chunk) */
     int tag;        /* every chunk carries immediate data (from, tag, seq): the target
                        counts them under (from, tag) */
     uint32_t seq;
@@ -1137,6 +1130,13 @@ typedef struct efax_write_desc {
    the target counts (may be NULL). Returns 0, -FI_EINVAL (naming the field) or another
    negative code. Not thread safe. */
 EFAX_API int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_desc *w, uint32_t *chunks);
+
+/* The most bytes one post of write w carries: w->chunk clamped to efax_ctx_max_chunk, or with
+   w->chunk 0 EFAX_CHUNK_POLICY's, from what writer and target share (the provider's efax_caps
+   whole_writes and chunk_between_hosts, whether the target's region is staged, whether the two
+   ranks share a host), so both sides cut the write alike. Either side may ask (w->from or w->to
+   is this rank). After efax_ctx_connect. Thread safe. */
+EFAX_API uint64_t efax_write_chunk(const efax_ctx *ctx, const efax_write_desc *w);
 
 /* The number of chunks the target of such a write counts, computed on the target from the
    writer's NIC count (efax_ctx_peer_nnics) and the same mode and chunk size (clamped to
@@ -1424,6 +1424,7 @@ struct efax_ctx {
     bool connected;
     int *peer_nnic;        /* [size] */
     char (*peer_host)[64]; /* [size] host of every rank, for messages */
+    uint8_t *peer_far;     /* [size] 1: the rank is on another host (efax_write_chunk's policy) */
     efax__route *route;    /* [nnic * size]: a NIC's routes together (efax__nic.route) */
     int *route_in;         /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
     int ntags;
@@ -3816,6 +3817,7 @@ EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
         for (i = 0; i < ctx->ntags; i++) free(ctx->stage_rx[i]);
     free(ctx->stage_rx);
     free(ctx->peer_host);
+    free(ctx->peer_far);
     memset(ctx, 0, sizeof *ctx);
 }
 
@@ -4109,6 +4111,7 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     ctx->size = size;
     ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
     ctx->peer_host = (char(*)[64])calloc((size_t)size, 64);
+    ctx->peer_far = (uint8_t *)calloc((size_t)size, 1);
     ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
     for (i = 0; ctx->route && i < ctx->nnic; i++) ctx->nic[i].route = ctx->route + (size_t)i * (size_t)size;
     ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
@@ -4116,8 +4119,8 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
                                       sizeof(uint32_t));
     ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
     if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
-    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->route || !ctx->imm || !ctx->imm_nic || !ctx->route_in ||
-        !ctx->hooks) {
+    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->peer_far || !ctx->route || !ctx->imm || !ctx->imm_nic ||
+        !ctx->route_in || !ctx->hooks) {
         free(lim);
         free(all);
         return -FI_ENOMEM;
@@ -4126,6 +4129,7 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
         ctx->peer_nnic[p] = all[p].nnic;
         memcpy(ctx->peer_host[p], all[p].host, 64);
         ctx->peer_host[p][63] = 0;
+        ctx->peer_far[p] = strcmp(all[p].host, me.host) != 0;
         for (j = 0; j < all[p].nnic; j++)
             ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(&all[p], j, &me);
         for (i = 0; i < ctx->nnic; i++) {
@@ -6470,6 +6474,29 @@ EFAX__API_INLINE int efax_recv(efax_ctx *ctx, efax_xfer *x, int nic, const efax_
     return efax__recv_queued(ctx, x, nic);
 }
 
+/* EFAX_CHUNK_POLICY for write w (w->chunk 0), as its writer (writer) or its target sees it: both
+   know the target's region (the writer from its exchanged flags) and the two ranks' hosts. */
+static inline uint64_t efax__chunk_auto(const efax_ctx *ctx, const efax_write_desc *w, bool writer) {
+    int peer = writer ? w->to : w->from;
+    bool staged = writer ? (w->dst->remote[peer].flags & EFAX_RMR_STAGED) != 0 : w->dst->stage != NULL;
+    /* On shm a write is one copy however it is cut (the target's process_vm_readv, or CUDA IPC for
+       device memory; on 2.x efax itself splits a large one between the writer's copy and the
+       target's, efax__post_split), so whole messages: each chunk only adds a command, a response
+       and a completion, and a device copy's fixed cost that small posts cannot hide (journal:
+       shm's whole writes). A staged region is taken cell by cell, so 1 MiB. */
+    if (ctx->caps.whole_writes && !staged) return EFAX_MAX_CHUNK;
+    /* tcp between two hosts moves writes of 64-128 KiB several times faster than larger ones; on one
+       host whole posts up to 1 MiB stay ahead (journal: tcp's chunk between hosts) */
+    if (ctx->caps.chunk_between_hosts && ctx->peer_far[peer]) return 128u << 10;
+    return 1ull << 20;
+}
+
+/* The chunk write w uses (efax_write_chunk), as its writer or its target: the one place a zero
+   chunk is resolved, for the fast paths and the planned ones alike. */
+static inline uint64_t efax__chunk_of(const efax_ctx *ctx, const efax_write_desc *w, bool writer) {
+    return efax_chunk_clamp(w->chunk ? w->chunk : efax__chunk_auto(ctx, w, writer), ctx->max_chunk);
+}
+
 /* The immediate data of write w: efax_imm_encode's fields, known to be in range (ranks and tags
    checked at init and by efax_write's fast path). */
 static inline uint32_t efax__write_imm(const efax_ctx *ctx, const efax_write_desc *w) {
@@ -6514,7 +6541,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__write_now(efax_ctx *ctx, efax__nic *n, efa
                                                 const efax_write_desc *w, uint32_t *chunks) {
     efax_seg *s = &x->seg[0];
     uint32_t imm = efax__write_imm(ctx, w);
-    uint64_t chunk = efax_chunk_clamp(w->chunk, ctx->max_chunk);
+    uint64_t chunk = efax__chunk_of(ctx, w, true);
     if (w->size > chunk || (n->split_min && w->size >= n->split_min))
         return efax__write_planned(ctx, x, w, chunks);
     x->rx_len = 0;
@@ -7112,25 +7139,13 @@ EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit) {
 
 EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx) { return efax_chunk_clamp(0, ctx->max_chunk); }
 
-EFAX_API uint64_t efax_ctx_chunk(const efax_ctx *ctx, const efax_mem_ops *kind, int from, int to) {
-    const efax_caps *c = &ctx->caps;
-    bool device = kind && !strcmp(kind->name, "device"), staged = !strcmp(ctx->mem_path, "staged");
-    /* 1 MiB: posts small enough to stripe and pipeline over NICs. On shm a write is one copy
-       however it is cut (the target's process_vm_readv, or CUDA IPC for device memory; on 2.x efax
-       itself splits a large one between the writer's copy and the target's, efax__post_split), so
-       whole messages: each chunk only adds a command, a response and a completion. Host memory,
-       1.17, 256 MiB: 10.6-12.7 GB/s whole against 4.4-5.0 in 1 MiB chunks (three interleaved
-       rounds); 2.6.0: 16.4 against 15.6. Device memory an shm with FI_HMEM registers: every post is
-       one CUDA IPC copy whose fixed cost 1 MiB posts cannot hide (two H200s, 2.6.0: 1 MiB posts
-       moved 1,360 Gbps at 256 MiB, 64 MiB posts 3,083 of the 3,157 cudaMemcpyPeerAsync moves);
-       staged device memory is taken cell by cell, so 1 MiB. */
-    if (c->whole_writes && !(device && (!c->hmem || staged))) return 1ull << 30;
-    /* tcp between two hosts moved writes of 256 KiB and more at 10-15 Gbps and writes of 64-128 KiB
-       at 25-58 (efax's and fi_rma_bw's alike; the lab's veth rail, 2.6.0), so 128 KiB posts made
-       1-16 MiB writes 2-4x faster; on one host (loopback) whole posts up to 1 MiB stay ahead (1.17:
-       128 KiB posts 10% slower). */
-    if (c->chunk_between_hosts && strcmp(efax_ctx_host(ctx, from), efax_ctx_host(ctx, to))) return 128u << 10;
-    return 1ull << 20;
+EFAX_API uint64_t efax_write_chunk(const efax_ctx *ctx, const efax_write_desc *w) {
+    bool writer = w->from == ctx->rank;
+    int peer = writer ? w->to : w->from;
+    if (!ctx->connected || !w->dst || peer < 0 || peer >= ctx->size ||
+        (writer && (!w->dst->remote || w->dst->nremote != ctx->size)))
+        return efax_chunk_clamp(w->chunk, ctx->max_chunk);
+    return efax__chunk_of(ctx, w, writer);
 }
 
 EFAX_API uint32_t efax_plan_chunks(const efax_plan_seg *segs, int nseg, uint64_t chunk) {
@@ -7199,7 +7214,7 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
     }
     *out = *w;
     *unit = efax_stage_unit(w->size, w->chunk); /* a staged side's cells: from the chunk asked for */
-    out->chunk = efax_chunk_clamp(w->chunk, ctx->max_chunk);
+    out->chunk = efax__chunk_of(ctx, w, writer);
     return 0;
 }
 
@@ -7509,7 +7524,7 @@ static inline bool efax__expect_quick(const efax_ctx *ctx, const efax_write_desc
     writer_nnic = ctx->peer_nnic[peer];
     if ((unsigned)nic >= (unsigned)writer_nnic || (w->mode != EFAX_MODE_SINGLE && writer_nnic != 1))
         return false;
-    chunk = efax_chunk_clamp(w->chunk, ctx->max_chunk);
+    chunk = efax__chunk_of(ctx, w, false);
     if (size > chunk * (uint64_t)UINT32_MAX) return false;
     *count = size <= chunk ? 1 : (uint32_t)efax__div_ceil(size, chunk);
     *here = ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)(w->mode == EFAX_MODE_SINGLE ? nic : 0)] %

@@ -67,12 +67,12 @@ typedef struct efax_opts {
     int timeout_ms;              /* --timeout MS */
     int window;                  /* --window N: messages in flight per iteration */
     bool one_slot;               /* --one-slot: every message from and into a buffer's first slot */
-    uint64_t chunk;              /* --chunk BYTES: most bytes one post carries (0: efax_ctx_chunk) */
-    double duration_s;           /* --duration S: repeat the sweep until S seconds passed */
-    const char *mem;             /* --mem host,pin,dma (efax_cuda.h builds) */
-    bool efa_shm;                /* --efa-shm: efax_ctx_desc.efa_shm */
-    bool no_cuda_api;            /* --no-cuda-api: efax_ctx_desc.cuda_api -1 */
-    bool cuda_api;               /* --cuda-api: efax_ctx_desc.cuda_api 1 */
+    uint64_t chunk;    /* --chunk BYTES: most bytes one post carries (0: efax_write_chunk's policy) */
+    double duration_s; /* --duration S: repeat the sweep until S seconds passed */
+    const char *mem;   /* --mem host,pin,dma (efax_cuda.h builds) */
+    bool efa_shm;      /* --efa-shm: efax_ctx_desc.efa_shm */
+    bool no_cuda_api;  /* --no-cuda-api: efax_ctx_desc.cuda_api -1 */
+    bool cuda_api;     /* --cuda-api: efax_ctx_desc.cuda_api 1 */
     int argc;
     char **argv;
 } efax_opts;
@@ -110,7 +110,7 @@ typedef struct efax_optdef {
 EFAX_API int efax_args_parse(int argc, char **argv, const efax_optdef *defs, const char *driver,
                              const char *about, char *err, size_t errlen);
 
-/* Defaults: -b 1K -e 64M -f 2, iterations by size, window 1, chunk by efax_ctx_chunk, mode single. */
+/* Defaults: -b 1K -e 64M -f 2, iterations by size, window 1, chunk by efax_write_chunk, mode single. */
 EFAX_API void efax_opts_init(efax_opts *o);
 
 /* Parses argv into o: the common options and the driver's `extra` (terminated by an entry
@@ -388,10 +388,6 @@ EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc);
    else $EFAX_LINE_GBPS, else what the provider or sysfs reports; 0 when unknown. */
 EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode);
 
-/* The chunk writes from rank `from` to rank `to` of memory kind `kind` use: --chunk, else
-   efax_ctx_chunk. After efax_bench_connect. */
-EFAX_API uint64_t efax_bench_chunk(const efax_bench *b, const efax_mem_ops *kind, int from, int to);
-
 /* Where slot `slot` of a buffer of messages of `size` bytes begins: slot * size, or 0 with
    --one-slot (every message in flight then reads and lands on the same bytes, the cache footprint
    of fabtests' fi_rdm_bw and of osu_mbw_mr: one message, not a window of them; fi_rma_bw writes
@@ -591,7 +587,7 @@ EFAX_API void efax_opts_init(efax_opts *o) {
     o->warmup = -1;
     o->modes = 1u << EFAX_MODE_SINGLE;
     o->window = 1;
-    o->chunk = 0; /* auto: efax_ctx_chunk */
+    o->chunk = 0; /* auto: efax_write_chunk */
     o->mem = "host";
 }
 
@@ -2389,10 +2385,6 @@ EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode) {
     return efaxb__line_rate(&b->ctx, &b->o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b->ctx));
 }
 
-EFAX_API uint64_t efax_bench_chunk(const efax_bench *b, const efax_mem_ops *kind, int from, int to) {
-    return b->o.chunk ? b->o.chunk : efax_ctx_chunk(&b->ctx, kind, from, to);
-}
-
 EFAX_API uint64_t efax_bench_slot_off(const efax_bench *b, uint64_t slot, uint64_t size) {
     return b->o.one_slot ? 0 : slot * size;
 }
@@ -2588,7 +2580,7 @@ EFAX_PRIVATE void efaxb__msgs_seq(const efaxb__xstep *x, efax_write_desc *w, uin
 
 /* Message m from rank f to rank t, as both sides describe it, but for what changes with the
    iteration (efaxb__msgs_seq). The exchange describes each message once and then only changes its
-   iteration: a desc costs as much as the write it starts (memset, efax_bench_chunk). */
+   iteration: a desc costs as much as the write it starts (a memset of it). */
 EFAX_PRIVATE void efaxb__msg(const efaxb__xstep *x, efax_write_desc *w, int f, int t, int m) {
     memset(w, 0, sizeof *w);
     w->from = f;
@@ -2599,7 +2591,7 @@ EFAX_PRIVATE void efaxb__msg(const efaxb__xstep *x, efax_write_desc *w, int f, i
     w->dst_off = efax_bench_slot_off(x->b, efaxb__dslot(x, f, m), x->size);
     w->size = x->size;
     w->mode = x->st->mode;
-    w->chunk = efax_bench_chunk(x->b, x->st->kind, f, t);
+    w->chunk = x->b->o.chunk; /* 0: efax_write_chunk's policy, the same on both sides */
 }
 
 /* How long a writer waits for a target's confirmation: longer than the target waits for the

@@ -27,19 +27,13 @@ typedef struct echo {
     efax_xfer r, s;
     efax_send_desc sd; /* the SendRecv message in flight */
     efax_write_desc w; /* the WriteImm message in flight */
+    uint32_t arrivals; /* chunks a WriteImm message lands in, each with the immediate data */
     double *lat;       /* rank 0: the timed round trips' halves (microseconds) */
 } echo;
 
 /* Which half iteration seq uses: alternating with -c (the other one is being checked or
    refilled), always the first without (the same cache footprint as fi_pingpong's). */
 static uint64_t half_of(const echo *e, uint64_t seq) { return e->check ? (seq & 1) * e->size : 0; }
-
-/* Chunks a WriteImm message lands in, each with the immediate data: one unless larger than one
-   write carries (1 GiB on efa). */
-static uint32_t arrivals(const echo *e) {
-    int nics = efax_ctx_peer_nnics(e->ctx, e->peer);
-    return efax_write_chunks(e->size, nics, EFAX_MODE_SINGLE, efax_ctx_max_chunk(e->ctx));
-}
 
 /* The messages to the peer (ping and answer alike), described once per size: SendRecv's from our
    send half; WriteImm's from our send half to the same receive half there. */
@@ -56,6 +50,9 @@ static void echo_describe(echo *e) {
     e->w.size = e->size;
     e->w.mode = EFAX_MODE_SINGLE;
     e->w.tag = TAG_PING;
+    /* the peer's message is cut as ours is: host memory both, between the same two hosts */
+    e->arrivals = efax_write_chunks(e->size, efax_ctx_peer_nnics(e->ctx, e->peer), EFAX_MODE_SINGLE,
+                                    efax_write_chunk(e->ctx, &e->w));
 }
 
 /* The SendRecv message of iteration seq: only its half changes. */
@@ -81,7 +78,7 @@ static int ping(echo *e, uint64_t seq) {
         return rc ? rc : efax_wait(e->ctx, &e->r, -1);
     }
     rc = efax_write(e->ctx, &e->s, echo_write(e, seq), NULL);
-    if (!rc) rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, arrivals(e), -1);
+    if (!rc) rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, e->arrivals, -1);
     return rc ? rc : efax_wait(e->ctx, &e->s, -1);
 }
 
@@ -95,7 +92,7 @@ static int pong(echo *e, uint64_t seq, bool last) {
         if (!rc && !last) rc = efax_recv(e->ctx, &e->r, 0, e->rx, half_of(e, seq + 1), e->size);
         return rc ? rc : efax_wait(e->ctx, &e->s, -1);
     }
-    rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, arrivals(e), -1);
+    rc = efax_wait_imm(e->ctx, e->peer, TAG_PING, (uint32_t)seq, e->arrivals, -1);
     if (!rc) rc = efax_write(e->ctx, &e->s, echo_write(e, seq), NULL);
     return rc ? rc : efax_wait(e->ctx, &e->s, -1);
 }

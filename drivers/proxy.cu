@@ -119,8 +119,8 @@ static int setup(run *r) {
     pd.src = b->xsrc[0];
     pd.dst = &b->xdst[0]->mr;
     pd.producers = (uint32_t)r->producers;
-    pd.chunk = efax_bench_chunk(b, b->kinds[0], 0, 1); /* as the harness describes the writes */
-    cudaGetDevice(&pd.device);                         /* efax_bench_connect made this rank's GPU current */
+    pd.chunk = b->o.chunk;     /* as the harness describes the writes (0: the library's policy) */
+    cudaGetDevice(&pd.device); /* efax_bench_connect made this rank's GPU current */
     return rc || b->rank != 0 ? rc : efax_proxy_init(&r->px, &pd);
 }
 

@@ -77,8 +77,8 @@ static void msg(const rails *r, efax_write_desc *w, int from, int to, int nic, u
     w->src_off = w->dst_off = ((i % 2) * (uint64_t)r->o.window + (uint64_t)m) * r->o.size;
     w->size = r->o.size;
     w->mode = nic == ALL ? EFAX_MODE_SPLIT : EFAX_MODE_SINGLE;
-    w->nic = nic == ALL ? 0 : nic;                                 /* Single's NIC */
-    w->chunk = efax_ctx_chunk(&r->ctx, efax_mem_host(), from, to); /* as every driver's writes between them */
+    w->nic = nic == ALL ? 0 : nic; /* Single's NIC */
+    w->chunk = 0;                  /* the library's policy, as every driver's writes between them */
     w->tag = TAG_DATA + (int)(i % 2) * r->o.window + m;
     w->seq = (uint32_t)i;
 }

@@ -49,7 +49,7 @@ static efax_write_desc slot_write(const run *r, int from, int to, uint64_t n) {
     w.size = r->st.size;
     w.mode = r->st.mode;
     w.index = n;
-    w.chunk = efax_bench_chunk(&r->b, r->st.kind, from, to);
+    w.chunk = r->b.o.chunk; /* --chunk, or 0: the library's policy */
     w.tag = TAG_DATA;
     w.seq = (uint32_t)n;
     return w;
