@@ -35,9 +35,9 @@ NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/loca
 NVFLAGS ?= -O2 -g -arch=sm_90 -Xcompiler -Wall,-Wextra -Werror all-warnings
 CUDA_LIBS := -ldl
 
-DRIVERS      := info doctor rails bootstrap pingpong sendrecv write all2all incast stream
+DRIVERS      := info doctor rails bootstrap pingpong sendrecv write all2all incast stream kvcache
 TESTS        := unit xfer_test any_memory instr_idle arrivals
-CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda incast_cuda stream_cuda doctor_cuda affinity queue proxy ipc
+CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda incast_cuda stream_cuda kvcache_cuda doctor_cuda affinity queue proxy ipc
 CUDA_TESTS   := cuda_test gpu_share
 
 # B: the build folder (build/asan for the sanitizer build)

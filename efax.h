@@ -152,7 +152,7 @@
 /* Wire format of everything ranks exchange; ranks with different values refuse each other.
    (Overridable only so the tests can build a mismatched peer.) */
 #ifndef EFAX_WIRE_VERSION
-#define EFAX_WIRE_VERSION 3u /* 3: the connect hello carries a capability fingerprint */
+#define EFAX_WIRE_VERSION 4u /* 4: staged writes carry a sequence beside the cell; descriptors as bytes */
 #endif
 
 #ifndef EFAX_API
@@ -369,6 +369,11 @@ typedef struct efax_ctx_desc {
     const char *mem_path; /* how device memory reaches the NICs: "dmabuf", "hmem" or "staged"
                                forces one (NULL: $EFAX_MEM_PATH, else efax_cuda.h tries them in
                                that order); efax_ctx_mem_path */
+    int max_peers;        /* > 0: the context takes peers one at a time, from their addresses
+                             (efax_ctx_addr, efax_ctx_peer_add), up to this many ids, this
+                             process being peer `self`; no boot needed. 0: efax_ctx_connect adds
+                             every rank of a boot (and room for max(ranks, max_peers) ids) */
+    int self;             /* this process's peer id when max_peers > 0 (0 .. max_peers - 1) */
     efax_log_fn log;      /* NULL: stderr */
     void *log_user;
     int log_level; /* most verbose level logged (0: errors and warnings; 2 adds info) */
@@ -444,6 +449,36 @@ EFAX_API void efax_ctx_deinit(efax_ctx *ctx);
    unhooks it) or be deinitialised first. Collective. Returns 0, -EFAX_E_VERSION (a peer runs
    another wire version), -EFAX_E_PEER, or a libfabric error. */
 EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot);
+
+/* Peers that come and go. A context opened with efax_ctx_desc.max_peers > 0 has no peers but
+   itself; a process ships its address (efax_ctx_addr: its id, provider, host, capability
+   fingerprint and every NIC's endpoint name, versioned and checksummed) by any channel it likes
+   (a file, a socket, etcd, MPI), and each side adds the other (efax_ctx_peer_add) while everything
+   else runs: no collective, nobody stops. A context made by efax_ctx_connect takes more peers the
+   same way, up to its max_peers. */
+
+/* The largest address efax_ctx_addr writes, in bytes (a header, then per NIC its name, and its
+   endpoint name of at most 96 bytes). */
+#define EFAX_ADDR_BYTES (160 + EFAX_MAX_NICS * (64 + 4 + 96))
+/* Writes this process's address into buf (cap bytes; EFAX_ADDR_BYTES always suffice); *len gets
+   its size. Returns 0, -FI_ETOOSMALL (cap too small: *len says how much) or -FI_EOPBADSTATE (no
+   peer id yet). Thread safe against nothing else writing the context. */
+EFAX_API int efax_ctx_addr(const efax_ctx *ctx, void *buf, size_t cap, size_t *len);
+/* Adds the peer whose address (efax_ctx_addr's bytes) is buf[0..len): every NIC's address into
+   the matching NIC's address vector, routes both ways, its counts of arrivals started afresh. A
+   peer id taken already is refused unless it is the same process (then 0, nothing changes).
+   *peer (may be NULL) gets its id. Returns 0, -EFAX_E_PEER naming what is wrong with the bytes
+   (not an address, truncated, corrupted), -EFAX_E_VERSION (another efax), -EFAX_E_MISMATCH
+   (another provider, or capabilities efa would silently emulate writes between), -FI_EINVAL (an id
+   outside 0..max_peers-1), or a libfabric error. Not thread safe. */
+EFAX_API int efax_ctx_peer_add(efax_ctx *ctx, const void *buf, size_t len, int *peer);
+/* Removes peer `peer`: its transfers not yet posted end with -FI_ECONNABORTED naming it, waits
+   for its arrivals end likewise, its addresses leave the address vectors; nothing else is
+   disturbed. Writes already posted to it complete as the provider says. Returns 0 or -FI_EINVAL
+   (not a peer). Not thread safe. */
+EFAX_API int efax_ctx_peer_remove(efax_ctx *ctx, int peer);
+/* Whether id `peer` is a peer of this context now (this process included). */
+EFAX_API bool efax_ctx_has_peer(const efax_ctx *ctx, int peer);
 
 /* Number of NICs the context opened. */
 EFAX_API int efax_ctx_nnics(const efax_ctx *ctx);
@@ -595,9 +630,26 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc);
 /* Closes the registrations and frees the remote table; safe on a zeroed efax_mr. */
 EFAX_API void efax_mr_dereg(efax_mr *mr);
 
-/* Gives every rank every other rank's keys and address of `mr` (mr->remote[r]).
-   Collective over boot. Every blob is checked (version, NIC count, key count). */
+/* Gives every rank every other rank's keys and address of `mr` (mr->remote[r]): efax_mr_pack on
+   every rank, an all-gather, efax_mr_unpack of each. Collective over boot. */
 EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot);
+
+/* A registered region as bytes any channel can carry (a peer's efax_mr_unpack makes it writable):
+   its owner's id, provider, address and size, memory kind (host, device, staged, writable) and
+   every NIC's key, versioned and checksummed. EFAX_MR_BYTES always suffice. */
+#define EFAX_MR_BYTES (64 + 8 * EFAX_MAX_NICS)
+/* Writes mr's descriptor into buf (cap bytes); *len gets its size. Returns 0 or -FI_ETOOSMALL.
+   Thread safe. */
+EFAX_API int efax_mr_pack(const efax_mr *mr, void *buf, size_t cap, size_t *len);
+/* Takes a peer's region descriptor buf[0..len) into view->remote[owner] (allocated for every
+   peer id on first use; view may be the caller's own registered region, or a zeroed efax_mr
+   standing for peers' regions only), so that writes with w.dst = view reach it. *owner (may be
+   NULL) gets the owner's id. The owner must be a peer (efax_ctx_peer_add). Returns 0,
+   -EFAX_E_PEER naming what is wrong (not a region descriptor, truncated, corrupted, an owner that
+   is no peer, a NIC count other than the peer's), -EFAX_E_VERSION, -EFAX_E_MISMATCH (registered
+   with another provider) or -FI_ENOMEM. Release a view made only of peers' regions with
+   efax_mr_dereg. Not thread safe. */
+EFAX_API int efax_mr_unpack(efax_mr *view, efax_ctx *ctx, const void *buf, size_t len, int *owner);
 
 #if defined(__CUDACC__)
 #define EFAX_HD __host__ __device__
@@ -1153,7 +1205,8 @@ typedef struct efax_expect {
     uint64_t off, size, unit; /* the first write's offset and the bytes awaited; staged: its cells */
     int ncells, cells_done, status;
     bool active;
-    uint32_t on_nic[EFAX_MAX_NICS];       /* ordinary regions: chunks to count on each local NIC */
+    bool landed;                    /* efax_expect_test took its chunks; it waits for the region to settle */
+    uint32_t on_nic[EFAX_MAX_NICS]; /* ordinary regions: chunks to count on each local NIC */
     uint64_t on_nic_bytes[EFAX_MAX_NICS]; /* bytes the plan lands on each local NIC: its rx_bytes once
                                              landed (a remote write's completion carries no length
                                              on every provider: tcp reports 0) */
@@ -1196,6 +1249,74 @@ EFAX_API int efax_expect_arrived(efax_ctx *ctx, efax_expect *e, int timeout_ms);
    setup or a clock read. Returns 0 or the first failure (the writes after it stay announced:
    wait for them again). Thread safety: as efax_expect_wait. */
 EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int timeout_ms);
+
+/* Whether that write landed, without blocking: progresses the context once; 1 landed (and, device
+   memory, settled; staged, copied in), 0 not yet (call again), or a negative code (the wait's). Once
+   it returned 1 or an error, e is done with. Not thread safe. */
+EFAX_API int efax_expect_test(efax_ctx *ctx, efax_expect *e);
+
+/* Batched and paged writes: many pieces from one region to one peer's region, under one tag and
+   sequence, posted together (with FI_MORE on all but the last where efax_ctx_desc.fi_more asks),
+   that the target awaits as one expectation of a known count. The count is declared on both sides,
+   not carried: writer and target build the same efax_batch_desc (the target needs only the pieces'
+   sizes, which a receiver that allocated the pages knows), so no extra message is sent and nothing
+   waits on one; a notification that carried the count could itself arrive before or after the data
+   (no order on efa), so the target would still count. */
+typedef struct efax_batch_seg {
+    uint64_t src_off, dst_off, len;
+} efax_batch_seg;
+
+typedef struct efax_batch_desc {
+    int from, to;             /* the writer's rank and the target's */
+    const efax_mr *src, *dst; /* as efax_write_desc's: dst exchanged or unpacked on the writer */
+    efax_mode mode;           /* each piece planned over the writer's NICs as a write of its own:
+                                   Split stripes every piece, RoundRobin and Stripe rotate pieces */
+    int nic;                  /* Single's NIC */
+    uint64_t index;           /* piece i rotates from index + i */
+    uint64_t chunk;           /* most bytes one post carries (0: EFAX_CHUNK_POLICY's) */
+    int tag;                  /* every chunk of every piece carries (from, tag, seq) */
+    uint32_t seq;
+    const efax_batch_seg *segs; /* either nseg pieces, each (src_off, dst_off, len), */
+    int nseg;
+    const uint32_t *src_pages; /* or npages pages of page_size bytes: page i from src_off +
+                                   src_pages[i] * src_stride to dst_off + dst_pages[i] * dst_stride
+                                   (strides 0: page_size); src_pages NULL: 0, 1, 2, ... (the target
+                                   passes its own dst_pages and may leave src_pages NULL) */
+    const uint32_t *dst_pages;
+    int npages;
+    uint64_t page_size, src_stride, dst_stride, src_off, dst_off;
+} efax_batch_desc;
+
+/* The writer's side of batches: room for up to max pieces a batch, allocated once
+   (efax_batch_init), reused batch after batch. */
+typedef struct efax_batch {
+    efax_xfer *xs; /* [cap] one transfer a piece */
+    int cap, n, ndone;
+    int status;      /* the first failure of a piece */
+    uint32_t chunks; /* chunks the target counts for the batch in flight */
+    int peer, tag;
+    uint32_t seq;
+} efax_batch;
+
+/* Room for batches of up to max_pieces pieces. Returns 0, -FI_EINVAL or -FI_ENOMEM. */
+EFAX_API int efax_batch_init(efax_batch *b, int max_pieces);
+/* Frees it; safe on a zeroed batch. Its writes must be done (efax_batch_wait). */
+EFAX_API void efax_batch_deinit(efax_batch *b);
+/* Starts the batch d describes (d->from is this rank), non-blocking: every piece checked, planned
+   and queued, then posted NIC by NIC. Returns 0, or a negative code naming the piece (the pieces
+   before it are on their way: wait for them, then treat the batch as failed). Into a staged region
+   (device memory without GPUDirect) it refuses: write each piece under its own sequence. Not thread
+   safe. */
+EFAX_API int efax_write_batch(efax_ctx *ctx, efax_batch *b, const efax_batch_desc *d);
+/* Whether batch b is done at the writer, without blocking: progresses the context once; 1 done, 0 not
+   yet, or the first piece's failure. Done at the writer says nothing of the target: it counts. */
+EFAX_API int efax_batch_test(efax_ctx *ctx, efax_batch *b);
+/* efax_batch_test until done, or timeout_ms (< 0: the context's); -FI_ETIMEDOUT names the batch. */
+EFAX_API int efax_batch_wait(efax_ctx *ctx, efax_batch *b, int timeout_ms);
+/* The target's side: announces batch d (d->to is this rank) as one expectation e, every piece's
+   chunks counted as efax_expect_write would; await it with efax_expect_wait or efax_expect_test.
+   Ordinary regions only (see efax_write_batch). Returns 0 or a negative code naming the piece. */
+EFAX_API int efax_expect_batch(efax_ctx *ctx, efax_expect *e, const efax_batch_desc *d);
 
 // >>gpu wire (what efax_cuda.h decodes from GPUs and peers) ------------------------------------
 
@@ -1321,7 +1442,7 @@ enum { EFAX__SPLIT_NONE = 0, EFAX__SPLIT_HALF, EFAX__SPLIT_WAIT, EFAX__SPLIT_MAR
 
 typedef struct efax__route {
     fi_addr_t fa; /* peer's matched NIC in this NIC's AV */
-    int rnic;     /* its index on the peer */
+    int rnic;     /* its index on the peer; -1: no peer now */
 } efax__route;
 
 /* What an arrival met that it could not be counted under (-EFAX_E_STALE, -EFAX_E_OVERRUN), kept for
@@ -1425,6 +1546,12 @@ struct efax_ctx {
     int *peer_nnic;        /* [size] */
     char (*peer_host)[64]; /* [size] host of every rank, for messages */
     uint8_t *peer_far;     /* [size] 1: the rank is on another host (efax_write_chunk's policy) */
+    uint8_t *peer_on;      /* [size] 1: a peer now (efax_ctx_peer_add, efax_ctx_connect) */
+    uint64_t *peer_max;    /* [size] the largest chunk between this process and the peer: both sides' */
+    fi_addr_t **peer_fa;   /* [size] -> [nnic * its NICs]: what its insertion put in each NIC's AV */
+    int max_peers;         /* efax_ctx_desc.max_peers */
+    char self_host[64];    /* this process's host name, as its address carries it */
+    bool batching;         /* efax_write_batch: writes queue their chunks, posted together after */
     efax__route *route;    /* [nnic * size]: a NIC's routes together (efax__nic.route) */
     int *route_in;         /* [size * EFAX_MAX_NICS]: local NIC that peer NIC k sends to */
     int ntags;
@@ -3760,6 +3887,8 @@ EFAX_PRIVATE int efax__ctx_open(efax_ctx *ctx, const efax_ctx_desc *d, struct fi
     return efax__caps_nics(ctx);
 }
 
+EFAX_PRIVATE int efax__ctx_alone(efax_ctx *ctx, int self);
+
 EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     efax_ctx_desc d;
     struct fi_info *list = NULL, *dom[256], *chosen[EFAX_MAX_NICS];
@@ -3777,6 +3906,7 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     ctx->cuda_api = d.cuda_api;
     ctx->ntags = d.imm_tags;
     ctx->timeout_ms = d.timeout_ms;
+    ctx->max_peers = d.max_peers;
     efax__copy(ctx->mem_path, sizeof ctx->mem_path, d.mem_path ? d.mem_path : "");
     if ((rc = efax__ctx_provider(ctx, &d, &list))) return rc;
     efax__caps_prov(ctx, list, &d);
@@ -3795,6 +3925,7 @@ EFAX_API int efax_ctx_init(efax_ctx *ctx, const efax_ctx_desc *desc) {
     }
     rc = nsel < 0 ? nsel : efax__ctx_open(ctx, &d, chosen, nsel);
     fi_freeinfo(list);
+    if (!rc && d.max_peers > 0) rc = efax__ctx_alone(ctx, d.self);
     if (rc) efax_ctx_deinit(ctx);
     return rc;
 }
@@ -3818,6 +3949,10 @@ EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
     free(ctx->stage_rx);
     free(ctx->peer_host);
     free(ctx->peer_far);
+    free(ctx->peer_on);
+    free(ctx->peer_max);
+    for (i = 0; ctx->peer_fa && i < ctx->size; i++) free(ctx->peer_fa[i]);
+    free(ctx->peer_fa);
     memset(ctx, 0, sizeof *ctx);
 }
 
@@ -4032,140 +4167,417 @@ EFAX_PRIVATE int efax__match(const efax__hello *from, int i, const efax__hello *
     return i % to->nnic;
 }
 
+/* Bytes on the wire (addresses, region descriptors): fields one after the other, as this host
+   lays them out (every host efa and efax run on is little-endian), ended by a checksum. */
+typedef struct efax__wr {
+    uint8_t *p;
+    size_t cap, n;
+} efax__wr;
+EFAX_PRIVATE void efax__put(efax__wr *w, const void *v, size_t len) {
+    if (w->n + len <= w->cap) memcpy(w->p + w->n, v, len);
+    w->n += len;
+}
+typedef struct efax__rd {
+    const uint8_t *p;
+    size_t len, n;
+} efax__rd;
+EFAX_PRIVATE void efax__get(efax__rd *r, void *v, size_t len) {
+    if (r->n + len <= r->len)
+        memcpy(v, r->p + r->n, len);
+    else
+        memset(v, 0, len);
+    r->n += len;
+}
+/* FNV-1a, 64 bits: what a blob's last 8 bytes must be, over the bytes before them. */
+EFAX_PRIVATE uint64_t efax__fnv(const void *buf, size_t len) {
+    const uint8_t *b = (const uint8_t *)buf;
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i;
+    for (i = 0; i < len; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+/* The checksum ends w's bytes; returns 0, or -FI_ETOOSMALL when they did not fit (*len: the size). */
+EFAX_PRIVATE int efax__seal(efax__wr *w, size_t *len) {
+    uint64_t h = w->n <= w->cap ? efax__fnv(w->p, w->n) : 0;
+    efax__put(w, &h, sizeof h);
+    *len = w->n;
+    return w->n <= w->cap ? 0 : -FI_ETOOSMALL;
+}
+/* Checks a blob's frame: magic, version, size and checksum. Returns 0, or -EFAX_E_PEER /
+   -EFAX_E_VERSION with the reason in why ("what" names the kind of blob). */
+EFAX_PRIVATE int efax__blob_check(const void *buf, size_t len, uint32_t magic, const char *what, char *why,
+                                  size_t wl) {
+    uint32_t m = 0, ver = 0, size = 0;
+    uint64_t h;
+    if (!buf || len < 20) {
+        snprintf(why, wl, "%zu bytes are no %s (too short)", buf ? len : 0, what);
+        return -EFAX_E_PEER;
+    }
+    memcpy(&m, buf, 4);
+    memcpy(&ver, (const uint8_t *)buf + 4, 4);
+    memcpy(&size, (const uint8_t *)buf + 8, 4);
+    if (m != magic) {
+        snprintf(why, wl, "the bytes are no %s (magic %08x, expected %08x)", what, m, magic);
+        return -EFAX_E_PEER;
+    }
+    if (ver != EFAX_WIRE_VERSION) {
+        snprintf(why, wl,
+                 "the %s comes from efax wire version %u, this process runs %u: build every side from "
+                 "the same efax.h",
+                 what, ver, EFAX_WIRE_VERSION);
+        return -EFAX_E_VERSION;
+    }
+    if (size != len) {
+        snprintf(why, wl, "the %s is %u bytes, %zu were given: %s", what, size, len,
+                 len < size ? "truncated on its way"
+                            : "more bytes than it has (pass the length it was packed with)");
+        return -EFAX_E_PEER;
+    }
+    memcpy(&h, (const uint8_t *)buf + len - 8, 8);
+    if (h != efax__fnv(buf, len - 8)) {
+        snprintf(why, wl, "the %s's checksum does not match its bytes: corrupted on its way", what);
+        return -EFAX_E_PEER;
+    }
+    return 0;
+}
+
+#define EFAX__ADDR_MAGIC 0x45464141u /* "EFAA" */
+
+/* Packs hello h as an address (efax_ctx_addr's bytes). */
+EFAX_PRIVATE int efax__hello_pack(const efax__hello *h, uint32_t fault_fams, void *buf, size_t cap,
+                                  size_t *len) {
+    efax__wr w = {(uint8_t *)buf, cap, 0};
+    uint32_t magic = EFAX__ADDR_MAGIC, ver = EFAX_WIRE_VERSION, size = 0;
+    int i;
+    efax__put(&w, &magic, 4);
+    efax__put(&w, &ver, 4);
+    efax__put(&w, &size, 4); /* filled below */
+    efax__put(&w, &h->rank, 4);
+    efax__put(&w, &h->nnic, 4);
+    efax__put(&w, &fault_fams, 4);
+    efax__put(&w, h->provider, sizeof h->provider);
+    efax__put(&w, h->host, sizeof h->host);
+    efax__put(&w, &h->fp.fi_version, 4);
+    efax__put(&w, &h->fp.prov, 5); /* prov, hmem, gpudirect, emulated_write, unsolicited_write_recv */
+    efax__put(&w, &h->fp.max_write, 8);
+    for (i = 0; i < h->nnic; i++) {
+        efax__put(&w, h->nic[i].name, sizeof h->nic[i].name);
+        efax__put(&w, &h->nic[i].addrlen, 4);
+        efax__put(&w, h->nic[i].addr, h->nic[i].addrlen);
+    }
+    size = (uint32_t)(w.n + 8);
+    if (w.cap >= 12) memcpy(w.p + 8, &size, 4);
+    return efax__seal(&w, len);
+}
+
+/* Unpacks an address into h (and its fault families); why names what is wrong. */
+EFAX_PRIVATE int efax__hello_unpack(const void *buf, size_t len, efax__hello *h, uint32_t *fault_fams,
+                                    char *why, size_t wl) {
+    efax__rd r = {(const uint8_t *)buf, len, 12};
+    int i, rc;
+    memset(h, 0, sizeof *h);
+    if ((rc = efax__blob_check(buf, len, EFAX__ADDR_MAGIC, "address", why, wl))) return rc;
+    h->magic = EFAX__HELLO_MAGIC;
+    h->wire = EFAX_WIRE_VERSION;
+    efax__get(&r, &h->rank, 4);
+    efax__get(&r, &h->nnic, 4);
+    efax__get(&r, fault_fams, 4);
+    efax__get(&r, h->provider, sizeof h->provider);
+    efax__get(&r, h->host, sizeof h->host);
+    efax__get(&r, &h->fp.fi_version, 4);
+    efax__get(&r, &h->fp.prov, 5);
+    efax__get(&r, &h->fp.max_write, 8);
+    if (h->nnic < 1 || h->nnic > EFAX_MAX_NICS) {
+        snprintf(why, wl, "the address names %d NICs (1..%d)", h->nnic, EFAX_MAX_NICS);
+        return -EFAX_E_PEER;
+    }
+    for (i = 0; i < h->nnic; i++) {
+        efax__get(&r, h->nic[i].name, sizeof h->nic[i].name);
+        efax__get(&r, &h->nic[i].addrlen, 4);
+        if (h->nic[i].addrlen > EFAX__ADDR_MAX) break;
+        efax__get(&r, h->nic[i].addr, h->nic[i].addrlen);
+    }
+    if (i < h->nnic || r.n + 8 != len) {
+        snprintf(why, wl, "the address's NIC list does not add up to its %zu bytes", len);
+        return -EFAX_E_PEER;
+    }
+    h->provider[sizeof h->provider - 1] = 0;
+    h->host[sizeof h->host - 1] = 0;
+    return 0;
+}
+
+/* This process's hello: its id, provider, host, fingerprint and NICs. */
+EFAX_PRIVATE void efax__hello_of(const efax_ctx *ctx, int id, const char *host, efax__hello *me) {
+    int i;
+    memset(me, 0, sizeof *me);
+    me->magic = EFAX__HELLO_MAGIC;
+    me->wire = EFAX_WIRE_VERSION;
+    me->rank = id;
+    me->nnic = ctx->nnic;
+    efax__copy(me->provider, sizeof me->provider, ctx->provider);
+    efax__copy(me->host, sizeof me->host, host);
+    efax__fp_of(&ctx->caps, &me->fp);
+    for (i = 0; i < ctx->nnic; i++) {
+        efax__copy(me->nic[i].name, sizeof me->nic[i].name, ctx->nic[i].info.name);
+        me->nic[i].addrlen = (uint32_t)ctx->nic[i].addrlen;
+        memcpy(me->nic[i].addr, ctx->nic[i].addr, ctx->nic[i].addrlen);
+    }
+}
+
+/* The peers' tables of a context that takes peer ids 0 .. cap-1, this process being `self`. */
+EFAX_PRIVATE int efax__peers_alloc(efax_ctx *ctx, int self, int cap, const char *host) {
+    size_t n = (size_t)cap;
+    int i;
+    if (cap < 1 || cap > EFAX_IMM_MAX_RANKS || self < 0 || self >= cap) {
+        efax_log(ctx, 0,
+                 "peer id %d of %d: ids are 0 .. max_peers - 1, at most %d (immediate data names no more)",
+                 self, cap, EFAX_IMM_MAX_RANKS);
+        return -FI_EINVAL;
+    }
+    ctx->rank = self;
+    ctx->size = cap;
+    ctx->peer_nnic = (int *)calloc(n, sizeof(int));
+    ctx->peer_host = (char(*)[64])calloc(n, 64);
+    ctx->peer_far = (uint8_t *)calloc(n, 1);
+    ctx->peer_on = (uint8_t *)calloc(n, 1);
+    ctx->peer_max = (uint64_t *)calloc(n, sizeof(uint64_t));
+    ctx->peer_fa = (fi_addr_t **)calloc(n, sizeof(fi_addr_t *));
+    ctx->route = (efax__route *)calloc(n * (size_t)ctx->nnic, sizeof(efax__route));
+    ctx->route_in = (int *)calloc(n * EFAX_MAX_NICS, sizeof(int));
+    ctx->imm = (efax__imm_slot *)calloc(n * (size_t)ctx->ntags, sizeof(efax__imm_slot));
+    ctx->imm_nic =
+        (uint32_t *)calloc(n * (size_t)ctx->ntags * EFAX_IMM_WINDOW * (size_t)ctx->nnic, sizeof(uint32_t));
+    if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
+    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->peer_far || !ctx->peer_on || !ctx->peer_max ||
+        !ctx->peer_fa || !ctx->route || !ctx->route_in || !ctx->imm || !ctx->imm_nic || !ctx->hooks)
+        return -FI_ENOMEM; /* efax_ctx_deinit frees what there is */
+    for (i = 0; i < ctx->nnic; i++) ctx->nic[i].route = ctx->route + (size_t)i * n;
+    for (i = 0; i < cap * ctx->nnic; i++) { /* no peer yet: efax_write's fast path reads rnic */
+        ctx->route[i].fa = FI_ADDR_NOTAVAIL;
+        ctx->route[i].rnic = -1;
+    }
+    efax__copy(ctx->self_host, sizeof ctx->self_host, host);
+    ctx->connected = true;
+    return 0;
+}
+
+/* Peer p's counts of arrivals (every tag, staged cells too), started afresh. */
+EFAX_PRIVATE void efax__peer_counts_reset(efax_ctx *ctx, int p) {
+    size_t per = (size_t)ctx->ntags * EFAX_IMM_WINDOW * (size_t)ctx->nnic;
+    int t;
+    memset(&ctx->imm[(size_t)p * (size_t)ctx->ntags], 0, (size_t)ctx->ntags * sizeof(efax__imm_slot));
+    memset(&ctx->imm_nic[(size_t)p * per], 0, per * sizeof(uint32_t));
+    for (t = 0; ctx->stage_rx && t < ctx->ntags; t++)
+        if (ctx->stage_rx[t]) memset(&ctx->stage_rx[t][p], 0, sizeof ctx->stage_rx[t][p]);
+}
+
+/* Takes peer p's addresses out of every NIC's address vector (those efax__peer_insert put there). */
+EFAX_PRIVATE void efax__peer_av_remove(efax_ctx *ctx, int p) {
+    int i, j, pn = ctx->peer_nnic[p];
+    for (i = 0; ctx->peer_fa[p] && i < ctx->nnic; i++) {
+        for (j = 0; j < pn; j++) {
+            fi_addr_t fa = ctx->peer_fa[p][i * pn + j];
+            if (fa != FI_ADDR_NOTAVAIL) (void)fi_av_remove(ctx->nic[i].av, &fa, 1, 0);
+        }
+        ctx->nic[i].route[p].fa = FI_ADDR_NOTAVAIL;
+        ctx->nic[i].route[p].rnic = -1;
+    }
+    free(ctx->peer_fa[p]);
+    ctx->peer_fa[p] = NULL;
+}
+
+/* Makes h (me: this process's hello) peer h->rank: its NICs into every NIC's address vector (the
+   one each of ours sends to, and every one of its that sends to ours), the routes both ways, its
+   largest chunk (both sides'), its counts started afresh. */
+EFAX_PRIVATE int efax__peer_insert(efax_ctx *ctx, const efax__hello *me, const efax__hello *h) {
+    int p = h->rank, i, j, rc;
+    ctx->peer_nnic[p] = h->nnic;
+    ctx->peer_fa[p] = (fi_addr_t *)malloc((size_t)ctx->nnic * (size_t)h->nnic * sizeof(fi_addr_t));
+    if (!ctx->peer_fa[p]) return -FI_ENOMEM;
+    for (i = 0; i < ctx->nnic * h->nnic; i++) ctx->peer_fa[p][i] = FI_ADDR_NOTAVAIL;
+    memcpy(ctx->peer_host[p], h->host, 64);
+    ctx->peer_host[p][63] = 0;
+    ctx->peer_far[p] = strcmp(h->host, me->host) != 0;
+    ctx->peer_max[p] = ctx->caps.max_write;
+    if (h->fp.max_write && h->fp.max_write < ctx->peer_max[p]) ctx->peer_max[p] = h->fp.max_write;
+    for (j = 0; j < h->nnic; j++)
+        ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(h, j, me);
+    for (i = 0; i < ctx->nnic; i++) {
+        efax__nic *n = &ctx->nic[i];
+        int out = efax__match(me, i, h);
+        /* insert the NIC we send to, and every NIC of the peer that sends to us here */
+        for (j = 0; j < h->nnic; j++) {
+            fi_addr_t fa = FI_ADDR_NOTAVAIL;
+            uint64_t t0 = efax_now_ns();
+            if (j != out && efax__match(h, j, me) != i) continue;
+            rc = fi_av_insert(n->av, h->nic[j].addr, 1, &fa, 0, NULL);
+            n->cold.connect_ns += efax_now_ns() - t0;
+            if (rc != 1) {
+                efax_log(ctx, 0, "fi_av_insert of peer %d (%s) NIC %s into NIC %s failed: %s", p, h->host,
+                         h->nic[j].name, n->info.name, fi_strerror(rc < 0 ? -rc : FI_EOTHER));
+                efax__peer_av_remove(ctx, p);
+                return rc < 0 ? rc : -FI_EOTHER;
+            }
+            ctx->peer_fa[p][i * h->nnic + j] = fa;
+            if (j == out) {
+                n->route[p].fa = fa;
+                n->route[p].rnic = j;
+            }
+        }
+    }
+    efax__peer_counts_reset(ctx, p);
+    ctx->peer_on[p] = 1;
+    return 0;
+}
+
+/* The boot's idle hook (efax_boot.idle) is set below; efax_ctx_connect: every rank's hello, checked
+   against rank 0's, every rank inserted. */
 EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     efax__hello *all = NULL, me;
-    efax__limits *lim = NULL;
-    int rc, p, i, j, size = boot->size;
+    efax__limits *lim = NULL, mine;
+    int rc = 0, p, size = boot->size, cap;
     char why[512];
-    memset(&me, 0, sizeof me);
-    me.magic = EFAX__HELLO_MAGIC;
-    me.wire = EFAX_WIRE_VERSION;
-    me.rank = boot->rank;
-    me.nnic = ctx->nnic;
-    efax__copy(me.provider, sizeof me.provider, ctx->provider);
-    efax__copy(me.host, sizeof me.host, boot->host);
-    efax__fp_of(&ctx->caps, &me.fp);
-    for (i = 0; i < ctx->nnic; i++) {
-        efax__copy(me.nic[i].name, sizeof me.nic[i].name, ctx->nic[i].info.name);
-        me.nic[i].addrlen = (uint32_t)ctx->nic[i].addrlen;
-        memcpy(me.nic[i].addr, ctx->nic[i].addr, ctx->nic[i].addrlen);
-    }
+    efax__hello_of(ctx, boot->rank, boot->host, &me);
     if (size > EFAX_IMM_MAX_RANKS) {
         efax_log(ctx, 0, "%d ranks: immediate data names at most %d", size, EFAX_IMM_MAX_RANKS);
         return -EFAX_E_UNSUPPORTED;
     }
+    memset(&mine, 0, sizeof mine);
+    mine.fault_seed = ctx->faults.seed;
+    mine.fault_fams = ctx->faults.fams;
     all = (efax__hello *)calloc((size_t)size, sizeof *all);
-    if (!all) return -FI_ENOMEM;
-    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) {
-        efax_log(ctx, 0, "exchanging endpoint names failed: %s", efax_strerror(rc));
-        free(all);
-        return rc;
+    lim = (efax__limits *)calloc((size_t)size, sizeof *lim);
+    if (!all || !lim) {
+        rc = -FI_ENOMEM;
+        goto out;
     }
-    for (p = 0; p < size; p++)
-        if ((rc = efax__hello_check(&all[p], p, ctx->provider, why, sizeof why))) {
-            efax_log(ctx, 0, "%s", why);
-            free(all);
-            return rc;
-        }
+    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1)) ||
+        (rc = efax_boot_allgather(boot, &mine, sizeof mine, lim, -1))) {
+        efax_log(ctx, 0, "exchanging endpoint names failed: %s", efax_strerror(rc));
+        goto out;
+    }
+    for (p = 0; p < size && !rc; p++)
+        if ((rc = efax__hello_check(&all[p], p, ctx->provider, why, sizeof why))) efax_log(ctx, 0, "%s", why);
     ctx->peer_note[0] = 0;
-    for (p = 1; p < size; p++) /* every rank against rank 0: the same verdict everywhere */
+    for (p = 1; p < size && !rc; p++) /* every rank against rank 0: the same verdict everywhere */
         if ((rc = efax__fp_compare(&all[0].fp, 0, all[0].host, &all[p].fp, p, all[p].host, why, sizeof why,
-                                   ctx->peer_note, sizeof ctx->peer_note))) {
+                                   ctx->peer_note, sizeof ctx->peer_note)))
             efax_log(ctx, 0, "%s", why);
-            free(all);
-            return rc;
+    for (p = 0; p < size && !rc; p++) /* the fault layer, alike on every rank: rank 0's seed serves all */
+        if (lim[p].fault_fams != ctx->faults.fams) {
+            efax_log(
+                ctx, 0,
+                "EFAX_FAULTS differs between ranks (rank %d: %s, this rank: %s): set it alike on every rank",
+                p, lim[p].fault_fams ? "on" : "off", ctx->faults.fams ? efax_ctx_faults(ctx) : "off");
+            rc = -EFAX_E_USAGE;
         }
+    if (rc) goto out;
     if (ctx->peer_note[0] && boot->rank == 0) efax_log(ctx, 1, "ranks differ: %s", ctx->peer_note);
-    /* the largest write chunk, the same on every rank: a target counts the writer's chunks */
+    /* efax_ctx_max_chunk: the smallest over every rank */
     ctx->max_chunk = ctx->caps.max_write;
     for (p = 0; p < size; p++)
         if (all[p].fp.max_write && all[p].fp.max_write < ctx->max_chunk) ctx->max_chunk = all[p].fp.max_write;
-    { /* the fault layer, alike on every rank: rank 0's seed serves every rank */
-        efax__limits mine;
-        memset(&mine, 0, sizeof mine);
-        mine.fault_seed = ctx->faults.seed;
-        mine.fault_fams = ctx->faults.fams;
-        if (!(lim = (efax__limits *)calloc((size_t)size, sizeof *lim))) {
-            free(all);
-            return -FI_ENOMEM;
-        }
-        if ((rc = efax_boot_allgather(boot, &mine, sizeof mine, lim, -1))) {
-            efax_log(ctx, 0, "exchanging fault settings failed: %s", efax_strerror(rc));
-            free(lim);
-            free(all);
-            return rc;
-        }
-        for (p = 0; p < size; p++)
-            if (lim[p].fault_fams != ctx->faults.fams) {
-                efax_log(ctx, 0,
-                         "EFAX_FAULTS differs between ranks (rank %d: %s, this rank: %s): set it alike on "
-                         "every rank",
-                         p, lim[p].fault_fams ? "on" : "off",
-                         ctx->faults.fams ? efax_ctx_faults(ctx) : "off");
-                free(lim);
-                free(all);
-                return -EFAX_E_USAGE;
-            }
-    }
-    ctx->rank = boot->rank;
-    ctx->size = size;
-    ctx->peer_nnic = (int *)calloc((size_t)size, sizeof(int));
-    ctx->peer_host = (char(*)[64])calloc((size_t)size, 64);
-    ctx->peer_far = (uint8_t *)calloc((size_t)size, 1);
-    ctx->route = (efax__route *)calloc((size_t)size * (size_t)ctx->nnic, sizeof(efax__route));
-    for (i = 0; ctx->route && i < ctx->nnic; i++) ctx->nic[i].route = ctx->route + (size_t)i * (size_t)size;
-    ctx->imm = (efax__imm_slot *)calloc((size_t)size * (size_t)ctx->ntags, sizeof(efax__imm_slot));
-    ctx->imm_nic = (uint32_t *)calloc((size_t)size * (size_t)ctx->ntags * EFAX_IMM_WINDOW * (size_t)ctx->nnic,
-                                      sizeof(uint32_t));
-    ctx->route_in = (int *)calloc((size_t)size * EFAX_MAX_NICS, sizeof(int));
-    if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
-    if (!ctx->peer_nnic || !ctx->peer_host || !ctx->peer_far || !ctx->route || !ctx->imm || !ctx->imm_nic ||
-        !ctx->route_in || !ctx->hooks) {
-        free(lim);
-        free(all);
-        return -FI_ENOMEM;
-    }
-    for (p = 0; p < size; p++) {
-        ctx->peer_nnic[p] = all[p].nnic;
-        memcpy(ctx->peer_host[p], all[p].host, 64);
-        ctx->peer_host[p][63] = 0;
-        ctx->peer_far[p] = strcmp(all[p].host, me.host) != 0;
-        for (j = 0; j < all[p].nnic; j++)
-            ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(&all[p], j, &me);
-        for (i = 0; i < ctx->nnic; i++) {
-            efax__nic *n = &ctx->nic[i];
-            int out = efax__match(&me, i, &all[p]);
-            /* insert the NIC we send to, and every NIC of the peer that sends to us here */
-            for (j = 0; j < all[p].nnic; j++) {
-                fi_addr_t fa = FI_ADDR_NOTAVAIL;
-                uint64_t t0 = efax_now_ns();
-                if (j != out && efax__match(&all[p], j, &me) != i) continue;
-                rc = fi_av_insert(n->av, all[p].nic[j].addr, 1, &fa, 0, NULL);
-                n->cold.connect_ns += efax_now_ns() - t0;
-                if (rc != 1) {
-                    efax_log(ctx, 0, "fi_av_insert of rank %d (%s) NIC %s into NIC %s failed: %s", p,
-                             all[p].host, all[p].nic[j].name, n->info.name,
-                             fi_strerror(rc < 0 ? -rc : FI_EOTHER));
-                    free(lim);
-                    free(all);
-                    return rc < 0 ? rc : -FI_EOTHER;
-                }
-                if (j == out) {
-                    n->route[p].fa = fa;
-                    n->route[p].rnic = j;
-                }
-            }
-        }
-    }
+    cap = ctx->max_peers > size ? ctx->max_peers : size;
+    if ((rc = efax__peers_alloc(ctx, boot->rank, cap, boot->host))) goto out;
+    for (p = 0; p < size && !rc; p++) rc = efax__peer_insert(ctx, &me, &all[p]);
+    if (rc) goto out;
     efax__faults_arm(ctx, lim[0].fault_seed);
-    free(lim);
-    free(all);
-    ctx->connected = true;
     boot->idle = efax__boot_idle; /* collectives progress the fabric while they wait */
     boot->idle_user = ctx;
     ctx->boot = boot;
+out:
+    free(lim);
+    free(all);
+    if (rc) ctx->connected = false;
+    return rc;
+}
+
+/* efax_ctx_init with max_peers: this process is peer `self`, its only peer so far (writes to itself go
+   through the NIC as to any peer), and its fault layer draws from its own seed. */
+EFAX_PRIVATE int efax__ctx_alone(efax_ctx *ctx, int self) {
+    efax__hello me;
+    char host[64] = "";
+    int rc;
+    const char *node = getenv("EFAX_NODE");
+    if (node && *node)
+        efax__copy(host, sizeof host, node);
+    else if (gethostname(host, sizeof host - 1))
+        efax__copy(host, sizeof host, "?");
+    ctx->max_chunk = ctx->caps.max_write;
+    if ((rc = efax__peers_alloc(ctx, self, ctx->max_peers, host))) return rc;
+    efax__hello_of(ctx, self, host, &me);
+    if ((rc = efax__peer_insert(ctx, &me, &me))) return rc;
+    efax__faults_arm(ctx, ctx->faults.seed);
     return 0;
 }
+
+EFAX_API int efax_ctx_addr(const efax_ctx *ctx, void *buf, size_t cap, size_t *len) {
+    efax__hello me;
+    if (!ctx->connected) {
+        efax_log(ctx, 0,
+                 "efax_ctx_addr: this context has no peer id yet (efax_ctx_desc.max_peers and self, or "
+                 "efax_ctx_connect)");
+        return -FI_EOPBADSTATE;
+    }
+    efax__hello_of(ctx, ctx->rank, ctx->self_host, &me);
+    return efax__hello_pack(&me, ctx->faults.fams, buf, cap, len);
+}
+
+EFAX_API bool efax_ctx_has_peer(const efax_ctx *ctx, int peer) {
+    return ctx->connected && peer >= 0 && peer < ctx->size && ctx->peer_on[peer];
+}
+
+EFAX_API int efax_ctx_peer_add(efax_ctx *ctx, const void *buf, size_t len, int *peer) {
+    efax__hello h, me;
+    uint32_t fams = 0;
+    char why[512], note[256] = "";
+    int rc;
+    if (peer) *peer = -1;
+    if (!ctx->connected) {
+        efax_log(
+            ctx, 0,
+            "efax_ctx_peer_add: this context takes no peers (efax_ctx_desc.max_peers, or efax_ctx_connect)");
+        return -FI_EOPBADSTATE;
+    }
+    if ((rc = efax__hello_unpack(buf, len, &h, &fams, why, sizeof why)) ||
+        (rc = efax__hello_check(&h, h.rank, ctx->provider, why, sizeof why))) {
+        efax_log(ctx, 0, "efax_ctx_peer_add: %s", why);
+        return rc == -EFAX_E_PEER && strstr(why, "provider") ? -EFAX_E_MISMATCH : rc;
+    }
+    if (h.rank < 0 || h.rank >= ctx->size) {
+        efax_log(ctx, 0,
+                 "efax_ctx_peer_add: the address is peer %d's, and this context takes ids 0..%d "
+                 "(efax_ctx_desc.max_peers)",
+                 h.rank, ctx->size - 1);
+        return -FI_EINVAL;
+    }
+    efax__hello_of(ctx, ctx->rank, ctx->self_host, &me);
+    if (ctx->peer_on[h.rank]) {
+        if (h.rank == ctx->rank && !memcmp(&h.nic, &me.nic, sizeof me.nic))
+            return peer ? (*peer = h.rank), 0 : 0;
+        efax_log(ctx, 0,
+                 "efax_ctx_peer_add: peer id %d (%s) is taken by %s; remove it first (efax_ctx_peer_remove) "
+                 "or give the newcomer another id",
+                 h.rank, h.host, ctx->peer_host[h.rank]);
+        return -FI_EBUSY;
+    }
+    if (fams != ctx->faults.fams) {
+        efax_log(ctx, 0,
+                 "efax_ctx_peer_add: peer %d (%s) runs with EFAX_FAULTS %s, this process %s: set it alike",
+                 h.rank, h.host, fams ? "on" : "off", ctx->faults.fams ? efax_ctx_faults(ctx) : "off");
+        return -EFAX_E_USAGE;
+    }
+    if ((rc = efax__fp_compare(&me.fp, ctx->rank, me.host, &h.fp, h.rank, h.host, why, sizeof why, note,
+                               sizeof note))) {
+        efax_log(ctx, 0, "efax_ctx_peer_add: %s", why);
+        return rc;
+    }
+    if (note[0]) efax_log(ctx, 1, "peer %d differs: %s", h.rank, note);
+    if ((rc = efax__peer_insert(ctx, &me, &h))) return rc;
+    if (peer) *peer = h.rank;
+    return 0;
+}
+
 
 // >>memory (implementation) --------------------------------------------------------------------
 
@@ -4463,77 +4875,129 @@ EFAX_API void efax_buf_free(efax_buf *b) {
 
 
 #define EFAX__MR_MAGIC 0x4546414du /* "EFAM" */
-typedef struct efax__mr_blob {
-    uint32_t magic, wire;
-    int32_t rank, nnic;
-    uint32_t flags, pad;
-    uint64_t base, len;
-    uint64_t key[EFAX_MAX_NICS];
-} efax__mr_blob;
 
-/* Checks a peer's memory keys before use. Returns 0 or -EFAX_E_VERSION/-EFAX_E_PEER (why says). */
-EFAX_PRIVATE int efax__mr_blob_check(const efax__mr_blob *b, int rank, int nnic, char *why, size_t wl) {
-    if (b->magic != EFAX__MR_MAGIC || b->wire != EFAX_WIRE_VERSION || b->rank != rank || b->nnic != nnic ||
-        (b->flags & ~(EFAX_RMR_STAGED | EFAX_RMR_WRITABLE | EFAX_RMR_HOST))) {
-        snprintf(why, wl,
-                 "sent bad memory keys (magic %08x, wire %u, rank %d, %d NICs, flags %x; expected wire %u, "
-                 "rank %d, "
-                 "%d NICs)",
-                 b->magic, b->wire, b->rank, b->nnic, b->flags, EFAX_WIRE_VERSION, rank, nnic);
-        return b->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+EFAX_API int efax_mr_pack(const efax_mr *mr, void *buf, size_t cap, size_t *len) {
+    const efax_ctx *ctx = mr->ctx;
+    efax__wr w = {(uint8_t *)buf, cap, 0};
+    uint32_t magic = EFAX__MR_MAGIC, ver = EFAX_WIRE_VERSION, size = 0, nnic, flags, prov, pad = 0;
+    uint64_t base;
+    int i;
+    if (!ctx || !ctx->connected) {
+        if (ctx) efax_log(ctx, 0, "efax_mr_pack: the region's context has no peer id yet");
+        return -FI_EOPBADSTATE;
     }
+    nnic = (uint32_t)ctx->nnic;
+    flags = (mr->stage ? EFAX_RMR_STAGED : 0) | ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0) |
+            (mr->iface == 0 ? EFAX_RMR_HOST : 0);
+    prov = (uint32_t)efax__fnv(ctx->provider, strlen(ctx->provider));
+    base = (ctx->nic[0].info.mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->ptr : 0;
+    efax__put(&w, &magic, 4);
+    efax__put(&w, &ver, 4);
+    efax__put(&w, &size, 4);
+    efax__put(&w, &ctx->rank, 4);
+    efax__put(&w, &nnic, 4);
+    efax__put(&w, &flags, 4);
+    efax__put(&w, &prov, 4);
+    efax__put(&w, &pad, 4);
+    efax__put(&w, &base, 8);
+    {
+        uint64_t l = mr->len;
+        efax__put(&w, &l, 8);
+    }
+    for (i = 0; i < ctx->nnic; i++) efax__put(&w, &mr->key[i], 8);
+    size = (uint32_t)(w.n + 8);
+    if (w.cap >= 12) memcpy(w.p + 8, &size, 4);
+    return efax__seal(&w, len);
+}
+
+EFAX_API int efax_mr_unpack(efax_mr *view, efax_ctx *ctx, const void *buf, size_t len, int *owner) {
+    efax__rd r = {(const uint8_t *)buf, len, 12};
+    int32_t who = -1;
+    uint32_t nnic = 0, flags = 0, prov = 0, pad = 0;
+    uint64_t base = 0, rlen = 0;
+    char why[320];
+    efax_rmr *rm;
+    int rc;
+    uint32_t i;
+    if (owner) *owner = -1;
+    if ((rc = efax__blob_check(buf, len, EFAX__MR_MAGIC, "region descriptor", why, sizeof why))) {
+        efax_log(ctx, 0, "efax_mr_unpack: %s", why);
+        return rc;
+    }
+    efax__get(&r, &who, 4);
+    efax__get(&r, &nnic, 4);
+    efax__get(&r, &flags, 4);
+    efax__get(&r, &prov, 4);
+    efax__get(&r, &pad, 4);
+    efax__get(&r, &base, 8);
+    efax__get(&r, &rlen, 8);
+    if (!efax_ctx_has_peer(ctx, who)) {
+        efax_log(ctx, 0,
+                 "efax_mr_unpack: the region is peer %d's, which is no peer of this context now (add it "
+                 "first: efax_ctx_peer_add)",
+                 who);
+        return -EFAX_E_PEER;
+    }
+    if (prov != (uint32_t)efax__fnv(ctx->provider, strlen(ctx->provider))) {
+        efax_log(ctx, 0,
+                 "efax_mr_unpack: peer %d (%s) registered the region on another provider than this "
+                 "context's %s: its keys mean nothing here",
+                 who, ctx->peer_host[who], ctx->provider);
+        return -EFAX_E_MISMATCH;
+    }
+    if ((int)nnic != ctx->peer_nnic[who] || r.n + 8 * (size_t)nnic + 8 != len ||
+        (flags & ~(EFAX_RMR_STAGED | EFAX_RMR_WRITABLE | EFAX_RMR_HOST))) {
+        efax_log(ctx, 0,
+                 "efax_mr_unpack: peer %d (%s) describes the region with keys on %u NIC(s) (flags %x); it "
+                 "has %d NIC(s): the descriptor is not of this peer's context",
+                 who, ctx->peer_host[who], nnic, flags, ctx->peer_nnic[who]);
+        return -EFAX_E_PEER;
+    }
+    if (!view->remote || view->nremote != ctx->size) {
+        free(view->remote);
+        view->remote = (efax_rmr *)calloc((size_t)ctx->size, sizeof(efax_rmr));
+        view->nremote = view->remote ? ctx->size : 0;
+        if (!view->remote) return -FI_ENOMEM;
+    }
+    if (!view->ctx) view->ctx = ctx; /* a view of peers' regions only: no registration of its own */
+    rm = &view->remote[who];
+    memset(rm, 0, sizeof *rm);
+    rm->base = base;
+    rm->len = rlen;
+    rm->flags = flags;
+    rm->nnic = (int)nnic;
+    for (i = 0; i < nnic; i++) efax__get(&r, &rm->key[i], 8);
+    if (owner) *owner = who;
     return 0;
 }
 
 EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     efax_ctx *ctx = mr->ctx;
-    efax__mr_blob me, *all;
-    int p, i, rc;
-    if (!ctx->connected) {
-        efax_log(ctx, 0, "efax_mr_exchange: call efax_ctx_connect first");
+    uint8_t me[EFAX_MR_BYTES], *all = NULL;
+    size_t len = 0;
+    int p, rc;
+    if (!ctx || !ctx->connected || !ctx->boot) {
+        if (ctx) efax_log(ctx, 0, "efax_mr_exchange: call efax_ctx_connect first");
         return -FI_EOPBADSTATE;
     }
-    memset(&me, 0, sizeof me);
-    me.magic = EFAX__MR_MAGIC;
-    me.wire = EFAX_WIRE_VERSION;
-    me.rank = ctx->rank;
-    me.nnic = ctx->nnic;
-    me.base = (ctx->nic[0].info.mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->ptr : 0;
-    me.len = mr->len;
-    me.flags = (mr->stage ? EFAX_RMR_STAGED : 0) |
-               ((mr->access & EFAX_MR_WRITE_DST) ? EFAX_RMR_WRITABLE : 0) |
-               (mr->iface == 0 ? EFAX_RMR_HOST : 0);
-    for (i = 0; i < ctx->nnic; i++) me.key[i] = mr->key[i];
-    all = (efax__mr_blob *)calloc((size_t)ctx->size, sizeof *all);
+    memset(me, 0, sizeof me);
+    if ((rc = efax_mr_pack(mr, me, sizeof me, &len))) return rc;
+    all = (uint8_t *)calloc((size_t)boot->size, sizeof me);
     if (!all) return -FI_ENOMEM;
-    if ((rc = efax_boot_allgather(boot, &me, sizeof me, all, -1))) {
+    if ((rc = efax_boot_allgather(boot, me, sizeof me, all, -1))) {
         efax_log(ctx, 0, "exchanging memory keys failed: %s", efax_strerror(rc));
         free(all);
         return rc;
     }
-    free(mr->remote);
-    mr->remote = (efax_rmr *)calloc((size_t)ctx->size, sizeof(efax_rmr));
-    if (!mr->remote) {
-        free(all);
-        return -FI_ENOMEM;
-    }
-    mr->nremote = ctx->size;
-    for (p = 0; p < ctx->size; p++) {
-        const efax__mr_blob *b = &all[p];
-        char why[256];
-        if ((rc = efax__mr_blob_check(b, p, ctx->peer_nnic[p], why, sizeof why))) {
-            efax_log(ctx, 0, "rank %d (%s) %s", p, ctx->peer_host[p], why);
-            free(all);
-            return rc;
-        }
-        mr->remote[p].base = b->base;
-        mr->remote[p].len = b->len;
-        mr->remote[p].flags = b->flags;
-        mr->remote[p].nnic = b->nnic;
-        memcpy(mr->remote[p].key, b->key, sizeof b->key);
+    for (p = 0; p < boot->size && !rc; p++) {
+        uint32_t size = 0;
+        memcpy(&size, all + (size_t)p * sizeof me + 8, 4);
+        rc = efax_mr_unpack(mr, ctx, all + (size_t)p * sizeof me, size <= sizeof me ? size : sizeof me, NULL);
+        if (rc)
+            efax_log(ctx, 0, "rank %d (%s): its region's descriptor was refused", p, efax_ctx_host(ctx, p));
     }
     free(all);
-    return 0;
+    return rc;
 }
 
 // >>bootstrap: TCP rendezvous (implementation) ---------------------------------------------------
@@ -6276,7 +6740,7 @@ EFAX_PRIVATE EFAX__COLD int efax__bad_local(efax_ctx *ctx, const efax_mr *mr, ui
                                             const char *what);
 
 static inline int efax__check_peer(efax_ctx *ctx, int peer, int nic) {
-    if (EFAX__LIKELY(ctx->connected && (unsigned)peer < (unsigned)ctx->size &&
+    if (EFAX__LIKELY(ctx->connected && (unsigned)peer < (unsigned)ctx->size && ctx->peer_on[peer] &&
                      (unsigned)nic < (unsigned)ctx->nnic))
         return 0;
     return efax__bad_peer(ctx, peer, nic);
@@ -6296,6 +6760,11 @@ EFAX_PRIVATE int efax__bad_peer(efax_ctx *ctx, int peer, int nic) {
     if (peer < 0 || peer >= ctx->size) {
         efax_log(ctx, 0, "peer rank %d is outside the job (0..%d)", peer, ctx->size - 1);
         return -FI_EINVAL;
+    }
+    if (!ctx->peer_on[peer]) {
+        efax_log(ctx, 0, "%d is no peer of this context now (removed, or never added: efax_ctx_peer_add)",
+                 peer);
+        return -FI_ECONNABORTED;
     }
     if (nic < 0 || nic >= ctx->nnic) {
         efax_log(ctx, 0, "NIC index %d: this context has %d NIC(s)", nic, ctx->nnic);
@@ -6494,7 +6963,8 @@ static inline uint64_t efax__chunk_auto(const efax_ctx *ctx, const efax_write_de
 /* The chunk write w uses (efax_write_chunk), as its writer or its target: the one place a zero
    chunk is resolved, for the fast paths and the planned ones alike. */
 static inline uint64_t efax__chunk_of(const efax_ctx *ctx, const efax_write_desc *w, bool writer) {
-    return efax_chunk_clamp(w->chunk ? w->chunk : efax__chunk_auto(ctx, w, writer), ctx->max_chunk);
+    return efax_chunk_clamp(w->chunk ? w->chunk : efax__chunk_auto(ctx, w, writer),
+                            ctx->peer_max[writer ? w->to : w->from]);
 }
 
 /* The immediate data of write w: efax_imm_encode's fields, known to be in range (ranks and tags
@@ -6612,10 +7082,12 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
         s->x = x;
         s->posted = 0;
         s->completed = 0; /* an empty segment still goes out: one 0-byte chunk carrying the immediate data */
-        if (nseg == 1) break;
+        if (nseg == 1 && !ctx->batching) break;
         efax__seg_push(&ctx->nic[s->nic].pend_head, &ctx->nic[s->nic].pend_tail, s);
         ctx->nic[s->nic].work = true;
     }
+    if (ctx->batching) /* efax_write_batch posts the batch's chunks together */
+        return 0;
     if (nseg == 1) /* one segment (one NIC: most writes) may go out at once */
         efax__post_or_queue(ctx, &ctx->nic[x->seg[0].nic], &x->seg[0]);
     else
@@ -6906,6 +7378,32 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     }
 }
 
+/* efax_ctx_peer_remove is here, beside what it ends: the queued transfers of the operations. */
+EFAX_API int efax_ctx_peer_remove(efax_ctx *ctx, int peer) {
+    int i;
+    if (!efax_ctx_has_peer(ctx, peer) || peer == ctx->rank) {
+        efax_log(ctx, 0, "efax_ctx_peer_remove: %d is %s", peer,
+                 peer == ctx->rank ? "this process" : "no peer of this context");
+        return -FI_EINVAL;
+    }
+    for (i = 0; i < ctx->nnic; i++) { /* its transfers not yet posted end, named */
+        efax__nic *n = &ctx->nic[i];
+        efax_seg *s;
+        for (s = n->pend_head; s; s = s->next)
+            if (s->x->peer == peer && !s->x->status) {
+                efax_log(ctx, 0, "%s of %llu bytes to peer %d (%s): the peer was removed before it went out",
+                         efax__opname(s->x->op), (unsigned long long)s->x->len, peer, ctx->peer_host[peer]);
+                efax__fail_xfer(ctx, s->x, -FI_ECONNABORTED);
+            }
+        n->work = true;
+    }
+    efax__peer_av_remove(ctx, peer);
+    efax__peer_counts_reset(ctx, peer);
+    ctx->peer_on[peer] = 0;
+    ctx->peer_nnic[peer] = 0;
+    return 0;
+}
+
 EFAX_API int efax_notify(efax_ctx *ctx, int peer, int tag, uint32_t seq) {
     return efax_notify_nic(ctx, peer, 0, tag, seq);
 }
@@ -7142,7 +7640,7 @@ EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx) { return efax_chunk_cl
 EFAX_API uint64_t efax_write_chunk(const efax_ctx *ctx, const efax_write_desc *w) {
     bool writer = w->from == ctx->rank;
     int peer = writer ? w->to : w->from;
-    if (!ctx->connected || !w->dst || peer < 0 || peer >= ctx->size ||
+    if (!efax_ctx_has_peer(ctx, peer) || !w->dst ||
         (writer && (!w->dst->remote || w->dst->nremote != ctx->size)))
         return efax_chunk_clamp(w->chunk, ctx->max_chunk);
     return efax__chunk_of(ctx, w, writer);
@@ -7284,7 +7782,9 @@ EFAX__API_INLINE int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_de
             x->lmr = src;
             x->len = len;
             x->chunks = 1;
-            if (EFAX__LIKELY(efax__fi_inject_writedata(n, (const uint8_t *)src->ptr + soff, len, imm, rt->fa,
+            /* rnic < 0: no peer now (removed, or never added), which the general path names */
+            if (EFAX__LIKELY(rt->rnic >= 0 &&
+                             efax__fi_inject_writedata(n, (const uint8_t *)src->ptr + soff, len, imm, rt->fa,
                                                        rm->base + doff, rm->key[rt->rnic]) == 0)) {
                 n->stats.tx_bytes += len;
                 n->stats.tx_ops++;
@@ -7517,8 +8017,8 @@ static inline bool efax__expect_quick(const efax_ctx *ctx, const efax_write_desc
     const efax_mr *dst = w->dst;
     uint64_t size = w->size, doff = w->dst_off, chunk;
     int peer = w->from, nic = w->nic, writer_nnic;
-    if (!ctx->connected || w->to != ctx->rank || (unsigned)peer >= (unsigned)ctx->size || !dst ||
-        dst->stage || w->tag <= EFAX_TAG_INTERNAL || w->tag >= ctx->ntags ||
+    if (!ctx->connected || w->to != ctx->rank || (unsigned)peer >= (unsigned)ctx->size ||
+        !ctx->peer_on[peer] || !dst || dst->stage || w->tag <= EFAX_TAG_INTERNAL || w->tag >= ctx->ntags ||
         (unsigned)w->mode >= EFAX_MODE_COUNT || doff > dst->len || size > dst->len - doff)
         return false;
     writer_nnic = ctx->peer_nnic[peer];
@@ -7547,6 +8047,7 @@ static inline void efax__expect_start(const efax_ctx *ctx, efax_expect *e, const
     e->unit = 0;
     e->ncells = e->cells_done = e->status = 0;
     e->active = true;
+    e->landed = false;
     if (ctx->nnic == 1) { /* one store each: the loop below becomes two calls of memset */
         e->on_nic[0] = 0;
         e->on_nic_bytes[0] = 0;
@@ -7602,10 +8103,44 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__expect_writes_bad(efax_ctx *ctx, efax_expe
     return -FI_EINVAL;
 }
 
+/* Adds write w's chunks to expectation e (efax_expect_writes, efax_expect_batch); *same is the last
+   write counted without a plan (NULL: none yet), whose count and NIC (*count, *here) a write like it
+   takes without a plan's cost. Returns 0, or what efax__expect_planned returns (nothing added). */
+EFAX_PRIVATE int efax__expect_add(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w,
+                                  efax_write_desc *same, bool *have_same, uint32_t *count, int *here) {
+    int k, rc;
+    /* the next of a window like the last: its count and NIC, once its bytes fit the region and its
+       chunks the NIC's completion queue (the checks efax__expect_quick makes that vary) */
+    if (!(*have_same && w->size == same->size && w->chunk == same->chunk && w->mode == same->mode &&
+          w->nic == same->nic && w->dst_off <= w->dst->len && w->size <= w->dst->len - w->dst_off &&
+          (!efax__cq_enforced(ctx) ||
+           ctx->nic[*here].expecting + *count <= (uint64_t)ctx->nic[*here].cq_incoming))) {
+        *have_same = efax__expect_quick(ctx, w, count, here);
+        if (*have_same) *same = *w;
+    }
+    if (EFAX__LIKELY(*have_same)) {
+        e->count += *count;
+        e->on_nic[*here] += *count;
+        e->on_nic_bytes[*here] += w->size;
+        ctx->nic[*here].expecting += *count; /* the next write's room counts this one's */
+    } else {
+        efax_expect one;
+        if ((rc = efax__expect_planned(ctx, &one, w))) return rc; /* which names the problem */
+        e->count += one.count;
+        for (k = 0; k < ctx->nnic; k++) {
+            e->on_nic[k] += one.on_nic[k];
+            e->on_nic_bytes[k] += one.on_nic_bytes[k];
+        }
+    }
+    e->size += w->size;
+    return 0;
+}
+
 EFAX_API int efax_expect_writes(efax_ctx *ctx, efax_expect *e, const efax_write_desc *ws, int n) {
-    const efax_write_desc *same = NULL; /* the last write counted without a plan */
+    efax_write_desc same;
+    bool have_same = false;
     uint32_t count = 0;
-    int i, k, rc, here = 0;
+    int i, rc, here = 0;
     if (n == 1) return efax_expect_write(ctx, e, ws);
     if (n < 1 || !ws) {
         efax_log(ctx, 0, "expect_writes: %d write(s)%s: name at least one", n, ws ? "" : " at NULL");
@@ -7620,31 +8155,10 @@ EFAX_API int efax_expect_writes(efax_ctx *ctx, efax_expect *e, const efax_write_
         if (w->from != ws[0].from || w->to != ws[0].to || w->tag != ws[0].tag || w->seq != ws[0].seq ||
             w->dst != ws[0].dst)
             return efax__expect_writes_bad(ctx, e, ws, i);
-        /* the next of a window like the last: its count and NIC, once its bytes fit the region and
-           its chunks the NIC's completion queue (the checks efax__expect_quick makes that vary) */
-        if (!(same && w->size == same->size && w->chunk == same->chunk && w->mode == same->mode &&
-              w->nic == same->nic && w->dst_off <= w->dst->len && w->size <= w->dst->len - w->dst_off &&
-              (!efax__cq_enforced(ctx) ||
-               ctx->nic[here].expecting + count <= (uint64_t)ctx->nic[here].cq_incoming)))
-            same = efax__expect_quick(ctx, w, &count, &here) ? w : NULL;
-        if (EFAX__LIKELY(same != NULL)) {
-            e->count += count;
-            e->on_nic[here] += count;
-            e->on_nic_bytes[here] += w->size;
-            ctx->nic[here].expecting += count; /* the next write's room counts this one's */
-        } else {
-            efax_expect one;
-            if ((rc = efax__expect_planned(ctx, &one, w))) { /* which names the problem */
-                efax__unexpect(ctx, e);
-                return rc;
-            }
-            e->count += one.count;
-            for (k = 0; k < ctx->nnic; k++) {
-                e->on_nic[k] += one.on_nic[k];
-                e->on_nic_bytes[k] += one.on_nic_bytes[k];
-            }
+        if ((rc = efax__expect_add(ctx, e, w, &same, &have_same, &count, &here))) {
+            efax__unexpect(ctx, e);
+            return rc;
         }
-        e->size += w->size;
     }
     return 0;
 }
@@ -7768,6 +8282,199 @@ EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int tim
     return rc;
 }
 
+
+/* Piece i of batch d as a write of its own (efax_write_batch and efax_expect_batch describe it so). */
+static inline void efax__batch_piece(const efax_batch_desc *d, int i, efax_write_desc *w) {
+    memset(w, 0, sizeof *w);
+    w->from = d->from;
+    w->to = d->to;
+    w->src = d->src;
+    w->dst = d->dst;
+    w->mode = d->mode;
+    w->nic = d->nic;
+    w->index = d->index + (uint64_t)i;
+    w->chunk = d->chunk;
+    w->tag = d->tag;
+    w->seq = d->seq;
+    if (d->segs) {
+        w->src_off = d->segs[i].src_off;
+        w->dst_off = d->segs[i].dst_off;
+        w->size = d->segs[i].len;
+    } else {
+        uint64_t ss = d->src_stride ? d->src_stride : d->page_size,
+                 ds = d->dst_stride ? d->dst_stride : d->page_size;
+        w->src_off = d->src_off + (d->src_pages ? d->src_pages[i] : (uint64_t)i) * ss;
+        w->dst_off = d->dst_off + (d->dst_pages ? d->dst_pages[i] : (uint64_t)i) * ds;
+        w->size = d->page_size;
+    }
+}
+
+/* The pieces of batch d, or -FI_EINVAL (logged) when it names neither segments nor pages. */
+EFAX_PRIVATE int efax__batch_pieces(const efax_ctx *ctx, const efax_batch_desc *d, const char *side) {
+    int n = d->segs ? d->nseg : d->npages;
+    if (n < 1 || (d->segs && d->npages) || (!d->segs && !d->page_size)) {
+        efax_log(ctx, 0,
+                 "%s: the batch names %d piece(s) (segs %s, %d page(s) of %llu bytes): name segments or "
+                 "pages",
+                 side, n, d->segs ? "given" : "NULL", d->npages, (unsigned long long)d->page_size);
+        return -FI_EINVAL;
+    }
+    if (d->dst && d->dst->stage) {
+        efax_log(ctx, 0,
+                 "%s: the target's region is staged, whose cells are counted a write at a time: write "
+                 "each piece under its own sequence (efax_write, efax_expect_write)",
+                 side);
+        return -EFAX_E_UNSUPPORTED;
+    }
+    return n;
+}
+
+EFAX_API int efax_batch_init(efax_batch *b, int max_pieces) {
+    memset(b, 0, sizeof *b);
+    if (max_pieces < 1) return -FI_EINVAL;
+    b->xs = (efax_xfer *)calloc((size_t)max_pieces, sizeof *b->xs);
+    if (!b->xs) return -FI_ENOMEM;
+    b->cap = max_pieces;
+    return 0;
+}
+
+EFAX_API void efax_batch_deinit(efax_batch *b) {
+    free(b->xs);
+    memset(b, 0, sizeof *b);
+}
+
+/* A piece of a batch is done (efax_write_desc.on_done): counted, its failure kept. */
+EFAX_PRIVATE void efax__batch_piece_done(void *user, efax_xfer *x) {
+    efax_batch *b = (efax_batch *)user;
+    b->ndone++;
+    if (x->status && !b->status) b->status = x->status;
+}
+
+EFAX_API int efax_write_batch(efax_ctx *ctx, efax_batch *b, const efax_batch_desc *d) {
+    efax_write_desc w;
+    int n = efax__batch_pieces(ctx, d, "write_batch"), i, rc = 0;
+    uint32_t c;
+    if (n < 0) return n;
+    if (n > b->cap) {
+        efax_log(ctx, 0, "write_batch: %d pieces, room for %d (efax_batch_init)", n, b->cap);
+        return -FI_EINVAL;
+    }
+    b->n = b->ndone = b->status = 0;
+    b->chunks = 0;
+    b->peer = d->to;
+    b->tag = d->tag;
+    b->seq = d->seq;
+    ctx->batching = true; /* every piece queues its chunks; they go out together below */
+    for (i = 0; i < n && !rc; i++) {
+        efax__batch_piece(d, i, &w);
+        if (d->dst && d->dst->remote && (unsigned)d->to < (unsigned)d->dst->nremote &&
+            (d->dst->remote[d->to].flags & EFAX_RMR_STAGED)) {
+            efax_log(ctx, 0,
+                     "write_batch: rank %d's region is staged, whose cells are counted a write at a "
+                     "time: write each piece under its own sequence",
+                     d->to);
+            rc = -EFAX_E_UNSUPPORTED;
+            break;
+        }
+        w.on_done = efax__batch_piece_done;
+        w.done_user = b;
+        if ((rc = efax__write_planned(ctx, &b->xs[i], &w, &c))) {
+            efax_log(ctx, 0, "write_batch: piece %d of %d (%llu bytes from offset %llu to %llu) was refused",
+                     i, n, (unsigned long long)w.size, (unsigned long long)w.src_off,
+                     (unsigned long long)w.dst_off);
+            break;
+        }
+        b->chunks += c;
+        b->n++;
+    }
+    ctx->batching = false;
+    for (i = 0; i < ctx->nnic; i++)
+        if (ctx->nic[i].pend_head) efax__post_nic(ctx, &ctx->nic[i]);
+    return rc;
+}
+
+EFAX_API int efax_batch_test(efax_ctx *ctx, efax_batch *b) {
+    int rc = efax_progress(ctx);
+    if (rc < 0) return rc;
+    if (b->ndone < b->n) return 0;
+    return b->status ? b->status : 1;
+}
+
+EFAX_API int efax_batch_wait(efax_ctx *ctx, efax_batch *b, int timeout_ms) {
+    uint64_t deadline = 0;
+    unsigned spins = 0, idle = 0;
+    int rc;
+    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
+    while ((rc = efax_batch_test(ctx, b)) == 0) {
+        efax__idle(0, &idle);
+        if (efax__expired(&deadline, &spins, timeout_ms)) {
+            char busy[256];
+            efax__busy_nics(ctx, busy, sizeof busy);
+            efax_log(ctx, 0,
+                     "timed out after %d ms waiting for a batch of %d pieces to rank %d (%s), tag %d, "
+                     "sequence %u: %d done%s",
+                     timeout_ms, b->n, b->peer, efax__host(ctx, b->peer), b->tag, (unsigned)b->seq, b->ndone,
+                     busy);
+            return -FI_ETIMEDOUT;
+        }
+    }
+    return rc < 0 ? rc : 0;
+}
+
+EFAX_API int efax_expect_batch(efax_ctx *ctx, efax_expect *e, const efax_batch_desc *d) {
+    efax_write_desc w, same;
+    bool have_same = false;
+    uint32_t count = 0;
+    int n = efax__batch_pieces(ctx, d, "expect_batch"), i, rc, here = 0;
+    e->active = false;
+    if (n < 0) return n;
+    for (i = 0; i < n; i++) {
+        efax__batch_piece(d, i, &w);
+        if (i == 0) {
+            efax__expect_start(ctx, e, &w);
+            e->size = 0;
+        }
+        if ((rc = efax__expect_add(ctx, e, &w, &same, &have_same, &count, &here))) {
+            efax_log(ctx, 0, "expect_batch: piece %d of %d was refused", i, n);
+            efax__unexpect(ctx, e);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+EFAX_API int efax_expect_test(efax_ctx *ctx, efax_expect *e) {
+    size_t slot;
+    int rc;
+    if (!e->active) return -FI_EINVAL;
+    if ((rc = efax_progress(ctx)) < 0) return rc;
+    if (e->mr->stage) { /* every cell in: its copies in are finished by the wait, at once */
+        efax__stage_rx *r = &ctx->stage_rx[e->tag][e->peer];
+        if (e->cells_done < e->ncells && !e->status && !r->fault.err && !ctx->last_cq_error) return 0;
+        rc = efax_expect_wait(ctx, e, -1);
+        return rc ? rc : 1;
+    }
+    slot = efax__expect_slot(ctx, e);
+    if (!e->landed) {
+        efax__imm_slot *sl = &ctx->imm[slot];
+        if (sl->fault.err || ctx->sticky_error || ctx->last_cq_error) { /* the wait names it */
+            rc = efax__expect_chunks(ctx, e, 0, false);
+            e->active = false;
+            return rc ? rc : -FI_EOTHER;
+        }
+        if (!efax__expect_landed(ctx, e, sl)) return 0;
+        efax__expect_take(ctx, e, slot);
+        e->landed = true;
+    }
+    if (e->mr->settle) {
+        rc = e->mr->settle(e->mr->settle_user, 0);
+        if (rc == -FI_ETIMEDOUT || rc == -FI_EAGAIN) return 0;
+    } else
+        rc = 0;
+    e->active = false;
+    e->landed = false;
+    return rc ? rc : 1;
+}
 
 // >>gpu wire (implementation) -------------------------------------------------------------------
 

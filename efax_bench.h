@@ -445,6 +445,14 @@ EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const
 EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access,
                              efax_buf **srcs, efax_buf **dsts);
 
+/* For experiments that time something's start on rank `from` and its end on rank `to` (each as
+   microseconds after a barrier both passed: clocks of two hosts agree only that far): gathers n
+   times from every rank (start on `from`, end on `to`; collective), and on rank 0 adds
+   "name":{"min","p50","avg","p99","max"} of end[i] - start[i] to res->extra and prints them on a
+   "#" line. Returns 0, -FI_ENOMEM or the bootstrap's error. */
+EFAX_API int efax_bench_lat_pairs(efax_bench *b, efax_result *res, const char *name, const double *start,
+                                  const double *end, int n, int from, int to);
+
 /* For experiments whose ranks each time their own iterations at once, where an iteration lasts as long as its
    slowest rank (all2all): gathers every rank's `iters` times (lat, microseconds; collective) and leaves in
    lat on rank 0 the slowest rank's time of each iteration, and in *loop_us (rank 0; 0 elsewhere) the longest
@@ -2506,6 +2514,37 @@ EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, uns
         if (!(rc = efax_bench_buf(b, b->kinds[k], len, src_access, &srcs[k])) &&
             !(rc = efax_bench_buf(b, b->kinds[k], len, dst_access, &dsts[k])))
             dsts[k]->ops->poison(dsts[k], 0, len);
+    return rc;
+}
+
+EFAX_API int efax_bench_lat_pairs(efax_bench *b, efax_result *res, const char *name, const double *start,
+                                  const double *end, int n, int from, int to) {
+    size_t one = 2 * (size_t)n * sizeof(double);
+    double *mine = (double *)malloc(one), *all = (double *)malloc(one * (size_t)b->size), *d;
+    int rc = -FI_ENOMEM, i;
+    if (mine && all) {
+        memcpy(mine, start, (size_t)n * sizeof(double));
+        memcpy(mine + n, end, (size_t)n * sizeof(double));
+        rc = efax_boot_allgather(&b->boot, mine, one, all, -1);
+    }
+    if (!rc && b->rank == 0 && n > 0) {
+        efax_stats st;
+        size_t u = strlen(res->extra);
+        d = mine; /* the differences, in place of this rank's own times */
+        for (i = 0; i < n; i++)
+            d[i] = all[(size_t)to * 2 * (size_t)n + (size_t)n + (size_t)i] -
+                   all[(size_t)from * 2 * (size_t)n + (size_t)i];
+        st = efax_stats_of(d, n);
+        if (u < sizeof res->extra)
+            snprintf(res->extra + u, sizeof res->extra - u,
+                     "%s\"%s\":{\"min\":%.3f,\"p50\":%.3f,\"avg\":%.3f,\"p99\":%.3f,\"max\":%.3f}",
+                     u ? "," : "", name, st.min, st.p50, st.avg, st.p99, st.max);
+        if (!b->o.quiet)
+            printf("#   %s %llu bytes: %s p50 %.2f us, p99 %.2f us (rank %d to rank %d, %d samples)\n",
+                   res->variant, (unsigned long long)res->size, name, st.p50, st.p99, from, to, n);
+    }
+    free(mine);
+    free(all);
     return rc;
 }
 

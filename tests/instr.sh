@@ -37,11 +37,11 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 B=${EFAX_BUILD:-build}
-# The bounds: per round trip #33's goal, 1.3x fi_pingpong's 184 (this commit counts 234 on either
-# provider and libfabric line); per posted write and per landed write a few percent above this
-# commit's 176.5 and 149-152 (docs/journal.md has the figures)
+# The bounds: per round trip 1.3x fi_pingpong's 184; per posted write and per landed write a few
+# percent above what efax counts (a posted write pays for checking that its peer is one now, since
+# peers come and go; docs/journal.md has the figures)
 BOUND_RT=${EFAX_INSTR_BOUND_RT:-239}
-BOUND_W=${EFAX_INSTR_BOUND_W:-185}
+BOUND_W=${EFAX_INSTR_BOUND_W:-192}
 BOUND_T=${EFAX_INSTR_BOUND_T:-160}
 W1=200 W2=1200 # the short and the long loop (round trips; write: a tenth of them, 64 writes each)
 command -v valgrind >/dev/null || { echo "skipped: no valgrind (apt-get install valgrind)"; exit 77; }
