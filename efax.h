@@ -6097,8 +6097,33 @@ EFAX_PRIVATE int efax__close_batch(efax_ctx *ctx, efax__nic *n, efax_seg *s, uin
 }
 
 /* Posts queued transmit chunks while the NIC's window has room. */
+/* The provider refused the queue's head for now. When that is its peer's doing (a connection still
+   opening, or a peer gone: tcp refuses so until it knows), the peers behind it must not wait on it:
+   every queued segment of that peer goes behind the others', in its order (efa orders nothing
+   between writes anyway). Returns whether another peer's segment is at the head now. */
+EFAX_PRIVATE bool efax__pend_rotate(efax__nic *n) {
+    int peer = n->pend_head->x->peer;
+    efax_seg *keep_h = NULL, *keep_t = NULL, *move_h = NULL, *move_t = NULL, *s, *next;
+    for (s = n->pend_head; s && s->x->peer == peer; s = s->next) {}
+    if (!s) return false;
+    for (s = n->pend_head; s; s = next) {
+        efax_seg **h = s->x->peer == peer ? &move_h : &keep_h, **t = s->x->peer == peer ? &move_t : &keep_t;
+        next = s->next;
+        s->next = NULL;
+        if (*t)
+            (*t)->next = s;
+        else
+            *h = s;
+        *t = s;
+    }
+    keep_t->next = move_h;
+    n->pend_head = keep_h;
+    n->pend_tail = move_t;
+    return true;
+}
+
 EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
-    int posted = 0;
+    int posted = 0, rotated = 0;
     bool open = false; /* the last post carried FI_MORE: the batch must end on a post without it */
     if (n->retry) efax__post_retry(ctx, n);
     while (n->pend_head && n->inflight < n->window && n->free_ops) {
@@ -6177,6 +6202,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         }
         if (rc == -FI_EAGAIN) {
             n->stats.eagain++;
+            if (!open && rotated++ < 4 && efax__pend_rotate(n)) continue; /* another peer's may go */
             break;
         }
         if (rc) {

@@ -49,7 +49,7 @@ static efax_batch_desc layer(const run *r, int l, bool paged) {
     d.chunk = r->b.o.chunk;
     d.tag = TAG_KV + l % KV_TAGS;
     d.seq = (uint32_t)(l / KV_TAGS);
-    d.index = (uint64_t)l * (uint64_t)r->pages;
+    d.index = paged ? (uint64_t)l * (uint64_t)r->pages : (uint64_t)l; /* rotating modes: a page, a layer */
     d.npages = paged ? r->pages : 1;
     d.page_size = paged ? r->st.size : r->st.size * (uint64_t)r->pages;
     d.src_pages = paged ? &r->src_pages[l * r->pages] : NULL;
@@ -104,12 +104,15 @@ static int iteration(run *r, int it, bool paged, double *lat) {
     return rc;
 }
 
-/* -c: fills every page of the prefill cache (before), checks every page of the decode cache (after). */
-static void pages_check(run *r, int it, bool fill) {
+/* -c: fills every page of the prefill cache (before), checks every page of the decode cache (after):
+   where the page tables put them (paged), or layer by layer in order (contiguous). */
+static void pages_check(run *r, int it, bool paged, bool fill) {
+    uint64_t s = r->st.size;
     for (int l = 0; l < r->layers; l++)
         for (int p = 0; p < r->pages; p++) {
-            uint64_t s = r->st.size, so = r->src_pages[l * r->pages + p] * s,
-                     dof = r->dst_pages[l * r->pages + p] * s;
+            int i = l * r->pages + p;
+            uint64_t so = (paged ? r->src_pages[i] : (uint32_t)i) * s,
+                     dof = (paged ? r->dst_pages[i] : (uint32_t)i) * s;
             if (fill)
                 r->src->ops->fill(r->src, so, s, 0, page_iter(r, it, l, p));
             else
@@ -126,9 +129,9 @@ static int variant(run *r, bool paged) {
     efax_bench_variant(b, &r->st, paged ? "Paged" : "Contig");
     for (int it = -r->st.warmup; it < r->st.iters && !rc; it++) {
         int k = it < 0 ? 0 : it;
-        if (b->o.check && paged && r->b.rank == 0) pages_check(r, k, true);
+        if (b->o.check && r->b.rank == 0) pages_check(r, k, paged, true);
         rc = iteration(r, k, paged, r->lat);
-        if (!rc && b->o.check && paged && r->b.rank == 1) pages_check(r, k, false);
+        if (!rc && b->o.check && r->b.rank == 1) pages_check(r, k, paged, false);
     }
     efax_bench_result(&res, &r->st, r->dst, paged ? "Paged" : "Contig", EFAX_RESULT_ONEWAY, r->pages, 1);
     /* each layer's post on rank 0 to its landing on rank 1 */
@@ -136,7 +139,7 @@ static int variant(run *r, bool paged) {
     if (rc) return rc;
     /* pages per second: the message rate's column (a page is the row's size) */
     efax_result_time(&res, r->lat, r->st.iters, bytes, efax_bench_line(b, r->st.mode));
-    rc = efax_bench_record(b, &res, b->o.check && paged ? r->wrong : -1);
+    rc = efax_bench_record(b, &res, b->o.check ? r->wrong : -1);
     r->wrong = 0;
     return rc;
 }

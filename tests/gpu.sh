@@ -131,6 +131,9 @@ checks() {
   # the streaming recipe: a ring of 4 slots under one data tag and one credit tag (arrivals in any order)
   t "$L/$P/stream-check" 300 launch 2 $e $B/stream_cuda -c -b 4K -e 1M -f 256 -n 200 --mem dma --slots 4 \
     --mode single,split --nics shm,shm $J
+  # the KV-cache recipe: a batch of scattered pages a layer, every page checked
+  t "$L/$P/kvcache-check" 300 launch 2 $e $B/kvcache_cuda -c -b 64K -e 64K -n 3 --layers 16 --pages 32 --mem dma \
+    --mode single,split --nics shm,shm $J
 }
 if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ]; then
   for L in $LINES; do
