@@ -245,6 +245,28 @@ done
 if has_provider tcp; then t readme/program-wrong-byte 120 readme_program_run tcp wrong; fi
 # --- every relative link in the README and docs/ names a file that exists (and a heading in it)
 t docs/links 30 python3 tests/doc_links.py README.md docs/*.md
+# the manual's core calls are at most 30, each declared in efax.h, and tests/peers.c (a transfer engine's
+# program: peers that come and go, regions as bytes, writes, arrivals) calls nothing else of efax but
+# the memory helpers it fills and checks bytes with
+core_calls() {
+  local core used bad=0 c
+  core=$(sed -n '/^\*\*The core: what a transfer engine needs\*\*/,/^With a launcher instead of addresses/p' docs/manual.md |
+    grep '^| `efax_' | cut -d'|' -f2 | grep -o 'efax_[a-z_]*' | sort -u)
+  echo "core calls ($(wc -l <<<"$core")): $(tr '\n' ' ' <<<"$core")"
+  [ "$(wc -l <<<"$core")" -le 30 ] || { echo "more than 30 core calls"; bad=1; }
+  for c in $core; do grep -q "^EFAX_API[^(]* \**$c(" efax.h || grep -q "^EFAX__API_INLINE[^(]* $c(" efax.h ||
+    { echo "$c: in the manual's core, not declared in efax.h"; bad=1; }; done
+  used=$(grep -o 'efax_[a-z_]*(' tests/peers.c | tr -d '(' | sort -u)
+  for c in $used; do
+    case " $(tr '\n' ' ' <<<"$core") efax_host_alloc efax_pattern_fill efax_pattern_check efax_now_ns " in
+      *" $c "*) ;;
+      *) echo "tests/peers.c calls $c, which is not a core call"; bad=1 ;;
+    esac
+  done
+  return $bad
+}
+export -f core_calls
+t docs/core-calls 30 core_calls
 
 # --- unit tests (no fabric)
 for u in $("$B/unit" --list); do t "unit/$u" 120 "$B/unit" "$u"; done
