@@ -285,6 +285,8 @@ typedef struct efax_bench_desc {
                          alone (as --quiet) */
     bool msg_rate;    /* the table shows the message rate (Mmsg/s), the JSON has "mmsgs" (osu_mbw_mr's,
                          perftest's figure); the CSV's mmsgs column is empty without it */
+    bool sends;       /* the experiment sends messages whole: sizes above the largest message the
+                         provider carries (efax_caps.max_send: efa-direct's MTU) are left out, said */
     const efax_bench_xchg *xchg; /* the layout of the driver's exchange (efax_bench_exchange); NULL: none */
 } efax_bench_desc;
 
@@ -319,6 +321,7 @@ typedef struct efax_bench {
     efax_write_desc *xw;         /* [2 * size * msgs]: this rank's writes as it describes them, then the
                                     writes into it as it expects them */
     efaxb__counts *cnt;          /* the row's per-NIC counters and the first messages (efax_bench_connect) */
+    uint64_t sends_cut;          /* -e before efax_bench_connect cut it to the largest message (desc.sends) */
 } efax_bench;
 
 /* One point of the sweep. Zero it before the first efax_bench_next. */
@@ -2194,6 +2197,17 @@ EFAX_API int efax_bench_connect(efax_bench *b) {
     b->connected = true; /* efax_ctx_deinit is safe on a half-opened context */
     if ((rc = efax_ctx_init(&b->ctx, &cd)) || (rc = efax_ctx_connect(&b->ctx, &b->boot))) return rc;
     if (b->d.modes && efax_ctx_nnics(&b->ctx) == 1) b->o.modes &= 1u << EFAX_MODE_SINGLE;
+    if (b->d.sends && b->o.max_size > efax_ctx_caps(&b->ctx)->max_send) {
+        uint64_t most = efax_ctx_caps(&b->ctx)->max_send;
+        char m[32];
+        efax_fmt_size(most, m, sizeof m);
+        if (b->o.min_size > most)
+            return efax_bench_usage(
+                b, "-b: %s carries messages of at most %s (FI_OPT_MAX_MSG_SIZE); -b %s or less",
+                efax_ctx_provider(&b->ctx), m, m);
+        b->sends_cut = b->o.max_size; /* efax_bench_begin says so */
+        b->o.max_size = most;
+    }
     if (!b->d.cold && (rc = efaxb__first_messages(b))) return rc; /* the cold start's first messages */
     if (!b->d.cold && (rc = efax_ctx_warmup(&b->ctx))) return rc;
     return b->d.xchg ? efaxb__xchg_init(b) : 0;
@@ -2231,6 +2245,14 @@ EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
     if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot)))
         return rc;
     b->rep->msg_rate = b->d.msg_rate;
+    if (b->sends_cut && b->rank == 0 && !b->o.quiet) {
+        char m[32], e[32];
+        printf(
+            "# sizes above %s left out (-e %s): %s carries messages of at most %s (FI_OPT_MAX_MSG_SIZE%s)\n",
+            efax_fmt_size(b->o.max_size, m, sizeof m), efax_fmt_size(b->sends_cut, e, sizeof e),
+            efax_ctx_caps(&b->ctx)->direct ? "efa-direct" : efax_ctx_provider(&b->ctx), m,
+            efax_ctx_caps(&b->ctx)->direct ? ": the device's MTU" : "");
+    }
     if ((rc = efaxb__cold_header(b))) return rc; /* collective */
 #ifdef EFAX_CUDA_H
     if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efaxb__ceiling(b, 256u << 20);
