@@ -244,6 +244,8 @@ typedef struct efax_nic_info {
     size_t max_send_size;   /* largest message the endpoint sends (FI_OPT_MAX_MSG_SIZE, 2.x; else
                                max_msg_size): efa-direct's is the device's MTU, 8 KiB */
     uint32_t addr_format;
+    int window;  /* once open: efax's operations in flight on it (at most tx_size: efax_ctx_desc.window) */
+    int cq_size; /* once open: its completion queue's entries (efax_ctx_desc.cq_size) */
     /* efa only, once the endpoint is open (-1: not efa, or this libfabric cannot say): */
     int efa_shm;                /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
     int emulated_write;         /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
@@ -1962,6 +1964,18 @@ EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b)
     return d;
 }
 
+/* Sorts NIC indices out[0..n) by the NICs' PCI addresses: shares of a switch's NICs are dealt in PCI
+   order, the same on every rank of a host whatever order the provider listed them in. */
+EFAX_PRIVATE void efax__sort_by_pci(const efax_nic_info *nics, int *out, int n) {
+    int i, j;
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && strcmp(nics[out[j - 1]].pci, nics[out[j]].pci) > 0; j--) {
+            int t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+}
+
 /* Of n NICs tied nearest GPU dev_pci at PCI depth best, the share of that GPU when other GPUs are
    as near them (behind the same PCIe switch): a p5en's or p6-b200's switch holds 2 GPUs and 2 NICs
    (aws-ofi-nccl platform-aws.cpp, which sets NCCL_NETDEVS_POLICY=max:1 there), and both GPUs'
@@ -1981,6 +1995,7 @@ EFAX_PRIVATE int efax__near_share(const char *root, const efax_nic_info *nics, c
     }
     *shares = 1;
     if (mine < 0 || peers < 2 || n < peers) return n;
+    efax__sort_by_pci(nics, out, n);
     for (j = 0; j < n; j++)
         if (j % peers == mine) out[k++] = out[j];
     *shares = peers;
@@ -2091,6 +2106,7 @@ EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, in
     if (numa < 0 && share >= ncand && ncand > 0) {
         int peers = (local_size - 1 - local_rank % ncand) / ncand + 1, k = local_rank / ncand, j, m = 0;
         if (peers > 1 && n >= peers && k < peers) {
+            efax__sort_by_pci(nics, out, n);
             for (j = 0; j < n; j++)
                 if (j % peers == k) out[m++] = out[j];
             n = m;
@@ -3134,8 +3150,9 @@ EFAX_PRIVATE void efax__faults_summary(efax_ctx *ctx) {
 EFAX_PRIVATE void efax__faults_limits_summary(efax_ctx *ctx) {
     const efax_fault_stats *s = &ctx->faults.stats;
     if (!(ctx->faults.fams & (EFAX_FAULT_DIRECT | EFAX_FAULT_CQMAX))) return;
-    efax_log(ctx, 1, "EFAX_FAULTS=%s on rank %d: direct refused=%llu; cqmax refused=%llu", ctx->faults.spec,
-             ctx->rank, (unsigned long long)s->direct, (unsigned long long)s->cq_refused);
+    efax_log(ctx, 1,
+             "EFAX_FAULTS=%s, the limits it imposed, rank %d: direct refused=%llu; cqmax refused=%llu",
+             ctx->faults.spec, ctx->rank, (unsigned long long)s->direct, (unsigned long long)s->cq_refused);
 }
 
 EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx) {
@@ -3561,12 +3578,17 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
                           &n->cq_incoming);
             efax_log(ctx, 1,
                      "NIC %s: fi_cq_open refused %d entries (%s); opened at the provider's default size "
-                     "instead (about %d: its transmit and receive queues), so the window is %d and a target "
-                     "awaits at most %d chunks at once on this NIC (EFAX_CQ_SIZE sets another size)",
+                     "instead, and plans for %d entries, its transmit and receive queues together (efa's "
+                     "size), so "
+                     "the window is %d and a target awaits at most %d chunks at once on this NIC "
+                     "(EFAX_CQ_SIZE sets "
+                     "another size)",
                      n->info.name, asked, fi_strerror(-first), n->cq_size, n->window, n->cq_incoming);
         }
     }
     if (rc) return efax__fierr(ctx, rc, "fi_cq_open", n->info.name);
+    n->info.window = n->window;
+    n->info.cq_size = n->cq_size;
     if ((rc = efax__fault_open(ctx, n))) return rc;
     memset(&ava, 0, sizeof ava);
     ava.type = n->fi->domain_attr->av_type != FI_AV_UNSPEC ? n->fi->domain_attr->av_type : FI_AV_TABLE;
@@ -3744,9 +3766,9 @@ EFAX_PRIVATE int efax__ctx_provider(efax_ctx *ctx, const efax_ctx_desc *d, struc
                  "knowingly (--provider %s, EFAX_PROVIDER=%s)",
                  nefa, efa, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), ctx->provider,
                  access(dev, F_OK)
-                     ? "/dev/infiniband is missing: a container needs the EFA devices passed in "
-                       "(docker run --device=/dev/infiniband/uverbs0 ..., or the Kubernetes EFA device "
-                       "plugin's vpc.amazonaws.com/efa resource)"
+                     ? "Fix: /dev/infiniband is missing, so pass the EFA devices into the container (docker "
+                       "run --device=/dev/infiniband/uverbs0 ..., or the Kubernetes EFA device plugin's "
+                       "vpc.amazonaws.com/efa resource)"
                      : "Fix: load the EFA installer's libfabric (LD_LIBRARY_PATH=/opt/amazon/efa/lib, or "
                        "build with make LIBFABRIC=/opt/amazon/efa; ./doctor says which libfabric is loaded)",
                  ctx->provider, ctx->provider);
