@@ -864,8 +864,8 @@ cuda_probe_off() {
   ! grep -q "CUDA in libfabric" "$out.none.log" && jq -e -s 'all(.[]; .run.env.FI_HMEM == null)' "$out.none.jsonl" >/dev/null ||
     { echo "a host without GPUs got FI_HMEM set"; return 1; }
 }
-# --no-cuda-api where libfabric has no CUDA (this host's 2.x: FI_OPT_CUDA_API_PERMITTED answers
-# -FI_EINVAL): no CUDA call to forbid, so the run goes on, saying why; below 1.18 it cannot be asked
+# --no-cuda-api where libfabric has no CUDA (this host's 2.x shm: FI_OPT_CUDA_API_PERMITTED answers
+# -FI_EINVAL, smr_ep.c): no CUDA call to forbid, so the run goes on, saying why; below 1.18 it cannot be asked
 no_cuda_api() {
   local p=$1 out=$LOGS/no-cuda-api-$1
   if ! pkg-config --atleast-version=1.18 libfabric; then
@@ -879,7 +879,7 @@ no_cuda_api() {
 export -f efa_fallback cuda_probe_off no_cuda_api
 t fault/efa-fallback-refused 120 efa_fallback
 t topo/cuda-probe-off 120 cuda_probe_off
-for p in tcp shm; do has_provider $p && t $p/no-cuda-api-without-cuda 60 no_cuda_api $p; done
+has_provider shm && t shm/no-cuda-api-without-cuda 60 no_cuda_api shm # 2.x's tcp knows no such option: -FI_ENOPROTOOPT
 
 # --- what the OS counts where something went wrong, per row; and the proof that writes move by the
 # device's RDMA write. A tree whose lo has an interface's statistics (and, standing in for efa's
