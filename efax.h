@@ -59,7 +59,9 @@
 
    Environment
    -----------
-       EFAX_PROVIDER       provider to use (efa, tcp, shm, ...); default efa, else tcp, else shm
+       EFAX_PROVIDER       provider to use (efa, efa-direct, tcp, shm, ...); default efa, else tcp,
+                           else shm; a host with EFA devices where efa is not offered runs
+                           nothing unless one is named
        EFAX_NICS           comma-separated NIC (domain) names; a name listed twice opens two
                            endpoints on it (exercises multi-rail code on one device); groups
                            separated by ';' give the ranks of one host their own NICs
@@ -79,8 +81,9 @@
                            and 16384 for peers' writes); a target expecting more chunks at once
                            than that fails, naming it (efa would lose completions)
        EFAX_FAULTS         family,family,...[:seed]: make tcp and shm behave as efa may (reorder,
-                           eagain, injectfail, emulated, smallrma[=SIZE], all); see >>faults. Off
-                           unless set; the seed a run used is in its header
+                           eagain, injectfail, emulated, smallrma[=SIZE], all; and efa-direct's
+                           limits: direct, cqmax=N); see >>faults. Off unless set; the seed a run
+                           used is in its header
        EFAX_HUGE_PAGES     1: host buffers of 2 MiB and more ask for transparent huge pages, 0: they
                            never do (default: they do unless a NIC is tcp; efax_ctx_host_alloc)
        EFAX_CUDA_API       whether the provider may call CUDA to move device memory
@@ -103,6 +106,11 @@
    Troubleshooting
    ---------------
      - "no provider": install libfabric (Debian: libfabric1 libfabric-bin); `fi_info -l` lists providers.
+     - "EFA device(s) ... but libfabric ... offers no efa provider": load the EFA installer's
+       libfabric (LD_LIBRARY_PATH=/opt/amazon/efa/lib), pass /dev/infiniband into a container, or
+       name a provider (--provider tcp) to measure it knowingly.
+     - Host memory on a host with GPUs: set FI_HMEM=system before the first libfabric call, or
+       efa's start-up probe makes a CUDA context on the current GPU (efax_bench.h does it).
      - "unknown NIC": the message lists the NICs the provider has; pass one of them to --nics.
      - "no launcher": run under mpirun/srun --mpi=pmix, or set EFAX_RANK/EFAX_SIZE/EFAX_ROOT.
      - A wait times out: the peer died or never started, or the transfer is slower than
