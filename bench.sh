@@ -53,6 +53,11 @@
 # fabtests (Debian's libfabric-bin has fi_pingpong alone; tests/libfabric.sh
 # fabtests-1.17.0.tar.bz2 fabtests builds its line's, then PATH=PREFIX/bin:$PATH) efax's rate is
 # printed alone.
+# Where this host offers efa (an EFA instance), the sweep runs it too, each rank's writes through the
+# NIC, and beside efax's write with 64 in flight both fabtests' fi_rma_bw and libfabric 2.6's
+# fi_efa_rma_bw (-o writedata -W 64; the EFA one posts and polls without blocking at window
+# boundaries, as perftest does), on each efa fabric offered (efa, efa-direct: the tools' -f names it,
+# since they would take efa-direct, listed first, for hints without tags).
 # With --lab and no driver: tcp WRITE between the lab's first two hosts (one rail), efax's write
 # (64 and 1 in flight) beside fi_rma_bw -o writedata (64 in flight), interleaved, twice.
 # Each run leaves its log, .jsonl, .csv, the exact commands and PNG plots in the results folder.
@@ -350,18 +355,22 @@ wait_listen() {
 # bandwidth benchmark, -o writedata with 64 writes in flight (its default window), the plain
 # fi_writedata loop efax's write is compared with; its client's output to $OUT/NAME.txt. By default
 # both ends run here (127.0.0.1); in the lab SERVER_PREFIX / CLIENT_PREFIX run them in two hosts.
+# FIBW_PROV (default tcp), FIBW_TOOL (default fi_rma_bw) and FIBW_FABRIC (-f, none by default) pick
+# another provider, the EFA tool (fi_efa_rma_bw, libfabric 2.6's fabtests, the same output) or a fabric.
 FI_RMA_BW=$(command -v fi_rma_bw || true)
+FI_EFA_RMA_BW=$(command -v fi_efa_rma_bw || true)
 fi_bw() {
   local name=$1 sz=$2 it=$3 sp=${4:-$(pin 1)} cp=${5:-$(pin 0)} addr=${6:-127.0.0.1} port=$((20000 + RANDOM % 12000)) server
-  local args=(-p tcp -o writedata -W 64 -S "$sz" -I "$it" -E="$port") src=$((10000 + RANDOM % 9998))
-  echo "$sp fi_rma_bw ${args[*]} -B $src ${7:-} & $cp fi_rma_bw ${args[*]} -B $((src + 1)) ${8:-} $addr" \
+  local args=(-p "${FIBW_PROV:-tcp}" ${FIBW_FABRIC:+-f "$FIBW_FABRIC"} -o writedata -W 64 -S "$sz" -I "$it" -E="$port")
+  local tool=${FIBW_TOOL:-$FI_RMA_BW} src=$((10000 + RANDOM % 9998))
+  echo "$sp ${tool##*/} ${args[*]} -B $src ${7:-} & $cp ${tool##*/} ${args[*]} -B $((src + 1)) ${8:-} $addr" \
     >>"$OUT/commands.txt"
   # shellcheck disable=SC2086
-  timeout 120 $sp "$FI_RMA_BW" "${args[@]}" -B "$src" ${7:-} >>"$OUT/$name.server.txt" 2>&1 &
+  timeout 120 $sp "$tool" "${args[@]}" -B "$src" ${7:-} >>"$OUT/$name.server.txt" 2>&1 &
   server=$!
   wait_listen "$sp" "$port" || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; return 1; }
   # shellcheck disable=SC2086
-  timeout 120 $cp "$FI_RMA_BW" "${args[@]}" -B $((src + 1)) ${8:-} "$addr" >>"$OUT/$name.txt" 2>&1
+  timeout 120 $cp "$tool" "${args[@]}" -B $((src + 1)) ${8:-} "$addr" >>"$OUT/$name.txt" 2>&1
   kill "$server" 2>/dev/null
   wait "$server" 2>/dev/null
 }
@@ -511,7 +520,9 @@ mrate_pair() {
 }
 
 PROVS=()
-for p in shm tcp; do "$BUILD/info" --provider $p >/dev/null 2>&1 && PROVS+=($p); done
+for p in shm tcp efa; do "$BUILD/info" --provider $p >/dev/null 2>&1 && PROVS+=($p); done
+EFA_FABRICS=efa # and efa-direct where this host offers it (libfabric 2.x on a device with unsolicited write recv)
+"$BUILD/info" --provider efa-direct >/dev/null 2>&1 && EFA_FABRICS="efa efa-direct"
 [ ${#PROVS[@]} -gt 0 ] || { echo "bench.sh: neither shm nor tcp is available from libfabric here" >&2; exit 1; }
 ROUNDS=5
 for p in "${PROVS[@]}"; do
@@ -543,6 +554,19 @@ for p in "${PROVS[@]}"; do
     done
     echo; echo "== fi_rma_bw-tcp (reference: -o writedata, 64 in flight)"
     grep -hE '^[0-9]' "$OUT/fi_rma_bw-tcp.txt"
+  fi
+  if [ "$p" = efa ]; then
+    # efa write with 64 in flight against fabtests' fi_rma_bw and libfabric 2.6's fi_efa_rma_bw (each
+    # where found), -o writedata -W 64, on each efa fabric, 4 GiB per size, two interleaved rounds
+    for f in $EFA_FABRICS; do
+      for r in 1 2; do
+        for s in 65536 1048576 16777216; do
+          run write-$f-w64.$s.r$r write --provider $f -b $s -e $s --window 64 -n $((4294967296 / (64 * s))) -w 2 --quiet || status=1
+          [ -z "$FI_RMA_BW" ] || FIBW_PROV=efa FIBW_FABRIC=$f fi_bw fi_rma_bw-$f "$s" $((4294967296 / s))
+          [ -z "$FI_EFA_RMA_BW" ] || FIBW_PROV=efa FIBW_FABRIC=$f FIBW_TOOL=$FI_EFA_RMA_BW fi_bw fi_efa_rma_bw-$f "$s" $((4294967296 / s))
+        done
+      done
+    done
   fi
   # the message rate, 8 B - 64 KiB, windows of $MR_W: efax's write against fabtests' fi_rma_bw -o
   # writedata, efax's sendrecv (its Stream) against fi_rdm_bw (untagged sends on an RDM endpoint).
@@ -686,6 +710,26 @@ if printf '%s\n' "${PROVS[@]}" | grep -qx tcp; then
   else
     echo "-- tcp: no fi_rma_bw (fabtests) here to compare the write with: tests/libfabric.sh TARBALL builds libfabric with its fabtests; then ./bench.sh --libfabric PREFIX"
   fi
+fi
+if printf '%s\n' "${PROVS[@]}" | grep -qx efa; then
+  for f in $EFA_FABRICS; do
+    echo
+    echo "-- $f: write with 64 in flight vs fabtests' fi_rma_bw and fi_efa_rma_bw (-o writedata -W 64), Gbps, the best of 2 rounds"
+    printf '%10s %12s %14s %18s %8s %8s %s\n' size "efax Gbps" "fi_rma_bw Gbps" "fi_efa_rma_bw Gbps" "efax/fi" "efax/efa" verdict
+    for s in 65536 1048576 16777216; do
+      e=$(cat "$OUT"/write-$f-w64.$s.r*.jsonl 2>/dev/null | jq -r 'select(.variant=="Single") | .gbps' | sort -g | tail -1)
+      a=$(cat "$OUT/fi_rma_bw-$f.txt" 2>/dev/null | fi_bw_table /dev/stdin | awk -v s=$s '$1 == s {print $2}' | sort -g | tail -1)
+      b=$(cat "$OUT/fi_efa_rma_bw-$f.txt" 2>/dev/null | fi_bw_table /dev/stdin | awk -v s=$s '$1 == s {print $2}' | sort -g | tail -1)
+      awk -v s=$s -v e="${e:-0}" -v a="${a:-0}" -v b="${b:-0}" 'BEGIN {
+        ra = a > 0 ? e / a : 0; rb = b > 0 ? e / b : 0; m = a > b ? a : b
+        ce = e > 0 ? sprintf("%.3f", e) : "no result"; ca = a > 0 ? sprintf("%.3f", a) : "-"
+        cb = b > 0 ? sprintf("%.3f", b) : "-"; qa = a > 0 ? sprintf("%.2f", ra) : "-"; qb = b > 0 ? sprintf("%.2f", rb) : "-"
+        v = (e <= 0 || m <= 0) ? "-" : (e >= m ? "ok" : "BELOW the faster tool")
+        printf "%10d %12s %14s %18s %8s %8s %s\n", s, ce, ca, cb, qa, qb, v }'
+    done
+    [ -n "$FI_RMA_BW$FI_EFA_RMA_BW" ] ||
+      echo "   no fabtests here: tests/libfabric.sh TARBALL builds libfabric 2.6 with them (fi_efa_rma_bw with its efa), then ./bench.sh --libfabric PREFIX"
+  done
 fi
 if printf '%s\n' "${PROVS[@]}" | grep -qx shm; then
   echo

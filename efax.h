@@ -59,7 +59,9 @@
 
    Environment
    -----------
-       EFAX_PROVIDER       provider to use (efa, tcp, shm, ...); default efa, else tcp, else shm
+       EFAX_PROVIDER       provider to use (efa, efa-direct, tcp, shm, ...); default efa, else tcp,
+                           else shm; a host with EFA devices where efa is not offered runs
+                           nothing unless one is named
        EFAX_NICS           comma-separated NIC (domain) names; a name listed twice opens two
                            endpoints on it (exercises multi-rail code on one device); groups
                            separated by ';' give the ranks of one host their own NICs
@@ -79,8 +81,9 @@
                            and 16384 for peers' writes); a target expecting more chunks at once
                            than that fails, naming it (efa would lose completions)
        EFAX_FAULTS         family,family,...[:seed]: make tcp and shm behave as efa may (reorder,
-                           eagain, injectfail, emulated, smallrma[=SIZE], all); see >>faults. Off
-                           unless set; the seed a run used is in its header
+                           eagain, injectfail, emulated, smallrma[=SIZE], all; and efa-direct's
+                           limits: direct, cqmax=N); see >>faults. Off unless set; the seed a run
+                           used is in its header
        EFAX_HUGE_PAGES     1: host buffers of 2 MiB and more ask for transparent huge pages, 0: they
                            never do (default: they do unless a NIC is tcp; efax_ctx_host_alloc)
        EFAX_CUDA_API       whether the provider may call CUDA to move device memory
@@ -103,6 +106,11 @@
    Troubleshooting
    ---------------
      - "no provider": install libfabric (Debian: libfabric1 libfabric-bin); `fi_info -l` lists providers.
+     - "EFA device(s) ... but libfabric ... offers no efa provider": load the EFA installer's
+       libfabric (LD_LIBRARY_PATH=/opt/amazon/efa/lib), pass /dev/infiniband into a container, or
+       name a provider (--provider tcp) to measure it knowingly.
+     - Host memory on a host with GPUs: set FI_HMEM=system before the first libfabric call, or
+       efa's start-up probe makes a CUDA context on the current GPU (efax_bench.h does it).
      - "unknown NIC": the message lists the NICs the provider has; pass one of them to --nics.
      - "no launcher": run under mpirun/srun --mpi=pmix, or set EFAX_RANK/EFAX_SIZE/EFAX_ROOT.
      - A wait times out: the peer died or never started, or the transfer is slower than
@@ -152,7 +160,9 @@
 /* Wire format of everything ranks exchange; ranks with different values refuse each other.
    (Overridable only so the tests can build a mismatched peer.) */
 #ifndef EFAX_WIRE_VERSION
-#define EFAX_WIRE_VERSION 4u /* 4: staged writes carry a sequence beside the cell; descriptors as bytes */
+#define EFAX_WIRE_VERSION                                                                                    \
+    4u /* 4: staged writes carry a sequence beside their cell; addresses and regions as
+                                 bytes; an address carries each NIC's control region (efa-direct) */
 #endif
 
 #ifndef EFAX_API
@@ -242,7 +252,11 @@ typedef struct efax_nic_info {
                                endpoint (FI_OPT_INJECT_*_SIZE, libfabric 2.x) once it is open */
     size_t max_rma_size;    /* largest write the endpoint takes (FI_OPT_MAX_RMA_SIZE, 2.x; else
                                max_msg_size) */
+    size_t max_send_size;   /* largest message the endpoint sends (FI_OPT_MAX_MSG_SIZE, 2.x; else
+                               max_msg_size): efa-direct's is the device's MTU, 8 KiB */
     uint32_t addr_format;
+    int window;  /* once open: efax's operations in flight on it (at most tx_size: efax_ctx_desc.window) */
+    int cq_size; /* once open: its completion queue's entries (efax_ctx_desc.cq_size) */
     /* efa only, once the endpoint is open (-1: not efa, or this libfabric cannot say): */
     int efa_shm;                /* 1: efa's own shared memory carries same-node peers, 0: the NIC does */
     int emulated_write;         /* 1: efa emulates RDMA writes with messages (FI_OPT_EFA_EMULATED_WRITE) */
@@ -264,14 +278,27 @@ typedef struct efax_nic_info {
 EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, int *count);
 
 /* Writes into buf the providers that offer RDM endpoints with RMA on this host, comma
-   separated ("efa,tcp,shm"). Returns 0 or a negative code. Thread safe. */
+   separated ("efa,efa-direct,tcp,shm": efa-direct, efa's other fabric in libfabric 2.x, where the
+   device offers what efax needs of it). Returns 0 or a negative code. Thread safe. */
 EFAX_API int efax_topo_providers(char *buf, size_t len);
 
 /* The provider efax uses when none is named: `want` if not NULL/empty, else $EFAX_PROVIDER,
-   else efa, tcp or shm, the first present. Writes it into buf. Returns 0, -EFAX_E_NOPROV, or
-   -EFAX_E_UNSUPPORTED for "efa-direct" (libfabric 2.x's other efa fabric: efax runs on efa's
-   RDM protocol, the fabric "efa"). Thread safe. */
+   else efa, tcp or shm, the first present. "efa-direct" names efa's other fabric (libfabric 2.x:
+   only what the device does; efax_caps.direct); "efa" is efa's RDM protocol. Writes it into buf.
+   Returns 0 or -EFAX_E_NOPROV. It does not refuse a fall back from efa on a host with EFA devices:
+   efax_ctx_init does (efax_topo_efa_devices). Thread safe. */
 EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len);
+
+/* The EFA devices the kernel has: entries of <root>/sys/class/infiniband whose device/vendor is
+   Amazon's (0x1d0f), whatever libfabric sees. names (may be NULL) gets them comma separated.
+   Returns how many. efax_ctx_init refuses to fall back to tcp or shm where there are some and
+   no provider was named; the doctor compares them with what libfabric offers. Thread safe. */
+EFAX_API int efax_topo_efa_devices(char *names, size_t len);
+
+/* NVIDIA GPUs on the PCI bus under root (vendor 0x10de, class 0x03xxxx: what a program without CUDA
+   sees), their PCI addresses in pci[] sorted, at most max (pci may be NULL to count). Returns how
+   many there are. Thread safe. */
+EFAX_API int efax_topo_gpus(const char *root, char (*pci)[16], int max);
 
 /* Where efax reads the PCI tree: $EFAX_SYSFS_ROOT, a directory holding a "sys" tree (tests/topo/p5
    and tests/topo/p4d are synthetic ones shaped like a p5's and a p4d's: their NOTE.md), or "" for
@@ -290,7 +317,9 @@ EFAX_API int efax_topo_pci_numa(const char *root, const char *pci);
 
 /* Which of `nics` a rank should use by default. dev_pci (its GPU's PCI address, or NULL/""):
    the NICs sharing the most PCI path with it (a p5's 4 behind the GPU's switch, a p4d's one),
-   as aws-ofi-nccl does (nccl_ofi_topo.cpp); else numa >= 0: the NICs on that NUMA node.
+   as aws-ofi-nccl does (nccl_ofi_topo.cpp), shared out among the GPUs behind the same switch when
+   there are NICs enough (a p5en's or p6-b200's 2 GPUs and 2 NICs: one each; GPUs read from sysfs,
+   efax_topo_gpus); else numa >= 0: the NICs on that NUMA node.
    out: indices into nics, at most max. Returns how many (0: no preference: use them all).
    Reads sysfs under root only for PCI depths. Thread safe. */
 EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
@@ -429,6 +458,11 @@ typedef struct efax_caps {
     bool split_writes;          /* shm on 2.x: large writes are copied half by each side */
     bool small_pages;           /* host buffers without huge pages (tcp: efax_ctx_host_alloc says why) */
     bool stale_name_retry;      /* fi_enable's -FI_EBUSY means a dead process's region: rename (shm) */
+    bool direct;                /* efa's efa-direct fabric (--provider efa-direct), or EFAX_FAULTS direct
+                                   rehearsing it: no tagged messages (efax_notify is a 0-byte write
+                                   into the peer's control region), messages of at most max_send,
+                                   the target's AV filled before any write (a barrier in connect) */
+    uint64_t max_send;          /* the largest message, the smallest of the NICs' max_send_size */
 } efax_caps;
 
 /* Opens a context: the provider's NICs (each with fabric, domain, CQ, AV and RDM endpoint).
@@ -457,9 +491,9 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot);
    else runs: no collective, nobody stops. A context made by efax_ctx_connect takes more peers the
    same way, up to its max_peers. */
 
-/* The largest address efax_ctx_addr writes, in bytes (a header, then per NIC its name, and its
-   endpoint name of at most 96 bytes). */
-#define EFAX_ADDR_BYTES (160 + EFAX_MAX_NICS * (64 + 4 + 96))
+/* The largest address efax_ctx_addr writes, in bytes (a header, then per NIC its name, its control
+   region, and its endpoint name of at most 96 bytes). */
+#define EFAX_ADDR_BYTES (160 + EFAX_MAX_NICS * (64 + 16 + 4 + 96))
 /* Writes this process's address into buf (cap bytes; EFAX_ADDR_BYTES always suffice); *len gets
    its size. Returns 0, -FI_ETOOSMALL (cap too small: *len says how much) or -FI_EOPBADSTATE (no
    peer id yet). Thread safe against nothing else writing the context. */
@@ -514,6 +548,9 @@ EFAX_API const efax_caps *efax_ctx_caps(const efax_ctx *ctx);
 /* What efax_ctx_connect found different between ranks without refusing them (libfabric
    versions, FI_HMEM, GPUDirect), one clause per difference; "" when every rank is alike. */
 EFAX_API const char *efax_ctx_peer_note(const efax_ctx *ctx);
+/* How the provider was chosen ("named by the program (--provider)", "named by EFAX_PROVIDER", "the
+   first of efa, tcp, shm offered"), for run headers. */
+EFAX_API const char *efax_ctx_provider_choice(const efax_ctx *ctx);
 /* How this rank's NICs were chosen ("--nics", "nearest GPU 0000:53:00.0", ...), for run headers. */
 EFAX_API const char *efax_ctx_nic_choice(const efax_ctx *ctx);
 /* Every wait's limit in milliseconds (efax_ctx_desc.timeout_ms, resolved). */
@@ -1030,7 +1067,17 @@ EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag, uint32_
                  efax_ctx_connect refuses, naming both ranks
      smallrma    the endpoint's max RMA size reads 64 KiB (smallrma=SIZE: another), so every large
                  write is many chunks
-     all         every family
+     all         every family above
+   and two that impose a fabric's limits rather than faults (not part of `all`):
+     direct      efa-direct's (libfabric 2.x's other efa fabric, --provider efa-direct): no tagged
+                 operations, messages of at most 8 KiB (FI_OPT_MAX_MSG_SIZE, the device's MTU), no
+                 inject writes but of 0 bytes (FI_OPT_INJECT_RMA_SIZE 0), sends and injects of at
+                 most 32 bytes (the device's inline size), a descriptor for every buffer
+                 (FI_MR_LOCAL), no message order, nothing emulated. efax runs as on efa-direct (its
+                 control messages become 0-byte writes) and a call that breaks a limit is refused as
+                 efa-direct would refuse it, counted, and named (a bug: the count must stay 0)
+     cqmax=N     fi_cq_open refuses a queue of more than N entries, as a device with a smaller
+                 max_cqe would (efax then opens one at the provider's own size)
    Decisions come from a seeded generator per rank and NIC (after efax_ctx_connect every rank
    takes rank 0's seed), so a seed gives the same decisions for the same sequence of calls; how
    processes interleave still varies. Whatever the families, posts with FI_MORE wait for the
@@ -1046,11 +1093,15 @@ enum {
     EFAX_FAULT_ALL = 0x3fu
 };
 
+/* The families that impose a fabric's limits rather than faults: outside EFAX_FAULT_ALL. */
+enum { EFAX_FAULT_DIRECT = 1u << 6, EFAX_FAULT_CQMAX = 1u << 7 };
+
 /* An EFAX_FAULTS value, parsed. */
 typedef struct efax_fault_spec {
     unsigned families; /* EFAX_FAULT_* bits; 0: off */
     uint64_t seed;     /* when has_seed */
     bool has_seed;
+    uint64_t cq_max;       /* cqmax=N: the largest completion queue fi_cq_open takes */
     uint64_t rma;          /* smallrma's max RMA size: 64 KiB, or smallrma=SIZE */
     uint64_t inject_first; /* injectfail=N: the N-th inject the provider takes is the first dropped
                                  (0: one of the 16th to 271st, drawn from the seed) */
@@ -1064,14 +1115,17 @@ EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why
 
 /* What the fault layer did so far in this process (zeroes when it is off). */
 typedef struct efax_fault_stats {
-    uint64_t held;        /* reorder: completions handed on later or out of order */
-    uint64_t deferred;    /* reorder: writes handed to the provider late */
-    uint64_t refused;     /* eagain: posts refused with -FI_EAGAIN */
-    uint64_t bursts;      /* eagain: bursts of refusals */
-    uint64_t failed;      /* injectfail: injected operations dropped, each with an error entry */
-    uint64_t errored;     /* injectfail: completions turned into error entries */
-    uint64_t emulated;    /* emulated: NICs that said their writes are emulated */
-    uint64_t capped;      /* smallrma: NICs whose max RMA size was cut */
+    uint64_t held;       /* reorder: completions handed on later or out of order */
+    uint64_t deferred;   /* reorder: writes handed to the provider late */
+    uint64_t refused;    /* eagain: posts refused with -FI_EAGAIN */
+    uint64_t bursts;     /* eagain: bursts of refusals */
+    uint64_t failed;     /* injectfail: injected operations dropped, each with an error entry */
+    uint64_t errored;    /* injectfail: completions turned into error entries */
+    uint64_t emulated;   /* emulated: NICs that said their writes are emulated */
+    uint64_t capped;     /* smallrma: NICs whose max RMA size was cut */
+    uint64_t direct;     /* direct: calls refused for breaking efa-direct's limits (a bug: must stay 0) */
+    uint64_t cq_refused; /* cqmax: completion queues refused for their size */
+
     uint64_t batched;     /* posts with FI_MORE that waited for the doorbell */
     uint64_t interrupted; /* posts refused while a batch with FI_MORE waited for its doorbell */
     uint64_t unrung;      /* batches efax left ending on FI_MORE (a bug: must stay 0) */
@@ -1382,8 +1436,11 @@ EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const cha
    Values are the raw counters, sorted by name; efax_os_counters_delta subtracts two readings. */
 #define EFAX_OS_COUNTERS_MAX 32
 typedef struct efax_os_counters {
-    char source[8]; /* "efa", "net", "tcp", or "" when the OS has none for the NIC */
-    char dev[64];   /* what was read: "rdmap16s27", "r0", "/proc/net/snmp" */
+    char source[8];  /* "efa", "net", "tcp", or "" when the OS has none for the NIC */
+    char dev[64];    /* what was read: "rdmap16s27", "r0", "/proc/net/snmp" */
+    int lifespan_ms; /* how long the kernel keeps the values before it reads the device again (the RDMA
+                        core's hw_counters/lifespan); 0 when it does not say. A reading that must see
+                        what just happened waits that long first */
     int n;
     char name[EFAX_OS_COUNTERS_MAX][32];
     uint64_t value[EFAX_OS_COUNTERS_MAX];
@@ -1406,6 +1463,22 @@ EFAX_API void efax_os_counters_delta(const efax_os_counters *before, const efax_
 
 /* The value of counter `name`, or -1 when c has no such counter. Pure. */
 EFAX_API int64_t efax_os_counter(const efax_os_counters *c, const char *name);
+
+/* What the counters (a delta over a stretch) say went wrong on the wire, the counters users of efa
+   watch (aws-ofi-nccl's and NVSentinel's): efa's SRD events (retrans_timeout_events: a packet not
+   acknowledged in time; impaired_remote_conn_events: a peer slow to answer; unresponsive_remote_events:
+   a peer that stopped answering) and its retrans_pkts and rx_drops; an interface's drops and errors.
+   out gets the counters that moved and a verdict: "retrans_pkts +12, retrans_timeout_events +1: packets
+   lost and sent again (...)". Returns how many moved (0: none, out ""). Pure. */
+EFAX_API int efax_os_counters_events(const efax_os_counters *c, char *out, size_t len);
+
+/* Whether a NIC moved `wrote` bytes by device RDMA write, from its counters' delta over a stretch in
+   which this process wrote them by RDMA write on it (efa: hw_counters rdma_write_bytes, the device's
+   count of bytes it sent by RDMA write, which efa's emulated writes, sent as messages, never add to).
+   1: it grew by at least wrote (device RDMA write; the counter is the device's, so other processes'
+   writes on it add too); 0: by less (emulated: why says by how much); -1: no such counter (why says).
+   Pure. */
+EFAX_API int efax_os_write_verdict(const efax_os_counters *c, uint64_t wrote, char *why, size_t len);
 
 /* What the counters (a delta) say the wire lost: *lost the packets sent again or dropped, *sent
    the packets sent. efa: retrans_pkts + rx_drops of tx_pkts; tcp: RetransSegs of OutSegs; net:
@@ -1528,6 +1601,8 @@ typedef struct efax__faults {
     unsigned fams; /* EFAX_FAULT_* (0: off) */
     bool armed;    /* from efax_ctx_connect on: every rank draws from rank 0's seed */
     uint64_t seed;
+    uint64_t cq_max; /* cqmax=N */
+
     uint64_t rma;          /* smallrma's max RMA size */
     uint64_t inject_first; /* injectfail=N (0: drawn) */
     bool emulated_odd;     /* emulated=odd */
@@ -1585,6 +1660,9 @@ struct efax_ctx {
     efax_caps caps;       /* efax_ctx_caps */
     char peer_note[256];  /* efax_ctx_peer_note */
     char nic_choice[128]; /* how the NICs were chosen, for the run header */
+    char prov_choice[64]; /* how the provider was chosen (efax_ctx_provider_choice) */
+    uint64_t *peer_ctrl;  /* [size * EFAX_MAX_NICS * 2]: key and address of each peer NIC's control region
+                             (efax_notify_nic's 0-byte write where caps.direct) */
     char mem_path[64];    /* efax_ctx_desc.mem_path, resolved ("" when none is forced) */
     unsigned tick;        /* progress calls until the next looks past the CQs (efax__progress_tick):
                                   the EQs every 1024th call, the sticky error at once (1) */
@@ -1853,12 +1931,18 @@ EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src) {
      grant it unasked. efax does not rely on it (its receivers identify a message by its
      immediate data, never by arrival order); it makes efa behave as the others do.
      efax__getinfo asks again without it when a provider cannot order.
-   Which fabric is chosen is efax__getinfo's business (it drops efa-direct). */
+   prov "efa-direct" asks for that fabric of efa (efax__is_efa_direct): no FI_TAGGED, which it lacks
+   (efax's control messages are then 0-byte writes), and no FI_RX_CQ_DATA, so efa offers it only
+   where the device has unsolicited write recv (efa_user_info.c efa_user_info_alter_direct): a
+   write with immediate data then consumes no receive at the target, as efax's writes need. Which
+   fabric is chosen is efax__getinfo's business. */
 EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem, bool sas) {
     struct fi_info *h = fi_allocinfo();
+    bool direct = prov && !strcasecmp(prov, "efa-direct");
     if (!h) return NULL;
     h->ep_attr->type = FI_EP_RDM;
     h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
+    if (direct) h->caps &= ~(uint64_t)FI_TAGGED;
     /* The modes efax can honour: operation contexts are efax_op (fi_context2 first) and
        iovecs live in the op until completion. */
     h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV;
@@ -1874,7 +1958,11 @@ EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem, bool sas) 
         h->caps |= FI_HMEM;
         h->domain_attr->mr_mode |= FI_MR_HMEM;
     }
-    if (prov && *prov && !(h->fabric_attr->prov_name = strdup(prov))) {
+    if (prov && *prov && !(h->fabric_attr->prov_name = strdup(direct ? "efa" : prov))) {
+        fi_freeinfo(h);
+        return NULL;
+    }
+    if (direct && !(h->fabric_attr->name = strdup("efa-direct"))) {
         fi_freeinfo(h);
         return NULL;
     }
@@ -1882,23 +1970,24 @@ EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem, bool sas) 
 }
 
 /* True for an entry of libfabric 2.x's "efa-direct" fabric. It is listed before "efa" with the
-   same domain names (prov/efa/src/efa_prov.c), so a choice by domain name alone could take it;
-   and efax cannot run on it: it has no FI_TAGGED (efax's control messages are tagged), and a
-   write with immediate data consumes a receive posted at the target (FI_RX_CQ_DATA, fi_efa(7)
-   "RMA operations"), which efax's one-sided writes never post. efax uses the "efa" fabric
-   (efa's RDM protocol) and says so when efa-direct is asked for (efax_topo_pick_provider).
-   The fabric is matched by name, not by hints: libfabric 1.x named efa's fabric after the
-   device's GID prefix ("EFA-fe80::..."), so a hint of "efa" would hide every 1.x NIC. */
+   same domain names (prov/efa/src/efa_prov.c), so a choice by domain name alone could take it.
+   It carries only what the device does (prov/efa/docs/efa_fabric_comparison.md): no FI_TAGGED,
+   messages of at most the MTU, nothing emulated, the target's AV holding the initiator before an
+   RMA. efax takes it only when asked by name (--provider efa-direct, efax__getinfo); "efa" means
+   efa's RDM protocol. The fabric is matched by name, not by hints: libfabric 1.x named efa's
+   fabric after the device's GID prefix ("EFA-fe80::..."), so a hint of "efa" would hide every
+   1.x NIC. */
 EFAX_PRIVATE bool efax__is_efa_direct(const struct fi_info *fi) {
     const char *f = fi->fabric_attr ? fi->fabric_attr->name : NULL;
     return f && !strcasecmp(f, "efa-direct");
 }
 
 /* fi_getinfo with efax's hints: first asking for send-after-send ordering, then, if the
-   provider offers nothing so, without it. efa-direct entries are dropped. *out is NULL when
-   nothing matches. */
+   provider offers nothing so, without it. efa-direct entries are kept only when prov names it,
+   and only they then. *out is NULL when nothing matches. */
 EFAX_PRIVATE int efax__getinfo(const char *prov, bool hmem, struct fi_info **out) {
     int rc = 0, pass;
+    bool direct = prov && !strcasecmp(prov, "efa-direct");
     *out = NULL;
     for (pass = 0; pass < 2 && !*out; pass++) {
         struct fi_info *h = efax__hints(prov, hmem, pass == 0), **pp;
@@ -1909,7 +1998,7 @@ EFAX_PRIVATE int efax__getinfo(const char *prov, bool hmem, struct fi_info **out
         if (rc) return rc;
         for (pp = out; *pp;) {
             struct fi_info *fi = *pp;
-            if (!efax__is_efa_direct(fi)) {
+            if (efax__is_efa_direct(fi) == direct) {
                 pp = &fi->next;
                 continue;
             }
@@ -1965,6 +2054,7 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
     n->inject_size = fi->tx_attr->inject_size;
     n->inject_rma_size = fi->tx_attr->inject_size;
     n->max_rma_size = fi->ep_attr->max_msg_size;
+    n->max_send_size = fi->ep_attr->max_msg_size;
     n->tx_size = fi->tx_attr->size;
     n->rx_size = fi->rx_attr->size;
     n->mr_key_size = fi->domain_attr->mr_key_size;
@@ -1998,6 +2088,52 @@ EFAX_API const char *efax_topo_sysfs_root(void) {
     return r ? r : "";
 }
 
+EFAX_API int efax_topo_efa_devices(char *names, size_t len) {
+    char dir[PATH_MAX], path[PATH_MAX + 300], vendor[32];
+    DIR *dp;
+    struct dirent *de;
+    size_t u = 0;
+    int n = 0;
+    if (names && len) names[0] = 0;
+    snprintf(dir, sizeof dir, "%s/sys/class/infiniband", efax_topo_sysfs_root());
+    if (!(dp = opendir(dir))) return 0;
+    while ((de = readdir(dp))) {
+        if (de->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s/device/vendor", dir, de->d_name);
+        if (efax__read_sysfs(path, vendor, sizeof vendor) || strcmp(vendor, "0x1d0f")) continue;
+        n++;
+        if (names && u < len) u += (size_t)snprintf(names + u, len - u, "%s%s", u ? "," : "", de->d_name);
+    }
+    closedir(dp);
+    return n;
+}
+
+EFAX_PRIVATE int efax__cmp_pci(const void *a, const void *b) {
+    return strcmp((const char *)a, (const char *)b);
+}
+
+EFAX_API int efax_topo_gpus(const char *root, char (*pci)[16], int max) {
+    char dir[PATH_MAX], path[PATH_MAX + 300], v[32], c[32];
+    char found[64][16];
+    DIR *dp;
+    struct dirent *de;
+    int n = 0, i;
+    snprintf(dir, sizeof dir, "%s/sys/bus/pci/devices", root ? root : "");
+    if (!(dp = opendir(dir))) return 0;
+    while ((de = readdir(dp)) && n < 64) {
+        if (!efax__is_pci(de->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s/vendor", dir, de->d_name);
+        if (efax__read_sysfs(path, v, sizeof v) || strcmp(v, "0x10de")) continue;
+        snprintf(path, sizeof path, "%s/%s/class", dir, de->d_name);
+        if (efax__read_sysfs(path, c, sizeof c) || strncmp(c, "0x03", 4)) continue;
+        efax__copy(found[n++], 16, de->d_name);
+    }
+    closedir(dp);
+    qsort(found, (size_t)n, sizeof found[0], efax__cmp_pci);
+    for (i = 0; pci && i < n && i < max; i++) memcpy(pci[i], found[i], 16);
+    return n;
+}
+
 EFAX_API int efax_topo_pci_numa(const char *root, const char *pci) {
     char path[PATH_MAX], buf[32];
     if (!pci || !efax__is_pci(pci)) return -1;
@@ -2028,9 +2164,51 @@ EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b)
     return d;
 }
 
-EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
-                            int numa, int *out, int max) {
-    int i, n = 0, best = 0;
+/* Sorts NIC indices out[0..n) by the NICs' PCI addresses: shares of a switch's NICs are dealt in PCI
+   order, the same on every rank of a host whatever order the provider listed them in. */
+EFAX_PRIVATE void efax__sort_by_pci(const efax_nic_info *nics, int *out, int n) {
+    int i, j;
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && strcmp(nics[out[j - 1]].pci, nics[out[j]].pci) > 0; j--) {
+            int t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+}
+
+/* Of n NICs tied nearest GPU dev_pci at PCI depth best, the share of that GPU when other GPUs are
+   as near them (behind the same PCIe switch): a p5en's or p6-b200's switch holds 2 GPUs and 2 NICs
+   (aws-ofi-nccl platform-aws.cpp, which sets NCCL_NETDEVS_POLICY=max:1 there), and both GPUs'
+   ranks taking both NICs would each be half as fast as it could. The i-th of g such GPUs (in PCI
+   order, as every rank numbers them) takes the NICs j with j mod g == i, when there are at least g
+   NICs; fewer NICs than GPUs (a p4d: 2 GPUs, 1 NIC) are shared. *peers: how many GPUs took shares
+   (1: none). Returns the new count. */
+EFAX_PRIVATE int efax__near_share(const char *root, const efax_nic_info *nics, const char *dev_pci, int best,
+                                  int *out, int n, int *shares) {
+    char gpus[64][16];
+    int ng = efax_topo_gpus(root, gpus, 64), g, mine = -1, peers = 0, k = 0, j;
+    if (ng > 64) ng = 64;
+    for (g = 0; g < ng; g++) {
+        if (efax_topo_pci_depth(root, gpus[g], nics[out[0]].pci) < best) continue;
+        if (!strcasecmp(gpus[g], dev_pci)) mine = peers;
+        peers++;
+    }
+    *shares = 1;
+    if (mine < 0 || peers < 2 || n < peers) return n;
+    efax__sort_by_pci(nics, out, n);
+    for (j = 0; j < n; j++)
+        if (j % peers == mine) out[k++] = out[j];
+    *shares = peers;
+    return k;
+}
+
+/* efax_topo_near; *shares (may be NULL): how many GPUs share the nearest NICs out (1: this GPU's
+   alone, or no GPU given). */
+EFAX_PRIVATE int efax__topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
+                                 int numa, int *out, int max, int *shares) {
+    int i, n = 0, best = 0, one;
+    if (!shares) shares = &one;
+    *shares = 1;
     if (dev_pci && *dev_pci) {
         for (i = 0; i < nnics; i++) {
             int d = nics[i].pci[0] ? efax_topo_pci_depth(root, dev_pci, nics[i].pci) : 0;
@@ -2038,12 +2216,17 @@ EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nni
             if (d > best) n = 0, best = d;
             if (n < max) out[n++] = i;
         }
-        return n;
+        return n > 1 ? efax__near_share(root, nics, dev_pci, best, out, n, shares) : n;
     }
     if (numa < 0) return 0;
     for (i = 0; i < nnics; i++)
         if (nics[i].numa == numa && n < max) out[n++] = i;
     return n;
+}
+
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
+                            int numa, int *out, int max) {
+    return efax__topo_near(root, nics, nnics, dev_pci, numa, out, max, NULL);
 }
 
 /* A NIC's switch key: its PCI path without the last two components (the NIC and the switch
@@ -2117,6 +2300,22 @@ EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, in
             u += (size_t)snprintf(list + u, sizeof list - u, "%s%d", mine++ ? "," : "", j);
     for (i = 0; i < nnics; i++)
         if (group[i] >= 0 && take[group[i]] && n < max) out[n++] = i;
+    /* more ranks than groups, unbound: the ranks that take one group share its NICs out when it has
+       enough (a p6-b200: 4 groups of 2 NICs, 8 ranks: one NIC each, as efax_topo_near gives the two
+       GPUs behind a switch), else share them all (a p4d: 1 NIC a group) */
+    if (numa < 0 && share >= ncand && ncand > 0) {
+        int peers = (local_size - 1 - local_rank % ncand) / ncand + 1, k = local_rank / ncand, j, m = 0;
+        if (peers > 1 && n >= peers && k < peers) {
+            efax__sort_by_pci(nics, out, n);
+            for (j = 0; j < n; j++)
+                if (j % peers == k) out[m++] = out[j];
+            n = m;
+            if (why && wl)
+                snprintf(why, wl, "PCIe switch group %s of %d, NIC share %d of %d, local rank %d of %d", list,
+                         ngroups, k + 1, peers, local_rank, local_size);
+            return n;
+        }
+    }
     if (why && wl)
         snprintf(why, wl, "PCIe switch group%s %s of %d%s, local rank %d of %d", mine > 1 ? "s" : "", list,
                  ngroups, numa >= 0 && ncand < ngroups ? " on this NUMA node" : "", local_rank, local_size);
@@ -2193,6 +2392,12 @@ EFAX_API int efax_topo_providers(char *buf, size_t len) {
         }
         if (used + strlen(name) + 2 >= len) break;
         used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "," : "", name);
+        if (!strcmp(name, "efa")) { /* efax__getinfo lists efa-direct only when asked by name */
+            struct fi_info *d = NULL;
+            if (efax__getinfo("efa-direct", false, &d) == 0 && d && used + 12 < len)
+                used += (size_t)snprintf(buf + used, len - used, ",efa-direct");
+            fi_freeinfo(d);
+        }
     }
     fi_freeinfo(list);
     return 0;
@@ -2203,7 +2408,6 @@ EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len) {
     struct fi_info *list = NULL;
     unsigned i;
     if (!want || !*want) want = getenv("EFAX_PROVIDER");
-    if (want && !strcasecmp(want, "efa-direct")) return -EFAX_E_UNSUPPORTED; /* efax__is_efa_direct */
     if (want && *want) {
         if (efax__getinfo(want, false, &list) == 0 && list) {
             fi_freeinfo(list);
@@ -2367,6 +2571,24 @@ EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why
             *families |= EFAX_FAULT_SMALLRMA;
             continue;
         }
+        if (!strcmp(tok, "direct")) { /* a fabric's limits: not in efax__fault_names (outside `all`) */
+            *families |= EFAX_FAULT_DIRECT;
+            continue;
+        }
+        if (!strncmp(tok, "cqmax=", 6)) {
+            char *end;
+            unsigned long long v;
+            errno = 0;
+            v = strtoull(tok + 6, &end, 10);
+            if (errno || end == tok + 6 || *end || tok[6] == '-' || v < 1 || v > (1ull << 24)) {
+                snprintf(what, sizeof what, "cqmax '%.40s' is not a number of entries in [1, 16777216]",
+                         tok + 6);
+                return efax__f_bad(spec, what, why, wl);
+            }
+            out->cq_max = v;
+            *families |= EFAX_FAULT_CQMAX;
+            continue;
+        }
         if (!strcmp(tok, "emulated=odd")) {
             out->emulated_odd = true;
             *families |= EFAX_FAULT_EMULATED;
@@ -2404,7 +2626,7 @@ EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why
         for (k = 0; k < sizeof efax__fault_names / sizeof efax__fault_names[0]; k++)
             if (!strcmp(tok, efax__fault_names[k])) break;
         if (k == sizeof efax__fault_names / sizeof efax__fault_names[0]) {
-            snprintf(what, sizeof what, "unknown family '%.40s'", tok);
+            snprintf(what, sizeof what, "unknown family '%.40s' (beside the faults: direct, cqmax=N)", tok);
             return efax__f_bad(spec, what, why, wl);
         }
         *families |= 1u << k;
@@ -2473,6 +2695,7 @@ struct efax__fnic {
     efax__fpost bell[EFAX__F_POSTS]; /* posts with FI_MORE waiting for one without it (efa's doorbell) */
     int nbell;
     bool unrung_logged;
+    unsigned direct_logged; /* direct: the kinds of post already named (EFAX__FP_* bits) */
 };
 
 /* xorshift64*: the layer's generator, one per NIC (seeded per rank and NIC). */
@@ -2539,6 +2762,22 @@ EFAX_PRIVATE void efax__faults_spec(efax_ctx *ctx) {
         snprintf(fs->spec + u, sizeof fs->spec - u, ":%llu", (unsigned long long)fs->seed);
 }
 
+/* efax__faults_spec, then the families that impose a fabric's limits (outside `all`), before the seed. */
+EFAX_PRIVATE void efax__faults_name(efax_ctx *ctx) {
+    efax__faults *fs = &ctx->faults;
+    char extra[64] = "", *colon;
+    size_t u = 0;
+    efax__faults_spec(ctx);
+    if (fs->fams & EFAX_FAULT_DIRECT) u += (size_t)snprintf(extra + u, sizeof extra - u, ",direct");
+    if (fs->fams & EFAX_FAULT_CQMAX)
+        snprintf(extra + u, sizeof extra - u, ",cqmax=%llu", (unsigned long long)fs->cq_max);
+    if (!extra[0] || !(colon = strrchr(fs->spec, ':')) || strlen(fs->spec) + strlen(extra) >= sizeof fs->spec)
+        return;
+    memmove(colon + strlen(extra), colon, strlen(colon) + 1);
+    memcpy(colon, extra, strlen(extra));
+    if (fs->spec[0] == ',') memmove(fs->spec, fs->spec + 1, strlen(fs->spec)); /* no fault family */
+}
+
 /* Reads $EFAX_FAULTS (once, in efax_ctx_init). Returns 0 or -EFAX_E_USAGE (one line logged). */
 EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx) {
     efax__faults *fs = &ctx->faults;
@@ -2551,6 +2790,7 @@ EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx) {
     }
     fs->fams = sp.families;
     fs->seed = sp.seed;
+    fs->cq_max = sp.cq_max;
     fs->rma = sp.rma;
     fs->inject_first = sp.inject_first;
     fs->emulated_odd = sp.emulated_odd;
@@ -2558,7 +2798,7 @@ EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx) {
     if (!fs->fams) return 0;
     if (!sp.has_seed) fs->seed = (efax_now_ns() ^ ((uint64_t)getpid() << 32)) & 0xffffffffull;
     fs->rank_hint = efax__f_rank_hint();
-    efax__faults_spec(ctx);
+    efax__faults_name(ctx);
     return 0;
 }
 
@@ -2596,7 +2836,7 @@ EFAX_PRIVATE void efax__faults_arm(efax_ctx *ctx, uint64_t seed) {
         f->inject_left = ctx->faults.inject_first ? ctx->faults.inject_first - 1 : 15 + efax__f_rand(f) % 256;
         f->rx_left = ctx->faults.rx_first ? ctx->faults.rx_first - 1 : efax__f_rand(f) % 4096;
     }
-    efax__faults_spec(ctx);
+    efax__faults_name(ctx);
     ctx->faults.armed = true;
 }
 
@@ -2775,6 +3015,36 @@ EFAX_PRIVATE void efax__f_ring(struct efax__fnic *f) {
     efax__f_pump(f);
 }
 
+/* efa-direct's limits (EFAX_FAULTS direct), as its data path checks them (prov/efa/src efa_msg.c,
+   efa_rma.c, efa_ep.c): what it would refuse or assert on is refused here with its code, counted
+   and named once per kind. efax must never break them: the count stays 0 in a correct run. */
+#define EFAX__F_DIRECT_MSG 8192u  /* FI_OPT_MAX_MSG_SIZE: the device's MTU (ibv_port_attr.max_msg_sz) */
+#define EFAX__F_DIRECT_INLINE 32u /* FI_OPT_INJECT_MSG_SIZE: the device's inline_buf_size */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_direct(struct efax__fnic *f, const efax__fpost *p) {
+    const char *why = NULL;
+    ssize_t rc = 0;
+    if (p->kind == EFAX__FP_TINJECTDATA || p->kind == EFAX__FP_TRECV)
+        why = "a tagged operation (efa-direct has no FI_TAGGED)", rc = -FI_ENOSYS;
+    else if ((p->kind == EFAX__FP_INJECT_WRITE || p->kind == EFAX__FP_INJECT_WRITEDATA) && p->len)
+        why = "an inject write of more than 0 bytes (FI_OPT_INJECT_RMA_SIZE is 0)", rc = -FI_ENOSYS;
+    else if ((p->kind == EFAX__FP_INJECT || p->kind == EFAX__FP_INJECTDATA) && p->len > EFAX__F_DIRECT_INLINE)
+        why = "an inject send above the device's inline size", rc = -FI_EOPNOTSUPP;
+    else if (p->kind == EFAX__FP_SENDMSG && p->len > EFAX__F_DIRECT_MSG)
+        why = "a message above the device's MTU (FI_OPT_MAX_MSG_SIZE)", rc = -FI_EMSGSIZE;
+    else if ((p->kind == EFAX__FP_SENDMSG || p->kind == EFAX__FP_RECV || p->kind == EFAX__FP_WRITEMSG) &&
+             p->len && !p->desc)
+        why = "a buffer without a descriptor (efa-direct requires FI_MR_LOCAL)", rc = -FI_EINVAL;
+    if (!rc) return 0;
+    f->ctx->faults.stats.direct++;
+    if (!(f->direct_logged & (1u << p->kind))) {
+        f->direct_logged |= 1u << p->kind;
+        efax_log(f->ctx, 0,
+                 "NIC %s: efax posted %s of %zu bytes, which efa-direct refuses (%s; EFAX_FAULTS=%s)",
+                 f->n->info.name, why, p->len, fi_strerror((int)-rc), f->ctx->faults.spec);
+    }
+    return rc;
+}
+
 /* A post, with the layer on: refused (eagain), dropped with a later error (injectfail), held for
    the doorbell (FI_MORE), handed on late (reorder) or to the provider now. */
 EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
@@ -2783,6 +3053,7 @@ EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
     bool tx = p->kind != EFAX__FP_RECV && p->kind != EFAX__FP_TRECV;
     bool write = efax__f_write(p->kind);
     ssize_t rc;
+    if ((fs->fams & EFAX_FAULT_DIRECT) && (rc = efax__f_direct(f, p))) return rc;
     if (efax__f_on(f, EFAX_FAULT_EAGAIN)) {
         /* transmits: a burst of 1-16 polls, some to 256, a few to 2048 (efa's RNR back-off, a full
            send queue); receives: short bursts of 1-8 polls, more often (a full receive pool) */
@@ -3076,6 +3347,16 @@ static inline ssize_t efax__fi_cq_readerr(efax__nic *n, struct fi_cq_err_entry *
     if (EFAX__UNLIKELY(n->fault)) return efax__f_cq_readerr(n, e);
     return fi_cq_readerr(n->cq, e, 0);
 }
+/* fi_cq_open; under cqmax=N a queue of more than N entries is refused as a device whose max_cqe is
+   smaller refuses it (efa: ibv_create_cq, efa_cq.c), size 0 (the provider's own) never. */
+EFAX_PRIVATE int efax__fi_cq_open(efax_ctx *ctx, efax__nic *n, struct fi_cq_attr *attr) {
+    if ((ctx->faults.fams & EFAX_FAULT_CQMAX) && attr->size > ctx->faults.cq_max) {
+        ctx->faults.stats.cq_refused++;
+        return -FI_EINVAL;
+    }
+    return fi_cq_open(n->domain, attr, &n->cq, NULL);
+}
+
 /* The provider's text for an error entry; the layer's own for one it made. */
 static inline const char *efax__fi_cq_strerror(efax__nic *n, const struct fi_cq_err_entry *e, char *buf,
                                                size_t len) {
@@ -3099,6 +3380,15 @@ EFAX_PRIVATE void efax__faults_summary(efax_ctx *ctx) {
         (unsigned long long)s->errored, (unsigned long long)s->emulated, (unsigned long long)s->capped,
         (unsigned long long)s->rxfailed, (unsigned long long)s->batched, (unsigned long long)s->interrupted,
         (unsigned long long)s->unrung);
+}
+
+/* The line of the families that impose a fabric's limits (direct, cqmax), when on. */
+EFAX_PRIVATE void efax__faults_limits_summary(efax_ctx *ctx) {
+    const efax_fault_stats *s = &ctx->faults.stats;
+    if (!(ctx->faults.fams & (EFAX_FAULT_DIRECT | EFAX_FAULT_CQMAX))) return;
+    efax_log(ctx, 1,
+             "EFAX_FAULTS=%s, the limits it imposed, rank %d: direct refused=%llu; cqmax refused=%llu",
+             ctx->faults.spec, ctx->rank, (unsigned long long)s->direct, (unsigned long long)s->cq_refused);
 }
 
 EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx) {
@@ -3173,6 +3463,17 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
         int rc =
             fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, &use, sizeof use);
         n->info.unsolicited_write_recv = rc ? -1 : use;
+        if (rc && !use && ctx->caps.direct) {
+            /* efa-direct turns it off only with FI_RX_CQ_DATA (efa_ep.c), a receive posted for every
+               write with immediate data, which efax's one-sided writes never post */
+            efax_log(ctx, 0,
+                     "NIC %s: efa-direct refused unsolicited write recv off (%s): without it every write "
+                     "with immediate data needs a receive posted at the target, which efax does not post; "
+                     "unset EFAX_EFA_UNSOLICITED_WRITE_RECV=0 / FI_EFA_USE_UNSOLICITED_WRITE_RECV=0, or "
+                     "use --provider efa",
+                     n->info.name, fi_strerror(-rc));
+            return -EFAX_E_USAGE;
+        }
         if (rc && first)
             efax_log(ctx, 1, "NIC %s: FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV=%s refused (%s)", n->info.name,
                      use ? "true" : "false", fi_strerror(-rc));
@@ -3184,6 +3485,23 @@ EFAX_PRIVATE int efax__ep_options(efax_ctx *ctx, efax__nic *n) {
         int rc = fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permit, sizeof permit);
         n->info.gpudirect = rc == 0;
         n->info.cuda_api = rc ? -1 : 0;
+        if (rc == -FI_EINVAL) {
+            /* -FI_EINVAL is a libfabric without CUDA (built without it, or it found no CUDA library or
+               device: efa_rdm_ep_fiops.c efa_rdm_ep_set_cuda_api_permitted, smr_ep.c, rxm_ep.c), not a
+               host without GPUDirect (-FI_EOPNOTSUPP), as aws-ofi-nccl reads the answers
+               (nccl_ofi_ofiutils.cpp: only EOPNOTSUPP and ENOPROTOOPT mean no GDR). Such a provider
+               makes no CUDA call (nothing to forbid) and registers no device memory: staged. */
+            n->info.gpudirect = -1;
+            n->info.hmem = false;
+            if (first)
+                efax_log(
+                    ctx, efa || ctx->cuda_api < 0 ? 1 : 2,
+                    "NIC %s: FI_OPT_CUDA_API_PERMITTED refused with -FI_EINVAL: this libfabric (%u.%u) has "
+                    "no CUDA support (built without CUDA, or it found no CUDA library or device), so it "
+                    "makes no CUDA call and cannot register device memory; device memory is staged",
+                    n->info.name, FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
+            return 0;
+        }
         if (rc && ctx->cuda_api < 0) {
             efax_log(
                 ctx, 0,
@@ -3258,27 +3576,33 @@ EFAX_PRIVATE void efax__ep_limits(efax_ctx *ctx, efax__nic *n) {
         n->info.max_rma_size = rma;
     }
 #if EFAX__FI_AT_LEAST(2, 0)
-    static const int opt[3] = {0, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE};
-    size_t *dst[3];
+    static const int opt[4] = {0, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_RMA_SIZE, FI_OPT_MAX_MSG_SIZE};
+    size_t *dst[4];
     int i;
     dst[0] = &n->info.max_rma_size;
     dst[1] = &n->info.inject_size;
     dst[2] = &n->info.inject_rma_size;
-    for (i = 1; i < 3; i++) {
+    dst[3] = &n->info.max_send_size;
+    for (i = 1; i < 4; i++) {
         size_t v = 0, len = sizeof v;
         if (fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, opt[i], &v, &len) == 0 && len == sizeof v) {
             if (v != *dst[i])
                 efax_log(ctx, 2, "NIC %s: the endpoint's %s is %zu (fi_info: %zu)", n->info.name,
                          i == 0   ? "max_rma_size"
                          : i == 1 ? "inject_msg_size"
-                                  : "inject_rma_size",
+                         : i == 2 ? "inject_rma_size"
+                                  : "max_msg_size",
                          v, *dst[i]);
             *dst[i] = v;
         }
     }
-#else
-    (void)ctx, (void)n;
 #endif
+    if (ctx->faults.fams & EFAX_FAULT_DIRECT) { /* what an efa-direct endpoint answers (efa_ep.c getopt) */
+        if (n->info.max_send_size > EFAX__F_DIRECT_MSG) n->info.max_send_size = EFAX__F_DIRECT_MSG;
+        if (n->info.inject_size > EFAX__F_DIRECT_INLINE) n->info.inject_size = EFAX__F_DIRECT_INLINE;
+        n->info.inject_rma_size = 0;
+        n->info.msg_order = 0; /* efa-direct orders nothing (efa_fabric_comparison.md) */
+    }
 }
 
 /* efa: the device's max_rdma_size, the most one hardware RDMA write carries. efa cuts a write at
@@ -3475,8 +3799,32 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
     cqa.format = FI_CQ_FORMAT_DATA;
     cqa.wait_obj = FI_WAIT_NONE;
     cqa.size = (size_t)n->cq_size;
-    if ((rc = fi_cq_open(n->domain, &cqa, &n->cq, NULL)))
-        return efax__fierr(ctx, rc, "fi_cq_open", n->info.name);
+    if ((rc = efax__fi_cq_open(ctx, n, &cqa)) && ctx->cq_entries <= 0) {
+        /* A device caps its completion queues (efa: the device's max_cqe, ibv_create_cq in
+           efa_cq.c); efax's default asks for room for 16384 peers' writes, which one may refuse.
+           The provider's own size then (size 0: efa sizes it at rx + tx, efa_domain.c), the
+           window and the room for incoming writes planned from it, and said. A size the user gave
+           (EFAX_CQ_SIZE) is not second-guessed. */
+        int asked = n->cq_size, est = (int)(n->info.tx_size + n->info.rx_size), first = rc;
+        cqa.size = 0;
+        if (!(rc = efax__fi_cq_open(ctx, n, &cqa))) {
+            n->window = window;
+            if (n->info.tx_size && (size_t)n->window > n->info.tx_size) n->window = (int)n->info.tx_size;
+            efax__cq_plan(est > 0 ? est : EFAX__CQ_MIN, EFAX__CTRL_SLOTS, &n->window, &n->cq_size,
+                          &n->cq_incoming);
+            efax_log(ctx, 1,
+                     "NIC %s: fi_cq_open refused %d entries (%s); opened at the provider's default size "
+                     "instead, and plans for %d entries, its transmit and receive queues together (efa's "
+                     "size), so "
+                     "the window is %d and a target awaits at most %d chunks at once on this NIC "
+                     "(EFAX_CQ_SIZE sets "
+                     "another size)",
+                     n->info.name, asked, fi_strerror(-first), n->cq_size, n->window, n->cq_incoming);
+        }
+    }
+    if (rc) return efax__fierr(ctx, rc, "fi_cq_open", n->info.name);
+    n->info.window = n->window;
+    n->info.cq_size = n->cq_size;
     if ((rc = efax__fault_open(ctx, n))) return rc;
     memset(&ava, 0, sizeof ava);
     ava.type = n->fi->domain_attr->av_type != FI_AV_UNSPEC ? n->fi->domain_attr->av_type : FI_AV_TABLE;
@@ -3510,17 +3858,22 @@ EFAX_PRIVATE int efax__open_nic(efax_ctx *ctx, efax__nic *n, struct fi_info *fi,
         n->ops[i].next = n->free_ops;
         n->free_ops = &n->ops[i];
     }
-    /* control receives: small tagged buffers for efax_notify */
+    /* control receives: small tagged buffers for efax_notify. Without tags (efa-direct) a
+       notification is a 0-byte write with immediate data into the peer's control region, which it
+       counts as it counts any write's (efax_notify_nic): the region takes remote writes, and no
+       receive is posted for it. */
     n->ctrl_buf = (uint8_t *)calloc(EFAX__CTRL_SLOTS, EFAX__CTRL_MSG);
     if (!n->ctrl_buf) return -FI_ENOMEM;
-    if ((rc = efax__reg(ctx, n, n->ctrl_buf, EFAX__CTRL_SLOTS * EFAX__CTRL_MSG, FI_RECV | FI_SEND,
-                        FI_HMEM_SYSTEM, 0, -1, 0, false, &n->ctrl_mr)))
+    if ((rc = efax__reg(ctx, n, n->ctrl_buf, EFAX__CTRL_SLOTS * EFAX__CTRL_MSG,
+                        FI_RECV | FI_SEND | (ctx->caps.direct ? FI_REMOTE_WRITE : 0), FI_HMEM_SYSTEM, 0, -1,
+                        0, false, &n->ctrl_mr)))
         return efax__fierr(ctx, rc, "fi_mr_regattr(control buffers)", n->info.name);
     n->ctrl_desc = fi_mr_desc(n->ctrl_mr);
     /* as many as a quarter of the provider's receive queue allows: the rest is the user's */
     n->nctrl = n->info.rx_size && n->info.rx_size / 4 < EFAX__CTRL_SLOTS ? (int)(n->info.rx_size / 4)
                                                                          : EFAX__CTRL_SLOTS;
     if (n->nctrl < 1) n->nctrl = 1;
+    if (ctx->caps.direct) n->nctrl = 0;
     for (i = 0; i < n->nctrl; i++) {
         rc = efax__post_ctrl(ctx, n, i);
         if (rc && rc != -FI_EAGAIN && rc != -FI_ENOMEM)
@@ -3606,19 +3959,25 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
 /* Step 1: the provider (efax_topo_pick_provider) and its RDM fabric descriptions, with FI_HMEM when
    asked and offered. *list: free with fi_freeinfo. Returns 0, -EFAX_E_NOPROV or -EFAX_E_USAGE. */
 EFAX_PRIVATE int efax__ctx_provider(efax_ctx *ctx, const efax_ctx_desc *d, struct fi_info **list) {
-    char names[1024];
-    const char *want;
-    int rc = efax_topo_pick_provider(d->provider, ctx->provider, sizeof ctx->provider);
-    if (rc == -EFAX_E_UNSUPPORTED) {
+    char names[1024], efa[256];
+    const char *want = d->provider && *d->provider ? d->provider : getenv("EFAX_PROVIDER");
+    int rc = efax_topo_pick_provider(d->provider, ctx->provider, sizeof ctx->provider), nefa;
+    snprintf(ctx->prov_choice, sizeof ctx->prov_choice, "%s",
+             d->provider && *d->provider ? "named by the program (--provider)"
+             : want && *want             ? "named by EFAX_PROVIDER"
+                                         : "the first of efa, tcp, shm offered");
+    if (rc && want && !strcasecmp(want, "efa-direct")) {
+        efax_topo_providers(names, sizeof names);
         efax_log(ctx, 0,
-                 "provider efa-direct is not supported: efax's control messages are tagged "
-                 "(efa-direct has no FI_TAGGED) and its writes with immediate data consume no "
-                 "receive at the target (efa-direct needs FI_RX_CQ_DATA); use --provider efa");
-        return -EFAX_E_USAGE;
+                 "provider efa-direct is not offered here (providers: %s): it needs libfabric 2.x with the "
+                 "efa provider, an EFA device, and a device with unsolicited write recv (efax's writes "
+                 "with immediate data consume no receive; efa_user_info.c offers efa-direct without "
+                 "FI_RX_CQ_DATA only then); use --provider efa",
+                 names[0] ? names : "none");
+        return -EFAX_E_NOPROV;
     }
     if (rc) {
         efax_topo_providers(names, sizeof names);
-        want = d->provider && *d->provider ? d->provider : getenv("EFAX_PROVIDER");
         if (want && *want)
             efax_log(ctx, 0, "provider '%s' is not available here; providers on this host: %s", want,
                      names[0] ? names : "none");
@@ -3629,6 +3988,32 @@ EFAX_PRIVATE int efax__ctx_provider(efax_ctx *ctx, const efax_ctx_desc *d, struc
                      names[0] ? names : "none");
         return -EFAX_E_NOPROV;
     }
+    /* A host with EFA devices where efa is not offered (the EFA installer's libfabric not on the
+       loader path, a container without /dev/infiniband, a libfabric built without efa) would
+       measure the ENA through tcp, with nothing but "provider tcp" in the header: refused unless a
+       provider was named. */
+    if (!(want && *want) && efax__prov_of(ctx->provider) != EFAX_PROV_EFA &&
+        (nefa = efax_topo_efa_devices(efa, sizeof efa)) > 0) {
+        char dev[PATH_MAX];
+        snprintf(dev, sizeof dev, "%s/dev/infiniband", efax_topo_sysfs_root());
+        efax_log(ctx, 0,
+                 "this host has %d EFA device(s) (%s) but libfabric %u.%u offers no efa provider, so efax "
+                 "would run on %s (the ENA, not EFA): refused. %s; or name a provider to measure it "
+                 "knowingly (--provider %s, EFAX_PROVIDER=%s)",
+                 nefa, efa, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), ctx->provider,
+                 access(dev, F_OK)
+                     ? "Fix: /dev/infiniband is missing, so pass the EFA devices into the container (docker "
+                       "run --device=/dev/infiniband/uverbs0 ..., or the Kubernetes EFA device plugin's "
+                       "vpc.amazonaws.com/efa resource)"
+                     : "Fix: load the EFA installer's libfabric (LD_LIBRARY_PATH=/opt/amazon/efa/lib, or "
+                       "build with make LIBFABRIC=/opt/amazon/efa; ./doctor says which libfabric is loaded)",
+                 ctx->provider, ctx->provider);
+        return -EFAX_E_NOPROV;
+    }
+    if (want && *want && efax__prov_of(ctx->provider) != EFAX_PROV_EFA &&
+        strcasecmp(ctx->provider, "efa-direct") && (nefa = efax_topo_efa_devices(efa, sizeof efa)) > 0)
+        efax_log(ctx, 1, "provider %s %s on a host with %d EFA device(s) (%s): this run measures %s, not EFA",
+                 ctx->provider, ctx->prov_choice, nefa, efa, ctx->provider);
     rc = efax__getinfo(ctx->provider, d->hmem, list);
     if ((rc || !*list) && d->hmem) {
         efax_log(ctx, 2, "provider %s offers no FI_HMEM: device memory cannot be registered", ctx->provider);
@@ -3700,6 +4085,7 @@ EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, s
     struct fi_info *nearer[EFAX_MAX_NICS];
     const char *root = efax_topo_sysfs_root();
     char gpu[16], why[120] = "";
+    int shares = 1;
     for (i = 0; i < ndom; i++) {
         efax__fill_info(dom[i], &tmp);
         if (!tmp.loopback) level = level > 1 ? level : tmp.pci[0] ? 2 : 1;
@@ -3720,12 +4106,15 @@ EFAX_PRIVATE int efax__ctx_default_nics(efax_ctx *ctx, const efax_ctx_desc *d, s
     if (k > 0) /* why bounded: gcc -O1 (make asan) sees a truncation otherwise */
         snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "%.100s; host memory", why);
     else
-        k = efax_topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS);
+        k = efax__topo_near(root, infos, nsel, gpu, numa, idx, EFAX_MAX_NICS, &shares);
     free(infos);
     if (k <= 0) return nsel;
     for (i = 0; i < k; i++) nearer[i] = chosen[idx[i]];
     for (i = 0; i < k; i++) chosen[i] = nearer[i];
-    if (gpu[0])
+    if (gpu[0] && shares > 1)
+        snprintf(ctx->nic_choice, sizeof ctx->nic_choice,
+                 "nearest GPU %s by PCI distance, its share of the NICs %d GPUs sit nearest", gpu, shares);
+    else if (gpu[0])
         snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "nearest GPU %s by PCI distance", gpu);
     else if (!why[0])
         snprintf(ctx->nic_choice, sizeof ctx->nic_choice, "on NUMA node %d (where this rank is bound)", numa);
@@ -3749,6 +4138,7 @@ EFAX_PRIVATE void efax__caps_prov(efax_ctx *ctx, const struct fi_info *fi, const
     c->split_writes = c->prov == EFAX_PROV_SHM && FI_MAJOR(fi_version()) >= 2 && d->shm_split > 0;
     c->small_pages = c->prov == EFAX_PROV_TCP;
     c->stale_name_retry = c->prov == EFAX_PROV_SHM;
+    c->direct = (fi && efax__is_efa_direct(fi)) || (ctx->faults.fams & EFAX_FAULT_DIRECT);
 }
 
 /* $EFAX_CAPS_OVERRIDE ("emulated_write=1,gpudirect=0"): replaces what this rank reports about its
@@ -3826,10 +4216,11 @@ EFAX_PRIVATE int efax__caps_nics(efax_ctx *ctx) {
         const efax_nic_info *n = &ctx->nic[i].info;
         bool first = i == 0;
         c->mr_mode |= n->mr_mode;
-        c->hmem = c->hmem && ctx->nic[i].fi && (ctx->nic[i].fi->caps & FI_HMEM);
+        c->hmem = c->hmem && ctx->nic[i].fi && (ctx->nic[i].fi->caps & FI_HMEM) && n->hmem;
         if (first || n->cq_data_size < c->cq_data_size) c->cq_data_size = n->cq_data_size;
         if (first || n->inject_size < c->inject_msg_size) c->inject_msg_size = n->inject_size;
         if (first || n->inject_rma_size < c->inject_rma_size) c->inject_rma_size = n->inject_rma_size;
+        if (first || n->max_send_size < c->max_send) c->max_send = n->max_send_size;
         if (n->max_msg_size && n->max_msg_size < c->max_write) {
             c->max_write = n->max_msg_size;
             snprintf(c->max_write_from, sizeof c->max_write_from, "max_msg_size of NIC %.24s", n->name);
@@ -3846,8 +4237,12 @@ EFAX_PRIVATE int efax__caps_nics(efax_ctx *ctx) {
             efax__tri_any(c->unsolicited_write_recv, n->unsolicited_write_recv, first);
         c->efa_shm = efax__tri_any(c->efa_shm, n->efa_shm, first);
     }
-    if (c->prov == EFAX_PROV_EFA && ctx->nnic > 0 && (dev = efax__efa_max_rdma(ctx->nic[0].info.name)) > 0 &&
-        dev < c->max_write) {
+    /* <=: a device whose max_rdma_size is 1 GiB sets the limit too, and the header says it is the device's */
+    if (c->prov == EFAX_PROV_EFA && c->direct && ctx->nnic > 0) /* its endpoint says the device's */
+        dev = ctx->nic[0].info.max_rma_size;
+    else if (c->prov == EFAX_PROV_EFA && ctx->nnic > 0)
+        dev = efax__efa_max_rdma(ctx->nic[0].info.name);
+    if (dev > 0 && dev <= c->max_write && c->prov == EFAX_PROV_EFA) {
         c->max_write = dev;
         snprintf(c->max_write_from, sizeof c->max_write_from, "the device's max_rdma_size (efa-direct)");
     }
@@ -3935,12 +4330,14 @@ EFAX_API void efax_ctx_deinit(efax_ctx *ctx) {
     if (!ctx) return;
     if (ctx->boot && ctx->boot->idle_user == ctx) ctx->boot->idle = NULL, ctx->boot->idle_user = NULL;
     efax__faults_summary(ctx);
+    efax__faults_limits_summary(ctx);
     for (i = ctx->nnic - 1; i >= 0; i--)
         if (ctx->nic) efax__close_nic(&ctx->nic[i]);
     free(ctx->nic);
     free(ctx->peer_nnic);
     free(ctx->route);
     free(ctx->route_in);
+    free(ctx->peer_ctrl);
     free(ctx->imm);
     free(ctx->imm_nic);
     free(ctx->hooks);
@@ -3986,6 +4383,7 @@ EFAX_API const char *efax_ctx_provider(const efax_ctx *ctx) { return ctx->provid
 EFAX_API const efax_caps *efax_ctx_caps(const efax_ctx *ctx) { return &ctx->caps; }
 EFAX_API const char *efax_ctx_peer_note(const efax_ctx *ctx) { return ctx->peer_note; }
 EFAX_API const char *efax_ctx_nic_choice(const efax_ctx *ctx) { return ctx->nic_choice; }
+EFAX_API const char *efax_ctx_provider_choice(const efax_ctx *ctx) { return ctx->prov_choice; }
 EFAX_API int efax_ctx_timeout_ms(const efax_ctx *ctx) { return ctx->timeout_ms; }
 EFAX_API const char *efax_ctx_mem_path(const efax_ctx *ctx) { return ctx->mem_path; }
 EFAX_API void efax_ctx_set_mem_note(efax_ctx *ctx, const char *note) {
@@ -4013,6 +4411,8 @@ typedef struct efax__hello_nic {
     char name[64];
     uint32_t addrlen;
     uint8_t addr[EFAX__ADDR_MAX];
+    uint64_t ctrl_key,
+        ctrl_addr; /* its control region, where efa-direct's notifications write (caps.direct) */
 } efax__hello_nic;
 /* What a rank's provider does that decides whether efa writes between two ranks are what they
    seem (efax_caps' "fingerprint" fields): exchanged in the hello, compared by efax__fp_compare. */
@@ -4262,6 +4662,8 @@ EFAX_PRIVATE int efax__hello_pack(const efax__hello *h, uint32_t fault_fams, voi
     efax__put(&w, &h->fp.max_write, 8);
     for (i = 0; i < h->nnic; i++) {
         efax__put(&w, h->nic[i].name, sizeof h->nic[i].name);
+        efax__put(&w, &h->nic[i].ctrl_key, 8);
+        efax__put(&w, &h->nic[i].ctrl_addr, 8);
         efax__put(&w, &h->nic[i].addrlen, 4);
         efax__put(&w, h->nic[i].addr, h->nic[i].addrlen);
     }
@@ -4293,6 +4695,8 @@ EFAX_PRIVATE int efax__hello_unpack(const void *buf, size_t len, efax__hello *h,
     }
     for (i = 0; i < h->nnic; i++) {
         efax__get(&r, h->nic[i].name, sizeof h->nic[i].name);
+        efax__get(&r, &h->nic[i].ctrl_key, 8);
+        efax__get(&r, &h->nic[i].ctrl_addr, 8);
         efax__get(&r, &h->nic[i].addrlen, 4);
         if (h->nic[i].addrlen > EFAX__ADDR_MAX) break;
         efax__get(&r, h->nic[i].addr, h->nic[i].addrlen);
@@ -4321,6 +4725,9 @@ EFAX_PRIVATE void efax__hello_of(const efax_ctx *ctx, int id, const char *host, 
         efax__copy(me->nic[i].name, sizeof me->nic[i].name, ctx->nic[i].info.name);
         me->nic[i].addrlen = (uint32_t)ctx->nic[i].addrlen;
         memcpy(me->nic[i].addr, ctx->nic[i].addr, ctx->nic[i].addrlen);
+        me->nic[i].ctrl_key = ctx->nic[i].ctrl_mr ? fi_mr_key(ctx->nic[i].ctrl_mr) : 0;
+        me->nic[i].ctrl_addr =
+            ctx->nic[i].info.mr_mode & FI_MR_VIRT_ADDR ? (uint64_t)(uintptr_t)ctx->nic[i].ctrl_buf : 0;
     }
 }
 
@@ -4348,8 +4755,11 @@ EFAX_PRIVATE int efax__peers_alloc(efax_ctx *ctx, int self, int cap, const char 
     ctx->imm_nic =
         (uint32_t *)calloc(n * (size_t)ctx->ntags * EFAX_IMM_WINDOW * (size_t)ctx->nnic, sizeof(uint32_t));
     if (!ctx->hooks) ctx->hooks = (efax__imm_hook *)calloc((size_t)ctx->ntags, sizeof(efax__imm_hook));
+    if (ctx->caps.direct) /* where efax_notify_nic writes on each peer NIC */
+        ctx->peer_ctrl = (uint64_t *)calloc(n * EFAX_MAX_NICS * 2, sizeof(uint64_t));
     if (!ctx->peer_nnic || !ctx->peer_host || !ctx->peer_far || !ctx->peer_on || !ctx->peer_max ||
-        !ctx->peer_fa || !ctx->route || !ctx->route_in || !ctx->imm || !ctx->imm_nic || !ctx->hooks)
+        !ctx->peer_fa || !ctx->route || !ctx->route_in || !ctx->imm || !ctx->imm_nic || !ctx->hooks ||
+        (ctx->caps.direct && !ctx->peer_ctrl))
         return -FI_ENOMEM; /* efax_ctx_deinit frees what there is */
     for (i = 0; i < ctx->nnic; i++) ctx->nic[i].route = ctx->route + (size_t)i * n;
     for (i = 0; i < cap * ctx->nnic; i++) { /* no peer yet: efax_write's fast path reads rnic */
@@ -4400,8 +4810,13 @@ EFAX_PRIVATE int efax__peer_insert(efax_ctx *ctx, const efax__hello *me, const e
     ctx->peer_far[p] = strcmp(h->host, me->host) != 0;
     ctx->peer_max[p] = ctx->caps.max_write;
     if (h->fp.max_write && h->fp.max_write < ctx->peer_max[p]) ctx->peer_max[p] = h->fp.max_write;
-    for (j = 0; j < h->nnic; j++)
+    for (j = 0; j < h->nnic; j++) {
         ctx->route_in[(size_t)p * EFAX_MAX_NICS + (size_t)j] = efax__match(h, j, me);
+        if (ctx->peer_ctrl) { /* efa-direct: where notifications to that NIC write */
+            ctx->peer_ctrl[((size_t)p * EFAX_MAX_NICS + (size_t)j) * 2] = h->nic[j].ctrl_key;
+            ctx->peer_ctrl[((size_t)p * EFAX_MAX_NICS + (size_t)j) * 2 + 1] = h->nic[j].ctrl_addr;
+        }
+    }
     for (i = 0; i < ctx->nnic; i++) {
         efax__nic *n = &ctx->nic[i];
         int out = efax__match(me, i, h);
@@ -4481,6 +4896,13 @@ EFAX_API int efax_ctx_connect(efax_ctx *ctx, efax_boot *boot) {
     if ((rc = efax__peers_alloc(ctx, boot->rank, cap, boot->host))) goto out;
     for (p = 0; p < size && !rc; p++) rc = efax__peer_insert(ctx, &me, &all[p]);
     if (rc) goto out;
+    /* efa-direct writes only to a target that has the initiator in its AV (a device limitation:
+       prov/efa/docs/efa_fabric_comparison.md, "Peer AV entry on the RMA target side"): no rank
+       writes before every rank has filled its AVs. */
+    if (ctx->caps.direct && (rc = efax_boot_barrier(boot, -1))) {
+        efax_log(ctx, 0, "the barrier after filling the address vectors failed: %s", efax_strerror(rc));
+        goto out;
+    }
     efax__faults_arm(ctx, lim[0].fault_seed);
     boot->idle = efax__boot_idle; /* collectives progress the fabric while they wait */
     boot->idle_user = ctx;
@@ -6362,21 +6784,21 @@ static inline void efax__imm_mark(efax__imm_slot *sl, uint32_t seq, bool passed)
 
 /* Brings sequence seq into the window of (peer, tag) `slot`, for an arrival or a wait (`awaited`: the
    sequence a wait in progress needs, which the window keeps; -1: none). A first sequence, or one
-   behind the window, or a window or more ahead of it, when nothing is held or awaited (a new run,
-   or a tag used every so many sequences), starts the window anew with seq as its newest. Returns 0
+   outside the window when nothing is held or awaited (a new run, or a tag used every so many
+   sequences), starts the window anew with seq as its newest. Returns 0
    with seq inside; -EFAX_E_OVERRUN when the window would have to pass a sequence still outstanding
    (*at: that one) or seq came after the window passed it; -EFAX_E_STALE when seq is behind the
-   window while later ones are held. Moving up passes what it must: empty entries, and consumed
-   ones that still hold arrivals (more than their sequence had: kept as a stale fault for the next
-   wait); then, so that the next sequences find room, up to half a window more of consumed, empty
-   entries. */
+   window while later ones are held. Moving up passes what it must, no more: empty entries, and
+   consumed ones that still hold arrivals (more than their sequence had: kept as a stale fault for
+   the next wait). A consumed entry may still take more of its sequence (waits may take it in parts,
+   and parts come in any order), so the window keeps it as long as it can. */
 EFAX_PRIVATE EFAX__NOINLINE int efax__imm_place(efax_ctx *ctx, size_t slot, uint32_t seq, int awaited,
                                                 uint32_t *at) {
     efax__imm_slot *sl = &ctx->imm[slot];
-    unsigned d = (seq - sl->base) & (EFAX__SEQS - 1), need, want, k;
+    unsigned d = (seq - sl->base) & (EFAX__SEQS - 1), need, k;
     bool idle = sl->live == 0 && awaited < 0;
     *at = sl->base;
-    if (!sl->used || (idle && (d >= EFAX__SEQS / 2 || d >= 2 * EFAX_IMM_WINDOW - 1))) {
+    if (!sl->used || (idle && d >= EFAX_IMM_WINDOW)) {
         memset(sl->count, 0, sizeof sl->count);
         if (ctx->nnic > 1)
             memset(&ctx->imm_nic[slot * EFAX_IMM_WINDOW * (size_t)ctx->nnic], 0,
@@ -6391,12 +6813,10 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__imm_place(efax_ctx *ctx, size_t slot, uint
     if (d >= EFAX__SEQS / 2) /* behind the window, with later sequences outstanding */
         return (sl->passed[(seq >> 6) & 3] >> (seq & 63)) & 1 ? -EFAX_E_OVERRUN : -EFAX_E_STALE;
     need = d - EFAX_IMM_WINDOW + 1;
-    want = d - EFAX_IMM_WINDOW / 2 + 1;
-    for (k = 0; k < want; k++) {
+    for (k = 0; k < need; k++) {
         uint32_t q = sl->base, idx = q % EFAX_IMM_WINDOW, bit = 1u << idx;
         uint32_t held = k < EFAX_IMM_WINDOW ? sl->count[idx] : 0;
         bool taken = (sl->taken & bit) != 0;
-        if (k >= need && (held || !taken || (int)q == awaited)) break; /* room enough: keep the rest */
         if ((int)q == awaited || (held && !taken)) {
             *at = q;
             return -EFAX_E_OVERRUN;
@@ -6862,6 +7282,14 @@ EFAX_PRIVATE EFAX__COLD int efax__send_stage(efax_ctx *ctx, const efax_send_desc
 /* A send through the NIC's queue (efax__post_nic), which keeps the order of what waits there. */
 EFAX_PRIVATE EFAX__NOINLINE int efax__send_queued(efax_ctx *ctx, efax_xfer *x, const efax_send_desc *s) {
     efax__nic *n = &ctx->nic[s->nic];
+    if (EFAX__UNLIKELY(s->size > ctx->caps.max_send)) { /* efa-direct: the MTU; efa RDM segments */
+        efax_log(ctx, 0,
+                 "send of %llu bytes to rank %d: NIC %s carries messages of at most %llu bytes "
+                 "(FI_OPT_MAX_MSG_SIZE%s); send less at once, or write",
+                 (unsigned long long)s->size, s->to, n->info.name, (unsigned long long)ctx->caps.max_send,
+                 ctx->caps.direct ? ": efa-direct's is the device's MTU" : "");
+        return -FI_EMSGSIZE;
+    }
     efax__xfer_one(x, EFAX_OP_SEND, s->to, s->src, s->src_off, s->size, s->nic);
     x->has_imm = s->has_imm;
     x->imm = s->imm;
@@ -7358,6 +7786,14 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
                               timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
 }
 
+/* A notification without tags (caps.direct): a 0-byte inject write carrying imm into the peer NIC's
+   control region, which efa-direct takes (efa_rma.c efa_rma_inject_writedata: 0 bytes only) and
+   the peer counts as any write's immediate data, consuming no receive (unsolicited write recv). */
+EFAX_PRIVATE EFAX__NOINLINE int efax__notify_write(efax_ctx *ctx, efax__nic *n, int peer, uint32_t imm) {
+    const uint64_t *c = &ctx->peer_ctrl[((size_t)peer * EFAX_MAX_NICS + (size_t)n->route[peer].rnic) * 2];
+    return (int)efax__fi_inject_writedata(n, NULL, 0, imm, n->route[peer].fa, c[1], c[0]);
+}
+
 EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t seq) {
     uint32_t imm;
     uint8_t msg[8];
@@ -7379,7 +7815,9 @@ EFAX_API int efax_notify_nic(efax_ctx *ctx, int peer, int nic, int tag, uint32_t
     memcpy(msg, &imm, 4);
     memset(msg + 4, 0, 4);
     for (;;) {
-        rc = (int)efax__fi_tinjectdata(n, msg, sizeof msg, imm, n->route[peer].fa, EFAX__CTRL_TAG);
+        rc = ctx->caps.direct
+                 ? efax__notify_write(ctx, n, peer, imm)
+                 : (int)efax__fi_tinjectdata(n, msg, sizeof msg, imm, n->route[peer].fa, EFAX__CTRL_TAG);
         if (rc == 0) return 0;
         if (rc != -FI_EAGAIN) {
             efax_log(ctx, 0, "notify to rank %d (%s) on NIC %s failed: %s (%d)", peer, efax__host(ctx, peer),
@@ -8129,26 +8567,38 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__expect_writes_bad(efax_ctx *ctx, efax_expe
     return -FI_EINVAL;
 }
 
-/* Adds write w's chunks to expectation e (efax_expect_writes, efax_expect_batch); *same is the last
-   write counted without a plan (NULL: none yet), whose count and NIC (*count, *here) a write like it
-   takes without a plan's cost. Returns 0, or what efax__expect_planned returns (nothing added). */
-EFAX_PRIVATE int efax__expect_add(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w,
-                                  efax_write_desc *same, bool *have_same, uint32_t *count, int *here) {
+/* What efax__expect_add keeps of the last write it counted without a plan: a write like it (the same
+   size, chunk, mode and NIC) lands alike, so its count and local NIC are taken without the plan. */
+typedef struct efax__expect_like {
+    bool valid;
+    efax_mode mode;
+    int nic, here;
+    uint64_t size, chunk;
+    uint32_t count;
+} efax__expect_like;
+
+/* Adds write w's chunks to expectation e (efax_expect_writes, efax_expect_batch). Returns 0, or what
+   efax__expect_planned returns (nothing added). */
+EFAX__HOT_INLINE int efax__expect_add(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w,
+                                      efax__expect_like *like) {
     int k, rc;
     /* the next of a window like the last: its count and NIC, once its bytes fit the region and its
        chunks the NIC's completion queue (the checks efax__expect_quick makes that vary) */
-    if (!(*have_same && w->size == same->size && w->chunk == same->chunk && w->mode == same->mode &&
-          w->nic == same->nic && w->dst_off <= w->dst->len && w->size <= w->dst->len - w->dst_off &&
+    if (!(like->valid && w->size == like->size && w->chunk == like->chunk && w->mode == like->mode &&
+          w->nic == like->nic && w->dst_off <= w->dst->len && w->size <= w->dst->len - w->dst_off &&
           (!efax__cq_enforced(ctx) ||
-           ctx->nic[*here].expecting + *count <= (uint64_t)ctx->nic[*here].cq_incoming))) {
-        *have_same = efax__expect_quick(ctx, w, count, here);
-        if (*have_same) *same = *w;
+           ctx->nic[like->here].expecting + like->count <= (uint64_t)ctx->nic[like->here].cq_incoming))) {
+        like->valid = efax__expect_quick(ctx, w, &like->count, &like->here);
+        like->size = w->size;
+        like->chunk = w->chunk;
+        like->mode = w->mode;
+        like->nic = w->nic;
     }
-    if (EFAX__LIKELY(*have_same)) {
-        e->count += *count;
-        e->on_nic[*here] += *count;
-        e->on_nic_bytes[*here] += w->size;
-        ctx->nic[*here].expecting += *count; /* the next write's room counts this one's */
+    if (EFAX__LIKELY(like->valid)) {
+        e->count += like->count;
+        e->on_nic[like->here] += like->count;
+        e->on_nic_bytes[like->here] += w->size;
+        ctx->nic[like->here].expecting += like->count; /* the next write's room counts this one's */
     } else {
         efax_expect one;
         if ((rc = efax__expect_planned(ctx, &one, w))) return rc; /* which names the problem */
@@ -8163,10 +8613,9 @@ EFAX_PRIVATE int efax__expect_add(efax_ctx *ctx, efax_expect *e, const efax_writ
 }
 
 EFAX_API int efax_expect_writes(efax_ctx *ctx, efax_expect *e, const efax_write_desc *ws, int n) {
-    efax_write_desc same;
-    bool have_same = false;
-    uint32_t count = 0;
-    int i, rc, here = 0;
+    efax__expect_like like;
+    int i, rc;
+    like.valid = false;
     if (n == 1) return efax_expect_write(ctx, e, ws);
     if (n < 1 || !ws) {
         efax_log(ctx, 0, "expect_writes: %d write(s)%s: name at least one", n, ws ? "" : " at NULL");
@@ -8181,7 +8630,7 @@ EFAX_API int efax_expect_writes(efax_ctx *ctx, efax_expect *e, const efax_write_
         if (w->from != ws[0].from || w->to != ws[0].to || w->tag != ws[0].tag || w->seq != ws[0].seq ||
             w->dst != ws[0].dst)
             return efax__expect_writes_bad(ctx, e, ws, i);
-        if ((rc = efax__expect_add(ctx, e, w, &same, &have_same, &count, &here))) {
+        if ((rc = efax__expect_add(ctx, e, w, &like))) {
             efax__unexpect(ctx, e);
             return rc;
         }
@@ -8448,10 +8897,10 @@ EFAX_API int efax_batch_wait(efax_ctx *ctx, efax_batch *b, int timeout_ms) {
 }
 
 EFAX_API int efax_expect_batch(efax_ctx *ctx, efax_expect *e, const efax_batch_desc *d) {
-    efax_write_desc w, same;
-    bool have_same = false;
-    uint32_t count = 0;
-    int n = efax__batch_pieces(ctx, d, "expect_batch"), i, rc, here = 0;
+    efax_write_desc w;
+    efax__expect_like like;
+    int n = efax__batch_pieces(ctx, d, "expect_batch"), i, rc;
+    like.valid = false;
     e->active = false;
     if (n < 0) return n;
     for (i = 0; i < n; i++) {
@@ -8460,7 +8909,7 @@ EFAX_API int efax_expect_batch(efax_ctx *ctx, efax_expect *e, const efax_batch_d
             efax__expect_start(ctx, e, &w);
             e->size = 0;
         }
-        if ((rc = efax__expect_add(ctx, e, &w, &same, &have_same, &count, &here))) {
+        if ((rc = efax__expect_add(ctx, e, &w, &like))) {
             efax_log(ctx, 0, "expect_batch: piece %d of %d was refused", i, n);
             efax__unexpect(ctx, e);
             return rc;
@@ -8605,9 +9054,13 @@ EFAX_PRIVATE int efax__osc_dir(efax_os_counters *c, const char *dir) {
     while ((de = readdir(d))) {
         unsigned long long v;
         if (de->d_name[0] == '.') continue;
-        /* hw_counters/lifespan is how long the kernel caches the values (ms), not a counter */
-        if (!strcmp(de->d_name, "lifespan")) continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        /* hw_counters/lifespan is how long the kernel caches the values (ms), not a counter (Linux
+           drivers/infiniband/core/sysfs.c, hw_stat lifespan) */
+        if (!strcmp(de->d_name, "lifespan")) {
+            if (!efax__read_sysfs(path, buf, sizeof buf)) c->lifespan_ms = atoi(buf) > 0 ? atoi(buf) : 0;
+            continue;
+        }
         if (efax__read_sysfs(path, buf, sizeof buf) || !isdigit((unsigned char)buf[0])) continue;
         errno = 0;
         v = strtoull(buf, &end, 10);
@@ -8676,6 +9129,7 @@ EFAX_API void efax_os_counters_delta(const efax_os_counters *before, const efax_
     memset(&d, 0, sizeof d);
     efax__copy(d.source, sizeof d.source, after->source);
     efax__copy(d.dev, sizeof d.dev, after->dev);
+    d.lifespan_ms = after->lifespan_ms;
     for (i = 0; i < after->n; i++) {
         int64_t b = efax_os_counter(before, after->name[i]);
         if (b < 0) continue;
@@ -8690,6 +9144,62 @@ EFAX_API int64_t efax_os_counter(const efax_os_counters *c, const char *name) {
     for (i = 0; c && i < c->n; i++)
         if (!strcmp(c->name[i], name)) return (int64_t)(c->value[i] & INT64_MAX);
     return -1;
+}
+
+EFAX_API int efax_os_counters_events(const efax_os_counters *c, char *out, size_t len) {
+    /* the most telling first: the verdict is the first's that moved */
+    static const struct {
+        const char *name, *verdict;
+    } ev[] = {
+        {"unresponsive_remote_events",
+         "a peer stopped answering (dead, hung, or its path down): check it and its rail"},
+        {"impaired_remote_conn_events",
+         "a connection to a peer was impaired (the peer or the path slow to answer)"},
+        {"retrans_timeout_events",
+         "packets went unacknowledged until SRD timed out and sent them again: loss or "
+         "congestion on the path"},
+        {"retrans_pkts", "packets lost and sent again (SRD retransmits): loss or congestion on the path"},
+        {"rx_drops", "packets dropped on arrival (the device had no room): a receiver overrun"},
+        {"tx_dropped", "the interface dropped packets it was to send"},
+        {"rx_dropped", "the interface dropped packets it received"},
+        {"tx_errors", "the interface failed to send packets"},
+        {"rx_errors", "the interface received bad packets"},
+    };
+    size_t u = 0, i;
+    int moved = 0, first = -1;
+    if (out && len) out[0] = 0;
+    if (!c || (strcmp(c->source, "efa") && strcmp(c->source, "net"))) return 0;
+    for (i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        int64_t v = efax_os_counter(c, ev[i].name);
+        if (v <= 0) continue;
+        if (first < 0) first = (int)i;
+        moved++;
+        if (out && u < len)
+            u += (size_t)snprintf(out + u, len - u, "%s%s +%lld", u ? ", " : "", ev[i].name, (long long)v);
+    }
+    if (moved && out && u < len) snprintf(out + u, len - u, ": %s", ev[first].verdict);
+    return moved;
+}
+
+EFAX_API int efax_os_write_verdict(const efax_os_counters *c, uint64_t wrote, char *why, size_t len) {
+    int64_t grew = c ? efax_os_counter(c, "rdma_write_bytes") : -1;
+    if (grew < 0) {
+        if (why && len)
+            snprintf(why, len, "no rdma_write_bytes counter for it (%s)",
+                     c && c->source[0] ? c->source : "the OS counts nothing for this NIC");
+        return -1;
+    }
+    if ((uint64_t)grew >= wrote) {
+        if (why && len)
+            snprintf(why, len, "rdma_write_bytes grew by %llu, efax wrote %llu", (unsigned long long)grew,
+                     (unsigned long long)wrote);
+        return 1;
+    }
+    if (why && len)
+        snprintf(why, len,
+                 "rdma_write_bytes grew by %llu of the %llu bytes efax wrote: the rest moved as messages",
+                 (unsigned long long)grew, (unsigned long long)wrote);
+    return 0;
 }
 
 EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, uint64_t *sent) {

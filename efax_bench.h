@@ -182,6 +182,8 @@ typedef struct efax_result {
         uint64_t bytes, ops;
     } nic[EFAX_MAX_NICS];
     char extra[2048]; /* more JSON members, written as they are (e.g. "ranks":[...]) */
+    char wire[320];   /* what the OS counters that say something went wrong did over the row, per host and
+                         NIC, with a verdict (efax_os_counters_events); "" when none moved */
     /* where the bytes went (efax_bench_record, over every rank): each NIC name's bytes sent and
        received, the busiest over the idlest (0: one carried nothing), and the names of those */
     double nic_spread;
@@ -285,6 +287,8 @@ typedef struct efax_bench_desc {
                          alone (as --quiet) */
     bool msg_rate;    /* the table shows the message rate (Mmsg/s), the JSON has "mmsgs" (osu_mbw_mr's,
                          perftest's figure); the CSV's mmsgs column is empty without it */
+    bool sends;       /* the experiment sends messages whole: sizes above the largest message the
+                         provider carries (efax_caps.max_send: efa-direct's MTU) are left out, said */
     const efax_bench_xchg *xchg; /* the layout of the driver's exchange (efax_bench_exchange); NULL: none */
 } efax_bench_desc;
 
@@ -319,6 +323,10 @@ typedef struct efax_bench {
     efax_write_desc *xw;         /* [2 * size * msgs]: this rank's writes as it describes them, then the
                                     writes into it as it expects them */
     efaxb__counts *cnt;          /* the row's per-NIC counters and the first messages (efax_bench_connect) */
+    uint64_t sends_cut;          /* -e before efax_bench_connect cut it to the largest message (desc.sends) */
+    char *proof;                 /* rank 0: whether the NICs moved the warm-up's proof writes by device RDMA
+                                    write (efaxb__write_proof); NULL: not asked (no NIC counts it) */
+    char cuda_note[224]; /* whether libfabric may initialize CUDA (efaxb__cuda_probe_off); "" unsaid */
 } efax_bench;
 
 /* One point of the sweep. Zero it before the first efax_bench_next. */
@@ -1157,7 +1165,14 @@ EFAX_PRIVATE const char *efaxb__tri(int v) { return v < 0 ? "null" : v ? "true" 
 EFAX_PRIVATE void efaxb__print_caps(const efax_ctx *ctx) {
     const efax_caps *c = efax_ctx_caps(ctx);
     char mine[32], job[32];
-    if (c->gpudirect == 1)
+    if (c->gpudirect == 1 && c->prov == EFAX_PROV_EFA && !strncmp(efax_ctx_mem_note(ctx), "dmabuf", 6))
+        printf("# GPUDirect: yes, by dmabuf (efa took FI_OPT_CUDA_API_PERMITTED=false and a FI_MR_DMABUF "
+               "registration, which it never redoes by peer memory: efa_mr.c)\n");
+    else if (c->gpudirect == 1 && c->prov == EFAX_PROV_EFA && !strncmp(efax_ctx_mem_note(ctx), "hmem", 4))
+        printf("# GPUDirect: yes, by dmabuf or peer memory (efa took FI_OPT_CUDA_API_PERMITTED=false; a "
+               "registration by address it tries by dmabuf, then by peer memory (nvidia-peermem) without "
+               "saying which: efa_mr.c)\n");
+    else if (c->gpudirect == 1)
         printf("# GPUDirect: yes (%s took FI_OPT_CUDA_API_PERMITTED=false: device memory moves by the NIC)\n",
                c->provider);
     if (c->gpudirect == 0)
@@ -1175,12 +1190,80 @@ EFAX_PRIVATE void efaxb__print_caps(const efax_ctx *ctx) {
     if (efax_ctx_peer_note(ctx)[0]) printf("# ranks differ: %s\n", efax_ctx_peer_note(ctx));
 }
 
+/* The EFA installer's version from <root>/opt/amazon/efa_installed_packages ("# EFA installer version:
+   1.38.0" on its first lines), into ver; false when there is none. */
+EFAX_PRIVATE bool efaxb__efa_installer(char *ver, size_t len) {
+    char path[PATH_MAX], line[256], *at;
+    FILE *f;
+    bool found = false;
+    snprintf(path, sizeof path, "%s/opt/amazon/efa_installed_packages", efax_topo_sysfs_root());
+    if (!(f = fopen(path, "r"))) return false;
+    for (int i = 0; i < 8 && !found && fgets(line, sizeof line, f); i++)
+        if ((at = strstr(line, "EFA installer version:"))) {
+            at += strlen("EFA installer version:");
+            while (*at == ' ') at++;
+            at[strcspn(at, " \r\n")] = 0;
+            snprintf(ver, len, "%s", at);
+            found = *at != 0;
+        }
+    fclose(f);
+    return found;
+}
+
+/* The file this process mapped libfabric from (/proc/self/maps), or "?". */
+EFAX_PRIVATE void efaxb__libfabric_path(char *path, size_t len) {
+    char line[PATH_MAX + 128];
+    FILE *maps = fopen("/proc/self/maps", "r");
+    snprintf(path, len, "?");
+    while (maps && fgets(line, sizeof line, maps)) {
+        char *at = strchr(line, '/');
+        if (!at || !strstr(at, "/libfabric.so")) continue;
+        at[strcspn(at, "\n")] = 0;
+        snprintf(path, len, "%s", at);
+        break;
+    }
+    if (maps) fclose(maps);
+}
+
+/* On efa (and where EFAX_FAULTS direct rehearses efa-direct): the fabric, which libfabric and EFA
+   installer ran, efa's queues and largest write, and every FI_EFA_* variable set. */
+EFAX_PRIVATE void efaxb__print_efa(const efax_ctx *ctx) {
+    const efax_caps *c = efax_ctx_caps(ctx);
+    const efax_nic_info *n0 = efax_ctx_nic(ctx, 0);
+    char lib[PATH_MAX], ver[64];
+    extern char **environ;
+    int k = 0;
+    if (!n0 || (c->prov != EFAX_PROV_EFA && !c->direct)) return;
+    if (c->prov != EFAX_PROV_EFA)
+        printf("# fabric: efa-direct's limits on %s (EFAX_FAULTS direct: a rehearsal; no efa here)\n",
+               c->provider);
+    else if (c->direct)
+        printf("# fabric: efa-direct (the device's own operations: no tags, messages of at most %llu bytes, "
+               "nothing emulated)\n",
+               (unsigned long long)c->max_send);
+    else
+        printf(
+            "# fabric: efa (efa's RDM protocol, which emulates what the device lacks; --provider efa-direct: "
+            "the device's own operations alone)\n");
+    efaxb__libfabric_path(lib, sizeof lib);
+    printf("# libfabric %u.%u from %s (headers %u.%u); EFA installer %s\n", FI_MAJOR(fi_version()),
+           FI_MINOR(fi_version()), lib, FI_MAJOR_VERSION, FI_MINOR_VERSION,
+           efaxb__efa_installer(ver, sizeof ver) ? ver : "not found (no /opt/amazon/efa_installed_packages)");
+    printf(
+        "# efa queues, NIC %s: transmit %zu (efax keeps %d in flight), receive %zu, completion %d entries\n",
+        n0->name, n0->tx_size, n0->window, n0->rx_size, n0->cq_size);
+    printf("# FI_EFA_* in effect:");
+    for (char **e = environ; e && *e; e++)
+        if (!strncmp(*e, "FI_EFA_", 7)) printf("%s %s", k++ ? "," : "", *e);
+    printf("%s\n", k ? "" : " none set (efa's defaults)");
+}
+
 /* The header lines that say what the NICs' results mean: message order, and on efa whether
    same-host peers use the NIC, whether writes are RDMA writes, whether CUDA calls are allowed. */
 EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
     const efax_caps *caps = efax_ctx_caps(ctx);
-    int i, sas = 0, shm_on = 0, shm_off = 0, emu = 0, real = 0, cuda_off = 0;
-    char emu_names[256];
+    int i, sas = 0, shm_on = 0, shm_off = 0, emu = 0, real = 0, cuda_off = 0, near = 0;
+    char emu_names[256], peers[128];
     size_t eu = 0;
     emu_names[0] = 0;
     for (i = 0; i < efax_ctx_nnics(ctx); i++) {
@@ -1198,16 +1281,24 @@ EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
     printf("# message order: %s\n",
            sas == efax_ctx_nnics(ctx) ? "send-after-send (FI_ORDER_SAS granted)"
                                       : "not ordered on every NIC (efax matches receives by immediate data)");
+    efaxb__print_efa(ctx);
     efaxb__print_caps(ctx);
     if (caps->prov != EFAX_PROV_EFA) {
         if (cuda_off) printf("# CUDA API in the provider: forbidden (FI_OPT_CUDA_API_PERMITTED=false)\n");
         return;
     }
-    printf("# efa: same-host peers through %s; writes: %s; CUDA API in the provider: %s; unsolicited write "
-           "recv: %s\n",
-           shm_on    ? "efa's shared memory (--efa-shm: memcpy, not the NIC)"
-           : shm_off ? "the NIC (shared memory off)"
-                     : "whatever efa decides (this libfabric cannot say)",
+    for (i = 0; i < efax_ctx_size(ctx); i++)
+        near +=
+            i != efax_ctx_rank(ctx) && !strcmp(efax_ctx_host(ctx, i), efax_ctx_host(ctx, efax_ctx_rank(ctx)));
+    if (!near)
+        snprintf(peers, sizeof peers, "no peer on rank %d's host (efa's shared memory carries nothing)",
+                 efax_ctx_rank(ctx));
+    else
+        snprintf(peers, sizeof peers, "%d peer(s) on rank %d's host through %s", near, efax_ctx_rank(ctx),
+                 shm_on    ? "efa's shared memory (--efa-shm: memcpy, not the NIC)"
+                 : shm_off ? "the NIC (efa's shared memory off)"
+                           : "what efa decides (this libfabric cannot switch its shared memory off)");
+    printf("# efa: %s; writes: %s; CUDA API in the provider: %s; unsolicited write recv: %s\n", peers,
            emu                           ? "EMULATED with messages (not RDMA writes)"
            : real == efax_ctx_nnics(ctx) ? "RDMA writes (device)"
                                          : "unknown (libfabric < 1.18)",
@@ -1260,6 +1351,8 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
                boot ? boot->size : 1);
     efaxb__cat(r->meta, sizeof r->meta, &u, "\"provider\":");
     efaxb__json_str(r->meta, sizeof r->meta, &u, ctx ? efax_ctx_provider(ctx) : "-");
+    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"provider_choice\":");
+    efaxb__json_str(r->meta, sizeof r->meta, &u, ctx ? efax_ctx_provider_choice(ctx) : "-");
     if (ctx && efax_ctx_mem_note(ctx)[0]) {
         efaxb__cat(r->meta, sizeof r->meta, &u, ",\"device_memory\":");
         efaxb__json_str(r->meta, sizeof r->meta, &u, efax_ctx_mem_note(ctx));
@@ -1311,6 +1404,16 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
             efaxb__cat(r->meta, sizeof r->meta, &u, ",\"ranks_differ\":");
             efaxb__json_str(r->meta, sizeof r->meta, &u, efax_ctx_peer_note(ctx));
         }
+        if (c->prov == EFAX_PROV_EFA || c->direct)
+            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"fabric\":\"%s\",\"max_send\":%llu",
+                       c->direct ? "efa-direct" : "efa", (unsigned long long)c->max_send);
+    }
+    {
+        char ver[64];
+        if (efaxb__efa_installer(ver, sizeof ver)) {
+            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"efa_installer\":");
+            efaxb__json_str(r->meta, sizeof r->meta, &u, ver);
+        }
     }
     efaxb__cat(r->meta, sizeof r->meta, &u,
                ",\"huge_pages\":%s,\"window\":%d,\"one_slot\":%s,\"chunk\":%llu,\"check\":%s,\"command\":",
@@ -1351,8 +1454,9 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     if (!o->quiet) {
         char sz[32], cs[32];
         printf("# efax %s %s\n", driver, EFAX_VERSION_STRING);
-        printf("# provider %s, libfabric %u.%u, %d rank(s) on", ctx ? efax_ctx_provider(ctx) : "-",
-               FI_MAJOR(fi_version()), FI_MINOR(fi_version()), boot ? boot->size : 1);
+        printf("# provider %s (%s), libfabric %u.%u, %d rank(s) on", ctx ? efax_ctx_provider(ctx) : "-",
+               ctx ? efax_ctx_provider_choice(ctx) : "-", FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
+               boot ? boot->size : 1);
         for (i = 0; boot && i < boot->size; i++) {
             int j;
             for (j = 0; j < i; j++)
@@ -1527,6 +1631,10 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
             }
         }
         efaxb__cat(buf, sizeof buf, &u, "]");
+        if (res->wire[0]) {
+            efaxb__cat(buf, sizeof buf, &u, ",\"wire\":");
+            efaxb__json_str(buf, sizeof buf, &u, res->wire);
+        }
         fputs(buf, r->json);
         if (r->nic_json_len) fputs(r->nic_json, r->json); /* "counted", "nic_counters", "tcp_counters" */
         u = 0;
@@ -1625,6 +1733,9 @@ EFAX_API void efax_report_row(efax_report *r) {
         }
         if (r->o->check) printf(" | %lld", (long long)wrong);
         printf("\n");
+        for (i = 0; i < r->nrow; i++)
+            if (r->row[i].wire[0])
+                printf("#   ^ %s: counters moved: %s\n", r->row[i].variant, r->row[i].wire);
         fflush(stdout);
     }
     r->nrow = 0;
@@ -1907,6 +2018,16 @@ EFAX_PRIVATE int efaxb__count_row(efax_bench *b, efax_result *res) {
         }
         res->nic_spread = lo > 0 ? hi / lo : 0;
         res->nic_nidle = nidle;
+        /* the counters that say something went wrong (efa's SRD events, retransmits and drops; an
+           interface's drops and errors), per host and NIC, with a verdict: the row prints them */
+        res->wire[0] = 0;
+        for (i = 0; i < nrow; i++) {
+            char what[256];
+            size_t wl = strlen(res->wire);
+            if (efax_os_counters_events(&row[i].os, what, sizeof what) && wl + 8 < sizeof res->wire)
+                snprintf(res->wire + wl, sizeof res->wire - wl, "%s%s %s: %s", wl ? "; " : "", rhost[i],
+                         row[i].name, what);
+        }
         rep->nic_json_len = 0;
         efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u, ",\"counted\":\"%s\",\"nic_counters\":[",
                     timed ? "timed" : "row");
@@ -2184,6 +2305,129 @@ EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
     return !b->xs || !b->ex || !b->xw || !b->lat ? -FI_ENOMEM : 0;
 }
 
+/* A run of host memory alone on a host with NVIDIA GPUs: libfabric makes no CUDA call. efa probes
+   GPUDirect support at its start with a cudaMalloc on the current device (prov/efa/src/efa_hmem.c
+   efa_hmem_info_check_p2p_support_cuda), which makes a CUDA context on GPU 0 in every rank that binds
+   no GPU: 8 host-memory ranks would crowd GPU 0. FI_HMEM=system (src/hmem.c ofi_hmem_init: the
+   interfaces libfabric initializes) leaves CUDA out, so efa has nothing to probe. Set before the first
+   libfabric call of the process (efax_ctx_init's), unless the user set FI_HMEM; efax_bench_begin says
+   so. A rank with device memory binds its GPU first (efax_cuda_use), so the probe lands there. */
+EFAX_PRIVATE void efaxb__cuda_probe_off(efax_bench *b) {
+    int k, gpus = efax_topo_gpus(efax_topo_sysfs_root(), NULL, 0);
+    for (k = 0; k < b->nk; k++)
+        if (b->kinds[k] != efax_mem_host()) return;
+    if (!gpus) return;
+    if (getenv("FI_HMEM")) {
+        snprintf(b->cuda_note, sizeof b->cuda_note,
+                 "host memory only on a host with %d NVIDIA GPU(s); FI_HMEM=%s is yours, so libfabric may "
+                 "initialize CUDA (efa's probe makes a context on the current GPU)",
+                 gpus, getenv("FI_HMEM"));
+        return;
+    }
+    setenv("FI_HMEM", "system", 0);
+    snprintf(
+        b->cuda_note, sizeof b->cuda_note,
+        "off (FI_HMEM=system): host memory only on a host with %d NVIDIA GPU(s), so efa's start-up probe "
+        "makes no CUDA context on GPU 0 in every rank",
+        gpus);
+}
+
+/* The proof that writes move by the device's RDMA write, after the warm-up: every rank writes
+   EFAXB__PROOF bytes on each of its NICs to the next rank, and holds what each NIC's own counter of
+   bytes sent by RDMA write (efa's hw_counters rdma_write_bytes) grew by against them
+   (efax_os_write_verdict): efa emulates writes with messages without saying so where the device, the
+   driver or a peer lacks what RDMA write needs (rdm/efa_rdm_rma.h efa_rdm_rma_should_write_using_rdma:
+   the unsolicited-write-recv setting the CQ got, not the one efax set, decides), and the EFA NCCL
+   recipes pass a run only if the hardware counters moved. The kernel caches these counters for their
+   lifespan, so each reading waits that long first. Runs where any rank's NIC has the counter;
+   collective. Rank 0 keeps every rank's verdicts in b->proof. */
+#define EFAXB__PROOF (1u << 20)
+#define EFAXB__PROOF_SEQ 64 /* the first messages' sequences are NIC indices below it */
+EFAX_PRIVATE int efaxb__write_proof(efax_bench *b) {
+    int n = efax_ctx_nnics(&b->ctx), k, rc, to = (b->rank + 1) % b->size,
+        from = (b->rank + b->size - 1) % b->size;
+    int wn = efax_ctx_peer_nnics(&b->ctx, from), life = 0, i;
+    int64_t any = 0;
+    efax_os_counters *before = NULL, after;
+    efax_buf src, dst;
+    efax_xfer *xs = NULL;
+    efax_expect *ex = NULL;
+    char mine[2560], *all = NULL;
+    size_t u = 0;
+    struct timespec ts;
+    memset(&src, 0, sizeof src), memset(&dst, 0, sizeof dst), mine[0] = 0;
+    if (b->size < 2) return 0;
+    before = (efax_os_counters *)calloc((size_t)n, sizeof *before);
+    if (!before) return -FI_ENOMEM;
+    for (k = 0; k < n; k++) {
+        if (efax_os_counters_nic(efax_ctx_nic(&b->ctx, k), &before[k]) == 0 &&
+            efax_os_counter(&before[k], "rdma_write_bytes") >= 0)
+            any = 1;
+        if (before[k].lifespan_ms > life) life = before[k].lifespan_ms;
+    }
+    if ((rc = efax_boot_sum(&b->boot, any, &any, -1)) || !any) goto out;
+    xs = (efax_xfer *)calloc((size_t)n, sizeof *xs);
+    ex = (efax_expect *)calloc((size_t)(wn > 0 ? wn : 1), sizeof *ex);
+    if (!xs || !ex) rc = -FI_ENOMEM;
+    if (!rc) rc = efax_buf_alloc(&b->ctx, &src, efax_mem_host(), EFAXB__PROOF, EFAX_MR_WRITE_SRC);
+    if (!rc) rc = efax_buf_alloc(&b->ctx, &dst, efax_mem_host(), EFAXB__PROOF, EFAX_MR_WRITE_DST);
+    if (!rc) rc = efax_mr_exchange(&dst.mr, &b->boot);
+    if (rc) goto out;
+    if (life > 1000) life = 1000;
+    ts.tv_sec = 0, ts.tv_nsec = (long)(life + 1) * 1000000L;
+    if ((rc = efax_boot_barrier(&b->boot, -1))) goto out;
+    if (life) nanosleep(&ts, NULL);
+    for (k = 0; k < n; k++) efax_os_counters_nic(efax_ctx_nic(&b->ctx, k), &before[k]);
+    for (k = 0; k < n + wn && !rc; k++) {
+        efax_write_desc w;
+        memset(&w, 0, sizeof w);
+        w.from = k < n ? b->rank : from;
+        w.to = k < n ? to : b->rank;
+        w.src = &src.mr;
+        w.dst = &dst.mr;
+        w.size = EFAXB__PROOF / (uint64_t)(k < n ? n : wn);
+        w.dst_off = (uint64_t)(k < n ? k : k - n) * w.size;
+        w.src_off = w.dst_off;
+        w.nic = k < n ? k : k - n;
+        w.tag = EFAX_BENCH_TAG_ACK;
+        w.seq = EFAXB__PROOF_SEQ + (uint32_t)w.nic;
+        rc = k < n ? efax_write(&b->ctx, &xs[k], &w, NULL) : efax_expect_write(&b->ctx, &ex[k - n], &w);
+    }
+    for (k = 0; k < wn && !rc; k++) rc = efax_expect_wait(&b->ctx, &ex[k], -1);
+    for (k = 0; k < n && !rc; k++) rc = efax_wait(&b->ctx, &xs[k], -1);
+    if (!rc) rc = efax_boot_barrier(&b->boot, -1);
+    if (rc) goto out;
+    if (life) nanosleep(&ts, NULL);
+    for (k = 0; k < n; k++) {
+        char why[160];
+        const char *v = "cannot tell";
+        efax_os_counters_nic(efax_ctx_nic(&b->ctx, k), &after);
+        efax_os_counters_delta(&before[k], &after, &after);
+        i = efax_os_write_verdict(&after, EFAXB__PROOF / (uint64_t)n, why, sizeof why);
+        v = i == 1 ? "yes" : i == 0 ? "EMULATED" : v;
+        if (u < sizeof mine)
+            u += (size_t)snprintf(mine + u, sizeof mine - u, "%s%s %s (%s)", u ? "; " : "",
+                                  efax_ctx_nic(&b->ctx, k)->name, v, why);
+    }
+    all = (char *)calloc((size_t)b->size, sizeof mine);
+    if (!all) rc = -FI_ENOMEM;
+    if (!rc) rc = efax_boot_allgather(&b->boot, mine, sizeof mine, all, -1);
+    if (!rc && b->rank == 0 && (b->proof = (char *)calloc((size_t)b->size, sizeof mine + 32))) {
+        size_t pu = 0, cap = (size_t)b->size * (sizeof mine + 32);
+        for (i = 0; i < b->size; i++)
+            pu += (size_t)snprintf(b->proof + pu, cap - pu, "rank %d (%s): %s\n", i, b->boot.hosts[i],
+                                   all + (size_t)i * sizeof mine);
+    }
+out:
+    efax_buf_free(&dst);
+    efax_buf_free(&src);
+    free(before);
+    free(xs);
+    free(ex);
+    free(all);
+    return rc;
+}
+
 EFAX_API int efax_bench_connect(efax_bench *b) {
     efax_ctx_desc cd;
     int rc, tags = b->d.xchg ? EFAX_BENCH_TAG_DATA + b->nk * efaxb__kind_tags(b) : 0;
@@ -2197,6 +2441,7 @@ EFAX_API int efax_bench_connect(efax_bench *b) {
     cd.cuda_api = b->o.cuda_api ? 1 : 0;
     cd.local_size = b->boot.local_size;
     cd.imm_tags = tags > 64 ? tags : 0;
+    efaxb__cuda_probe_off(b);
 #ifdef EFAX_CUDA_H
     if ((rc = efax_cuda_use(b->kinds, b->nk, b->boot.local_rank, &cd.hmem))) return rc; /* this rank's GPU */
     efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
@@ -2204,8 +2449,20 @@ EFAX_API int efax_bench_connect(efax_bench *b) {
     b->connected = true; /* efax_ctx_deinit is safe on a half-opened context */
     if ((rc = efax_ctx_init(&b->ctx, &cd)) || (rc = efax_ctx_connect(&b->ctx, &b->boot))) return rc;
     if (b->d.modes && efax_ctx_nnics(&b->ctx) == 1) b->o.modes &= 1u << EFAX_MODE_SINGLE;
+    if (b->d.sends && b->o.max_size > efax_ctx_caps(&b->ctx)->max_send) {
+        uint64_t most = efax_ctx_caps(&b->ctx)->max_send;
+        char m[32];
+        efax_fmt_size(most, m, sizeof m);
+        if (b->o.min_size > most)
+            return efax_bench_usage(
+                b, "-b: %s carries messages of at most %s (FI_OPT_MAX_MSG_SIZE); -b %s or less",
+                efax_ctx_provider(&b->ctx), m, m);
+        b->sends_cut = b->o.max_size; /* efax_bench_begin says so */
+        b->o.max_size = most;
+    }
     if (!b->d.cold && (rc = efaxb__first_messages(b))) return rc; /* the cold start's first messages */
     if (!b->d.cold && (rc = efax_ctx_warmup(&b->ctx))) return rc;
+    if (!b->d.cold && (rc = efaxb__write_proof(b))) return rc; /* where a NIC counts its RDMA writes */
     return b->d.xchg ? efaxb__xchg_init(b) : 0;
 }
 
@@ -2326,6 +2583,35 @@ EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
     if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot)))
         return rc;
     b->rep->msg_rate = b->d.msg_rate;
+    if (b->sends_cut && b->rank == 0 && !b->o.quiet) {
+        char m[32], e[32];
+        printf(
+            "# sizes above %s left out (-e %s): %s carries messages of at most %s (FI_OPT_MAX_MSG_SIZE%s)\n",
+            efax_fmt_size(b->o.max_size, m, sizeof m), efax_fmt_size(b->sends_cut, e, sizeof e),
+            efax_ctx_caps(&b->ctx)->direct ? "efa-direct" : efax_ctx_provider(&b->ctx), m,
+            efax_ctx_caps(&b->ctx)->direct ? ": the device's MTU" : "");
+    }
+    if (b->cuda_note[0] && b->rank == 0 && !b->o.quiet) printf("# CUDA in libfabric: %s\n", b->cuda_note);
+    if (b->proof && b->rank == 0) {
+        size_t pu = strlen(b->rep->meta);
+        const char *line = b->proof;
+        if (!b->o.quiet)
+            printf(
+                "# device RDMA write after the warm-up (each NIC's rdma_write_bytes against what this rank "
+                "wrote on it, %u KiB a rank):\n",
+                EFAXB__PROOF >> 10);
+        while (!b->o.quiet && *line) {
+            int len = (int)strcspn(line, "\n");
+            printf("#   %.*s\n", len, line);
+            line += len + (line[len] == '\n');
+        }
+        if (pu > 0 && b->rep->meta[pu - 1] == '}') { /* "device_write" inside "run" */
+            pu--;
+            efaxb__cat(b->rep->meta, sizeof b->rep->meta, &pu, ",\"device_write\":");
+            efaxb__json_str(b->rep->meta, sizeof b->rep->meta, &pu, b->proof);
+            efaxb__cat(b->rep->meta, sizeof b->rep->meta, &pu, "}");
+        }
+    }
     if ((rc = efaxb__cold_header(b))) return rc; /* collective */
 #ifdef EFAX_CUDA_H
     if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efaxb__ceiling(b, 256u << 20);
@@ -2477,6 +2763,7 @@ EFAX_API int efax_bench_close(efax_bench *b, int rc) {
     for (i = 0; i < b->nalloc; i++) free(b->allocs[i]);
     if (b->connected) efax_ctx_deinit(&b->ctx);
     free(b->cnt);
+    free(b->proof);
     efax_boot_deinit(&b->boot);
     return efax_exit_code(rc);
 }

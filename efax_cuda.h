@@ -145,8 +145,9 @@ EFAX_API int efax_cuda_ceiling(efax_boot *boot, size_t bytes, efax_ceiling *out)
 EFAX_API bool efax_cuda_wants_hmem(const efax_mem_ops *const *kinds, int n);
 
 /* Before a context is opened for these kinds: binds this rank to its GPU (local_rank mod
-   devices) when any kind needs CUDA, and says whether to ask for FI_HMEM. Returns 0 or
-   -EFAX_E_CUDA. */
+   devices) when any kind needs CUDA, or when libfabric will initialize CUDA anyway (FI_HMEM unset or
+   naming cuda: efa's start-up probe makes a CUDA context on the current GPU), and says whether to ask
+   for FI_HMEM. Returns 0 or -EFAX_E_CUDA. */
 EFAX_API int efax_cuda_use(const efax_mem_ops *const *kinds, int n, int local_rank, bool *hmem);
 
 // >>queue --------------------------------------------------------------------------------------
@@ -1019,7 +1020,10 @@ EFAX_PRIVATE int efax__dev_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigne
         }
         if (strcmp(tok, "staged") && !hmem) {
             rc = -FI_ENOSYS;
-            snprintf(why, sizeof why, "provider %s offers no FI_HMEM", caps->provider);
+            snprintf(why, sizeof why,
+                     "provider %s cannot register device memory (no FI_HMEM, or a libfabric "
+                     "without CUDA)",
+                     caps->provider);
         } else if (strcmp(tok, "staged") && caps->gpudirect == 0 && caps->cuda_api != 1) {
             rc = -EFAX_E_UNSUPPORTED; /* efax_mr_reg would refuse it too: the provider would copy with CUDA */
             snprintf(why, sizeof why,
@@ -1404,9 +1408,15 @@ EFAX_API bool efax_cuda_wants_hmem(const efax_mem_ops *const *kinds, int n) {
 
 EFAX_API int efax_cuda_use(const efax_mem_ops *const *kinds, int n, int local_rank, bool *hmem) {
     int dev;
+    const char *fh = getenv("FI_HMEM");
     *hmem = efax_cuda_wants_hmem(kinds, n);
     for (int i = 0; i < n; i++)
         if (kinds[i] != efax_mem_host()) return efax_cuda_bind(local_rank, &dev);
+    /* host memory alone, where libfabric will initialize CUDA anyway (FI_HMEM unset or naming cuda; the
+       harness sets it to system where it can): its CUDA calls (efa's start-up probe, a cudaMalloc:
+       efa_hmem.c) then make their context on this rank's GPU rather than every rank's on GPU 0 */
+    if ((!fh || strstr(fh, "cuda")) && efax_cuda_devices(NULL, 0) > 0)
+        return efax_cuda_bind(local_rank, &dev);
     return 0;
 }
 

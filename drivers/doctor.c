@@ -161,32 +161,26 @@ static void check_libfabric(doctor *d, char *provs, size_t plen, char *pick, siz
 
 /* EFA devices the kernel has (vendor 0x1d0f under /sys/class/infiniband) against what libfabric offers. */
 static void check_efa(doctor *d) {
-    char dir[PATH_MAX], path[PATH_MAX + 300], vendor[32], names[512];
-    size_t u = 0;
-    int n = 0;
-    int nefa = 0;
+    char dir[PATH_MAX], names[512], dev[PATH_MAX];
+    int nefa = 0,
+        n = efax_topo_efa_devices(names, sizeof names); /* vendor 0x1d0f under /sys/class/infiniband */
     bool efa_prov =
         efax_topo_list("efa", NULL, 0, &nefa) == 0 && nefa > 0; /* libfabric's efa sees a device */
-    DIR *dp;
-    struct dirent *de;
-    names[0] = 0;
     snprintf(dir, sizeof dir, "%s/sys/class/infiniband", efax_topo_sysfs_root());
-    if ((dp = opendir(dir))) {
-        while ((de = readdir(dp))) {
-            if (de->d_name[0] == '.') continue;
-            snprintf(path, sizeof path, "%s/%s/device/vendor", dir, de->d_name);
-            if (read_file(path, vendor, sizeof vendor) || strcmp(vendor, "0x1d0f")) continue;
-            n++;
-            if (u < sizeof names)
-                u += (size_t)snprintf(names + u, sizeof names - u, "%s%s", u ? "," : "", de->d_name);
-        }
-        closedir(dp);
-    }
+    snprintf(dev, sizeof dev, "%s/dev/infiniband", efax_topo_sysfs_root());
     if (n && !efa_prov)
         add(d, L_FAIL, "efa", "",
-            "use the EFA installer's libfabric (LD_LIBRARY_PATH=/opt/amazon/efa/lib, or build efax with "
-            "make LIBFABRIC=/opt/amazon/efa), or rebuild libfabric with --enable-efa",
-            "%d EFA device(s) here (%s) but the libfabric loaded offers no efa provider", n, names);
+            access(dev, F_OK)
+                ? "pass the EFA devices into the container (docker run "
+                  "--device=/dev/infiniband/uverbs0 ..., Kubernetes: the EFA device plugin's "
+                  "vpc.amazonaws.com/efa resource)"
+                : "use the EFA installer's libfabric (LD_LIBRARY_PATH=/opt/amazon/efa/lib, or build "
+                  "efax with make LIBFABRIC=/opt/amazon/efa), or rebuild libfabric with --enable-efa",
+            "%d EFA device(s) here (%s) but the libfabric loaded offers no efa provider%s: efax refuses to "
+            "run "
+            "(it would measure the ENA through tcp) unless a provider is named (--provider tcp)",
+            n, names,
+            access(dev, F_OK) ? " and /dev/infiniband is missing (a container without the devices?)" : "");
     else if (n)
         add(d, L_PASS, "efa", "", NULL, "%d EFA device(s) (%s), and libfabric's efa provider sees them", n,
             names);
@@ -352,8 +346,10 @@ static int numa_nodes(void) {
 static void check_nic(doctor *d, const char *prov, const efax_nic_info *ni, int node, int nodes) {
     char mr[96], mm[24], gb[48], when[128], sub[48];
     efax_ctx_desc cd;
-    efax_os_counters oc;
+    efax_os_counters oc, before;
     uint64_t lost = 0, sent = 0;
+    int have_before;
+    char moved[400];
     cold c;
     snprintf(sub, sizeof sub, "%s", ni->name);
     if (ni->max_msg_size >= (1ull << 62))
@@ -393,6 +389,7 @@ static void check_nic(doctor *d, const char *prov, const efax_nic_info *ni, int 
             ni->numa, node);
     memset(&cd, 0, sizeof cd);
     cd.provider = prov;
+    have_before = efax_os_counters_nic(ni, &before) == 0;
     cold_start(d, cd, ni->name, efax_mem_host(), 65536, &c);
     if (c.failed[0]) {
         add(d, L_FAIL, "nic", sub,
@@ -422,6 +419,20 @@ static void check_nic(doctor *d, const char *prov, const efax_nic_info *ni, int 
                 "1.18+)");
     }
     if (efax_os_counters_nic(ni, &oc) == 0) {
+        efax_os_counters delta;
+        if (have_before && oc.lifespan_ms > 0) { /* the kernel's cached values: read them again once stale */
+            struct timespec ts = {0, (long)(oc.lifespan_ms > 999 ? 999 : oc.lifespan_ms + 1) * 1000000L};
+            nanosleep(&ts, NULL);
+            efax_os_counters_nic(ni, &oc);
+        }
+        if (have_before) efax_os_counters_delta(&before, &oc, &delta);
+        if (have_before && efax_os_counters_events(&delta, moved, sizeof moved))
+            add(d, L_WARN, "counters", sub,
+                "look at the NIC and its peers: run the rail finder (rails) between hosts; on EFA check the "
+                "security group and the instance's health",
+                "during the doctor's own writes to itself: %s", moved);
+        if (efax_os_counters_events(&oc, moved, sizeof moved))
+            add(d, L_INFO, "counters", sub, NULL, "since boot (%s %s): %s", oc.source, oc.dev, moved);
         efax_os_counters_loss(&oc, &lost, &sent);
         if (sent >= 10000 && lost * 100 > sent)
             add(d, L_WARN, "counters", sub,

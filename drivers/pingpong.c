@@ -211,6 +211,7 @@ int main(int argc, char **argv) {
     d.max_size = 1 << 20;
     d.modes = 1u << EFAX_MODE_SINGLE;         /* the variants are the experiment's; --mode does not apply */
     rc = efax_bench_open(&b, &d, argc, argv); /* options (sizes 1 B .. 1 MiB), the launcher */
+    b.d.sends = strcmp(variant, "writeimm") != 0; /* SEND/RECV: no size above the provider's largest */
     if (!rc) rc = efax_bench_connect(&b);
     /* a send and a receive buffer (two halves each for -c), registered on every NIC */
     if (!rc) rc = efax_bench_buf(&b, b.kinds[0], 2 * b.o.max_size, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &tx);

@@ -2,9 +2,10 @@
    NIC alone, then all of them together (Split), interleaved, for --rounds rounds (2). For each
    NIC: its Gbps (the best round), its ratio to the median NIC of that direction and to the line
    rate, and what the OS counted over its runs (packets sent again or dropped: an efa device's
-   hw_counters, a tcp rail's interface statistics and the host's TCP retransmits). A rail below
-   --slow (80%) of the median, or losing more than --lossy (1%) of its packets, is flagged by host
-   and NIC name; with --expect-healthy a flag exits 1. One rank per host.
+   hw_counters, a tcp rail's interface statistics and the host's TCP retransmits; efa's SRD events:
+   retransmit timeouts, impaired and unresponsive peers). A rail below --slow (80%) of the median,
+   losing more than --lossy (1%) of its packets, or whose NICs counted an SRD event, is flagged by
+   host and NIC name; with --expect-healthy a flag exits 1. One rank per host.
 
    cc -O2 -I. drivers/rails.c -o rails $(pkg-config --cflags --libs libfabric pmix)
    mpirun -H a,b --map-by node ./rails --expect-healthy
@@ -44,6 +45,8 @@ typedef struct path {
     uint64_t lost, sent, bytes;
     double best, x_median, pct_line, median, line;
     bool slow, lossy;
+    uint64_t events; /* efa's SRD events on either end's NICs (timeouts, impaired or unresponsive peers) */
+    char wire[200];  /* the first measurement's counters that moved, with their verdict */
 } path;
 
 typedef struct rails {
@@ -220,6 +223,20 @@ static void record(rails *r, int round, int a, int b, int nic) {
     uint64_t lost, sent;
     double g = w->us > 0 ? (double)w->bytes * 8 / (w->us * 1e3) : 0;
     loss_of(r, a, b, &lost, &sent);
+    for (int side = 0; side < 2; side++) { /* what the NICs' own counters say went wrong */
+        const sample *s = sample_at(r, r->all, side ? b : a);
+        for (int i = 0; i < s->nos; i++) {
+            static const char *const srd[] = {"retrans_timeout_events", "impaired_remote_conn_events",
+                                              "unresponsive_remote_events"};
+            char what[160];
+            if (!efax_os_counters_events(&s->os[i], what, sizeof what)) continue;
+            for (int k = 0; k < 3; k++)
+                if (efax_os_counter(&s->os[i], srd[k]) > 0)
+                    p->events += (uint64_t)efax_os_counter(&s->os[i], srd[k]);
+            if (!p->wire[0])
+                snprintf(p->wire, sizeof p->wire, "%s %s: %s", host(r, side ? b : a), s->os[i].dev, what);
+        }
+    }
     p->gbps[round] = g;
     p->lost += lost;
     p->sent += sent;
@@ -333,10 +350,11 @@ static int verdicts(rails *r) {
             snprintf(xm, sizeof xm, "-");
         else
             snprintf(xm, sizeof xm, "%.2f", p->x_median);
-        if (p->slow || p->lossy) {
+        if (p->slow || p->lossy || p->events) {
             flagged++;
-            snprintf(verdict, sizeof verdict, "FLAGGED %s%s%s: %s %s -> %s %s", p->slow ? "SLOW" : "",
-                     p->slow && p->lossy ? "+" : "", p->lossy ? "LOSSY" : "", host(r, p->from),
+            snprintf(verdict, sizeof verdict, "FLAGGED %s%s%s%s%s: %s %s -> %s %s", p->slow ? "SLOW" : "",
+                     p->slow && (p->lossy || p->events) ? "+" : "", p->lossy ? "LOSSY" : "",
+                     p->lossy && p->events ? "+" : "", p->events ? "SRD" : "", host(r, p->from),
                      nic_name(r, p->nic), host(r, p->to), nic_name(r, p->nic));
         } else if (p->nic == ALL) {
             snprintf(verdict, sizeof verdict, "every NIC at once: %.0f%% of the NICs' sum",
@@ -352,10 +370,11 @@ static int verdicts(rails *r) {
                     "\"nic\":\"%s\","
                     "\"gbps\":%.6g,\"x_median\":%.6g,\"median_gbps\":%.6g,\"line_gbps\":%.6g,\"pct_line\":%."
                     "6g,\"lost\":%llu,"
-                    "\"sent\":%llu,\"slow\":%s,\"lossy\":%s}\n",
+                    "\"sent\":%llu,\"slow\":%s,\"lossy\":%s,\"srd_events\":%llu,\"wire\":\"%s\"}\n",
                     host(r, p->from), host(r, p->to), nic_name(r, p->nic), p->best, p->x_median, med, line,
                     p->pct_line, (unsigned long long)p->lost, (unsigned long long)p->sent,
-                    p->slow ? "true" : "false", p->lossy ? "true" : "false");
+                    p->slow ? "true" : "false", p->lossy ? "true" : "false", (unsigned long long)p->events,
+                    p->wire);
         if (r->cf)
             fprintf(r->cf, "%s,%s,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%llu,%llu,%d,%d\n", host(r, p->from),
                     host(r, p->to), nic_name(r, p->nic), p->best, p->x_median, med, line, p->pct_line,
@@ -379,7 +398,7 @@ static void suspects(rails *r, int flagged) {
                     const path *p = &r->paths[i];
                     if (p->nic != k || (role ? p->to : p->from) != h) continue;
                     in++;
-                    bad += p->slow || p->lossy;
+                    bad += p->slow || p->lossy || p->events;
                 }
                 if (!in || bad < in) continue;
                 if (u < sizeof list)
@@ -575,11 +594,16 @@ int main(int argc, char **argv) {
                    100 * r.o.slow, 100 * r.o.lossy);
         for (int i = 0; i < r.npath && flagged; i++) {
             const path *p = &r.paths[i];
-            if (!p->slow && !p->lossy) continue;
-            printf("# FLAGGED %s %s -> %s %s:%s%s\n", host(&r, p->from), nic_name(&r, p->nic),
+            if (!p->slow && !p->lossy && !p->events) continue;
+            printf("# FLAGGED %s %s -> %s %s:%s%s%s\n", host(&r, p->from), nic_name(&r, p->nic),
                    host(&r, p->to), nic_name(&r, p->nic), p->slow ? " slow" : "",
-                   p->lossy ? " losing packets" : "");
+                   p->lossy ? " losing packets" : "", p->events ? " SRD events" : "");
         }
+        for (int i = 0; i < r.npath; i++) /* every path whose NICs' counters moved, with their verdict */
+            if (r.paths[i].wire[0])
+                printf("# counters moved on %s %s -> %s %s: %s\n", host(&r, r.paths[i].from),
+                       nic_name(&r, r.paths[i].nic), host(&r, r.paths[i].to), nic_name(&r, r.paths[i].nic),
+                       r.paths[i].wire);
         suspects(&r, flagged);
     }
     {

@@ -331,6 +331,7 @@ int main(int argc, char **argv) {
     d.about = "Two-sided SEND/RECV, rank 0 <-> rank k: one-way streaming bandwidth and round-trip time.";
     d.window = 8;                               /* many messages in flight for the streaming number */
     d.msg_rate = true;                          /* Mmsg/s beside Gbps */
+    d.sends = true;                             /* messages whole: none above the provider's largest */
     rc = efax_bench_open(&r.b, &d, argc, argv); /* options, memory kinds, the launcher */
     if (!rc) rc = efax_bench_connect(&r.b);     /* NICs, connections */
     if (!rc) rc = setup(&r);

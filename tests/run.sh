@@ -600,7 +600,7 @@ t soak/rss-flat-under-mpirun 180 rss_flat
 # --- bad launches and faults fail fast, name the problem, never hang
 t fault/no-launcher        30 expect_fail 2 "no launcher found" env -u PMIX_NAMESPACE -u PMIX_RANK "$B/write" -n 1
 t fault/unknown-provider   60 expect_fail 2 "providers on this host" "${MPIRUN[@]}" -np 2 "$B/write" --provider nosuch -n 1
-t fault/efa-direct         60 expect_fail 2 "provider efa-direct is not supported" "${MPIRUN[@]}" -np 2 "$B/write" --provider efa-direct -n 1
+t fault/efa-direct         60 expect_fail 2 "provider efa-direct is not offered here" "${MPIRUN[@]}" -np 2 "$B/write" --provider efa-direct -n 1
 t fault/unknown-nic        60 expect_fail 2 "its NICs here" "${MPIRUN[@]}" -np 2 "$B/write" --provider tcp --nics nosuch0 -n 1
 t fault/peer-never-starts  60 expect_fail 1 "waiting for rank(s) 1 to join" env EFAX_TIMEOUT_MS=2000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$((20000 + RANDOM % 12000)) EFAX_TOKEN=x "$B/bootstrap"
 t fault/rendezvous-unreachable 60 expect_fail 1 "could not reach rank 0" env EFAX_TIMEOUT_MS=2000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 EFAX_TOKEN=x "$B/bootstrap"
@@ -787,8 +787,8 @@ host_nics_switch() {
     json_ok "$LOGS/hn$np.jsonl" 2 || return 1
     jq -r '.run.rank_nics[]' "$LOGS/hn$np.jsonl" | head -n $np
   done
-  # each rank's NICs, sorted: 4 ranks take switch groups 0,1,2,0; 2 ranks {0,2} and {1}
-  [ "$(jq -c '[.run.rank_nics[] | split(" ")[0] | split(",") | sort | join(",")]' "$LOGS/hn4.jsonl" | head -1)" = '["n0,n1","n2,n3","n4,n5","n0,n1"]' ] &&
+  # each rank's NICs, sorted: 4 ranks take switch groups 0,1,2,0, the two of group 0 a NIC each; 2 ranks {0,2} and {1}
+  [ "$(jq -c '[.run.rank_nics[] | split(" ")[0] | split(",") | sort | join(",")]' "$LOGS/hn4.jsonl" | head -1)" = '["n0","n2,n3","n4,n5","n1"]' ] &&
     [ "$(jq -c '[.run.rank_nics[] | split(" ")[0] | split(",") | sort | join(",")]' "$LOGS/hn2.jsonl" | head -1)" = '["n0,n1,n4,n5","n2,n3"]' ] ||
     { echo "the ranks did not take their PCIe switch groups"; return 1; }
 }
@@ -916,6 +916,183 @@ for p in tcp shm; do
   t efa-faults/incast-cq-size-$p 120 incast_cq $p
 done
 t efa-faults/ctrl-slots-refused-tcp 120 ctrl_slots
+
+# --- efa-direct's limits on tcp and shm (EFAX_FAULTS=direct): efax runs as on efa-direct (its
+# notifications 0-byte writes into the peer's control region, no tagged call, messages of at most
+# the MTU, a barrier before any write) and the layer refuses what efa-direct would refuse. Every
+# driver's checked run passes with nothing refused on any rank, the header names the fabric, efa's
+# queues and the FI_EFA_* variables, and sizes above 8K are left out where messages are sent.
+direct_run() {
+  local p=$1 d=$2 nics np args out=$LOGS/direct-$1-$2 rc
+  nics=$(two_nics "$p")
+  case $d in
+    pingpong) np=2; args="-c -b 1 -e 64K -f 16 -n 50" ;;
+    sendrecv) np=2; args="--nics $nics -c -b 1 -e 1M -f 32 -n 10 --mode all" ;;
+    write) np=2; args="--nics $nics -c -b 1 -e 4M -f 16 -n 5 --mode all --window 4" ;;
+    all2all) np=3; args="--nics $nics -c -b 3K -e 3M -f 32 -n 5 --mode all" ;;
+    incast) np=3; args="-c -b 4K -e 1M -f 16 -n 5" ;;
+    bootstrap) np=3; args="--nics $nics -s 16" ;;
+  esac
+  # shellcheck disable=SC2086
+  EFAX_TIMEOUT_MS=10000 EFAX_FAULTS=direct FI_EFA_USE_DEVICE_RDMA=1 $MPIRUN_STR -np $np -x EFAX_TIMEOUT_MS -x EFAX_FAULTS \
+    -x FI_EFA_USE_DEVICE_RDMA "$B/$d" --provider "$p" $args >"$out.log" 2>&1
+  rc=$?
+  cat "$out.log"
+  [ $rc = 0 ] || { echo "exit $rc under efa-direct's limits"; return 1; }
+  [ "$(grep -c 'limits it imposed, rank [0-9]*: direct refused=0;' "$out.log")" = "$np" ] ||
+    { echo "a rank made a call efa-direct refuses, or said nothing"; return 1; }
+  [ "$d" = bootstrap ] && return 0
+  grep -q "^# fabric: efa-direct's limits on" "$out.log" && grep -q '^# efa queues, NIC' "$out.log" &&
+    grep -q '^# FI_EFA_\* in effect: FI_EFA_USE_DEVICE_RDMA=1' "$out.log" ||
+    { echo "the header does not name the fabric, efa's queues and the FI_EFA_* variables"; return 1; }
+  case $d in pingpong | sendrecv)
+    grep -q "^# sizes above 8K left out (-e .*): efa-direct carries messages of at most 8K" "$out.log" ||
+      { echo "sizes above efa-direct's 8K were not left out"; return 1; } ;;
+  esac
+}
+# a device whose completion queues are smaller than efax asks (EFAX_FAULTS=cqmax=N): efax opens one at
+# the provider's size and says so, the run checks clean; a size the user gave is not second-guessed
+cq_max() {
+  local out=$LOGS/cqmax-$1
+  EFAX_FAULTS=cqmax=4096 $MPIRUN_STR -np 2 -x EFAX_FAULTS "$B/write" --provider "$1" -c -b 4K -e 1M -f 16 -n 5 \
+    >"$out.log" 2>&1 || { cat "$out.log"; return 1; }
+  cat "$out.log"
+  grep -q "fi_cq_open refused [0-9]* entries (Invalid argument); opened at the provider's default size" "$out.log" &&
+    [ "$(grep -c 'cqmax refused=1$' "$out.log")" = 2 ] || { echo "the refused queue was not retried and said"; return 1; }
+  EFAX_CQ_SIZE=8192 EFAX_FAULTS=cqmax=4096 $MPIRUN_STR -np 2 -x EFAX_CQ_SIZE -x EFAX_FAULTS "$B/write" --provider "$1" \
+    -n 1 >"$out.given.log" 2>&1 && { cat "$out.given.log"; echo "EFAX_CQ_SIZE=8192 above the device's: ran"; return 1; }
+  grep -q "fi_cq_open failed" "$out.given.log" || { cat "$out.given.log"; return 1; }
+}
+export -f direct_run cq_max
+for p in tcp shm; do
+  has_provider $p || continue
+  for d in pingpong sendrecv write all2all incast bootstrap; do t efa-faults/direct-$p-$d 120 direct_run $p $d; done
+  t efa-faults/cqmax-$p 120 cq_max $p
+done
+
+# --- a host with EFA devices where efa is not offered (tests/topo/counters: one, vendor 0x1d0f) does
+# not fall back to tcp unasked: refused, exit 2, the fix named (the EFA installer's libfabric; in a
+# container without /dev/infiniband, the devices); a provider named runs, knowingly, and says so
+efa_fallback() {
+  local tree=$PWD/$LOGS/topo-efa-no-dev out=$LOGS/efa-fallback
+  expect_fail 2 "Fix: load the EFA installer's libfabric" env EFAX_SYSFS_ROOT="$PWD/tests/topo/counters" \
+    $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT "$B/write" -n 1 -b 4K -e 4K || return 1
+  rm -rf "$tree" && cp -a tests/topo/counters "$tree" && rm -rf "$tree/dev" || return 1
+  expect_fail 2 "Fix: /dev/infiniband is missing" env EFAX_SYSFS_ROOT="$tree" $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT \
+    "$B/write" -n 1 -b 4K -e 4K || return 1
+  EFAX_SYSFS_ROOT="$PWD/tests/topo/counters" EFAX_PROVIDER=tcp $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT -x EFAX_PROVIDER \
+    "$B/write" --nics lo -n 2 -b 4K -e 4K >"$out.log" 2>&1 || { cat "$out.log"; return 1; }
+  cat "$out.log"
+  grep -q "provider tcp named by EFAX_PROVIDER on a host with 1 EFA device(s) (rdmap16s27): this run measures tcp" \
+    "$out.log" && grep -q "^# provider tcp (named by EFAX_PROVIDER)" "$out.log" ||
+    { echo "the knowing choice is not said"; return 1; }
+  # the EFA installer's version (the tree's /opt/amazon/efa_installed_packages) in the JSON
+  EFAX_SYSFS_ROOT="$PWD/tests/topo/counters" $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT "$B/write" --provider tcp --nics lo \
+    -n 2 -b 4K -e 4K --json "$out.jsonl" >/dev/null 2>&1 && jq -e -s 'all(.[]; .run.efa_installer == "1.38.0")' "$out.jsonl" >/dev/null ||
+    { echo "the EFA installer's version is not in the JSON"; return 1; }
+}
+# a run of host memory on a host with NVIDIA GPUs (the synthetic p5 tree: 8) keeps libfabric from
+# initializing CUDA (FI_HMEM=system), so that efa's start-up probe makes no CUDA context on GPU 0 in
+# every rank; a FI_HMEM of the user's stays; a host without GPUs is left alone
+cuda_probe_off() {
+  local out=$LOGS/cuda-probe
+  EFAX_SYSFS_ROOT="$PWD/tests/topo/p5" $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT "$B/write" --provider tcp --nics lo -n 2 \
+    -b 4K -e 4K --json "$out.jsonl" >"$out.log" 2>&1 || { cat "$out.log"; return 1; }
+  cat "$out.log"
+  grep -q "^# CUDA in libfabric: off (FI_HMEM=system): host memory only on a host with 8 NVIDIA GPU(s)" "$out.log" &&
+    jq -e -s 'all(.[]; .run.env.FI_HMEM == "system")' "$out.jsonl" >/dev/null || { echo "FI_HMEM=system not set, or not said"; return 1; }
+  EFAX_SYSFS_ROOT="$PWD/tests/topo/p5" FI_HMEM=system,cuda $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT -x FI_HMEM "$B/write" --provider tcp \
+    --nics lo -n 2 -b 4K -e 4K >"$out.yours.log" 2>&1 && grep -q "FI_HMEM=system,cuda is yours" "$out.yours.log" ||
+    { cat "$out.yours.log"; echo "the user's FI_HMEM was not kept and said"; return 1; }
+  EFAX_SYSFS_ROOT="$PWD/$LOGS/no-such-tree" $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT "$B/write" --provider tcp --nics lo -n 2 \
+    -b 4K -e 4K --json "$out.none.jsonl" >"$out.none.log" 2>&1 || { cat "$out.none.log"; return 1; }
+  ! grep -q "CUDA in libfabric" "$out.none.log" && jq -e -s 'all(.[]; .run.env.FI_HMEM == null)' "$out.none.jsonl" >/dev/null ||
+    { echo "a host without GPUs got FI_HMEM set"; return 1; }
+}
+# --no-cuda-api where libfabric has no CUDA (this host's 2.x shm: FI_OPT_CUDA_API_PERMITTED answers
+# -FI_EINVAL, smr_ep.c): no CUDA call to forbid, so the run goes on, saying why; below 1.18 it cannot be asked
+no_cuda_api() {
+  local p=$1 out=$LOGS/no-cuda-api-$1
+  if ! pkg-config --atleast-version=1.18 libfabric; then
+    expect_fail 1 "needs libfabric 1.18+" $MPIRUN_STR -np 2 "$B/write" --provider "$p" -n 1 -b 4K -e 4K --no-cuda-api
+    return
+  fi
+  $MPIRUN_STR -np 2 "$B/write" --provider "$p" -n 1 -b 4K -e 4K --no-cuda-api >"$out.log" 2>&1 || { cat "$out.log"; return 1; }
+  cat "$out.log"
+  grep -q "refused with -FI_EINVAL: this libfabric ([0-9.]*) has no CUDA support" "$out.log"
+}
+export -f efa_fallback cuda_probe_off no_cuda_api
+t fault/efa-fallback-refused 120 efa_fallback
+t topo/cuda-probe-off 120 cuda_probe_off
+has_provider shm && t shm/no-cuda-api-without-cuda 60 no_cuda_api shm # 2.x's tcp knows no such option: -FI_ENOPROTOOPT
+
+# --- what the OS counts where something went wrong, per row; and the proof that writes move by the
+# device's RDMA write. A tree whose lo has an interface's statistics (and, standing in for efa's
+# hw_counters, rdma_write_bytes and a 20 ms lifespan) that a loop moves while efax runs.
+wire_tree() {
+  rm -rf "$1" && mkdir -p "$1/sys/class/net/lo/statistics" || return 1
+  for c in tx_bytes tx_packets rx_bytes rx_packets tx_dropped rx_dropped tx_errors rx_errors rdma_write_bytes \
+    retrans_timeout_events; do echo 0 >"$1/sys/class/net/lo/statistics/$c"; done
+  echo 20 >"$1/sys/class/net/lo/statistics/lifespan"
+}
+# bump FILE STEP: adds STEP to FILE every 2 ms (each value replaces the file whole) until killed
+bump() { local v=0; while :; do v=$((v + $2)); echo $v >"$1.new" && mv "$1.new" "$1"; sleep 0.002; done; }
+wire_rows() {
+  local tree=$PWD/$LOGS/topo-wire out=$LOGS/wire-rows pid
+  wire_tree "$tree" || return 1
+  EFAX_SYSFS_ROOT="$tree" $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT "$B/write" --provider tcp --nics lo -b 4K -e 1M -f 4 -n 50 \
+    --json "$out.still.jsonl" >"$out.still.log" 2>&1 || { cat "$out.still.log"; return 1; }
+  grep -q "counters moved" "$out.still.log" && { cat "$out.still.log"; echo "a row said counters moved that did not"; return 1; }
+  bump "$tree/sys/class/net/lo/statistics/tx_dropped" 1 &
+  pid=$!
+  EFAX_SYSFS_ROOT="$tree" $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT "$B/write" --provider tcp --nics lo -b 4K -e 1M -f 4 -n 50 \
+    --json "$out.jsonl" >"$out.log" 2>&1
+  kill $pid; wait $pid 2>/dev/null
+  cat "$out.log"
+  grep -q "^#   ^ Single: counters moved: .* lo: tx_dropped +[0-9]*: the interface dropped packets it was to send" "$out.log" &&
+    jq -e -s 'any(.[]; .wire | test("tx_dropped"))' "$out.jsonl" >/dev/null || { echo "no row said what moved"; return 1; }
+}
+write_proof() {
+  local tree=$PWD/$LOGS/topo-proof out=$LOGS/write-proof pid
+  wire_tree "$tree" || return 1
+  EFAX_SYSFS_ROOT="$tree" $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT "$B/write" --provider tcp --nics lo -n 2 -b 4K -e 4K \
+    --json "$out.still.jsonl" >"$out.still.log" 2>&1 || { cat "$out.still.log"; return 1; }
+  cat "$out.still.log"
+  [ "$(grep -c "^#   rank [01] (.*): lo EMULATED (rdma_write_bytes grew by 0 of the 1048576 bytes efax wrote" "$out.still.log")" = 2 ] &&
+    jq -e -s 'all(.[]; .run.device_write | test("EMULATED"))' "$out.still.jsonl" >/dev/null ||
+    { echo "a counter that did not grow was not called emulated on both ranks"; return 1; }
+  bump "$tree/sys/class/net/lo/statistics/rdma_write_bytes" 4194304 &
+  pid=$!
+  EFAX_SYSFS_ROOT="$tree" $MPIRUN_STR -np 2 -x EFAX_SYSFS_ROOT "$B/write" --provider tcp --nics lo -n 2 -b 4K -e 4K \
+    >"$out.log" 2>&1
+  kill $pid; wait $pid 2>/dev/null
+  cat "$out.log"
+  [ "$(grep -c "^#   rank [01] (.*): lo yes (rdma_write_bytes grew by [0-9]*, efax wrote 1048576)" "$out.log")" = 2 ] ||
+    { echo "a counter that grew by more than was written was not called device RDMA write"; return 1; }
+}
+# rails: a NIC whose counters say SRD timed out (retransmit timeouts) is flagged, with the verdict
+rails_srd() {
+  local tree=$PWD/$LOGS/topo-rails out=$LOGS/rails-srd port=$((20000 + RANDOM % 12000)) pid r1 rc
+  wire_tree "$tree" || return 1
+  bump "$tree/sys/class/net/lo/statistics/retrans_timeout_events" 1 &
+  pid=$!
+  EFAX_SYSFS_ROOT="$tree" EFAX_NODE=h1 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=r \
+    "$B/rails" --provider tcp --nics lo --size 1M --bytes 64M --rounds 1 >"$out.1.log" 2>&1 &
+  r1=$!
+  EFAX_SYSFS_ROOT="$tree" EFAX_NODE=h0 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=r \
+    "$B/rails" --provider tcp --nics lo --size 1M --bytes 64M --rounds 1 --expect-healthy --json "$out.jsonl" >"$out.log" 2>&1
+  rc=$?
+  wait $r1
+  kill $pid; wait $pid 2>/dev/null
+  cat "$out.log"
+  [ $rc = 1 ] && grep -q "FLAGGED SRD: h0 lo -> h1 lo" "$out.log" &&
+    grep -q "^# counters moved on h0 lo -> h1 lo: h[01] lo: retrans_timeout_events +[0-9]*: packets went unacknowledged" "$out.log" ||
+    { echo "SRD events did not flag the rail (exit $rc)"; return 1; }
+}
+export -f wire_tree bump wire_rows write_proof rails_srd
+t tcp/wire-counters-in-rows 180 wire_rows
+t tcp/device-write-proof 120 write_proof
+t tcp/rails-srd-events 120 rails_srd
 
 # --- wrong bytes fail a -c run: tests/corrupt_shim.c, preloaded into the ranks, inverts bytes
 # that the network delivers into the driver's own buffers. The table must still be finished,

@@ -402,9 +402,16 @@ static void test_hints(void) {
         CHECK(!efax__is_efa_direct(d));
         fi_freeinfo(d);
     }
+    /* efa-direct asked for by name: efa's provider, that fabric, no FI_TAGGED (it has none) */
+    h = efax__hints("efa-direct", false, false);
+    CHECK(h && !(h->caps & FI_TAGGED) && (h->caps & FI_RMA) && !strcmp(h->fabric_attr->prov_name, "efa") &&
+          h->fabric_attr->name && !strcmp(h->fabric_attr->name, "efa-direct") && (h->mode & FI_CONTEXT2) &&
+          (h->domain_attr->mr_mode & FI_MR_LOCAL) && !(h->mode & FI_RX_CQ_DATA));
+    fi_freeinfo(h);
     {
         char buf[32];
-        CHECK(efax_topo_pick_provider("efa-direct", buf, sizeof buf) == -EFAX_E_UNSUPPORTED);
+        /* no EFA device here: not offered (on an EFA host it is a provider like any other) */
+        CHECK(efax_topo_pick_provider("efa-direct", buf, sizeof buf) == -EFAX_E_NOPROV);
     }
 }
 
@@ -512,6 +519,50 @@ static void test_topology(void) {
         }
     }
     CHECK(efax_topo_near(root, nics, nn, NULL, 0, out, EFAX_MAX_NICS) == 2 && out[0] == 0 && out[1] == 1);
+    CHECK(efax_topo_gpus(root, NULL, 0) == 8); /* two GPUs behind each switch: the one NIC is shared */
+    /* p6-b200 (and a p5en's switches): 2 GPUs and 2 NICs behind each PCIe switch, both NICs tied
+       nearest both GPUs: each GPU takes its own, in PCI order, as NCCL_NETDEVS_POLICY=max:1 does */
+    snprintf(root, sizeof root, "%s/topo/p6-b200", here[0] ? here : ".");
+    ng = read_list(root, "gpus", gpus, 8), nn = read_list(root, "nics", nicpci, 32);
+    CHECK(ng == 8 && nn == 8);
+    memset(nics, 0, sizeof nics);
+    for (int i = 0; i < nn; i++) {
+        memcpy(nics[i].pci, nicpci[i], sizeof nics[i].pci);
+        nics[i].numa = efax_topo_pci_numa(root, nicpci[i]);
+    }
+    {
+        char found[8][16];
+        CHECK(efax_topo_gpus(root, found, 8) == 8 && !strcmp(found[0], gpus[0]) &&
+              !strcmp(found[7], gpus[7]));
+        CHECK(efax_topo_gpus(root, found, 2) == 8 && !strcmp(found[1], gpus[1])); /* counts past max */
+    }
+    for (int g = 0; g < ng; g++) {
+        int k = efax_topo_near(root, nics, nn, gpus[g], -1, out, EFAX_MAX_NICS);
+        if (k != 1 || out[0] != g) {
+            fprintf(stderr, "  p6-b200 GPU %d (%s): %d NICs nearest, first %d (expected NIC %d alone)\n", g,
+                    gpus[g], k, k ? out[0] : -1, g);
+            failures++;
+        }
+    }
+    CHECK(efax_topo_pci_depth(root, gpus[0], nicpci[1]) == efax_topo_pci_depth(root, gpus[0], nicpci[0]));
+    snprintf(root, sizeof root, "%s/topo/counters", here[0] ? here : ".");
+    CHECK(efax_topo_gpus(root, NULL, 0) == 0);
+}
+
+/* EFA devices the kernel has, read from a tree (tests/topo/counters has one, vendor 0x1d0f; the
+   p5 tree none): what efax_ctx_init refuses to fall back to tcp over. */
+static void test_efa_devices(void) {
+    char here[512], root[600], names[128];
+    snprintf(here, sizeof here, "%s", __FILE__);
+    *(strrchr(here, '/') ? strrchr(here, '/') : here) = 0;
+    snprintf(root, sizeof root, "%s/topo/counters", here[0] ? here : ".");
+    setenv("EFAX_SYSFS_ROOT", root, 1);
+    CHECK(efax_topo_efa_devices(names, sizeof names) == 1 && !strcmp(names, "rdmap16s27"));
+    CHECK(efax_topo_efa_devices(NULL, 0) == 1);
+    snprintf(root, sizeof root, "%s/topo/p5", here[0] ? here : ".");
+    setenv("EFAX_SYSFS_ROOT", root, 1);
+    CHECK(efax_topo_efa_devices(names, sizeof names) == 0 && !names[0]);
+    unsetenv("EFAX_SYSFS_ROOT");
 }
 
 /* EFAX_FAULTS values: every family, seeds, sizes; every bad value refused with a reason that names it
@@ -538,6 +589,13 @@ static void test_faults(void) {
              {"reorder,all", 1, EFAX_FAULT_ALL, 0, 0, 65536, 0},
              {"bogus", 0, 0, 0, 0, 0, 0},
              {"reorder,", 1, EFAX_FAULT_REORDER, 0, 0, 65536, 0},
+             {"direct", 1, EFAX_FAULT_DIRECT, 0, 0, 65536, 0},
+             {"all,direct:3", 1, EFAX_FAULT_ALL | EFAX_FAULT_DIRECT, 3, 1, 65536, 0},
+             {"cqmax=256,reorder", 1, EFAX_FAULT_CQMAX | EFAX_FAULT_REORDER, 0, 0, 65536, 0},
+             {"cqmax=0", 0, 0, 0, 0, 0, 0},
+             {"cqmax=x", 0, 0, 0, 0, 0, 0},
+             {"cqmax", 0, 0, 0, 0, 0, 0},
+             {"direct=1", 0, 0, 0, 0, 0, 0},
              {",", 0, 0, 0, 0, 0, 0},
              {"all:", 0, 0, 0, 0, 0, 0},
              {"all:x", 0, 0, 0, 0, 0, 0},
@@ -572,6 +630,14 @@ static void test_faults(void) {
                 c[i].spec, why);
             failures++;
         }
+    }
+    {
+        efax_fault_spec f;
+        char why[400];
+        CHECK(efax_faults_parse("cqmax=4096", &f, why, sizeof why) == 0 && f.cq_max == 4096);
+        CHECK(efax_faults_parse("bogus", &f, why, sizeof why) && strstr(why, "direct, cqmax=N"));
+        CHECK(
+            !(EFAX_FAULT_ALL & (EFAX_FAULT_DIRECT | EFAX_FAULT_CQMAX))); /* limits, not faults: not in all */
     }
 }
 
@@ -641,6 +707,36 @@ static void test_counters(void) {
     CHECK(!strcmp(d.source, "tcp"));
     efax_os_counters_delta(&a, &b, &b); /* in place */
     CHECK(b.n == 9 && b.value[0] == 7);
+    /* what moved, and what it says: the SRD events first (the tree's efa device: 1 retransmit, 3
+       drops since boot; lifespan 10 ms kept apart), then the verdict on writes */
+    {
+        char txt[400];
+        efax_os_counters e, z;
+        CHECK(efax_os_counters_nic(&efa, &e) == 0 && e.lifespan_ms == 10);
+        CHECK(efax_os_counters_events(&e, txt, sizeof txt) == 2 &&
+              !strcmp(txt,
+                      "retrans_pkts +1, rx_drops +3: packets lost and sent again (SRD retransmits): loss or "
+                      "congestion on the path"));
+        z = e;
+        for (int i = 0; i < z.n; i++) z.value[i] = 0;
+        CHECK(efax_os_counters_events(&z, txt, sizeof txt) == 0 && !txt[0]);
+        for (int i = 0; i < z.n; i++)
+            if (!strcmp(z.name[i], "unresponsive_remote_events") ||
+                !strcmp(z.name[i], "retrans_timeout_events"))
+                z.value[i] = 2;
+        CHECK(efax_os_counters_events(&z, txt, sizeof txt) == 2 &&
+              strstr(txt, "unresponsive_remote_events +2") &&
+              strstr(txt, "retrans_timeout_events +2: a peer stopped answering"));
+        CHECK(efax_os_counters_events(&a, txt, sizeof txt) == 0); /* tcp's namespace counters: not a NIC's */
+        for (int i = 0; i < z.n; i++) z.value[i] = !strcmp(z.name[i], "rdma_write_bytes") ? 1048576 : 0;
+        CHECK(efax_os_write_verdict(&z, 1048576, txt, sizeof txt) == 1 && strstr(txt, "grew by 1048576"));
+        CHECK(efax_os_write_verdict(&z, 1048577, txt, sizeof txt) == 0 &&
+              strstr(txt, "grew by 1048576 of the 1048577"));
+        for (int i = 0; i < z.n; i++) z.value[i] = 0;
+        CHECK(efax_os_write_verdict(&z, 4096, txt, sizeof txt) == 0); /* emulated: nothing by RDMA write */
+        CHECK(efax_os_write_verdict(&b, 4096, txt, sizeof txt) == -1 && strstr(txt, "no rdma_write_bytes"));
+        CHECK(efax_os_write_verdict(NULL, 4096, txt, sizeof txt) == -1);
+    }
     setenv("EFAX_SYSFS_ROOT", "/nonexistent", 1);
     CHECK(efax_os_counters_tcp(&a) == -FI_ENOENT && efax_os_counters_nic(&efa, &a) == -FI_ENOENT);
     unsetenv("EFAX_SYSFS_ROOT");
@@ -694,8 +790,9 @@ static void test_host_nics(void) {
     }
     k = efax_topo_host_nics(root, nics, nn, -1, 3, 8, out, EFAX_MAX_NICS, why, sizeof why);
     CHECK(!strcmp(why, "PCIe switch group 3 of 8, local rank 3 of 8"));
-    CHECK(efax_topo_host_nics(root, nics, nn, -1, 9, 16, out, EFAX_MAX_NICS, NULL, 0) == 4 &&
-          out[0] == 4); /* 9 mod 8 */
+    k = efax_topo_host_nics(root, nics, nn, -1, 9, 16, out, EFAX_MAX_NICS, why, sizeof why);
+    CHECK(k == 2 && out[0] == 5 && out[1] == 7); /* 9 mod 8, the second of its two ranks: NICs 1, 3 of it */
+    CHECK(!strcmp(why, "PCIe switch group 1 of 8, NIC share 2 of 2, local rank 9 of 16"));
     CHECK(efax_topo_host_nics(root, nics, nn, -1, 0, 1, out, EFAX_MAX_NICS, NULL, 0) ==
           32); /* alone: every NIC */
     CHECK(efax_topo_host_nics(root, nics, nn, -1, 0, 0, out, EFAX_MAX_NICS, NULL, 0) ==
@@ -729,7 +826,35 @@ static void test_host_nics(void) {
             failures++;
         }
     }
-    /* a NIC whose path the tree lacks is in no group */
+    /* p6-b200: 4 groups of 2 NICs; 8 ranks: one NIC each (group r mod 4, share r / 4); 4 ranks: a group each */
+    snprintf(root, sizeof root, "%s/topo/p6-b200", here[0] ? here : ".");
+    nn = read_list(root, "nics", nicpci, 32);
+    memset(nics, 0, sizeof nics);
+    for (int i = 0; i < nn; i++) {
+        memcpy(nics[i].pci, nicpci[i], sizeof nics[i].pci);
+        nics[i].numa = efax_topo_pci_numa(root, nicpci[i]);
+    }
+    CHECK(nn == 8 && efax_topo_switch_groups(root, nics, nn, group) == 4);
+    for (int r = 0; r < 8; r++) {
+        k = efax_topo_host_nics(root, nics, nn, -1, r, 8, out, EFAX_MAX_NICS, NULL, 0);
+        if (k != 1 || out[0] != 2 * (r % 4) + r / 4) {
+            fprintf(stderr, "  p6-b200 local rank %d of 8: %d NICs, first %d (expected NIC %d alone)\n", r, k,
+                    k ? out[0] : -1, 2 * (r % 4) + r / 4);
+            failures++;
+        }
+    }
+    CHECK(efax_topo_host_nics(root, nics, nn, -1, 3, 4, out, EFAX_MAX_NICS, NULL, 0) == 2 && out[0] == 6);
+    /* 6 ranks: groups 0 and 1 have two ranks each (one NIC each), groups 2 and 3 one (both NICs) */
+    CHECK(efax_topo_host_nics(root, nics, nn, -1, 5, 6, out, EFAX_MAX_NICS, NULL, 0) == 1 && out[0] == 3);
+    CHECK(efax_topo_host_nics(root, nics, nn, -1, 2, 6, out, EFAX_MAX_NICS, NULL, 0) == 2 && out[0] == 4);
+    /* p4d again: a NIC whose path the tree lacks is in no group */
+    snprintf(root, sizeof root, "%s/topo/p4d", here[0] ? here : ".");
+    nn = read_list(root, "nics", nicpci, 32);
+    memset(nics, 0, sizeof nics);
+    for (int i = 0; i < nn; i++) {
+        memcpy(nics[i].pci, nicpci[i], sizeof nics[i].pci);
+        nics[i].numa = efax_topo_pci_numa(root, nicpci[i]);
+    }
     snprintf(nics[1].pci, sizeof nics[1].pci, "0000:ff:00.0");
     CHECK(efax_topo_switch_groups(root, nics, nn, group) == 3 && group[1] == -1 && group[0] == 0 &&
           group[2] == 1);
@@ -811,14 +936,26 @@ typedef struct {
     const char *name;
     void (*fn)(void);
 } test;
-static const test tests[] = {
-    {"sizes", test_sizes},       {"options", test_options},     {"iters", test_iters},
-    {"imm", test_imm},           {"plan", test_plan},           {"pattern", test_pattern},
-    {"stats", test_stats},       {"errors", test_errors},       {"peer_data", test_peer_data},
-    {"matching", test_matching}, {"hints", test_hints},         {"chunk", test_chunk},
-    {"topology", test_topology}, {"host_nics", test_host_nics}, {"fingerprint", test_fingerprint},
-    {"dmabuf", test_dmabuf},     {"counters", test_counters},   {"faults", test_faults},
-    {"cq_size", test_cq_size}};
+static const test tests[] = {{"sizes", test_sizes},
+                             {"options", test_options},
+                             {"iters", test_iters},
+                             {"imm", test_imm},
+                             {"plan", test_plan},
+                             {"pattern", test_pattern},
+                             {"stats", test_stats},
+                             {"errors", test_errors},
+                             {"peer_data", test_peer_data},
+                             {"matching", test_matching},
+                             {"hints", test_hints},
+                             {"chunk", test_chunk},
+                             {"topology", test_topology},
+                             {"host_nics", test_host_nics},
+                             {"fingerprint", test_fingerprint},
+                             {"dmabuf", test_dmabuf},
+                             {"counters", test_counters},
+                             {"faults", test_faults},
+                             {"cq_size", test_cq_size},
+                             {"efa_devices", test_efa_devices}};
 
 int main(int argc, char **argv) {
     unsigned i;

@@ -1,34 +1,43 @@
 #!/usr/bin/env bash
-# record.sh — (re)writes the topology fixtures tests/topo/p5 and tests/topo/p4d: sysfs-like trees
+# record.sh — (re)writes the topology fixtures tests/topo/p5, p4d and p6-b200: sysfs-like trees
 # that efax reads through EFAX_SYSFS_ROOT (tests/unit.c's "topology" test). Only what efax reads
 # is there: /sys/bus/pci/devices/<addr> links into /sys/devices/pci<domain:bus>/... (the PCI path
-# from host bridge through root port and PCIe switch ports to the device) and each device's
-# numa_node. The trees are SYNTHETIC (each says so in its NOTE.md): bus numbers are made up; the
-# shape is the instances':
-#   p5:  8 GPUs, 32 EFA NICs; each GPU and 4 NICs behind one PCIe switch, one switch per host
-#        bridge; GPUs 0-3 on NUMA node 0, 4-7 on node 1.
-#   p4d: 8 GPUs, 4 EFA NICs; 2 GPUs and 1 NIC behind each of 4 PCIe switches, two switches per
-#        host bridge; switches 0-1 on NUMA node 0, 2-3 on node 1.
+# from host bridge through root port and PCIe switch ports to the device), each device's
+# numa_node, and its vendor and class (what tells a GPU, 0x10de / 0x03xxxx, and an EFA device,
+# 0x1d0f, apart without CUDA: efax_topo_gpus). The trees are SYNTHETIC (each says so in its
+# NOTE.md): bus numbers are made up; the shape is the instances':
+#   p5:      8 GPUs, 32 EFA NICs; each GPU and 4 NICs behind one PCIe switch, one switch per host
+#            bridge; GPUs 0-3 on NUMA node 0, 4-7 on node 1.
+#   p4d:     8 GPUs, 4 EFA NICs; 2 GPUs and 1 NIC behind each of 4 PCIe switches, two switches
+#            per host bridge; switches 0-1 on NUMA node 0, 2-3 on node 1.
+#   p6-b200: 8 GPUs, 8 EFA NICs; 2 GPUs and 2 NICs behind each of 4 PCIe switches, one switch per
+#            host bridge (the per-switch shape aws-ofi-nccl's platform-aws.cpp gives p5en and
+#            p6-b200); switches 0-1 on NUMA node 0, 2-3 on node 1.
 # GPUs are the PCI functions listed in <tree>/gpus, NICs in <tree>/nics (one address a line).
 set -eu
 cd "$(dirname "$0")"
 
-dev() { # TREE NUMA PATH...: the device at the end of the path (every component a directory)
-  local tree=$1 numa=$2; shift 2
+dev() { # TREE NUMA KIND PATH...: the device at the end of the path (every component a directory)
+  local tree=$1 numa=$2 kind=$3; shift 3
   local rel="devices/$(IFS=/; echo "$*")" leaf=${!#}
   mkdir -p "$tree/sys/$rel" "$tree/sys/bus/pci/devices"
   echo "$numa" >"$tree/sys/$rel/numa_node"
+  case $kind in
+    gpu) echo 0x10de >"$tree/sys/$rel/vendor"; echo 0x030200 >"$tree/sys/$rel/class" ;;
+    nic) echo 0x1d0f >"$tree/sys/$rel/vendor"; echo 0x020000 >"$tree/sys/$rel/class" ;;
+  esac
   ln -sfn "../../../$rel" "$tree/sys/bus/pci/devices/$leaf"
 }
 
-rm -rf p5 p4d
+rm -rf p5 p4d p6-b200
 for g in 0 1 2 3 4 5 6 7; do
   b=$((0x40 + 0x10 * g)) numa=$((g / 4))
   hb=$(printf 'pci0000:%02x' $b) rp=$(printf '0000:%02x:01.0' $b) up=$(printf '0000:%02x:00.0' $((b + 1)))
   for k in 0 1 2 3 4; do
     dn=$(printf '0000:%02x:%02x.0' $((b + 2)) $k) ep=$(printf '0000:%02x:00.0' $((b + 3 + k)))
-    dev p5 $numa "$hb" "$rp" "$up" "$dn" "$ep"
-    if [ $k = 0 ]; then echo "$ep" >>p5/gpus; else echo "$ep" >>p5/nics; fi
+    if [ $k = 0 ]; then kind=gpu; else kind=nic; fi
+    dev p5 $numa $kind "$hb" "$rp" "$up" "$dn" "$ep"
+    echo "$ep" >>p5/${kind}s
   done
 done
 for s in 0 1 2 3; do
@@ -38,8 +47,19 @@ for s in 0 1 2 3; do
   up=$(printf '0000:%02x:00.0' $sb)
   for k in 0 1 2; do
     dn=$(printf '0000:%02x:%02x.0' $((sb + 1)) $k) ep=$(printf '0000:%02x:00.0' $((sb + 2 + k)))
-    dev p4d $numa "$hb" "$rp" "$up" "$dn" "$ep"
-    if [ $k = 2 ]; then echo "$ep" >>p4d/nics; else echo "$ep" >>p4d/gpus; fi
+    if [ $k = 2 ]; then kind=nic; else kind=gpu; fi
+    dev p4d $numa $kind "$hb" "$rp" "$up" "$dn" "$ep"
+    echo "$ep" >>p4d/${kind}s
+  done
+done
+for s in 0 1 2 3; do
+  b=$((0x20 + 0x20 * s)) numa=$((s / 2))
+  hb=$(printf 'pci0000:%02x' $b) rp=$(printf '0000:%02x:01.0' $b) up=$(printf '0000:%02x:00.0' $((b + 1)))
+  for k in 0 1 2 3; do
+    dn=$(printf '0000:%02x:%02x.0' $((b + 2)) $k) ep=$(printf '0000:%02x:00.0' $((b + 3 + k)))
+    if [ $k -lt 2 ]; then kind=gpu; else kind=nic; fi
+    dev p6-b200 $numa $kind "$hb" "$rp" "$up" "$dn" "$ep"
+    echo "$ep" >>p6-b200/${kind}s
   done
 done
 note() { # TREE WHAT: the tree says itself that it is made up (tests and docs point here)
@@ -56,4 +76,7 @@ EOT
 }
 note p5 "8 GPUs and 32 EFA NICs, each GPU and 4 NICs behind one PCIe switch"
 note p4d "8 GPUs and 4 EFA NICs, 2 GPUs and 1 NIC behind each of 4 PCIe switches"
-echo "p5: $(wc -l <p5/gpus) GPUs, $(wc -l <p5/nics) NICs; p4d: $(wc -l <p4d/gpus) GPUs, $(wc -l <p4d/nics) NICs"
+note p6-b200 "8 GPUs and 8 NICs, 2 GPUs and 2 NICs behind each of 4 PCIe switches, the per-switch
+shape platform-aws.cpp gives p5en and p6-b200; a p5en's 16 NICs are not this tree"
+for t in p5 p4d p6-b200; do printf '%s: %d GPUs, %d NICs; ' $t "$(wc -l <$t/gpus)" "$(wc -l <$t/nics)"; done
+echo
