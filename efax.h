@@ -6805,7 +6805,9 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__imm_place(efax_ctx *ctx, size_t slot, uint
                    EFAX_IMM_WINDOW * (size_t)ctx->nnic * sizeof(uint32_t));
         sl->base = (uint8_t)((seq - EFAX_IMM_WINDOW + 1) & (EFAX__SEQS - 1));
         sl->used = true;
-        sl->taken = 0;
+        /* what came before seq is consumed, as far as this window knows (nothing is held): an
+           old arrival is stale, not an overrun; seq's own entry awaits it */
+        sl->taken = ~(1u << (seq % EFAX_IMM_WINDOW));
         memset(sl->passed, 0, sizeof sl->passed);
         return 0;
     }
