@@ -2181,7 +2181,7 @@ EFAX_PRIVATE void efax__sort_by_pci(const efax_nic_info *nics, int *out, int n) 
    (aws-ofi-nccl platform-aws.cpp, which sets NCCL_NETDEVS_POLICY=max:1 there), and both GPUs'
    ranks taking both NICs would each be half as fast as it could. The i-th of g such GPUs (in PCI
    order, as every rank numbers them) takes the NICs j with j mod g == i, when there are at least g
-   NICs; fewer NICs than GPUs (a p4d: 2 GPUs, 1 NIC) are shared. *peers: how many GPUs took shares
+   NICs; fewer NICs than GPUs (a p4d: 2 GPUs, 1 NIC) are shared. *shares: how many GPUs took shares
    (1: none). Returns the new count. */
 EFAX_PRIVATE int efax__near_share(const char *root, const efax_nic_info *nics, const char *dev_pci, int best,
                                   int *out, int n, int *shares) {
@@ -3023,17 +3023,25 @@ EFAX_PRIVATE void efax__f_ring(struct efax__fnic *f) {
 EFAX__COLD EFAX_PRIVATE ssize_t efax__f_direct(struct efax__fnic *f, const efax__fpost *p) {
     const char *why = NULL;
     ssize_t rc = 0;
-    if (p->kind == EFAX__FP_TINJECTDATA || p->kind == EFAX__FP_TRECV)
-        why = "a tagged operation (efa-direct has no FI_TAGGED)", rc = -FI_ENOSYS;
-    else if ((p->kind == EFAX__FP_INJECT_WRITE || p->kind == EFAX__FP_INJECT_WRITEDATA) && p->len)
-        why = "an inject write of more than 0 bytes (FI_OPT_INJECT_RMA_SIZE is 0)", rc = -FI_ENOSYS;
-    else if ((p->kind == EFAX__FP_INJECT || p->kind == EFAX__FP_INJECTDATA) && p->len > EFAX__F_DIRECT_INLINE)
-        why = "an inject send above the device's inline size", rc = -FI_EOPNOTSUPP;
-    else if (p->kind == EFAX__FP_SENDMSG && p->len > EFAX__F_DIRECT_MSG)
-        why = "a message above the device's MTU (FI_OPT_MAX_MSG_SIZE)", rc = -FI_EMSGSIZE;
-    else if ((p->kind == EFAX__FP_SENDMSG || p->kind == EFAX__FP_RECV || p->kind == EFAX__FP_WRITEMSG) &&
-             p->len && !p->desc)
-        why = "a buffer without a descriptor (efa-direct requires FI_MR_LOCAL)", rc = -FI_EINVAL;
+    bool inject_write = p->kind == EFAX__FP_INJECT_WRITE || p->kind == EFAX__FP_INJECT_WRITEDATA;
+    bool inject_send = p->kind == EFAX__FP_INJECT || p->kind == EFAX__FP_INJECTDATA;
+    bool sge = p->kind == EFAX__FP_SENDMSG || p->kind == EFAX__FP_RECV || p->kind == EFAX__FP_WRITEMSG;
+    if (p->kind == EFAX__FP_TINJECTDATA || p->kind == EFAX__FP_TRECV) {
+        why = "a tagged operation (efa-direct has no FI_TAGGED)";
+        rc = -FI_ENOSYS;
+    } else if (inject_write && p->len) {
+        why = "an inject write of more than 0 bytes (FI_OPT_INJECT_RMA_SIZE is 0)";
+        rc = -FI_ENOSYS;
+    } else if (inject_send && p->len > EFAX__F_DIRECT_INLINE) {
+        why = "an inject send above the device's inline size";
+        rc = -FI_EOPNOTSUPP;
+    } else if (p->kind == EFAX__FP_SENDMSG && p->len > EFAX__F_DIRECT_MSG) {
+        why = "a message above the device's MTU (FI_OPT_MAX_MSG_SIZE)";
+        rc = -FI_EMSGSIZE;
+    } else if (sge && p->len && !p->desc) {
+        why = "a buffer without a descriptor (efa-direct requires FI_MR_LOCAL)";
+        rc = -FI_EINVAL;
+    }
     if (!rc) return 0;
     f->ctx->faults.stats.direct++;
     if (!(f->direct_logged & (1u << p->kind))) {

@@ -2355,7 +2355,9 @@ EFAX_PRIVATE int efaxb__write_proof(efax_bench *b) {
     char mine[2560], *all = NULL;
     size_t u = 0;
     struct timespec ts;
-    memset(&src, 0, sizeof src), memset(&dst, 0, sizeof dst), mine[0] = 0;
+    memset(&src, 0, sizeof src);
+    memset(&dst, 0, sizeof dst);
+    mine[0] = 0;
     if (b->size < 2) return 0;
     before = (efax_os_counters *)calloc((size_t)n, sizeof *before);
     if (!before) return -FI_ENOMEM;
@@ -2374,7 +2376,8 @@ EFAX_PRIVATE int efaxb__write_proof(efax_bench *b) {
     if (!rc) rc = efax_mr_exchange(&dst.mr, &b->boot);
     if (rc) goto out;
     if (life > 1000) life = 1000;
-    ts.tv_sec = 0, ts.tv_nsec = (long)(life + 1) * 1000000L;
+    ts.tv_sec = 0;
+    ts.tv_nsec = (long)(life + 1) * 1000000L;
     if ((rc = efax_boot_barrier(&b->boot, -1))) goto out;
     if (life) nanosleep(&ts, NULL);
     for (k = 0; k < n; k++) efax_os_counters_nic(efax_ctx_nic(&b->ctx, k), &before[k]);
@@ -2412,11 +2415,13 @@ EFAX_PRIVATE int efaxb__write_proof(efax_bench *b) {
     all = (char *)calloc((size_t)b->size, sizeof mine);
     if (!all) rc = -FI_ENOMEM;
     if (!rc) rc = efax_boot_allgather(&b->boot, mine, sizeof mine, all, -1);
-    if (!rc && b->rank == 0 && (b->proof = (char *)calloc((size_t)b->size, sizeof mine + 32))) {
-        size_t pu = 0, cap = (size_t)b->size * (sizeof mine + 32);
-        for (i = 0; i < b->size; i++)
-            pu += (size_t)snprintf(b->proof + pu, cap - pu, "rank %d (%s): %s\n", i, b->boot.hosts[i],
+    if (!rc && b->rank == 0 && (b->proof = (char *)calloc((size_t)b->size, sizeof mine + 128))) {
+        size_t pu = 0, cap = (size_t)b->size * (sizeof mine + 128);
+        for (i = 0; i < b->size && pu < cap; i++) {
+            all[(size_t)(i + 1) * sizeof mine - 1] = 0; /* a peer's text ends inside its slot */
+            pu += (size_t)snprintf(b->proof + pu, cap - pu, "rank %d (%.64s): %s\n", i, b->boot.hosts[i],
                                    all + (size_t)i * sizeof mine);
+        }
     }
 out:
     efax_buf_free(&dst);
