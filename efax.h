@@ -643,8 +643,9 @@ typedef struct efax_mem_ops {
     /* waits until everything written into the buffer (copies, and what the provider moves in
        for device memory) is in place; NULL: always in place (host memory) */
     int (*settle)(efax_buf *b);
-    /* mark notes in slot what has been started into the buffer so far; marked says whether that
-       is in place (1), not yet (0), or a negative code; NULL: always in place (host memory) */
+    /* mark notes in slot (the low 8 bits; EFAX_MARK_IN or EFAX_MARK_OWN above them narrow it)
+       what has been started into the buffer so far; marked says whether that is in place (1), not
+       yet (0), or a negative code; NULL: always in place (host memory) */
     int (*mark)(efax_buf *b, unsigned slot);
     int (*marked)(efax_buf *b, unsigned slot);
 } efax_mem_ops;
@@ -692,12 +693,16 @@ EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, u
    moves after reporting completion (device memory). Returns 0 or a negative code. */
 EFAX_API int efax_buf_settle(efax_buf *b);
 enum { EFAX_BUF_MARKS = 16 }; /* efax_buf_mark's slots */
-/* Notes in slot (0 .. EFAX_BUF_MARKS-1, reused freely) what has been started into b so far: the
-   copies a provider issued into it (device memory on shm: efax_expect_arrived) and its own local
-   copies. With several transfers in flight into one buffer, efax_buf_marked then tells when
-   those noted landed, without waiting for the later ones as efax_buf_settle does (all2all with
-   --window: iterations in flight). Host and pinned memory: nothing to note. Returns 0 or a
-   negative code. Not thread safe. */
+/* efax_buf_mark's narrowing flags, or'ed into the slot: only the copies a provider issued (IN),
+   only the buffer's own local copies (OWN). A caller that waits for one transfer's bytes need not
+   wait for a local copy started after it, nor the other way round (all2all --pace). */
+enum { EFAX_MARK_IN = 1u << 8, EFAX_MARK_OWN = 1u << 9 };
+/* Notes in slot (0 .. EFAX_BUF_MARKS-1, reused freely; EFAX_MARK_IN or EFAX_MARK_OWN or'ed in
+   narrow what it notes) what has been started into b so far: the copies a provider issued into it
+   (device memory on shm: efax_expect_arrived) and its own local copies. With several transfers in
+   flight into one buffer, efax_buf_marked then tells when those noted landed, without waiting for
+   the later ones as efax_buf_settle does (all2all with --window: iterations in flight). Host and
+   pinned memory: nothing to note. Returns 0 or a negative code. Not thread safe. */
 EFAX_API int efax_buf_mark(efax_buf *b, unsigned slot);
 /* Whether what mark `slot` noted is in place: 1, or 0 not yet (poll again, driving the contexts
    that move data into b meanwhile), or a negative code. Never blocks. Not thread safe. */
@@ -1151,6 +1156,15 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms);
    writes in flight into one device buffer, which notes each (efax_buf_mark) and sees it land
    (efax_buf_marked) while later ones keep moving. Staged regions: efax_expect_wait. */
 EFAX_API int efax_expect_arrived(efax_ctx *ctx, efax_expect *e, int timeout_ms);
+
+/* Whether the write e announces (into an ordinary region) has arrived, without waiting: 1 (taken,
+   as efax_expect_arrived takes it: every chunk counted; device memory may still be copying in,
+   which efax_buf_mark and efax_buf_marked follow), 0 not yet (drive the context, efax_progress, and
+   ask again), or a negative code: -EFAX_E_STALE (another sequence's arrivals under its tag), an
+   incoming operation's failure, the context's sticky error; -FI_EINVAL for a staged region or an
+   expectation not announced. For a caller that keeps several transfers moving and acts on each
+   arrival (all2all --pace). Never blocks. Not thread safe. */
+EFAX_API int efax_expect_test(efax_ctx *ctx, efax_expect *e);
 
 /* efax_expect_wait for each of the n writes es[0..n) announce, in order, with one timeout for all
    of them (counted from this call): for a target that awaits a batch (a window of small writes, a
@@ -4305,7 +4319,8 @@ EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, u
 EFAX_API int efax_buf_settle(efax_buf *b) { return b->ops && b->ops->settle ? b->ops->settle(b) : 0; }
 
 EFAX_API int efax_buf_mark(efax_buf *b, unsigned slot) {
-    if (slot >= EFAX_BUF_MARKS) return -FI_EINVAL;
+    if ((slot & ~(EFAX_MARK_IN | EFAX_MARK_OWN)) >= EFAX_BUF_MARKS) return -FI_EINVAL;
+    if ((slot & EFAX_MARK_IN) && (slot & EFAX_MARK_OWN)) slot &= ~(EFAX_MARK_IN | EFAX_MARK_OWN); /* both */
     return b->ops && b->ops->mark ? b->ops->mark(b, slot) : 0;
 }
 
@@ -7383,6 +7398,36 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     e->active = false;
     if (!e->status && !rc) efax__credit_rx(ctx, e);
     return e->status ? e->status : rc;
+}
+
+EFAX_API int efax_expect_test(efax_ctx *ctx, efax_expect *e) {
+    efax__imm_slot *sl;
+    int rc;
+    if (!e->active || e->mr->stage) return -FI_EINVAL;
+    sl = efax__expect_slot(ctx, e);
+    if (efax__expect_landed(ctx, e, sl)) {
+        efax__expect_take(ctx, e, sl);
+        return 1;
+    }
+    if (ctx->sticky_error) return ctx->sticky_error;
+    if (sl->stale || (sl->count && sl->seq != (e->seq & ((1u << EFAX_IMM_SEQ_BITS) - 1)))) {
+        efax_log(ctx, 0,
+                 "rank %d (%s) tag %d: expected arrivals of sequence %u, got %u of sequence %u: data of "
+                 "another iteration (use distinct tags for transfers that overlap)",
+                 e->peer, efax__host(ctx, e->peer), e->tag, (unsigned)e->seq,
+                 sl->stale ? sl->stale : sl->count, sl->stale ? sl->stale_seq : sl->seq);
+        return -EFAX_E_STALE;
+    }
+    if ((rc = ctx->last_cq_error)) { /* an incoming write failed: name the one this caller awaits */
+        ctx->last_cq_error = 0;
+        efax_log(ctx, 0,
+                 "awaiting %u arrival(s) from rank %d (%s), tag %d, sequence %u (%u arrived): an incoming "
+                 "operation failed (%s); the peer may have died mid-transfer",
+                 e->count, e->peer, efax__host(ctx, e->peer), e->tag, (unsigned)e->seq, sl->count,
+                 fi_strerror(-rc));
+        return rc;
+    }
+    return 0;
 }
 
 EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int timeout_ms) {
