@@ -111,7 +111,7 @@ export -f launch
 # t NAME LIMIT CMD...: a check or benchmark; its JSON (written to $OUT/cur.tmp) goes to results.jsonl,
 # its ceiling and shared-GPU header lines to ceilings.txt
 t() {
-  local name=$1 lim=$2 rc err0; shift 2
+  local name=$1 lim=$2 rc err0 t0=$SECONDS; shift 2
   echo; echo "== $name"
   rm -f "$OUT/cur.tmp"
   err0=$(cat "$OUT/ranks.err" 2>/dev/null | wc -l)
@@ -120,8 +120,8 @@ t() {
   [ -f "$OUT/cur.tmp" ] && [ -z "${CMP_ROWS:-}" ] && cat "$OUT/cur.tmp" >>"$RES"
   # a run that was asked for JSON and wrote no row measured nothing: that is no pass
   if [ $rc = 0 ] && [[ " $* " == *" --json "* ]] && [ ! -s "$OUT/cur.tmp" ]; then echo "$name: exit 0 but no result rows"; rc=1; fi
-  if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $name" | tee -a "$SUM"; else
-    fail=$((fail + 1)); echo "FAIL $name (rc=$rc)" | tee -a "$SUM"
+  if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $name ($((SECONDS - t0)) s)" | tee -a "$SUM"; else
+    fail=$((fail + 1)); echo "FAIL $name (rc=$rc, $((SECONDS - t0)) s)" | tee -a "$SUM"
     tail -n +$((err0 + 1)) "$OUT/ranks.err" 2>/dev/null | sed 's/^/  other ranks: /' # what ranks 1.. said
   fi
 }

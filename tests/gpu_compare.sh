@@ -15,7 +15,7 @@
 #            .fab/base/ holds an earlier efax (efax.h, efax_cuda.h, efax_bench.h, drivers/all2all.c),
 #            that one's all2all ("base": what a change is measured against)
 #
-#   EFAX_GPUS="2 4"   GPU counts to compare on (default: 2, 4, 8 up to this machine's count); each
+#   EFAX_GPUS="4 2"   GPU counts to compare on (default: 8, 4, 2, those this machine has); each
 #                     runs on GPUs 0 .. N-1 (CUDA_VISIBLE_DEVICES)
 #   EFAX_ROUNDS=3     interleaved rounds
 # Rows (JSON Lines) go to results.jsonl with "lib", "label", "gpus" and "round" added; the summary
@@ -169,6 +169,10 @@ compare_round() {
     fi
     if [ "$R" = 1 ]; then # the all-to-all as measured, every byte checked, at this GPU count
       t "cmp/g$G/all2all-check" 180 launch "$G" $E $B/all2all_cuda -c -b 1M -e 64M -f 8 -n 3 --mem dma $J; rm -f "$OUT/cur.tmp"
+      if [ "${EFAX_A2A_CANDIDATES:-0}" = 1 ] && [ "$G" -gt 2 ]; then
+        t "cmp/g$G/all2all-check-pace2" 180 launch "$G" $E $B/all2all_cuda -c -b 1M -e 64M -f 8 -n 3 --mem dma --pace 2 $J
+        rm -f "$OUT/cur.tmp"
+      fi
     fi
   done
   unset CUDA_VISIBLE_DEVICES
@@ -321,7 +325,7 @@ compare_main() {
   [ -n "$CMP_NCCL" ] || echo "compare: NCCL not run: nccl-tests did not build here (no .fab/nccl-tests-*.tar.gz, or no nvidia-nccl-cu13 package)" | tee -a "$SUM"
   [ -n "$CMP_NVSHMEM" ] || echo "compare: NVSHMEM not run: nvshmem_bench did not build here (no nvidia-nvshmem-cu13 package, or the build failed)" | tee -a "$SUM"
   CMP_GPUS=${EFAX_GPUS:-}
-  if [ -z "$CMP_GPUS" ]; then for g in 2 4 8; do [ "$g" -le "$NGPU" ] && CMP_GPUS="$CMP_GPUS $g"; done; fi
+  if [ -z "$CMP_GPUS" ]; then for g in 8 4 2; do [ "$g" -le "$NGPU" ] && CMP_GPUS="$CMP_GPUS $g"; done; fi
   for g in $CMP_GPUS; do [ "$g" -le "$NGPU" ] || { echo "compare: EFAX_GPUS has $g, this machine $NGPU GPUs"; return 1; }; done
   echo "== compare on $(echo $CMP_GPUS) GPUs, ${EFAX_ROUNDS:-3} interleaved rounds"
   for R in $(seq "${EFAX_ROUNDS:-3}"); do compare_round "$R"; done
