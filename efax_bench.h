@@ -507,15 +507,19 @@ struct efax_bench_xchg {
                                taken by tag), or one message an iteration (a write's time to its
                                confirmation is what that measures) */
     uint64_t bytes;         /* each buffer's size (0: the slots that messages of -e bytes need) */
-    int pace; /* unconfirmed, every rank writing every other, one message each, more than two ranks:
-                 a rank's writes leave one at a time, the next rank on first, write k + pace of a
-                 phase once this rank's own arrival k is in place (efax_bench_exchange says why);
-                 0: all at once; < 0: EFAX_BENCH_PACE where the memory is device memory, else 0 */
+    int pace;               /* unconfirmed, every rank writing every other, one message each, more than two
+                          ranks: a rank's writes leave one at a time, the next rank on first, write
+                          k + pace of a phase once this rank's own arrival k is in place (efaxb__paced
+                          says why); 0: all at once; < 0: EFAX_BENCH_PACE where the memory is device
+                          memory and a message is EFAX_BENCH_PACE_MIN bytes or more, else 0 */
+    bool pace_arrived;      /* paced: write k + pace leaves once arrival k has arrived (its copy started
+                          here), not once it is in place */
 };
 
-/* The pace the exchange takes when efax_bench_xchg.pace is below 0 and the memory is device memory
-   (docs/journal.md has the runs that chose it). */
+/* The pace the exchange takes when efax_bench_xchg.pace is below 0, for device memory, from messages
+   of EFAX_BENCH_PACE_MIN bytes (docs/journal.md has the runs that chose both). */
 #define EFAX_BENCH_PACE 1
+#define EFAX_BENCH_PACE_MIN (8ull << 20)
 
 /* A writer that posts through something other than this rank's context (efax_cuda.h's proxy, whose
    thread drives the context meanwhile): it starts the writes as described and waits for notices. */
@@ -2678,11 +2682,13 @@ EFAX_PRIVATE int efaxb__confirm_behind(efaxb__xstep *x, uint64_t seq, uint64_t t
    awaited, 1 arrived (its copy noted in the mark slot of that index), 2 in place; an iteration's
    own chunk's copy has the slot after those. */
 
-/* Whether the phase's arrival s (counted as efaxb__xstep.s_post counts writes) is in place: those
-   of the iterations before seq are. */
+/* Whether the phase's arrival s (counted as efaxb__xstep.s_post counts writes) lets the write pace
+   after it leave: in place, or (efax_bench_xchg.pace_arrived) arrived; those of the iterations
+   before seq are in place. */
 EFAX_PRIVATE bool efaxb__landed(const efaxb__xstep *x, uint64_t seq, uint64_t s) {
     uint64_t nto = (uint64_t)x->nto;
-    return s < seq * nto || x->b->xland[s % ((uint64_t)x->depth * nto)] == 2;
+    return s < seq * nto ||
+           x->b->xland[s % ((uint64_t)x->depth * nto)] >= (x->b->d.xchg->pace_arrived ? 1 : 2);
 }
 
 /* Starts iteration it of a paced all-to-all: announces the writes into this rank (their states
@@ -2902,7 +2908,7 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     x.depth = mv->poster ? 1 : efax_bench_in_flight(b, st);
     x.behind =
         l->confirm_behind && !l->unconfirmed && !b->o.check && !mv->poster && !x.tag_per_msg && x.msgs > 1;
-    x.pace = l->pace >= 0 ? l->pace : x.dst->ops->mark ? EFAX_BENCH_PACE : 0;
+    x.pace = l->pace >= 0 ? l->pace : x.dst->ops->mark && x.size >= EFAX_BENCH_PACE_MIN ? EFAX_BENCH_PACE : 0;
     if (x.msgs > efaxb__msgs(b) ||
         (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||
         (uint64_t)x.msgs * (l->per_writer ? (uint64_t)n : 1) * x.size > x.dst->len)

@@ -90,7 +90,7 @@ for L in $LINES; do
   if [ "$L" = 1.17 ]; then inc=${PFX[$L]}/usr/include lib=${PFX[$L]}/usr/lib/x86_64-linux-gnu; else inc=${PFX[$L]}/include lib=${PFX[$L]}/lib; fi
   t0=$SECONDS
   what="host cuda"
-  [ "$WHAT" != compare ] || what="$B/all2all_cuda $B/write_cuda $B/proxy $B/ipc" # what compare runs
+  [ "$WHAT" != compare ] || what="$B/all2all_cuda $B/write_cuda $B/proxy $B/ipc $B/gpu_share $B/cuda_test $B/incast_cuda" # compare's
   # shellcheck disable=SC2086
   make -j"$(nproc)" $what B="$B" EFAX_SKIP_DEPS=1 EFAX_DEFS=-DEFAX_NO_PMIX PKG_CFLAGS="-I$inc" PKG_LIBS="-L$lib -lfabric -Wl,-rpath,$lib" \
     NV_LIBS="-L$lib -lfabric -Xlinker -rpath -Xlinker $lib" 2>&1 | grep -v "^cc \|^nvcc \|^/usr/local" | tail -20

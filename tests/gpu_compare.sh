@@ -11,9 +11,10 @@
 #   NVSHMEM  tests/nvshmem_bench.cu (built here against the nvidia-nvshmem-cu13 package): its
 #            host-initiated all-to-all beside all2all, device-initiated puts (blocking, NBI) beside
 #            efax's proxy (2 GPUs), put bandwidth beside efax's ipc (rank 0 -> each GPU, all pairs)
-#   efax     all2all --window 1 and 2; with EFAX_A2A_CANDIDATES=1 also --pace 0 and 2 and, where
-#            .fab/base/ holds an earlier efax (efax.h, efax_cuda.h, efax_bench.h, drivers/all2all.c),
-#            that one's all2all ("base": what a change is measured against)
+#   efax     all2all --window 1 and 2; with EFAX_A2A_CANDIDATES=1 also, at every 2x size, --pace 0,
+#            --pace 1 and --pace 1 --pace-gate arrived (more than 2 GPUs) and, where .fab/base/ holds an
+#            earlier efax (efax.h, efax_cuda.h, efax_bench.h, drivers/all2all.c), that one's all2all
+#            ("base": what a change is measured against)
 #
 #   EFAX_GPUS="4 2"   GPU counts to compare on (default: 8, 4, 2, those this machine has); each
 #                     runs on GPUs 0 .. N-1 (CUDA_VISIBLE_DEVICES)
@@ -125,7 +126,7 @@ export -f nccl_rows
 
 # compare_round R: one round at every GPU count
 compare_round() {
-  local R=$1 G B=build/gpu-2.6 E EN vis w p
+  local R=$1 G B=build/gpu-2.6 E EN vis w p a
   for G in $CMP_GPUS; do
     vis=$(seq -s, 0 $((G - 1)))
     export CUDA_VISIBLE_DEVICES=$vis
@@ -141,10 +142,12 @@ compare_round() {
     fi
     for w in 1 2; do
       t "cmp/r$R/g$G/efax-all2all-w$w" 180 launch "$G" $E $B/all2all_cuda $CMP_SIZES --mem dma --window $w $J; tagged efax "all2all-w$w" "$G" "$R"
-      if [ "${EFAX_A2A_CANDIDATES:-0}" = 1 ] && [ "$G" -gt 2 ]; then
-        for p in 0 2; do
-          t "cmp/r$R/g$G/efax-all2all-w$w-pace$p" 180 launch "$G" $E $B/all2all_cuda $CMP_SIZES --mem dma --window $w --pace $p $J
-          tagged efax "all2all-w$w-pace$p" "$G" "$R"
+      if [ "${EFAX_A2A_CANDIDATES:-0}" = 1 ] && [ "$G" -gt 2 ]; then # every 2x size, each way to pace
+        for p in pace0 pace1 arrived; do
+          case $p in pace0) a="--pace 0" ;; pace1) a="--pace 1" ;; *) a="--pace 1 --pace-gate arrived" ;; esac
+          # shellcheck disable=SC2086
+          t "cmp/r$R/g$G/efax-all2all-w$w-$p" 180 launch "$G" $E $B/all2all_cuda -b 1M -e 256M -f 2 --mem dma --window $w $a $J
+          tagged efax "all2all-w$w-cand-$p" "$G" "$R"
         done
       fi
       if [ "${EFAX_A2A_CANDIDATES:-0}" = 1 ] && [ -x build/gpu-base/all2all_cuda ]; then
@@ -169,9 +172,23 @@ compare_round() {
     fi
     if [ "$R" = 1 ]; then # the all-to-all as measured, every byte checked, at this GPU count
       t "cmp/g$G/all2all-check" 180 launch "$G" $E $B/all2all_cuda -c -b 1M -e 64M -f 8 -n 3 --mem dma $J; rm -f "$OUT/cur.tmp"
-      if [ "${EFAX_A2A_CANDIDATES:-0}" = 1 ] && [ "$G" -gt 2 ]; then
-        t "cmp/g$G/all2all-check-pace2" 180 launch "$G" $E $B/all2all_cuda -c -b 1M -e 64M -f 8 -n 3 --mem dma --pace 2 $J
+      if [ "$G" -gt 2 ]; then # paced at every size, both gates
+        t "cmp/g$G/all2all-check-paced" 180 launch "$G" $E $B/all2all_cuda -c -b 1M -e 64M -f 8 -n 3 --mem dma --pace 1 $J
+        t "cmp/g$G/all2all-check-arrived" 180 launch "$G" $E $B/all2all_cuda -c -b 1M -e 64M -f 8 -n 3 --mem dma --pace 1 --pace-gate arrived $J
         rm -f "$OUT/cur.tmp"
+      fi
+      if [ "$G" -gt 2 ]; then # one settle for every writer's bytes (incast's writers into one target)
+        t "cmp/g$G/incast-check" 180 launch "$G" $E $B/incast_cuda -c -b 64K -e 64M -f 8 -n 3 --mem dma $J
+        rm -f "$OUT/cur.tmp"
+      fi
+      if [ "$G" = 2 ]; then # the device-memory checks of what changed: marks, a settle a writer, the pace
+        t "cmp/g2/cuda-test" 300 launch 2 $E $B/cuda_test
+        t "cmp/g2/write-check" 180 launch 2 $E $B/write_cuda -c -b 4K -e 64M -f 8 -n 3 --mem dma --mode single $J
+        rm -f "$OUT/cur.tmp"
+      fi
+      if [ "$G" = 2 ]; then # what two processes' copies allow one iteration at a time, without efax (gpu_share)
+        t "cmp/g2/gpu-share" 120 $B/gpu_share -d 0,1 -s 4M -n 100
+        cp "$OUT/cur.log" "$OUT/gpu_share.txt"
       fi
     fi
   done
@@ -189,7 +206,7 @@ compare_summary() {
     def r1: . * 10 | round / 10;
     def r2: . * 100 | round / 100;
     def r1z: if . > 0 then r1 else "-" end;
-    def rng(f): (map(f) | select(length > 0)) as $v | if ($v | length) == 0 then "-" else
+    def rng(f): [.[] | f | select(. != null)] as $v | if ($v | length) == 0 then "-" else
       ($v | min) as $a | ($v | max) as $b | if ($a | r1) == ($b | r1) then "\($a | r1)" else "\($a | r1)-\($b | r1)" end end;
     def rrng: if length == 0 then "-" else (min | r2) as $a | (max | r2) as $b | if $a == $b then "\($a)x" else "\($a)-\($b)x" end end;
     def key: "\(.lib)/\(.label)/\(.variant)";
@@ -208,13 +225,13 @@ compare_summary() {
           pick("efax"; "all2all-w1"; null; $g; $s) as $w1 | pick("efax"; "all2all-w2"; null; $g; $s) as $w2 |
           "  \($s / 1048576 | floor) MiB: NCCL \($n | rng(val)), NVSHMEM \($v | rng(val)), efax w1 \($w1 | rng(val)), w2 \($w2 | rng(val));" +
           " w1/NCCL \(ratios($w1; $n) | rrng), w2/NCCL \(ratios($w2; $n) | rrng), w1/NVSHMEM \(ratios($w1; $v) | rrng), w2/NVSHMEM \(ratios($w2; $v) | rrng)"),
-        ([$all[] | select(.gpus == $g and (.lib == "efax-base" or (.label | test("pace"))))] | map(.label + " " + .lib) | unique) as $cands |
-        if ($cands | length) > 0 then
-          "   candidates (busbw GB/s; ratio to this efax, same window, round by round):",
-          ($cands[] as $c | ($c | split(" ")) as $cl |
-            ($cl[0] | capture("w(?<w>[0-9])").w) as $win |
-            ($sizes[] as $s | pick($cl[1]; $cl[0]; null; $g; $s) as $x | pick("efax"; "all2all-w\($win)"; null; $g; $s) as $y |
-              "    \($cl[1]) \($cl[0]) \($s / 1048576 | floor) MiB: \($x | rng(val)); this efax \($y | rng(val)) = \(ratios($y; $x) | rrng) the candidate"))
+        [$all[] | select(.gpus == $g and .driver == "all2all" and (.lib == "efax-base" or (.label | test("-cand-"))))] as $cr |
+        if ($cr | length) > 0 then
+          "   candidates, busbw GB/s (all2all --pace 0 / --pace 1 / --pace 1 --pace-gate arrived; base: the efax in .fab/base):",
+          (["1", "2"][] as $w | ([$cr[].size] | unique)[] as $s |
+            ([$cr[] | select(.size == $s and (.label | test("-w\($w)")))] | group_by(.lib + .label) |
+              map("\(.[0].label | sub("all2all-w[0-9]-cand-"; "") | sub("all2all-w[0-9]"; "base")) \(rng(val))") | join(", ")) as $line |
+            "    w\($w) \($s / 1048576) MiB: \($line); this efax \(pick("efax"; "all2all-w\($w)"; null; $g; $s) | rng(val))")
         else empty end),
       ([$all[] | select(.lib == "nccl" and .label == "sendrecv")] | if length == 0 then empty else
         "\n-- 2 GPUs, one way: NCCL sendrecv_perf -g 2 busbw (both GPUs send at once) beside efax write (rank 0 -> 1, --window 16), GB/s",

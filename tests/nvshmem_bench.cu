@@ -98,7 +98,7 @@ __global__ void k_check(const uint64_t *p, uint64_t words, uint64_t seed, unsign
 /* The put experiment's kernel: cmds commands of size bytes, command c at c * size on both sides,
    each block putting its slice of every command to pe; blocking: a quiet after each. */
 __global__ void k_put(uint8_t *dst, const uint8_t *src, uint64_t size, int cmds, int pe, int blocking) {
-    uint64_t slice = (size / gridDim.x + 15) / 16 * 16, off = blockIdx.x * slice;
+    uint64_t slice = ((size + gridDim.x - 1) / gridDim.x + 15) / 16 * 16, off = blockIdx.x * slice;
     uint64_t len = off < size ? (size - off < slice ? size - off : slice) : 0;
     for (int c = 0; c < cmds; c++) {
         uint64_t at = (uint64_t)c * size + off;
@@ -120,7 +120,7 @@ __global__ void k_put(uint8_t *dst, const uint8_t *src, uint64_t size, int cmds,
 __global__ void k_bw(uint8_t *dst, const uint8_t *src, uint64_t size, int npeers, const int *pes,
                      const uint64_t *dst_off) {
     int p = blockIdx.x % npeers, nb = gridDim.x / npeers, b = blockIdx.x / npeers;
-    uint64_t slice = (size / (uint64_t)nb + 15) / 16 * 16, off = (uint64_t)b * slice;
+    uint64_t slice = ((size + (uint64_t)nb - 1) / (uint64_t)nb + 15) / 16 * 16, off = (uint64_t)b * slice;
     uint64_t len = b < nb && off < size ? (size - off < slice ? size - off : slice) : 0;
     if (len) nvshmemx_putmem_nbi_block(dst + dst_off[p] + off, src + off, len, pes[p]);
     __syncthreads();
