@@ -507,19 +507,27 @@ struct efax_bench_xchg {
                                taken by tag), or one message an iteration (a write's time to its
                                confirmation is what that measures) */
     uint64_t bytes;         /* each buffer's size (0: the slots that messages of -e bytes need) */
-    int pace;               /* unconfirmed, every rank writing every other, one message each, more than two
-                          ranks: a rank's writes leave one at a time, the next rank on first, write
-                          k + pace of a phase once this rank's own arrival k is in place (efaxb__paced
-                          says why); 0: all at once; < 0: EFAX_BENCH_PACE where the memory is device
-                          memory and a message is EFAX_BENCH_PACE_MIN bytes or more, else 0 */
-    bool pace_arrived;      /* paced: write k + pace leaves once arrival k has arrived (its copy started
-                          here), not once it is in place */
+    /* unconfirmed, every rank writing every other, one message each, more than two ranks: a rank's
+       writes leave one at a time, the next rank on first, write k + pace of a phase once this rank's
+       own arrival k is in place or has arrived (pace_gate; efaxb__paced says why); 0: all at once;
+       < 0: EFAX_BENCH_PACE for device memory from messages of EFAX_BENCH_PACE_MIN bytes, else 0 */
+    int pace;
+    int pace_gate; /* EFAX_BENCH_GATE_*: when arrival k lets write k + pace leave */
 };
 
+/* When a paced write may leave: once the arrival pace before it is in place (LANDED: each GPU then
+   reads one peer at a time, but waits for that arrival's end to be seen and the next write to
+   reach its target), once it has arrived (ARRIVED: its copy has started here, so the next one queues
+   behind it and no GPU waits, while ranks that drift apart may read one peer together), or AUTO:
+   ARRIVED below EFAX_BENCH_GATE_LANDED bytes a message, LANDED from there, where a copy outlasts
+   that wait. */
+enum { EFAX_BENCH_GATE_AUTO = 0, EFAX_BENCH_GATE_LANDED, EFAX_BENCH_GATE_ARRIVED };
+
 /* The pace the exchange takes when efax_bench_xchg.pace is below 0, for device memory, from messages
-   of EFAX_BENCH_PACE_MIN bytes (docs/journal.md has the runs that chose both). */
+   of EFAX_BENCH_PACE_MIN bytes; the gate's threshold (docs/journal.md has the runs that chose them). */
 #define EFAX_BENCH_PACE 1
-#define EFAX_BENCH_PACE_MIN (8ull << 20)
+#define EFAX_BENCH_PACE_MIN (4ull << 20)
+#define EFAX_BENCH_GATE_LANDED (16ull << 20)
 
 /* A writer that posts through something other than this rank's context (efax_cuda.h's proxy, whose
    thread drives the context meanwhile): it starts the writes as described and waits for notices. */
@@ -2479,6 +2487,7 @@ typedef struct efaxb__xstep {
     uint64_t t_end;     /* with depth > 1: when the last iteration ended; behind: when the last
                            confirmation came (efax_now_ns) */
     int pace;           /* efax_bench_xchg.pace as this step takes it (0: every write at once) */
+    bool arrived;       /* paced: a write leaves on an arrival, not once it landed (EFAX_BENCH_GATE_*) */
     uint64_t s_post;    /* paced: the next write to leave, counted over the phase's iterations:
                            iteration it's write to its k-th target is it x targets + k */
     uint64_t s_first;   /* paced: the phase's first write (or the iteration's, one in flight) */
@@ -2678,17 +2687,19 @@ EFAX_PRIVATE int efaxb__confirm_behind(efaxb__xstep *x, uint64_t seq, uint64_t t
    (rank r: r + 1, r + 2, ...) and lets its write k + pace of the phase leave only once its own
    arrival k (from rank r - 1 - k mod n, that rank's k-th write) is in place, which it sees locally
    (efax_expect_test, then its copy's mark): the ranks step together, each GPU read by one peer
-   at a time, at no cost in messages. Its states: b->xland[arrival mod (in flight * targets)] 0
-   awaited, 1 arrived (its copy noted in the mark slot of that index), 2 in place; an iteration's
-   own chunk's copy has the slot after those. */
+   at a time, at no cost in messages. Each step then waits for its arrival's end to be seen and the
+   next write to reach its target and be issued there, which small copies do not outlast: below
+   EFAX_BENCH_GATE_LANDED the write leaves once arrival k has arrived (EFAX_BENCH_GATE_ARRIVED), which
+   still orders every target's copies step by step but queues each behind the last. Its states:
+   b->xland[arrival mod (in flight * targets)] 0 awaited, 1 arrived (its copy noted in the mark slot
+   of that index), 2 in place; an iteration's own chunk's copy has the slot after those. */
 
 /* Whether the phase's arrival s (counted as efaxb__xstep.s_post counts writes) lets the write pace
-   after it leave: in place, or (efax_bench_xchg.pace_arrived) arrived; those of the iterations
-   before seq are in place. */
+   after it leave: in place, or (x->arrived: EFAX_BENCH_GATE_ARRIVED) arrived; those of the
+   iterations before seq are in place. */
 EFAX_PRIVATE bool efaxb__landed(const efaxb__xstep *x, uint64_t seq, uint64_t s) {
     uint64_t nto = (uint64_t)x->nto;
-    return s < seq * nto ||
-           x->b->xland[s % ((uint64_t)x->depth * nto)] >= (x->b->d.xchg->pace_arrived ? 1 : 2);
+    return s < seq * nto || x->b->xland[s % ((uint64_t)x->depth * nto)] >= (x->arrived ? 1 : 2);
 }
 
 /* Starts iteration it of a paced all-to-all: announces the writes into this rank (their states
@@ -2909,6 +2920,8 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     x.behind =
         l->confirm_behind && !l->unconfirmed && !b->o.check && !mv->poster && !x.tag_per_msg && x.msgs > 1;
     x.pace = l->pace >= 0 ? l->pace : x.dst->ops->mark && x.size >= EFAX_BENCH_PACE_MIN ? EFAX_BENCH_PACE : 0;
+    x.arrived = l->pace_gate == EFAX_BENCH_GATE_AUTO ? x.size < EFAX_BENCH_GATE_LANDED
+                                                     : l->pace_gate == EFAX_BENCH_GATE_ARRIVED;
     if (x.msgs > efaxb__msgs(b) ||
         (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||
         (uint64_t)x.msgs * (l->per_writer ? (uint64_t)n : 1) * x.size > x.dst->len)
