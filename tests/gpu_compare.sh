@@ -109,15 +109,16 @@ tagged() {
 # to cur.tmp as JSON (busbw and algbw as it prints them; its #wrong)
 nccl_rows() {
   local bin=$1 variant=$2 g=$3 log=$OUT/cur.log
-  LD_LIBRARY_PATH="$NCCL_PKG/lib" "$bin" $CMP_SIZES -g "$g" -n 50 -w 10 -c 1 >"$log" 2>&1
-  local rc=$?
+  NCCL_DEBUG=VERSION LD_LIBRARY_PATH="$NCCL_PKG/lib" "$bin" $CMP_SIZES -g "$g" -n 50 -w 10 -c 1 >"$log" 2>&1
+  local rc=$? ver
+  ver=$(grep -o -m 1 'NCCL version [^ ]*' "$log" | cut -d' ' -f3)
   grep -E '^#  *(Avg bus|nThread|Using devices)|^#  *Rank|NCCL version' "$log" | head -n 8
-  awk -v v="$variant" -v g="$g" -v cmd="$(basename "$bin") $CMP_SIZES -g $g -n 50 -w 10 -c 1" '
+  awk -v v="$variant" -v g="$g" -v ver="${ver:-?}" -v cmd="$(basename "$bin") $CMP_SIZES -g $g -n 50 -w 10 -c 1" '
     $1 ~ /^[0-9]+$/ && NF >= 13 {
       w = ($9 ~ /^[0-9]+$/) ? $9 : "null"
       printf "{\"schema\":1,\"driver\":\"nccl-tests\",\"variant\":\"%s\",\"kind\":\"%s\",\"memory\":\"device\",", v, v == "alltoall" ? "alltoall" : "oneway"
       printf "\"mem_path\":\"nccl\",\"size\":%s,\"seconds\":%g,\"algbw_gbs\":%s,\"busbw_gbs\":%s,\"gbs\":%s,\"wrong\":%s,", $1, $6 / 1e6, $7, $8, $7, w
-      printf "\"run\":{\"command\":\"%s\",\"ranks\":%d}}\n", cmd, g
+      printf "\"run\":{\"command\":\"%s\",\"nccl\":\"%s\",\"ranks\":%d}}\n", cmd, ver, g
     }' "$log" >"$OUT/cur.tmp"
   [ $rc = 0 ] && [ -s "$OUT/cur.tmp" ] || { tail -n 15 "$log"; return 1; }
   ! jq -e -s 'any(.[]; (.wrong // 0) > 0)' "$OUT/cur.tmp" >/dev/null || { echo "nccl-tests reported wrong elements"; return 1; }
