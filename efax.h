@@ -735,8 +735,9 @@ typedef struct efax_mem_ops {
     /* waits until everything written into the buffer (copies, and what the provider moves in
        for device memory) is in place; NULL: always in place (host memory) */
     int (*settle)(efax_buf *b);
-    /* mark notes in slot what has been started into the buffer so far; marked says whether that
-       is in place (1), not yet (0), or a negative code; NULL: always in place (host memory) */
+    /* mark notes in slot (the low 8 bits; EFAX_MARK_IN or EFAX_MARK_OWN above them narrow it)
+       what has been started into the buffer so far; marked says whether that is in place (1), not
+       yet (0), or a negative code; NULL: always in place (host memory) */
     int (*mark)(efax_buf *b, unsigned slot);
     int (*marked)(efax_buf *b, unsigned slot);
 } efax_mem_ops;
@@ -784,12 +785,16 @@ EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, u
    moves after reporting completion (device memory). Returns 0 or a negative code. */
 EFAX_API int efax_buf_settle(efax_buf *b);
 enum { EFAX_BUF_MARKS = 16 }; /* efax_buf_mark's slots */
-/* Notes in slot (0 .. EFAX_BUF_MARKS-1, reused freely) what has been started into b so far: the
-   copies a provider issued into it (device memory on shm: efax_expect_arrived) and its own local
-   copies. With several transfers in flight into one buffer, efax_buf_marked then tells when
-   those noted landed, without waiting for the later ones as efax_buf_settle does (all2all with
-   --window: iterations in flight). Host and pinned memory: nothing to note. Returns 0 or a
-   negative code. Not thread safe. */
+/* efax_buf_mark's narrowing flags, or'ed into the slot: only the copies a provider issued (IN),
+   only the buffer's own local copies (OWN). A caller that waits for one transfer's bytes need not
+   wait for a local copy started after it, nor the other way round (all2all --pace). */
+enum { EFAX_MARK_IN = 1u << 8, EFAX_MARK_OWN = 1u << 9 };
+/* Notes in slot (0 .. EFAX_BUF_MARKS-1, reused freely; EFAX_MARK_IN or EFAX_MARK_OWN or'ed in
+   narrow what it notes) what has been started into b so far: the copies a provider issued into it
+   (device memory on shm: efax_expect_arrived) and its own local copies. With several transfers in
+   flight into one buffer, efax_buf_marked then tells when those noted landed, without waiting for
+   the later ones as efax_buf_settle does (all2all with --window: iterations in flight). Host and
+   pinned memory: nothing to note. Returns 0 or a negative code. Not thread safe. */
 EFAX_API int efax_buf_mark(efax_buf *b, unsigned slot);
 /* Whether what mark `slot` noted is in place: 1, or 0 not yet (poll again, driving the contexts
    that move data into b meanwhile), or a negative code. Never blocks. Not thread safe. */
@@ -1296,6 +1301,16 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms);
    writes in flight into one device buffer, which notes each (efax_buf_mark) and sees it land
    (efax_buf_marked) while later ones keep moving. Staged regions: efax_expect_wait. */
 EFAX_API int efax_expect_arrived(efax_ctx *ctx, efax_expect *e, int timeout_ms);
+
+/* Whether the write e announces (into an ordinary region) has arrived, without waiting: 1 (taken,
+   as efax_expect_arrived takes it: every chunk counted; device memory may still be copying in,
+   which efax_buf_mark and efax_buf_marked follow), 0 not yet (drive the context, efax_progress, and
+   ask again), or a negative code: -EFAX_E_STALE (another sequence's arrivals under its tag), an
+   incoming operation's failure, the context's sticky error; -FI_EINVAL for a staged region or an
+   expectation not announced. For a caller that keeps several transfers moving and acts on each
+   arrival (all2all --pace). Never blocks, nor progresses (efax_expect_test does both, and settles).
+   Not thread safe. */
+EFAX_API int efax_expect_arrived_test(efax_ctx *ctx, efax_expect *e);
 
 /* efax_expect_wait for each of the n writes es[0..n) announce, in order, with one timeout for all
    of them (counted from this call): for a target that awaits a batch (a window of small writes, a
@@ -5276,7 +5291,8 @@ EFAX_API void efax_buf_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, u
 EFAX_API int efax_buf_settle(efax_buf *b) { return b->ops && b->ops->settle ? b->ops->settle(b) : 0; }
 
 EFAX_API int efax_buf_mark(efax_buf *b, unsigned slot) {
-    if (slot >= EFAX_BUF_MARKS) return -FI_EINVAL;
+    if ((slot & ~(EFAX_MARK_IN | EFAX_MARK_OWN)) >= EFAX_BUF_MARKS) return -FI_EINVAL;
+    if ((slot & EFAX_MARK_IN) && (slot & EFAX_MARK_OWN)) slot &= ~(EFAX_MARK_IN | EFAX_MARK_OWN); /* both */
     return b->ops && b->ops->mark ? b->ops->mark(b, slot) : 0;
 }
 
@@ -8749,6 +8765,32 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     return e->status ? e->status : rc;
 }
 
+EFAX_API int efax_expect_arrived_test(efax_ctx *ctx, efax_expect *e) {
+    size_t slot;
+    efax__imm_slot *sl;
+    int rc;
+    if (!e->active || e->mr->stage) return -FI_EINVAL;
+    slot = efax__expect_slot(ctx, e);
+    sl = &ctx->imm[slot];
+    if (efax__expect_landed(ctx, e, sl)) {
+        efax__expect_take(ctx, e, slot);
+        return 1;
+    }
+    if (ctx->sticky_error) return ctx->sticky_error;
+    if (sl->fault.err)
+        return efax__seq_fault_take(ctx, &sl->fault, e->peer, e->tag, EFAX_IMM_WINDOW, "arrival");
+    if ((rc = ctx->last_cq_error)) { /* an incoming write failed: name the one this caller awaits */
+        ctx->last_cq_error = 0;
+        efax_log(
+            ctx, 0,
+            "awaiting %u arrival(s) from rank %d (%s), tag %d, sequence %u: an incoming write failed (%s), "
+            "and the provider does not say whose",
+            e->count, e->peer, efax__host(ctx, e->peer), e->tag, (unsigned)e->seq, fi_strerror(-rc));
+        return rc;
+    }
+    return 0;
+}
+
 EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int timeout_ms) {
     uint64_t deadline;
     int i, rc = 0;
@@ -8931,7 +8973,7 @@ EFAX_API int efax_expect_batch(efax_ctx *ctx, efax_expect *e, const efax_batch_d
 EFAX_API int efax_expect_test(efax_ctx *ctx, efax_expect *e) {
     size_t slot;
     int rc;
-    if (!e->active) return -FI_EINVAL;
+    if (!e->active && !e->landed) return -FI_EINVAL;
     if ((rc = efax_progress(ctx)) < 0) return rc;
     if (e->mr->stage) { /* every cell in: its copies in are finished by the wait, at once */
         efax__stage_rx *r = &ctx->stage_rx[e->tag][e->peer];

@@ -319,7 +319,8 @@ typedef struct efax_bench {
     efax_buf *xsrc[3], *xdst[3]; /* each memory kind's source and destination */
     double *lat;                 /* room for a step's times: efax_opts_iters at 1 byte, for every rank */
     efax_xfer *xs;               /* [in flight * size * msgs]: this rank's writes of iterations */
-    efax_expect *ex;             /* [size * msgs]: the writes into this rank of an iteration */
+    efax_expect *ex;             /* [in flight * size * msgs]: the writes into this rank of iterations */
+    unsigned char *xland;        /* [in flight * size]: paced, each arrival's state (efaxb__paced) */
     efax_write_desc *xw;         /* [2 * size * msgs]: this rank's writes as it describes them, then the
                                     writes into it as it expects them */
     efaxb__counts *cnt;          /* the row's per-NIC counters and the first messages (efax_bench_connect) */
@@ -524,7 +525,27 @@ struct efax_bench_xchg {
                                taken by tag), or one message an iteration (a write's time to its
                                confirmation is what that measures) */
     uint64_t bytes;         /* each buffer's size (0: the slots that messages of -e bytes need) */
+    /* unconfirmed, every rank writing every other, one message each, more than two ranks: a rank's
+       writes leave one at a time, the next rank on first, write k + pace of a phase once this rank's
+       own arrival k is in place or has arrived (pace_gate; efaxb__paced says why); 0: all at once;
+       < 0: EFAX_BENCH_PACE for device memory from messages of EFAX_BENCH_PACE_MIN bytes, else 0 */
+    int pace;
+    int pace_gate; /* EFAX_BENCH_GATE_*: when arrival k lets write k + pace leave */
 };
+
+/* When a paced write may leave: once the arrival pace before it is in place (LANDED: each GPU then
+   reads one peer at a time, but waits for that arrival's end to be seen and the next write to
+   reach its target), once it has arrived (ARRIVED: its copy has started here, so the next one queues
+   behind it and no GPU waits, while ranks that drift apart may read one peer together), or AUTO:
+   ARRIVED below EFAX_BENCH_GATE_LANDED bytes a message, LANDED from there, where a copy outlasts
+   that wait. */
+enum { EFAX_BENCH_GATE_AUTO = 0, EFAX_BENCH_GATE_LANDED, EFAX_BENCH_GATE_ARRIVED };
+
+/* The pace the exchange takes when efax_bench_xchg.pace is below 0, for device memory, from messages
+   of EFAX_BENCH_PACE_MIN bytes; the gate's threshold (docs/journal.md has the runs that chose them). */
+#define EFAX_BENCH_PACE 1
+#define EFAX_BENCH_PACE_MIN (4ull << 20)
+#define EFAX_BENCH_GATE_LANDED (16ull << 20)
 
 /* A writer that posts through something other than this rank's context (efax_cuda.h's proxy, whose
    thread drives the context meanwhile): it starts the writes as described and waits for notices. */
@@ -587,6 +608,7 @@ EFAX_API int efax_bench_gpu(const char *driver);
 #include <string.h>
 #include <stdarg.h>
 #include <limits.h>
+#include <sched.h>
 #include <unistd.h>
 
 #ifdef __cplusplus
@@ -2298,11 +2320,12 @@ EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
                                      EFAX_BENCH_TAG_DATA + k * efaxb__kind_tags(b) + q);
     }
     b->xs = (efax_xfer *)efax_bench_calloc(b, n * msgs * (size_t)efaxb__depth(b), sizeof *b->xs);
-    b->ex = (efax_expect *)efax_bench_calloc(b, n * msgs, sizeof *b->ex);
+    b->ex = (efax_expect *)efax_bench_calloc(b, n * msgs * (size_t)efaxb__depth(b), sizeof *b->ex);
+    b->xland = (unsigned char *)efax_bench_calloc(b, n * (size_t)efaxb__depth(b), 1);
     b->xw = (efax_write_desc *)efax_bench_calloc(b, 2 * n * msgs, sizeof *b->xw);
     b->lat = (double *)efax_bench_calloc(b, (size_t)efax_opts_iters(&b->o, 1) * n, sizeof *b->lat);
     if (rc) return rc;
-    return !b->xs || !b->ex || !b->xw || !b->lat ? -FI_ENOMEM : 0;
+    return !b->xs || !b->ex || !b->xland || !b->xw || !b->lat ? -FI_ENOMEM : 0;
 }
 
 /* A run of host memory alone on a host with NVIDIA GPUs: libfabric makes no CUDA call. efa probes
@@ -2877,6 +2900,11 @@ typedef struct efaxb__xstep {
     uint64_t posted;    /* with depth > 1: the iterations started so far */
     uint64_t t_end;     /* with depth > 1: when the last iteration ended; behind: when the last
                            confirmation came (efax_now_ns) */
+    int pace;           /* efax_bench_xchg.pace as this step takes it (0: every write at once) */
+    bool arrived;       /* paced: a write leaves on an arrival, not once it landed (EFAX_BENCH_GATE_*) */
+    uint64_t s_post;    /* paced: the next write to leave, counted over the phase's iterations:
+                           iteration it's write to its k-th target is it x targets + k */
+    uint64_t s_first;   /* paced: the phase's first write (or the iteration's, one in flight) */
 } efaxb__xstep;
 
 /* The source slot of message m to rank t, and the destination slot of message m from rank f. */
@@ -2958,7 +2986,9 @@ EFAX_PRIVATE void efaxb__fill(const efaxb__xstep *x, uint64_t seq) {
 /* The writes of iteration seq from every writer into this rank: announced (a writer's messages
    as one where they share a tag), then awaited with one context timeout for all, so that this side
    gives up before a writer's confirmation wait; settled (in place), or only arrived
-   (efax_expect_arrived: device memory may be copying in). */
+   (efax_expect_arrived: device memory may be copying in). Settled once, after every writer's
+   arrived: a settle waits for the GPU without driving the context, so one settle a writer held
+   back the copies of the writes still to come behind each earlier one's. */
 EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
     efax_ctx *ctx = &x->b->ctx;
     efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b); /* efaxb__describe's */
@@ -2973,7 +3003,7 @@ EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
         else
             for (int m = 0; m < x->msgs && !rc; m++) rc = efax_expect_write(ctx, &ex[i * x->msgs + m], &w[m]);
     }
-    if (settle) /* the batch's one timeout counts from here */
+    if (settle && !x->dst->mr.settle) /* the batch's one timeout counts from here */
         return rc ? rc : efax_expect_wait_all(ctx, ex, nex, efax_ctx_timeout_ms(ctx));
     deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
     for (int i = 0; i < nex && !rc; i++) {
@@ -2981,7 +3011,7 @@ EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
         int left = now < deadline ? (int)((deadline - now) / 1000000ull) : 0;
         rc = efax_expect_arrived(ctx, &ex[i], left);
     }
-    return rc;
+    return rc || !settle ? rc : efax_buf_settle(x->dst);
 }
 
 /* -c: counts the wrong bytes of what landed from every writer (and the local copy), clears them,
@@ -3063,6 +3093,141 @@ EFAX_PRIVATE int efaxb__confirm_behind(efaxb__xstep *x, uint64_t seq, uint64_t t
     return rc;
 }
 
+/* --pace (efax_bench_xchg.pace): an all-to-all whose writes leave one peer at a time. shm's target
+   copies each write into device memory itself, one copy after another on its own stream, in the
+   order the writes reach it; with every write leaving at once, the writes of a rank that started
+   a little early reach every target first, its peers all read from it together while the other
+   GPUs' links idle, and every later step repeats it. Paced, each rank writes its targets in turn
+   (rank r: r + 1, r + 2, ...) and lets its write k + pace of the phase leave only once its own
+   arrival k (from rank r - 1 - k mod n, that rank's k-th write) is in place, which it sees locally
+   (efax_expect_arrived_test, then its copy's mark): the ranks step together, each GPU read by one peer
+   at a time, at no cost in messages. Each step then waits for its arrival's end to be seen and the
+   next write to reach its target and be issued there, which small copies do not outlast: below
+   EFAX_BENCH_GATE_LANDED the write leaves once arrival k has arrived (EFAX_BENCH_GATE_ARRIVED), which
+   still orders every target's copies step by step but queues each behind the last. Its states:
+   b->xland[arrival mod (in flight * targets)] 0 awaited, 1 arrived (its copy noted in the mark slot
+   of that index), 2 in place; an iteration's own chunk's copy has the slot after those. */
+
+/* Whether the phase's arrival s (counted as efaxb__xstep.s_post counts writes) lets the write pace
+   after it leave: in place, or (x->arrived: EFAX_BENCH_GATE_ARRIVED) arrived; those of the
+   iterations before seq are in place. */
+EFAX_PRIVATE bool efaxb__landed(const efaxb__xstep *x, uint64_t seq, uint64_t s) {
+    uint64_t nto = (uint64_t)x->nto;
+    return s < seq * nto || x->b->xland[s % ((uint64_t)x->depth * nto)] >= (x->arrived ? 1 : 2);
+}
+
+/* Starts iteration it of a paced all-to-all: announces the writes into this rank (their states
+   awaited) and starts its own chunk's copy, noted in the iteration's own slot. */
+EFAX_PRIVATE int efaxb__paced_begin(efaxb__xstep *x, uint64_t it) {
+    efax_bench *b = x->b;
+    efax_write_desc *in = b->xw + (size_t)b->size * (size_t)efaxb__msgs(b); /* efaxb__describe's */
+    uint64_t d = (uint64_t)x->depth, first = it % d * (uint64_t)x->nto;
+    unsigned own = (unsigned)(d * (uint64_t)x->nto + it % d);
+    int rc = 0, tag_base = efaxb__tag_base(x, it);
+    for (int i = 0; i < x->nfrom && !rc; i++) {
+        efaxb__msgs_seq(x, &in[i], it, tag_base);
+        rc = efax_expect_write(&b->ctx, &b->ex[first + (uint64_t)i], &in[i]);
+        b->xland[first + (uint64_t)i] = 0;
+    }
+    if (rc || !x->self) return rc;
+    efax_buf_copy(x->dst, efax_bench_slot_off(b, efaxb__dslot(x, x->me, 0), x->size), x->src,
+                  efax_bench_slot_off(b, efaxb__sslot(x, x->me, 0), x->size), x->size);
+    return efax_buf_mark(x->dst, own | EFAX_MARK_OWN);
+}
+
+/* Posts the phase's write s: iteration s / targets, to its (s mod targets)-th target. */
+EFAX_PRIVATE int efaxb__paced_post(efaxb__xstep *x, uint64_t s) {
+    efax_bench *b = x->b;
+    uint64_t nto = (uint64_t)x->nto, it = s / nto, k = s % nto;
+    efax_write_desc *w = &b->xw[k];
+    efaxb__msgs_seq(x, w, it, efaxb__tag_base(x, it));
+    return efax_write(&b->ctx, &b->xs[it % (uint64_t)x->depth * nto + k], w, NULL);
+}
+
+/* Drives a paced all-to-all until iteration seq is done: its arrivals and its own chunk in place,
+   its writes completed. Iterations up to end - 1 may start, x->depth of them in flight. */
+EFAX_PRIVATE int efaxb__paced(efaxb__xstep *x, uint64_t seq, uint64_t end) {
+    efax_bench *b = x->b;
+    efax_ctx *ctx = &b->ctx;
+    uint64_t d = (uint64_t)x->depth, nto = (uint64_t)x->nto, lim = seq + d < end ? seq + d : end, s;
+    uint64_t deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
+    unsigned own = (unsigned)(d * nto + seq % d), spins = 0, idle = 0;
+    int rc = 0, inplace = 0;
+    while (!rc && x->posted < lim) rc = efaxb__paced_begin(x, x->posted++);
+    while (!rc) {
+        bool done = true;
+        while (!rc && x->s_post < lim * nto &&
+               (x->s_post - x->s_first < (uint64_t)x->pace ||
+                efaxb__landed(x, seq, x->s_post - (uint64_t)x->pace)))
+            rc = efaxb__paced_post(x, x->s_post++);
+        inplace = 0;
+        for (s = seq * nto; s < x->posted * nto && !rc; s++) { /* arrivals, then their bytes in place */
+            unsigned char *st = &b->xland[s % (d * nto)];
+            unsigned slot = (unsigned)(s % (d * nto));
+            if (*st == 0 && (rc = efax_expect_arrived_test(ctx, &b->ex[slot])) == 1) {
+                *st = 1;
+                rc = efax_buf_mark(x->dst, slot | EFAX_MARK_IN);
+            }
+            if (!rc && *st == 1 && (rc = efax_buf_marked(x->dst, slot)) == 1) {
+                *st = 2;
+                rc = 0;
+            }
+            if (s < (seq + 1) * nto) {
+                inplace += *st == 2;
+                done = done && *st == 2;
+            }
+        }
+        for (uint64_t k = 0; k < nto && !rc; k++) { /* this iteration's writes */
+            const efax_xfer *w = &b->xs[seq % d * nto + k];
+            if (seq * nto + k >= x->s_post || !efax_xfer_done(w))
+                done = false;
+            else
+                rc = w->status;
+        }
+        if (!rc && done && x->self && (rc = efax_buf_marked(x->dst, own)) >= 0) { /* its own chunk */
+            done = rc == 1;
+            rc = 0;
+        }
+        if (rc || done) break;
+        if ((rc = efax_progress(ctx)) > 0)
+            rc = 0;
+        else if (!rc && ++idle >= 512) { /* as efax's waits: ranks that outnumber cores still move */
+            idle = 0;
+            sched_yield();
+        }
+        if (!rc && (++spins & 63) == 0 && efax_now_ns() > deadline) {
+            efax_log(
+                ctx, 0,
+                "iteration %llu of the paced all-to-all (--pace %d): %d of its %d arrivals in place, "
+                "%llu of its writes posted, after %d ms (a peer stopped, or a copy into device memory is "
+                "wedged)",
+                (unsigned long long)seq, x->pace, inplace, x->nfrom,
+                (unsigned long long)(x->s_post > seq * nto ? x->s_post - seq * nto : 0),
+                efax_ctx_timeout_ms(ctx));
+            rc = -FI_ETIMEDOUT;
+        }
+    }
+    return rc;
+}
+
+/* Iteration seq of a paced all-to-all with x->depth in flight (unchecked), the phase ending before
+   iteration `end`; *us: from the end of the last iteration (the phase's start for its first). */
+EFAX_PRIVATE int efaxb__iteration_paced(efaxb__xstep *x, uint64_t seq, uint64_t end, double *us) {
+    uint64_t t;
+    int rc;
+    if (x->posted <= seq) { /* the phase's first iteration: nothing in flight */
+        x->posted = seq;
+        x->s_post = seq * (uint64_t)x->nto;
+        x->s_first = x->s_post;
+        x->t_end = efax_now_ns();
+    }
+    rc = efaxb__paced(x, seq, end);
+    t = efax_now_ns();
+    *us = (double)(t - x->t_end) / 1e3;
+    x->t_end = t;
+    return rc;
+}
+
 /* One iteration on this rank; its time (as the layout defines it) appended at us[*nus] (confirmed
    a window behind: the times of the confirmations it took, none to two). */
 EFAX_PRIVATE int efaxb__iteration(efaxb__xstep *x, uint64_t seq, double *us, int *nus, int64_t *wrong) {
@@ -3076,8 +3241,15 @@ EFAX_PRIVATE int efaxb__iteration(efaxb__xstep *x, uint64_t seq, double *us, int
         rc = efaxb__notice(x, x->to[i], EFAX_BENCH_TAG_READY, (uint32_t)seq - 1, -1, &t);
     if (b->o.check) efaxb__fill(x, seq);
     t0 = efax_now_ns();
-    if (!rc) rc = efaxb__start(x, seq, &posted);
-    if (!rc) rc = efaxb__take(x, seq, true);
+    if (x->pace > 0) { /* its writes one peer at a time; done once its arrivals and own chunk are in place */
+        x->posted = seq;
+        x->s_post = seq * (uint64_t)x->nto;
+        x->s_first = x->s_post;
+        if (!rc) rc = efaxb__paced(x, seq, seq + 1);
+    } else {
+        if (!rc) rc = efaxb__start(x, seq, &posted);
+        if (!rc) rc = efaxb__take(x, seq, confirmed); /* settled before a confirmation says so */
+    }
     for (int i = 0; confirmed && i < x->nfrom && !rc; i++)
         rc = efax_notify(ctx, x->from[i], efaxb__ack_tag(x, seq), (uint32_t)seq);
     if (x->behind && x->nto > 0 && !rc) rc = efaxb__confirm_behind(x, seq, t0, us, nus);
@@ -3086,7 +3258,8 @@ EFAX_PRIVATE int efaxb__iteration(efaxb__xstep *x, uint64_t seq, double *us, int
     if (posted && (frc = p->finish(p->user)) && !rc)
         rc = frc; /* even after a failure: nothing may stay in flight */
     for (int i = 0; !p && i < nw && !rc; i++) rc = efax_wait(ctx, &b->xs[i], -1);
-    if (!rc && x->self) rc = efax_buf_settle(x->dst); /* the local copy (it overlapped the transfers) */
+    if (!rc && x->pace <= 0 && (x->self || !confirmed)) /* the local copy and, unconfirmed, the arrivals */
+        rc = efax_buf_settle(x->dst);
     if (!confirmed) t1 = efax_now_ns();
     if (!x->behind) us[(*nus)++] = (double)(t1 - t0) / 1e3;
     return rc || !b->o.check ? rc : efaxb__check(x, seq, wrong);
@@ -3160,6 +3333,9 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     x.depth = mv->poster ? 1 : efax_bench_in_flight(b, st);
     x.behind =
         l->confirm_behind && !l->unconfirmed && !b->o.check && !mv->poster && !x.tag_per_msg && x.msgs > 1;
+    x.pace = l->pace >= 0 ? l->pace : x.dst->ops->mark && x.size >= EFAX_BENCH_PACE_MIN ? EFAX_BENCH_PACE : 0;
+    x.arrived = l->pace_gate == EFAX_BENCH_GATE_AUTO ? x.size < EFAX_BENCH_GATE_LANDED
+                                                     : l->pace_gate == EFAX_BENCH_GATE_ARRIVED;
     if (x.msgs > efaxb__msgs(b) ||
         (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||
         (uint64_t)x.msgs * (l->per_writer ? (uint64_t)n : 1) * x.size > x.dst->len)
@@ -3174,6 +3350,9 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
         if (mv->writes(mv->user, (x.me + n - k) % n, x.me, n)) x.from[x.nfrom++] = (x.me + n - k) % n;
     }
     x.self = mv->writes(mv->user, x.me, x.me, n);
+    if (!(l->unconfirmed && !mv->poster && !x.tag_per_msg && x.msgs == 1 && n > 2 && x.nto == n - 1 &&
+          x.nfrom == n - 1 && x.depth * (x.nto + 1) <= EFAX_BUF_MARKS))
+        x.pace = 0; /* paced: an all-to-all of one message a pair, its marks in efax_buf_mark's slots */
     timed = l->unconfirmed ? x.nto + x.nfrom + x.self > 0 : x.nto > 0;
     for (int i = 0; b->o.check && i < x.nfrom + x.self; i++) /* what lands is checked against this */
         for (int m = 0; m < x.msgs; m++)
@@ -3192,7 +3371,10 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
             x.end = (uint64_t)(it < 0 ? warm : warm + st->iters);
         }
         if (x.nto + x.nfrom + x.self > 0 && x.depth > 1) {
-            rc = efaxb__iteration_ahead(&x, (uint64_t)(it + warm), x.end, &us[0]);
+            if (x.pace > 0)
+                rc = efaxb__iteration_paced(&x, (uint64_t)(it + warm), x.end, &us[0]);
+            else
+                rc = efaxb__iteration_ahead(&x, (uint64_t)(it + warm), x.end, &us[0]);
             nus = 1;
         } else if (x.nto + x.nfrom + x.self > 0) {
             rc = efaxb__iteration(&x, (uint64_t)(it + warm), us, &nus, wrong);

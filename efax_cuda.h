@@ -688,7 +688,7 @@ typedef struct efax__dev {
     cudaStream_t copy_s;      /* local copies (efax_buf_copy), overlapping what the provider moves in */
     cudaEvent_t settle_ev[2]; /* efax__dev_settle's: the legacy default stream's, and copy_s's */
     cudaEvent_t mark_ev[EFAX_BUF_MARKS][2]; /* efax_buf_mark's, the same two streams per slot */
-    int mark_n[EFAX_BUF_MARKS];             /* events the slot's last mark recorded (0: none) */
+    int mark_n[EFAX_BUF_MARKS];             /* the slot's last mark: 1 + the streams it recorded (0: none) */
     struct {
         uint64_t off, len, unit;
         unsigned ncells;
@@ -841,23 +841,26 @@ EFAX_PRIVATE int efax__gdr_flush(efax__dev *s) {
    deadline. This used to be cudaDeviceSynchronize, which has no timeout and waits for every
    kernel of the process, a persistent producer kernel's too. */
 /* Records an event on each stream that copies into s (the legacy default stream: the provider's
-   copies; copy_s, once it exists: the buffer's own), creating ev[0..1] on first use; *n: how many
-   it recorded. efax__dev_settle's and efax_buf_mark's. The caller has made s's GPU current. */
-EFAX_PRIVATE int efax__dev_note(efax__dev *s, cudaEvent_t ev[2], int *n) {
+   copies, bit 0 of `which`; copy_s, once it exists: the buffer's own, bit 1), creating ev[0..1] on
+   first use; *n: the streams it recorded, as a mask. efax__dev_settle's and efax_buf_mark's. The
+   caller has made s's GPU current. */
+EFAX_PRIVATE int efax__dev_note(efax__dev *s, cudaEvent_t ev[2], int *n, int which) {
     int rc = 0;
     *n = 0;
     for (int i = 0; i < 2 && !rc; i++)
         if (!ev[i]) rc = EFAX_CUDA(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
-    if (!rc && !(rc = EFAX_CUDA(cudaEventRecord(ev[0], cudaStreamLegacy)))) *n = 1;
-    if (!rc && s->copy_s && !(rc = EFAX_CUDA(cudaEventRecord(ev[1], s->copy_s)))) *n = 2;
+    if (!rc && (which & 1) && !(rc = EFAX_CUDA(cudaEventRecord(ev[0], cudaStreamLegacy)))) *n |= 1;
+    if (!rc && (which & 2) && s->copy_s && !(rc = EFAX_CUDA(cudaEventRecord(ev[1], s->copy_s)))) *n |= 2;
     return rc;
 }
 
-/* Whether the n events efax__dev_note recorded fired: 1, 0 not yet (*pending: the first that has
-   not), or a negative code naming the stream. */
+/* Whether the events efax__dev_note recorded (mask n) fired: 1, 0 not yet (*pending: the first
+   that has not), or a negative code naming the stream. */
 EFAX_PRIVATE int efax__dev_fired(const cudaEvent_t ev[2], int n, int *pending) {
-    for (int i = 0; i < n; i++) {
-        cudaError_t e = cudaEventQuery(ev[i]);
+    for (int i = 0; i < 2; i++) {
+        cudaError_t e;
+        if (!(n & (1 << i))) continue;
+        e = cudaEventQuery(ev[i]);
         if (e == cudaSuccess) continue;
         *pending = i;
         if (e == cudaErrorNotReady) return 0;
@@ -876,7 +879,7 @@ EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
     if ((rc = efax__gdr_flush(s))) return rc; /* pre-Hopper: NIC writes visible to the GPU first */
     if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
     if (cur != s->device && (rc = EFAX_CUDA(cudaSetDevice(s->device)))) return rc;
-    rc = efax__dev_note(s, s->settle_ev, &n);
+    rc = efax__dev_note(s, s->settle_ev, &n, 3);
     while (!rc && !(rc = efax__dev_fired(s->settle_ev, n, &pending)))
         if ((++spins & 63) == 0 && efax_now_ns() > deadline) {
             efax_log(
@@ -1172,14 +1175,17 @@ EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *s
 }
 
 /* efax_buf_mark for device memory: events on the two streams efax__dev_settle waits for, the
-   legacy default stream (the provider's copies) and copy_s (the buffer's own), in the slot. */
+   legacy default stream (the provider's copies; alone with EFAX_MARK_IN) and copy_s (the buffer's
+   own; alone with EFAX_MARK_OWN), in the slot. */
 EFAX_PRIVATE int efax__dev_mark(efax_buf *b, unsigned slot) {
     efax__dev *s = (efax__dev *)b->impl;
-    int cur = -1, rc;
+    int cur = -1, rc, which = slot & EFAX_MARK_IN ? 1 : slot & EFAX_MARK_OWN ? 2 : 3, n = 0;
     if (!s) return 0;
+    slot &= ~(EFAX_MARK_IN | EFAX_MARK_OWN);
     if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
     if (cur != s->device && (rc = EFAX_CUDA(cudaSetDevice(s->device)))) return rc;
-    rc = efax__dev_note(s, s->mark_ev[slot], &s->mark_n[slot]);
+    rc = efax__dev_note(s, s->mark_ev[slot], &n, which);
+    s->mark_n[slot] = rc ? 0 : 1 + n;
     if (cur >= 0 && cur != s->device) cudaSetDevice(cur);
     return rc;
 }
@@ -1191,7 +1197,7 @@ EFAX_PRIVATE int efax__dev_marked(efax_buf *b, unsigned slot) {
     int rc, pending = 0;
     if (!s) return 1;
     if (!s->mark_n[slot]) return -FI_EINVAL; /* no mark in that slot */
-    if ((rc = efax__dev_fired(s->mark_ev[slot], s->mark_n[slot], &pending)) != 1) return rc;
+    if ((rc = efax__dev_fired(s->mark_ev[slot], s->mark_n[slot] - 1, &pending)) != 1) return rc;
     rc = efax__gdr_flush(s);
     return rc ? rc : 1;
 }

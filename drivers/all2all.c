@@ -11,6 +11,12 @@
    --window N keeps N iterations in flight (default 1, nccl-tests' one collective at a time): a
    rank starts iteration i + N - 1 as iteration i begins, so the copies and transfers of the next
    ones queue behind the current one's instead of waiting for the host to see it end.
+   --pace N (more than two ranks): a rank writes its peers one at a time, the next rank on first,
+   its write k + N leaving once its own arrival k is in place, so that no GPU is read by two peers
+   at once (efax_bench.h's exchange says why); 0: every write at once; default: EFAX_BENCH_PACE for
+   device memory from chunks of EFAX_BENCH_PACE_MIN bytes, else 0. --pace-gate arrived: write
+   k + N leaves once arrival k has arrived (its copy started here) rather than landed; auto (the
+   default): arrived below chunks of EFAX_BENCH_GATE_LANDED bytes, landed from there.
    Modes: Single (NIC 0), Split (each chunk striped over all NICs), RoundRobin (chunk to peer p
    on NIC (p + rank + iteration) mod NICs), Stripe. The harness runs both sides
    (efax_bench_exchange).
@@ -71,6 +77,17 @@ int main(int argc, char **argv) {
     efax_bench_desc d;
     efax_bench_xchg x; /* a chunk to each rank from its own region, into the target's region per writer */
     efax_bench_step st;
+    int pace = -1;
+    const char *gate = "auto";
+    efax_optdef extra[] = {
+        {"pace", 0, EFAX_OPT_INT, &pace, 0, 64, NULL, "N",
+         "more than two ranks: writes leave one peer at a time, write k + N once arrival k is in place "
+         "(0: all at once; default: 1 for device memory from 4 MiB chunks, else 0)"},
+        {"pace-gate", 0, EFAX_OPT_CHOICE, &gate, 0, 0, "auto|landed|arrived", "WHEN",
+         "paced: write k + N leaves once arrival k landed or arrived (its copy started); auto (default): "
+         "arrived below 16 MiB chunks, landed from there"},
+        EFAX_OPT_END,
+    };
     int rc;
     memset(&d, 0, sizeof d);
     memset(&x, 0, sizeof x);
@@ -83,11 +100,16 @@ int main(int argc, char **argv) {
     d.driver = "all2all";
     d.about =
         "All-to-all: every rank writes a chunk to every other rank at once (nccl-tests sizes and busbw).";
+    d.extra = extra;
     d.min_size = 64 << 10;
     d.max_size = 256 << 20;
     d.xchg = &x;
     rc = efax_bench_open(&b, &d, argc, argv); /* options, memory kinds, the launcher */
     x.bytes = b.o.max_size;                   /* a send and a receive buffer of -e bytes: a chunk per rank */
+    x.pace = pace;
+    x.pace_gate = EFAX_BENCH_GATE_AUTO;
+    if (!strcmp(gate, "landed")) x.pace_gate = EFAX_BENCH_GATE_LANDED;
+    if (!strcmp(gate, "arrived")) x.pace_gate = EFAX_BENCH_GATE_ARRIVED;
     if (!rc && b.o.min_size < (uint64_t)b.size)
         rc = efax_bench_usage(&b, "-b %llu: the send buffer must hold at least one byte per rank (%d)",
                               (unsigned long long)b.o.min_size, b.size);

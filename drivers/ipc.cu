@@ -5,8 +5,10 @@
    same run: cudaMemcpyPeerAsync (the copy engine's ceiling), what the SMs' stores alone move (a kernel that
    writes the pattern into the peer and loads nothing: no copy kernel can beat it), the NVLink theoretical
    rate (NVML: links x per-link rate), and a persistent kernel that takes jobs from mapped memory (no launch
-   per copy). --dir pull turns the copy around: the target's GPU reads the source's buffer. No fabric
-   context: nothing goes through a NIC.
+   per copy). With --pairs all each configuration is also recorded in aggregate (every pair's bytes over
+   the slowest pair's time: variant "...-aggregate"); with more than two GPUs, rank 0's copies to rank k
+   are recorded as "...-to-k". --dir pull turns the copy around: the target's GPU
+   reads the source's buffer. No fabric context: nothing goes through a NIC.
 
    nvcc -O2 -arch=sm_90 -I. drivers/ipc.cu -o ipc \
        $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix -ldl
@@ -31,6 +33,7 @@ typedef struct run {
     bool all, pull;
     int64_t tag, wrong; /* a fresh pattern per configuration; wrong bytes over all of them */
     double best;        /* rank 0: the best launched copy of this size */
+    double best_agg;    /* rank 0, --pairs all: its aggregate */
 } run;
 
 /* The copy kernels' layout flags for --layout. */
@@ -49,19 +52,30 @@ static void config_label(char *buf, size_t len, int how, int grid, int block) {
         snprintf(buf, len, "%s", how == EFAX_IPC_STORES ? "stores" : "persistent");
 }
 
-/* Rank 0: records a configuration, as if one iteration took size/gbs (and prints a copy kernel's cell). */
-static void config_record(run *r, int how, int grid, int block, uint64_t size, int iters, double gbs,
-                          int64_t wrong) {
-    double lat = (double)size / (gbs * 1e3);
+/* Rank 0: records a configuration, as if one iteration took size/gbs (and prints a copy kernel's cell);
+   with --pairs all, its aggregate agg (GB/s of every pair's bytes) as a second row. */
+static void config_record(run *r, int k, int how, int grid, int block, uint64_t size, int iters, double gbs,
+                          double agg, int64_t wrong) {
+    double lat = (double)size / (gbs * 1e3), pairs = (double)r->n * (r->n - 1);
     char label[40];
     efax_result res;
     if (how == EFAX_IPC_KERNEL) {
         printf(" %9.1f%s", gbs, wrong ? "!" : "");
+        r->best_agg = gbs > r->best ? agg : r->best_agg;
         r->best = gbs > r->best ? gbs : r->best;
     }
     config_label(label, sizeof label, how, grid, block);
+    if (!r->all && r->n > 2) snprintf(label + strlen(label), sizeof label - strlen(label), "-to-%d", k);
     efax_result_init(&res, label, "device", "nvlink", EFAX_RESULT_IPC, size, 1, r->all ? r->n : 1);
     efax_result_time(&res, &lat, 1, size, r->gi.nvlink_gbs * 8);
+    res.iters = iters;
+    res.wrong = wrong;
+    efax_report_add(r->b.rep, &res);
+    if (!r->all || agg <= 0) return;
+    lat = (double)size * pairs / (agg * 1e3); /* every pair's bytes in that time */
+    strncat(label, "-aggregate", sizeof label - strlen(label) - 1);
+    efax_result_init(&res, label, "device", "nvlink", EFAX_RESULT_IPC, size, 1, (int)pairs);
+    efax_result_time(&res, &lat, 1, size * (uint64_t)pairs, r->gi.nvlink_gbs * 8 * r->n);
     res.iters = iters;
     res.wrong = wrong;
     efax_report_add(r->b.rep, &res);
@@ -70,9 +84,10 @@ static void config_record(run *r, int how, int grid, int block, uint64_t size, i
 /* One configuration (how: EFAX_IPC_*, grid x block), timed by efax_ipc_time; every rank calls it. One
    target: rank 0's buffer into rank k's; all pairs: every rank's into every other rank's at once (its own
    region of each). Push: the source's GPU writes into the peer's memory; pull: the target's GPU reads the
-   peer's. *gbs: the GB/s of one pair (the slowest mover's); *wrong: the targets' wrong bytes. */
+   peer's. *gbs: the GB/s of one pair (the slowest mover's); *wrong: the targets' wrong bytes; *agg (all
+   pairs): every pair's bytes over the slowest mover's time, in GB/s. */
 static int config(run *r, int k, int how, int grid, int block, uint64_t size, int iters, double *gbs,
-                  int64_t *wrong) {
+                  int64_t *wrong, double *agg) {
     bool writer = r->all || r->me == 0, target = r->all || r->me == k, mover = r->pull ? target : writer;
     int rc, nt = r->all ? r->n - 1 : 1;
     double mine = 0, got[64]; /* mine: this mover's GB/s */
@@ -99,24 +114,26 @@ static int config(run *r, int k, int how, int grid, int block, uint64_t size, in
     if (rc) return rc;
     *gbs = got[r->pull ? k : 0]; /* the mover's GB/s; with --pairs all, the slowest's */
     for (int q = 0; r->all && q < r->n; q++) *gbs = got[q] < *gbs ? got[q] : *gbs;
+    *agg = r->all ? *gbs * r->n * (r->n - 1) : *gbs; /* every copy ran at least that fast */
     r->wrong += *wrong;
-    if (r->me == 0) config_record(r, how, grid, block, size, iters, *gbs, *wrong);
+    if (r->me == 0) config_record(r, k, how, grid, block, size, iters, *gbs, *agg, *wrong);
     return 0;
 }
 
 /* Rank 0: the table's heading for peer k (or every pair) at one size, with the memcpy ceiling and what
    the SMs' stores alone move. */
-static void table_head(const run *r, int k, uint64_t size, double ceiling, int64_t wrong, double stores,
-                       int64_t wrong_stores) {
+static void table_head(const run *r, int k, uint64_t size, double ceiling, double ceiling_agg, int64_t wrong,
+                       double stores, int64_t wrong_stores) {
     char sz[32], who[40] = "every rank -> every other rank at once", st[96] = "";
     double nvl = r->gi.nvlink_gbs;
     if (!r->all) snprintf(who, sizeof who, "rank 0 -> rank %d", k);
     if (stores > 0)
         snprintf(st, sizeof st, "; SM stores alone (no loads, %d x 1024) %.1f GB/s%s", 2 * r->gi.sms, stores,
                  wrong_stores ? " WRONG BYTES" : "");
-    printf("\n%s, %s: cudaMemcpyPeerAsync %.1f GB/s per pair (%.1f%% of NVLink)%s%s\n", who,
-           efax_fmt_size(size, sz, sizeof sz), ceiling, nvl > 0 ? 100 * ceiling / nvl : 0,
-           wrong ? "  WRONG BYTES" : "", st);
+    printf("\n%s, %s: cudaMemcpyPeerAsync %.1f GB/s per pair (%.1f%% of NVLink)", who,
+           efax_fmt_size(size, sz, sizeof sz), ceiling, nvl > 0 ? 100 * ceiling / nvl : 0);
+    if (r->all) printf(", %.1f GB/s in aggregate (%d pairs)", ceiling_agg, r->n * (r->n - 1));
+    printf("%s%s\n", wrong ? "  WRONG BYTES" : "", st);
     printf("%10s %9d %9d %9d   (GB/s; %% of memcpy at the best)\n", "grid\\block", blocks[0], blocks[1],
            blocks[2]);
 }
@@ -125,22 +142,27 @@ static void table_head(const run *r, int k, uint64_t size, double ceiling, int64
    x block table, and (one target) the persistent kernel at the SM count x 1024. */
 static int one_size(run *r, int k, uint64_t size) {
     int iters = size >= (64u << 20) ? 10 : 50, sms = r->gi.sms, rc;
-    double ceiling = 0, stores = 0, gbs, nvl = r->gi.nvlink_gbs, best;
+    double ceiling = 0, ceiling_agg = 0, stores = 0, gbs, agg, nvl = r->gi.nvlink_gbs, best;
     int64_t wrong, wrong_stores = 0;
-    rc = config(r, k, EFAX_IPC_MEMCPY, 0, 0, size, iters, &ceiling, &wrong);
+    rc = config(r, k, EFAX_IPC_MEMCPY, 0, 0, size, iters, &ceiling, &wrong, &ceiling_agg);
     if (!rc && !r->pull)
-        rc = config(r, k, EFAX_IPC_STORES, 2 * sms, 1024, size, iters, &stores, &wrong_stores);
+        rc = config(r, k, EFAX_IPC_STORES, 2 * sms, 1024, size, iters, &stores, &wrong_stores, &agg);
     if (rc) return rc;
-    if (r->me == 0) table_head(r, k, size, ceiling, wrong, stores, wrong_stores);
+    if (r->me == 0) table_head(r, k, size, ceiling, ceiling_agg, wrong, stores, wrong_stores);
     for (int g = 1; g <= 2 * sms && !rc;
          g = g < sms ? (2 * g < sms ? 2 * g : sms) : 2 * g) { /* 1, 2, 4 .. 2 SMs */
         if (r->me == 0) printf("%10d", g); /* a row of the table (config prints its cells) */
         for (int bl = 0; bl < 3 && !rc; bl++)
-            rc = config(r, k, EFAX_IPC_KERNEL, g, blocks[bl], size, iters, &gbs, &wrong);
+            rc = config(r, k, EFAX_IPC_KERNEL, g, blocks[bl], size, iters, &gbs, &wrong, &agg);
         if (r->me == 0) printf("\n");
     }
+    if (!rc && r->all && r->me == 0) {
+        printf("%10s best launched %.1f GB/s per pair, %.1f GB/s in aggregate (%.1f%% of memcpy's)\n", "all",
+               r->best, r->best_agg, ceiling_agg > 0 ? 100 * r->best_agg / ceiling_agg : 0);
+        r->best = r->best_agg = 0;
+    }
     if (rc || r->all) return rc;
-    rc = config(r, k, EFAX_IPC_PERSIST, sms, 1024, size, iters, &gbs, &wrong);
+    rc = config(r, k, EFAX_IPC_PERSIST, sms, 1024, size, iters, &gbs, &wrong, &agg);
     if (rc || r->me != 0) return rc;
     best = r->best;
     r->best = 0;

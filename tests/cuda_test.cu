@@ -141,6 +141,27 @@ static void check_marks(efax_ctx *ctx) {
     EXPECT(efax_buf_mark(&b, EFAX_BUF_MARKS) == -FI_EINVAL && efax_buf_marked(&b, EFAX_BUF_MARKS) == -FI_EINVAL,
            "marks: slot %d was not refused", EFAX_BUF_MARKS);
     printf("cuda_test: marks (%s): each mark fires when the copies before it ended, not before, not after later ones\n", b.path);
+    /* narrowed (all2all --pace): with the provider's stream held, a mark of the buffer's own copy alone
+       fires once that copy ended, and a mark of the provider's copies alone only once they did. The
+       copy kernel runs once first: CUDA loads a kernel at its first launch (lazy loading), and that
+       load waited for the held kernel, so the copy could not end before the release */
+    efax_buf_copy(&b, 0, &b, 512 << 10, 256 << 10);
+    EXPECT(efax_buf_settle(&b) == 0, "marks: the local copy did not settle");
+    release[0] = 0;
+    k_hold<<<1, 32, 0, cudaStreamLegacy>>>(release_d);
+    efax_buf_copy(&b, 0, &b, 512 << 10, 256 << 10);
+    EXPECT(efax_buf_mark(&b, 2 | EFAX_MARK_OWN) == 0 && efax_buf_mark(&b, 3 | EFAX_MARK_IN) == 0,
+           "marks: a narrowed mark failed");
+    deadline = efax_now_ns() + 3000000000ull;
+    while ((first = efax_buf_marked(&b, 2)) == 0 && efax_now_ns() < deadline) {}
+    second = efax_buf_marked(&b, 3);
+    EXPECT(first == 1 && second == 0, "marks: own copy done, provider's held: marked gave %d and %d (expected 1 and 0)",
+           first, second);
+    __atomic_store_n(&release[0], 1, __ATOMIC_SEQ_CST);
+    deadline = efax_now_ns() + 3000000000ull;
+    while ((second = efax_buf_marked(&b, 3)) == 0 && efax_now_ns() < deadline) {}
+    EXPECT(second == 1, "marks: the provider's mark gave %d once its stream ran", second);
+    printf("cuda_test: narrowed marks: EFAX_MARK_OWN fires with the provider's copies held, EFAX_MARK_IN after them\n");
 out:
     if (release) {
         __atomic_store_n(&release[0], 1, __ATOMIC_SEQ_CST);

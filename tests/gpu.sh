@@ -8,12 +8,15 @@
 # device-memory run's ceiling: best and spread) and summary.txt (checks, then the ratios the docs
 # quote: efax's write beside fi_rma_bw at every size) in $OUT (or build/gpu-out).
 #
-#   tests/gpu.sh [all|quick|checks|bench|ipc]
-#       all     checks (4K..256M) and benchmarks          quick   checks with small sizes
+#   tests/gpu.sh [all|quick|checks|bench|ipc|compare]
+#       all     checks (4K..256M), benchmarks and compare  quick   checks with small sizes
 #       checks  the checks only                            bench   the benchmarks only
 #       ipc     the NVLink IPC checks and benchmarks only
+#       compare efax beside NCCL and NVSHMEM on every GPU count (tests/gpu_compare.sh: one rank per
+#               GPU, interleaved rounds, ratios with their spreads, scaling.png and scaling.md)
 #   EFAX_GPU_LINES="2.6 1.17"   which libfabric lines (default both that are carried in)
 #   EFAX_GPU_PATHS="dmabuf hmem staged"   which device-memory paths the 2.6 checks force
+#   EFAX_GPUS="2 4", EFAX_ROUNDS=3, EFAX_A2A_CANDIDATES=1   compare's (tests/gpu_compare.sh)
 #
 # Ranks are started with efax's TCP rendezvous (no PMIx needed there), one per GPU, provider shm.
 # On a one-GPU machine both ranks share GPU 0: two processes, two CUDA contexts taking turns on it
@@ -28,14 +31,20 @@ RES=$OUT/results.jsonl
 SUM=$OUT/summary.txt
 : >"$LOG"; : >"$RES"; : >"$SUM"; : >"$OUT/ceilings.txt"
 WHAT=${1:-all}
-case $WHAT in all|quick|checks|bench|ipc) ;; *) echo "gpu.sh: '$WHAT': use all, quick, checks, bench or ipc" >&2; exit 2 ;; esac
+case $WHAT in all|quick|checks|bench|ipc|compare) ;; *) echo "gpu.sh: '$WHAT': use all, quick, checks, bench, ipc or compare" >&2; exit 2 ;; esac
 exec > >(tee -a "$LOG") 2>&1
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export FI_PROVIDER=shm EFAX_PROVIDER=shm EFAX_TIMEOUT_MS=60000
 echo "== $(date -u +%FT%TZ) $(hostname): $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -8 | tr '\n' ';')"
-nvidia-smi topo -m 2>/dev/null | head -4
 NGPU=$(nvidia-smi -L | wc -l)
+nvidia-smi topo -m 2>/dev/null | head -n $((NGPU + 2))
+. tests/gpu_compare.sh
+COMPARE=0
+if [ "$WHAT" = all ] || [ "$WHAT" = compare ]; then
+  COMPARE=1
+  [ "$NGPU" -lt 2 ] || compare_prebuild # nccl-tests and nvshmem_bench build meanwhile
+fi
 # fi_rma_bw's server and efax's rank 1 use GPU 1 where there is one; on one GPU both use GPU 0
 GPU_B=$((NGPU > 1 ? 1 : 0))
 [ "$NGPU" -ge 2 ] || echo "== one GPU: both ranks share GPU 0 (two processes, two CUDA contexts taking turns on it; docs/testing.md)"
@@ -62,6 +71,10 @@ for L in $LINES; do
   fi
 done
 export PFX_26=${PFX[2.6]:-} PFX_117=${PFX[1.17]:-}
+if [ "$COMPARE" = 1 ] && [ -n "$PFX_26" ] && [ "${EFAX_A2A_CANDIDATES:-0}" = 1 ] && [ "$NGPU" -ge 2 ]; then
+  compare_base "$PFX_26" &
+  CMP_BASE_PID=$!
+fi
 # env_for L: the variables that make a binary use line L's libfabric
 env_for() {
   if [ "$1" = 1.17 ]; then
@@ -76,7 +89,10 @@ for L in $LINES; do
   B=build/gpu-$L
   if [ "$L" = 1.17 ]; then inc=${PFX[$L]}/usr/include lib=${PFX[$L]}/usr/lib/x86_64-linux-gnu; else inc=${PFX[$L]}/include lib=${PFX[$L]}/lib; fi
   t0=$SECONDS
-  make -j16 host cuda B="$B" EFAX_SKIP_DEPS=1 EFAX_DEFS=-DEFAX_NO_PMIX PKG_CFLAGS="-I$inc" PKG_LIBS="-L$lib -lfabric -Wl,-rpath,$lib" \
+  what="host cuda"
+  [ "$WHAT" != compare ] || what="$B/all2all_cuda $B/write_cuda $B/proxy $B/ipc $B/gpu_share $B/cuda_test $B/incast_cuda" # compare's
+  # shellcheck disable=SC2086
+  make -j"$(nproc)" $what B="$B" EFAX_SKIP_DEPS=1 EFAX_DEFS=-DEFAX_NO_PMIX PKG_CFLAGS="-I$inc" PKG_LIBS="-L$lib -lfabric -Wl,-rpath,$lib" \
     NV_LIBS="-L$lib -lfabric -Xlinker -rpath -Xlinker $lib" 2>&1 | grep -v "^cc \|^nvcc \|^/usr/local" | tail -20
   echo "== efax built against libfabric $L in $B ($((SECONDS - t0)) s)"
 done
@@ -95,17 +111,17 @@ export -f launch
 # t NAME LIMIT CMD...: a check or benchmark; its JSON (written to $OUT/cur.tmp) goes to results.jsonl,
 # its ceiling and shared-GPU header lines to ceilings.txt
 t() {
-  local name=$1 lim=$2 rc err0; shift 2
+  local name=$1 lim=$2 rc err0 t0=$SECONDS; shift 2
   echo; echo "== $name"
   rm -f "$OUT/cur.tmp"
   err0=$(cat "$OUT/ranks.err" 2>/dev/null | wc -l)
   timeout --kill-after=5 "$lim" bash -c '"$@"' "$name" "$@" | tee "$OUT/cur.log"; rc=${PIPESTATUS[0]}
   grep -E '^# (ceiling|GPU shared):' "$OUT/cur.log" | sed "s|^# |$name: |" >>"$OUT/ceilings.txt"
-  [ -f "$OUT/cur.tmp" ] && cat "$OUT/cur.tmp" >>"$RES"
+  [ -f "$OUT/cur.tmp" ] && [ -z "${CMP_ROWS:-}" ] && cat "$OUT/cur.tmp" >>"$RES"
   # a run that was asked for JSON and wrote no row measured nothing: that is no pass
   if [ $rc = 0 ] && [[ " $* " == *" --json "* ]] && [ ! -s "$OUT/cur.tmp" ]; then echo "$name: exit 0 but no result rows"; rc=1; fi
-  if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $name" | tee -a "$SUM"; else
-    fail=$((fail + 1)); echo "FAIL $name (rc=$rc)" | tee -a "$SUM"
+  if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $name ($((SECONDS - t0)) s)" | tee -a "$SUM"; else
+    fail=$((fail + 1)); echo "FAIL $name (rc=$rc, $((SECONDS - t0)) s)" | tee -a "$SUM"
     tail -n +$((err0 + 1)) "$OUT/ranks.err" 2>/dev/null | sed 's/^/  other ranks: /' # what ranks 1.. said
   fi
 }
@@ -135,7 +151,7 @@ checks() {
   t "$L/$P/kvcache-check" 300 launch 2 $e $B/kvcache_cuda -c -b 64K -e 64K -n 3 --layers 16 --pages 32 --mem dma \
     --mode single,split --nics shm,shm $J
 }
-if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ]; then
+if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ] && [ "$WHAT" != compare ]; then
   for L in $LINES; do
     B=build/gpu-$L
     if [ "$L" = 1.17 ]; then checks 1.17 staged; else for P in ${EFAX_GPU_PATHS:-dmabuf hmem staged}; do checks "$L" "$P"; done; fi
@@ -236,7 +252,7 @@ fi
 if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 1.17 "* ]]; then
   t "bench/1.17-write-staged" 600 launch 2 env $(env_for 1.17) build/gpu-1.17/write_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
 fi
-if [ "$NGPU" -ge 2 ] && [ "$WHAT" != checks ] && [ "$WHAT" != quick ]; then
+if [ "$NGPU" -ge 2 ] && [ "$WHAT" != checks ] && [ "$WHAT" != quick ] && [ "$WHAT" != compare ]; then
   L=${LINES%% *} B=build/gpu-${LINES%% *}
   t ipc-check 600 launch 2 env $(env_for "$L") $B/ipc -b 1M -e 16M -f 16 $J
   t ipc-check-pull 600 launch 2 env $(env_for "$L") $B/ipc -b 1M -e 16M -f 16 --dir pull $J
@@ -282,6 +298,16 @@ if [ -s "$RES" ] && command -v jq >/dev/null; then
     fi
     echo; echo "wrong bytes in any row: $(jq -s '[.[] | select((.wrong // 0) > 0)] | length' "$RES") row(s)"
   } | tee -a "$SUM"
+fi
+# ---- efax beside NCCL and NVSHMEM (tests/gpu_compare.sh), on libfabric 2.6 with CUDA
+if [ "$COMPARE" = 1 ]; then
+  if [[ " $LINES " == *" 2.6 "* ]]; then
+    CMP_ROWS=1 # its rows go to results.jsonl tagged (lib, label, gpus, round), after the ratios above
+    compare_main "$PFX_26"
+    unset CMP_ROWS
+  else
+    echo "compare: not run: it needs libfabric 2.6 with CUDA (.fab/libfabric-*.tar.gz)" | tee -a "$SUM"
+  fi
 fi
 echo; echo "== all: $pass passed, $fail failed" | tee -a "$SUM"
 exit $fail

@@ -382,6 +382,11 @@ for p in tcp shm; do
   # sets), every mode, and again with completions reordered as efa may deliver them
   t $p/all2all-window4      300 bash -c "$MPI -np 4 $B/all2all --provider $p --nics $nics -b 4K -e 4M -f 32 -n 20 --mode all --window 4 --json $LOGS/a2aw-$p.jsonl && jq -e -s 'length == 12 and all(.[]; .window == 4 and .busbw_gbs > 0)' $LOGS/a2aw-$p.jsonl"
   t $p/all2all-window4-reorder 300 bash -c "EFAX_FAULTS=reorder $MPI -np 3 -x EFAX_FAULTS $B/all2all --provider $p -b 4K -e 1M -f 16 -n 30 --window 4 --json $LOGS/a2awr-$p.jsonl 2>&1 | tee $LOGS/a2awr-$p.log && jq -e -s 'length == 3 and all(.[]; .window == 4 and .busbw_gbs > 0)' $LOGS/a2awr-$p.jsonl && grep -q \"reorder held=[1-9]\" $LOGS/a2awr-$p.log"
+  # paced (--pace: writes one peer at a time, each after an arrival landed; device memory's default,
+  # here on host memory): every byte checked one iteration at a time, then iterations in flight
+  # with completions reordered
+  t $p/all2all-paced        300 bash -c "$MPI -np 4 $B/all2all --provider $p -c -b 4K -e 4M -f 32 -n 10 --pace 1 --json $LOGS/a2ap-$p.jsonl && json_ok $LOGS/a2ap-$p.jsonl 3 && $MPI -np 5 $B/all2all --provider $p -c -b 5K -e 1M -f 16 -n 10 --pace 3 --json $LOGS/a2ap5-$p.jsonl && json_ok $LOGS/a2ap5-$p.jsonl 3"
+  t $p/all2all-paced-window 300 bash -c "EFAX_FAULTS=reorder $MPI -np 4 -x EFAX_FAULTS $B/all2all --provider $p -b 4K -e 4M -f 32 -n 20 --window 2 --pace 1 --json $LOGS/a2apw-$p.jsonl && jq -e -s 'length == 3 and all(.[]; .window == 2 and .busbw_gbs > 0)' $LOGS/a2apw-$p.jsonl && $MPI -np 4 $B/all2all --provider $p -c -b 4K -e 1M -f 16 -n 10 --pace 1 --pace-gate arrived --json $LOGS/a2apa-$p.jsonl && json_ok $LOGS/a2apa-$p.jsonl 3"
   # incast: N-1 ranks into one (the harness's exchange, a per-writer region); every mode, every byte
   t $p/incast-3ranks        300 bash -c "$MPI -np 3 $B/incast --provider $p -c -b 1 -e 4M -f 8 -n 10 --mode all --window 2 --json $LOGS/inc3-$p.jsonl && json_ok $LOGS/inc3-$p.jsonl 36 && jq -e -s 'all(.[]; .peers == 2 and .window == 2)' $LOGS/inc3-$p.jsonl"
   t $p/incast-4ranks-2nics  300 bash -c "$MPI -np 4 $B/incast --provider $p --nics $nics -c -b 4K -e 16M -f 16 -n 10 --mode all --json $LOGS/inc4-$p.jsonl && json_ok $LOGS/inc4-$p.jsonl 16 && jq -e -s 'all(.[]; .peers == 3 and .bytes == .size * 3 * .iters)' $LOGS/inc4-$p.jsonl"
