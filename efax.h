@@ -7547,8 +7547,13 @@ EFAX_PRIVATE int efax__write_segs(efax_ctx *ctx, efax_xfer *x, const efax_write_
         }
     }
     efax__write_fields(x, w, imm, chunk, (uint32_t)chunks);
-    if (lmr->stage) { /* a staged source: copy it out cell by cell; each chunk waits for its cells */
-        int src = lmr->stage->out_begin(lmr->stage_user, loff, len, stage_unit);
+    if (lmr->stage) { /* a staged source: copied out a post's worth at a time (at most 256 pieces), so the
+                         first post leaves once its own bytes are out, and the copies run ahead of the
+                         posts; each post waits only for the pieces it carries */
+        uint64_t piece = chunk < len ? chunk : len;
+        int src;
+        if (piece && (len + piece - 1) / piece > 256) piece = (len + 255) / 256;
+        src = lmr->stage->out_begin(lmr->stage_user, loff, len, piece ? piece : 1);
         if (src) {
             efax_log(ctx, 0, "write to rank %d: copying %llu bytes out to the staging buffer failed: %s",
                      peer, (unsigned long long)len, efax_strerror(src));

@@ -1455,7 +1455,10 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
         for (e = environ; e && *e; e++) {
             const char *eq = strchr(*e, '=');
             char key[128];
-            if (!eq || (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5)) || (size_t)(eq - *e) >= sizeof key)
+            if (!eq ||
+                (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5) &&
+                 strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21)) ||
+                (size_t)(eq - *e) >= sizeof key)
                 continue;
             if (!strncmp(*e, "EFAX_TOKEN=", 11)) continue; /* a secret */
             memcpy(key, *e, (size_t)(eq - *e));
@@ -2046,9 +2049,12 @@ EFAX_PRIVATE int efaxb__count_row(efax_bench *b, efax_result *res) {
         for (i = 0; i < nrow; i++) {
             char what[256];
             size_t wl = strlen(res->wire);
-            if (efax_os_counters_events(&row[i].os, what, sizeof what) && wl + 8 < sizeof res->wire)
-                snprintf(res->wire + wl, sizeof res->wire - wl, "%s%s %s: %s", wl ? "; " : "", rhost[i],
-                         row[i].name, what);
+            /* a long list is cut where the field ends: said so by the per-NIC counters in the JSON */
+            if (efax_os_counters_events(&row[i].os, what, sizeof what) && wl + 8 < sizeof res->wire) {
+                int n = snprintf(res->wire + wl, sizeof res->wire - wl, "%s%.63s %.63s: %.180s",
+                                 wl ? "; " : "", rhost[i], row[i].name, what);
+                (void)n;
+            }
         }
         rep->nic_json_len = 0;
         efaxb__grow(&rep->nic_json, &rep->nic_json_cap, &u, ",\"counted\":\"%s\",\"nic_counters\":[",

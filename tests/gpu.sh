@@ -218,6 +218,15 @@ if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 2.6 "* ]
   t "bench/all2all-window2" 600 launch 2 $E $B/all2all_cuda -b 1M -e 256M -f 4 --mem dma --window 2 $J
   t "bench/proxy" 600 launch 2 $E $B/proxy -b 1M -e 256M -f 4 --mem dma $J
   t "bench/write-pinned" 600 launch 2 $E $B/write_cuda -b 1M -e 256M -f 4 --mem pin --window 16 $J
+  # staged device memory (no GPUDirect) against what it is made of: the pinned host path beside it and
+  # gpu_share's device-to-host copy (the summary's staged line); on a machine of two GPUs once more
+  # with both ranks on GPU 0, as a one-GPU machine runs it
+  if [ "$NGPU" -ge 2 ]; then
+    t "bench/write-staged-1gpu" 600 launch 2 $E CUDA_VISIBLE_DEVICES=0 EFAX_MEM_PATH=staged $B/write_cuda -b 1M -e 256M \
+      -f 4 --mem dma --window 16 $J
+    t "bench/write-pinned-1gpu" 600 launch 2 $E CUDA_VISIBLE_DEVICES=0 $B/write_cuda -b 1M -e 256M -f 4 --mem pin \
+      --window 16 $J
+  fi
   # two processes without efax: what the all2all and proxy figures are read against (one GPU: both
   # on it; two: one on each, and a2a/q-* is what the GPUs and their link allow all2all)
   if [ "$NGPU" -ge 2 ]; then
@@ -294,8 +303,19 @@ if [ -s "$RES" ] && command -v jq >/dev/null; then
     ' "$RES" 2>&1
     if [ -s "$OUT/gpu_share.txt" ]; then
       echo; echo "== two processes without efax ($(grep -m1 '^gpu_share:' "$OUT/gpu_share.txt" | cut -d: -f2-); GB/s; a2a busbw as all2all_cuda reports it)"
-      grep -E '^(pull|h2d|a2a)' "$OUT/gpu_share.txt"
+      grep -E '^(pull|h2d|d2h|a2a)' "$OUT/gpu_share.txt"
     fi
+    # staged device memory against the slower of the pinned host path (same run, same GPUs) and a
+    # device-to-host copy (gpu_share's d2h, issue to done): the pipeline's goal is 80% of that
+    d2h=$(grep -m1 '^d2h ' "$OUT/gpu_share.txt" 2>/dev/null | awk '{print $4}')
+    echo; echo "== staged device memory against the pinned host path and a device-to-host copy (${d2h:-?} GB/s)"
+    jq -r -s --arg d2h "${d2h:-0}" '
+      def gpus: if (.run.env.CUDA_VISIBLE_DEVICES // "") == "0" then "1 GPU" else "GPUs as launched" end;
+      (map(select(.driver == "write" and (.run.libfabric // "") == "2.6" and (.run.check | not))) | group_by([gpus, .size])[]
+       | (map(select(.mem_path | test("staged"))) | .[0]) as $st | (map(select(.memory == "pinned")) | .[0]) as $pin
+       | select($st != null and $pin != null)
+       | ([($pin.gbps / 8), ($d2h | tonumber)] | map(select(. > 0)) | min) as $ceil
+       | "\($st | gpus) \($st.size / 1048576)M: staged \($st.gbps / 8 * 100 | round / 100) GB/s, pinned \($pin.gbps / 8 * 100 | round / 100) = \($st.gbps / 8 / $ceil * 100 | round)% of the slower (goal 80%)")' "$RES" 2>&1
     echo; echo "wrong bytes in any row: $(jq -s '[.[] | select((.wrong // 0) > 0)] | length' "$RES") row(s)"
   } | tee -a "$SUM"
 fi

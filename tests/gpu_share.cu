@@ -12,6 +12,8 @@
                      threads polling mapped host memory: the proxy's producers waiting in quiet)
      h2d, h2d+spin   B copies SIZE from pinned host memory (always a copy engine), alone and beside
                      A's spinning kernel: whether the other context's kernel holds up copy engines
+     d2h             B copies SIZE of its device memory into pinned host memory: what staged device
+                     memory (no GPUDirect) pays to leave the GPU, the staged path's copy ceiling
      pull+pull       both pull at once (all2all's two directions)
      a2a/sm, a2a/ce, a2a/none, a2a/alone
                      all2all's iteration for 2 ranks with a send buffer of SIZE: each process copies
@@ -135,13 +137,13 @@ typedef struct proc {
    *gpu by events around each copy (the copy while it runs), the return value by the host clock
    from its issue until it is seen done (what a waiter gets: time spent waiting for the GPU to
    run this context counts too). */
-static double copies(proc *p, const void *from, size_t bytes, double *gpu) {
+static double copies(proc *p, void *to, const void *from, size_t bytes, double *gpu) {
     double g[MAXIT], h[MAXIT];
     for (int i = 0; i < p->iters; i++) {
         float ms = 0;
         double t = now_s();
         CK(cudaEventRecord(p->t0, cudaStreamLegacy));
-        CK(cudaMemcpyAsync(p->dst, from, bytes, cudaMemcpyDefault, cudaStreamLegacy));
+        CK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, cudaStreamLegacy));
         CK(cudaEventRecord(p->t1, cudaStreamLegacy));
         wait_events(&p->t1, 1);
         h[i] = (double)bytes / (now_s() - t) / 1e9;
@@ -152,8 +154,8 @@ static double copies(proc *p, const void *from, size_t bytes, double *gpu) {
     return median(h, p->iters);
 }
 
-/* One experiment of the copy kind: B copies (pull or h2d), A idle or spinning. */
-static void copy_exp(proc *p, const char *name, int h2d, int spin) {
+/* One experiment of the copy kind: B copies (kind 0: pull, 1: h2d, 2: d2h), A idle or spinning. */
+static void copy_exp(proc *p, const char *name, int kind, int spin) {
     barrier(p->sh, p->me);
     if (p->me == 0) { /* A */
         if (spin) {
@@ -172,7 +174,9 @@ static void copy_exp(proc *p, const char *name, int h2d, int spin) {
     barrier(p->sh, p->me);
     if (spin) usleep(2000); /* the spinning kernel is resident */
     {
-        double gpu = 0, host = copies(p, h2d ? (const void *)p->host : (const void *)p->peer, p->size, &gpu);
+        void *to = kind == 2 ? (void *)p->host : (void *)p->dst;
+        const void *from = kind == 1 ? (const void *)p->host : kind == 2 ? (const void *)p->src : (const void *)p->peer;
+        double gpu = 0, host = copies(p, to, from, p->size, &gpu);
         barrier(p->sh, p->me);
         printf("%-12s %8zu MiB  %8.1f GB/s issue to done  %8.1f GB/s while it runs  (B's copies, medians of %d)\n", name,
                p->size >> 20, host, gpu, p->iters);
@@ -184,7 +188,7 @@ static void copy_exp(proc *p, const char *name, int h2d, int spin) {
 static void pull_pull(proc *p) {
     double gpu = 0;
     barrier(p->sh, p->me);
-    p->sh->gbs[p->me] = copies(p, p->peer, p->size, &gpu);
+    p->sh->gbs[p->me] = copies(p, p->dst, p->peer, p->size, &gpu);
     barrier(p->sh, p->me);
     if (p->me == 1)
         printf("%-12s %8zu MiB  %8.1f GB/s issue to done  (A's; B's %.1f), %.1f GB/s while B's runs  (medians of %d)\n",
@@ -280,6 +284,7 @@ static int run(shared *sh, int me, size_t size, int iters, int device) {
     copy_exp(&p, "pull+spin", 0, 1);
     copy_exp(&p, "h2d", 1, 0);
     copy_exp(&p, "h2d+spin", 1, 1);
+    copy_exp(&p, "d2h", 2, 0);
     pull_pull(&p);
     for (size_t s = size < (1u << 20) ? size : (1u << 20);; s = size) {
         a2a(&p, "a2a/sm", s, 1, 0);
