@@ -1254,6 +1254,38 @@ EFAX_API uint64_t efax_write_chunk(const efax_ctx *ctx, const efax_write_desc *w
    EFAX_MAX_CHUNK; efax_expect_write clamps to efax_ctx_max_chunk first). Pure. */
 EFAX_API uint32_t efax_write_chunks(uint64_t size, int writer_nnic, efax_mode mode, uint64_t chunk);
 
+/* Batched and paged writes: many pieces from one region to one peer's region, under one tag and
+   sequence, posted together (with FI_MORE on all but the last where efax_ctx_desc.fi_more asks),
+   that the target awaits as one expectation of a known count. The count is declared on both sides,
+   not carried: writer and target build the same efax_batch_desc (the target needs only the pieces'
+   sizes, which a receiver that allocated the pages knows), so no extra message is sent and nothing
+   waits on one; a notification that carried the count could itself arrive before or after the data
+   (no order on efa), so the target would still count. */
+typedef struct efax_batch_seg {
+    uint64_t src_off, dst_off, len;
+} efax_batch_seg;
+
+typedef struct efax_batch_desc {
+    int from, to;             /* the writer's rank and the target's */
+    const efax_mr *src, *dst; /* as efax_write_desc's: dst exchanged or unpacked on the writer */
+    efax_mode mode;           /* each piece planned over the writer's NICs as a write of its own:
+                                   Split stripes every piece, RoundRobin and Stripe rotate pieces */
+    int nic;                  /* Single's NIC */
+    uint64_t index;           /* piece i rotates from index + i */
+    uint64_t chunk;           /* most bytes one post carries (0: EFAX_CHUNK_POLICY's) */
+    int tag;                  /* every chunk of every piece carries (from, tag, seq) */
+    uint32_t seq;
+    const efax_batch_seg *segs; /* either nseg pieces, each (src_off, dst_off, len), */
+    int nseg;
+    const uint32_t *src_pages; /* or npages pages of page_size bytes: page i from src_off +
+                                   src_pages[i] * src_stride to dst_off + dst_pages[i] * dst_stride
+                                   (strides 0: page_size); src_pages NULL: 0, 1, 2, ... (the target
+                                   passes its own dst_pages and may leave src_pages NULL) */
+    const uint32_t *dst_pages;
+    int npages;
+    uint64_t page_size, src_stride, dst_stride, src_off, dst_off;
+} efax_batch_desc;
+
 /* The target's side of a write: what it expects and how it knows it landed. For an ordinary
    region it counts chunks (efax_wait_imm); for a staged one it takes each cell as it arrives
    and copies it in (the copies overlap the rest of the transfer). */
@@ -1270,6 +1302,7 @@ typedef struct efax_expect {
                                              landed (a remote write's completion carries no length
                                              on every provider: tcp reports 0) */
     uint32_t want[EFAX_STAGE_CELLS], got[EFAX_STAGE_CELLS]; /* staged: each cell's pieces */
+    efax_batch_desc batch; /* staged: a batch (batch.dst set), one cell copied in piece by piece */
 } efax_expect;
 
 /* Tells a context that writes into staged region `dst` arrive under `tag` (cells are taken
@@ -1324,38 +1357,6 @@ EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int tim
    it returned 1 or an error, e is done with. Not thread safe. */
 EFAX_API int efax_expect_test(efax_ctx *ctx, efax_expect *e);
 
-/* Batched and paged writes: many pieces from one region to one peer's region, under one tag and
-   sequence, posted together (with FI_MORE on all but the last where efax_ctx_desc.fi_more asks),
-   that the target awaits as one expectation of a known count. The count is declared on both sides,
-   not carried: writer and target build the same efax_batch_desc (the target needs only the pieces'
-   sizes, which a receiver that allocated the pages knows), so no extra message is sent and nothing
-   waits on one; a notification that carried the count could itself arrive before or after the data
-   (no order on efa), so the target would still count. */
-typedef struct efax_batch_seg {
-    uint64_t src_off, dst_off, len;
-} efax_batch_seg;
-
-typedef struct efax_batch_desc {
-    int from, to;             /* the writer's rank and the target's */
-    const efax_mr *src, *dst; /* as efax_write_desc's: dst exchanged or unpacked on the writer */
-    efax_mode mode;           /* each piece planned over the writer's NICs as a write of its own:
-                                   Split stripes every piece, RoundRobin and Stripe rotate pieces */
-    int nic;                  /* Single's NIC */
-    uint64_t index;           /* piece i rotates from index + i */
-    uint64_t chunk;           /* most bytes one post carries (0: EFAX_CHUNK_POLICY's) */
-    int tag;                  /* every chunk of every piece carries (from, tag, seq) */
-    uint32_t seq;
-    const efax_batch_seg *segs; /* either nseg pieces, each (src_off, dst_off, len), */
-    int nseg;
-    const uint32_t *src_pages; /* or npages pages of page_size bytes: page i from src_off +
-                                   src_pages[i] * src_stride to dst_off + dst_pages[i] * dst_stride
-                                   (strides 0: page_size); src_pages NULL: 0, 1, 2, ... (the target
-                                   passes its own dst_pages and may leave src_pages NULL) */
-    const uint32_t *dst_pages;
-    int npages;
-    uint64_t page_size, src_stride, dst_stride, src_off, dst_off;
-} efax_batch_desc;
-
 /* The writer's side of batches: room for up to max pieces a batch, allocated once
    (efax_batch_init), reused batch after batch. */
 typedef struct efax_batch {
@@ -1373,9 +1374,7 @@ EFAX_API int efax_batch_init(efax_batch *b, int max_pieces);
 EFAX_API void efax_batch_deinit(efax_batch *b);
 /* Starts the batch d describes (d->from is this rank), non-blocking: every piece checked, planned
    and queued, then posted NIC by NIC. Returns 0, or a negative code naming the piece (the pieces
-   before it are on their way: wait for them, then treat the batch as failed). Into a staged region
-   (device memory without GPUDirect) it refuses: write each piece under its own sequence. Not thread
-   safe. */
+   before it are on their way: wait for them, then treat the batch as failed). Not thread safe. */
 EFAX_API int efax_write_batch(efax_ctx *ctx, efax_batch *b, const efax_batch_desc *d);
 /* Whether batch b is done at the writer, without blocking: progresses the context once; 1 done, 0 not
    yet, or the first piece's failure. Done at the writer says nothing of the target: it counts. */
@@ -1384,7 +1383,9 @@ EFAX_API int efax_batch_test(efax_ctx *ctx, efax_batch *b);
 EFAX_API int efax_batch_wait(efax_ctx *ctx, efax_batch *b, int timeout_ms);
 /* The target's side: announces batch d (d->to is this rank) as one expectation e, every piece's
    chunks counted as efax_expect_write would; await it with efax_expect_wait or efax_expect_test.
-   Ordinary regions only (see efax_write_batch). Returns 0 or a negative code naming the piece. */
+   Into a staged region (device memory without GPUDirect) the batch is one cell, copied in piece by
+   piece once its last chunk landed: d is copied, but its arrays (segs, page tables) must stay until
+   the wait returns. Returns 0 or a negative code naming the piece. */
 EFAX_API int efax_expect_batch(efax_ctx *ctx, efax_expect *e, const efax_batch_desc *d);
 
 // >>gpu wire (what efax_cuda.h decodes from GPUs and peers) ------------------------------------
@@ -5113,6 +5114,7 @@ EFAX_API uint64_t efax_stage_unit(uint64_t size, uint64_t chunk) {
 /* A staged write's sequence bits: its sequence (mod twice the window, so that a sequence behind
    the window is told from one inside it) above its cell's index. */
 #define EFAX__STAGE_CELL_BITS 3
+#define EFAX__ONE_CELL (1ull << 62) /* a batch into a staged region: every chunk is cell 0 */
 static inline uint32_t efax__stage_imm_seq(uint32_t seq, unsigned cell) {
     return (seq % EFAX__STAGE_SEQS) << EFAX__STAGE_CELL_BITS | cell;
 }
@@ -8206,7 +8208,9 @@ EFAX_PRIVATE int efax__write_desc(const efax_ctx *ctx, const efax_write_desc *w,
         return -FI_EINVAL;
     }
     *out = *w;
-    *unit = efax_stage_unit(w->size, w->chunk); /* a staged side's cells: from the chunk asked for */
+    /* a staged side's cells: from the chunk asked for; a batch's piece into a staged region is all of
+       one cell (efax_expect_batch copies the batch in piece by piece once every chunk landed) */
+    *unit = ctx->batching ? EFAX__ONE_CELL : efax_stage_unit(w->size, w->chunk);
     out->chunk = efax__chunk_of(ctx, w, writer);
     return 0;
 }
@@ -8292,6 +8296,32 @@ EFAX__API_INLINE int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_de
     return efax__write_planned(ctx, x, w, chunks);
 }
 
+/* Piece i of batch d as a write of its own (efax_write_batch and efax_expect_batch describe it so). */
+static inline void efax__batch_piece(const efax_batch_desc *d, int i, efax_write_desc *w) {
+    memset(w, 0, sizeof *w);
+    w->from = d->from;
+    w->to = d->to;
+    w->src = d->src;
+    w->dst = d->dst;
+    w->mode = d->mode;
+    w->nic = d->nic;
+    w->index = d->index + (uint64_t)i;
+    w->chunk = d->chunk;
+    w->tag = d->tag;
+    w->seq = d->seq;
+    if (d->segs) {
+        w->src_off = d->segs[i].src_off;
+        w->dst_off = d->segs[i].dst_off;
+        w->size = d->segs[i].len;
+    } else {
+        uint64_t ss = d->src_stride ? d->src_stride : d->page_size,
+                 ds = d->dst_stride ? d->dst_stride : d->page_size;
+        w->src_off = d->src_off + (d->src_pages ? d->src_pages[i] : (uint64_t)i) * ss;
+        w->dst_off = d->dst_off + (d->dst_pages ? d->dst_pages[i] : (uint64_t)i) * ds;
+        w->size = d->page_size;
+    }
+}
+
 EFAX_PRIVATE void efax__stage_cell(efax_ctx *ctx, efax_expect *e, unsigned cell, uint32_t n) {
     if ((int)cell >= e->ncells || e->got[cell] + n > e->want[cell]) {
         if (!e->status)
@@ -8307,9 +8337,17 @@ EFAX_PRIVATE void efax__stage_cell(efax_ctx *ctx, efax_expect *e, unsigned cell,
     e->got[cell] += n;
     if (e->got[cell] == e->want[cell]) {
         uint64_t off = (uint64_t)cell * e->unit, len = e->size > off ? e->size - off : 0;
-        int rc;
+        int rc = 0;
         if (len > e->unit) len = e->unit;
-        rc = len ? e->mr->stage->in_cell(e->mr->stage_user, e->off + off, len) : 0;
+        if (e->batch.dst) { /* a batch's one cell: its pieces, where they landed */
+            efax_write_desc w;
+            int i, np = e->batch.segs ? e->batch.nseg : e->batch.npages;
+            for (i = 0; i < np && !rc; i++) {
+                efax__batch_piece(&e->batch, i, &w);
+                rc = w.size ? e->mr->stage->in_cell(e->mr->stage_user, w.dst_off, w.size) : 0;
+            }
+        } else if (len)
+            rc = e->mr->stage->in_cell(e->mr->stage_user, e->off + off, len);
         if (rc && !e->status) e->status = rc;
         e->cells_done++;
     }
@@ -8387,6 +8425,78 @@ EFAX_API int efax_expect_prepare(efax_ctx *ctx, const efax_mr *dst, int tag) {
     return efax_ctx_imm_hook(ctx, tag, efax__stage_hook, ctx);
 }
 
+/* The staged window's room for a write from peer under (tag, seq) (efax_expect_write, efax_expect_batch):
+   its entry, or NULL with *rc set and the reason logged. */
+EFAX_PRIVATE efax__stage_rx *efax__stage_claim(efax_ctx *ctx, int peer, int tag, uint32_t seq,
+                                               const char *side, int *rc) {
+    efax__stage_rx *r;
+    uint32_t sseq = seq % EFAX__STAGE_SEQS;
+    if (!ctx->stage_rx || !ctx->stage_rx[tag]) {
+        efax_log(ctx, 0,
+                 "%s: the region is staged: call efax_expect_prepare(ctx, region, %d) before peers write",
+                 side, tag);
+        *rc = -FI_EOPBADSTATE;
+        return NULL;
+    }
+    r = &ctx->stage_rx[tag][peer];
+    if (r->fault.err) { /* what an arrival met, reported once */
+        *rc = efax__seq_fault_take(ctx, &r->fault, peer, tag, EFAX_STAGE_WINDOW, "staged piece");
+        return NULL;
+    }
+    if (!r->anchored || r->live == 0) efax__stage_anchor(r, sseq);
+    if (efax__stage_dist(r, sseq) >= EFAX_STAGE_WINDOW || (r->taken >> sseq) & 1) {
+        efax_log(
+            ctx, 0,
+            "%s: a staged write from rank %d (%s), tag %d, sequence %u: %s (the oldest outstanding is %u mod "
+            "%u). Announce staged writes in their sequence's order, at most %u outstanding",
+            side, peer, efax__host(ctx, peer), tag, (unsigned)seq,
+            (r->taken >> sseq) & 1 ? "its sequence was consumed already"
+                                   : "more than the window's sequences would be outstanding",
+            (unsigned)r->base, EFAX__STAGE_SEQS, EFAX_STAGE_WINDOW);
+        *rc = -EFAX_E_OVERRUN;
+        return NULL;
+    }
+    if (r->e[sseq]) {
+        efax_log(ctx, 0, "%s: a staged write from rank %d under tag %d, sequence %u is already expected",
+                 side, peer, tag, (unsigned)seq);
+        *rc = -FI_EBUSY;
+        return NULL;
+    }
+    return r;
+}
+
+/* The posts each cell of staged expectation e comes in, for write w (resolved by efax__write_desc) of a
+   writer of writer_nnic NICs, planned as the writer plans it (efax__stage_pieces), and the bytes each
+   local NIC takes. */
+EFAX_PRIVATE int efax__stage_want(efax_ctx *ctx, efax_expect *e, const efax_write_desc *w, int writer_nnic) {
+    efax_plan_seg segs[EFAX_MAX_NICS];
+    int i, n = efax_plan(w->size, writer_nnic, w->mode, w->index, w->nic, 0, segs);
+    if (n < 0) return n;
+    for (i = 0; i < n; i++) {
+        if (ctx->route_in) /* connected: the local NIC this piece lands on */
+            e->on_nic_bytes[ctx->route_in[(size_t)e->peer * EFAX_MAX_NICS + (size_t)segs[i].nic] %
+                            EFAX_MAX_NICS] += segs[i].len;
+        efax__stage_pieces(segs[i].off, segs[i].len, e->unit, w->chunk, e->want);
+    }
+    return 0;
+}
+
+/* Staged expectation e is announced in r: counted from now on, with the pieces that came before it. */
+EFAX_PRIVATE void efax__stage_attach(efax_ctx *ctx, efax__stage_rx *r, efax_expect *e) {
+    uint32_t idx = e->seq % EFAX__STAGE_SEQS;
+    int i;
+    r->e[idx] = e;
+    e->active = true;
+    r->live++;                             /* an announced write is outstanding until its wait */
+    for (i = 0; i < EFAX_STAGE_CELLS; i++) /* pieces that landed before this call */
+        if (r->early[idx][i]) {
+            uint32_t k = r->early[idx][i];
+            r->early[idx][i] = 0;
+            r->live -= k;
+            efax__stage_cell(ctx, e, (unsigned)i, k);
+        }
+}
+
 /* efax_expect_write's general path: any region, mode and chunk count (a staged region's cells). */
 EFAX_PRIVATE EFAX__NOINLINE int efax__expect_planned(efax_ctx *ctx, efax_expect *e,
                                                      const efax_write_desc *desc) {
@@ -8446,58 +8556,11 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__expect_planned(efax_ctx *ctx, efax_expect 
         return 0;
     }
     e->active = false; /* until the write is announced */
-    if (!ctx->stage_rx || !ctx->stage_rx[tag]) {
-        efax_log(ctx, 0,
-                 "expect_write: the region is staged: call efax_expect_prepare(ctx, region, %d) before peers "
-                 "write",
-                 tag);
-        return -FI_EOPBADSTATE;
-    }
-    r = &ctx->stage_rx[tag][peer];
-    {
-        uint32_t sseq = desc->seq % EFAX__STAGE_SEQS, idx = sseq;
-        if (r->fault.err) /* what an arrival met, reported once */
-            return efax__seq_fault_take(ctx, &r->fault, peer, tag, EFAX_STAGE_WINDOW, "staged piece");
-        if (!r->anchored || r->live == 0) efax__stage_anchor(r, sseq);
-        if (efax__stage_dist(r, sseq) >= EFAX_STAGE_WINDOW || (r->taken >> sseq) & 1) {
-            efax_log(ctx, 0,
-                     "expect_write: a staged write from rank %d (%s), tag %d, sequence %u: %s (the oldest "
-                     "outstanding is %u mod %u). Announce staged writes in their sequence's order, at most "
-                     "%u outstanding",
-                     peer, efax__host(ctx, peer), tag, (unsigned)desc->seq,
-                     (r->taken >> sseq) & 1 ? "its sequence was consumed already"
-                                            : "more than the window's sequences would be outstanding",
-                     (unsigned)r->base, EFAX__STAGE_SEQS, EFAX_STAGE_WINDOW);
-            return -EFAX_E_OVERRUN;
-        }
-        if (r->e[idx]) {
-            efax_log(
-                ctx, 0,
-                "expect_write: a staged write from rank %d under tag %d, sequence %u is already expected",
-                peer, tag, (unsigned)desc->seq);
-            return -FI_EBUSY;
-        }
-        e->unit = unit;
-        e->ncells = size ? (int)((size + e->unit - 1) / e->unit) : 1;
-        n = efax_plan(size, writer_nnic, w.mode, w.index, w.nic, 0, segs);
-        if (n < 0) return n;
-        for (i = 0; i < n; i++) { /* the posts each cell comes in (efax__stage_pieces, as the writer) */
-            if (ctx->route_in)    /* connected: the local NIC this piece lands on */
-                e->on_nic_bytes[ctx->route_in[(size_t)peer * EFAX_MAX_NICS + (size_t)segs[i].nic] %
-                                EFAX_MAX_NICS] += segs[i].len;
-            efax__stage_pieces(segs[i].off, segs[i].len, e->unit, w.chunk, e->want);
-        }
-        r->e[idx] = e;
-        e->active = true;
-        r->live++;                             /* an announced write is outstanding until its wait */
-        for (i = 0; i < EFAX_STAGE_CELLS; i++) /* pieces that landed before this call */
-            if (r->early[idx][i]) {
-                uint32_t k = r->early[idx][i];
-                r->early[idx][i] = 0;
-                r->live -= k;
-                efax__stage_cell(ctx, e, (unsigned)i, k);
-            }
-    }
+    if (!(r = efax__stage_claim(ctx, peer, tag, desc->seq, "expect_write", &rc))) return rc;
+    e->unit = unit;
+    e->ncells = size ? (int)((size + e->unit - 1) / e->unit) : 1;
+    if ((rc = efax__stage_want(ctx, e, &w, writer_nnic))) return rc;
+    efax__stage_attach(ctx, r, e);
     return 0;
 }
 
@@ -8815,32 +8878,6 @@ EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int tim
 }
 
 
-/* Piece i of batch d as a write of its own (efax_write_batch and efax_expect_batch describe it so). */
-static inline void efax__batch_piece(const efax_batch_desc *d, int i, efax_write_desc *w) {
-    memset(w, 0, sizeof *w);
-    w->from = d->from;
-    w->to = d->to;
-    w->src = d->src;
-    w->dst = d->dst;
-    w->mode = d->mode;
-    w->nic = d->nic;
-    w->index = d->index + (uint64_t)i;
-    w->chunk = d->chunk;
-    w->tag = d->tag;
-    w->seq = d->seq;
-    if (d->segs) {
-        w->src_off = d->segs[i].src_off;
-        w->dst_off = d->segs[i].dst_off;
-        w->size = d->segs[i].len;
-    } else {
-        uint64_t ss = d->src_stride ? d->src_stride : d->page_size,
-                 ds = d->dst_stride ? d->dst_stride : d->page_size;
-        w->src_off = d->src_off + (d->src_pages ? d->src_pages[i] : (uint64_t)i) * ss;
-        w->dst_off = d->dst_off + (d->dst_pages ? d->dst_pages[i] : (uint64_t)i) * ds;
-        w->size = d->page_size;
-    }
-}
-
 /* The pieces of batch d, or -FI_EINVAL (logged) when it names neither segments nor pages. */
 EFAX_PRIVATE int efax__batch_pieces(const efax_ctx *ctx, const efax_batch_desc *d, const char *side) {
     int n = d->segs ? d->nseg : d->npages;
@@ -8850,13 +8887,6 @@ EFAX_PRIVATE int efax__batch_pieces(const efax_ctx *ctx, const efax_batch_desc *
                  "pages",
                  side, n, d->segs ? "given" : "NULL", d->npages, (unsigned long long)d->page_size);
         return -FI_EINVAL;
-    }
-    if (d->dst && d->dst->stage) {
-        efax_log(ctx, 0,
-                 "%s: the target's region is staged, whose cells are counted a write at a time: write "
-                 "each piece under its own sequence (efax_write, efax_expect_write)",
-                 side);
-        return -EFAX_E_UNSUPPORTED;
     }
     return n;
 }
@@ -8899,15 +8929,6 @@ EFAX_API int efax_write_batch(efax_ctx *ctx, efax_batch *b, const efax_batch_des
     ctx->batching = true; /* every piece queues its chunks; they go out together below */
     for (i = 0; i < n && !rc; i++) {
         efax__batch_piece(d, i, &w);
-        if (d->dst && d->dst->remote && (unsigned)d->to < (unsigned)d->dst->nremote &&
-            (d->dst->remote[d->to].flags & EFAX_RMR_STAGED)) {
-            efax_log(ctx, 0,
-                     "write_batch: rank %d's region is staged, whose cells are counted a write at a "
-                     "time: write each piece under its own sequence",
-                     d->to);
-            rc = -EFAX_E_UNSUPPORTED;
-            break;
-        }
         w.on_done = efax__batch_piece_done;
         w.done_user = b;
         if ((rc = efax__write_planned(ctx, &b->xs[i], &w, &c))) {
@@ -8953,6 +8974,40 @@ EFAX_API int efax_batch_wait(efax_ctx *ctx, efax_batch *b, int timeout_ms) {
     return rc < 0 ? rc : 0;
 }
 
+/* efax_expect_batch into a staged region: one expectation of one cell, every chunk of every piece
+   counted as cell 0 of the batch's sequence (efax_write_batch cuts them so), the pieces copied in
+   when the last chunk landed. d is kept; its arrays must stay as they are until the wait returns. */
+EFAX_PRIVATE int efax__expect_batch_staged(efax_ctx *ctx, efax_expect *e, const efax_batch_desc *d, int n) {
+    efax_write_desc w, piece;
+    efax__stage_rx *r;
+    uint64_t unit;
+    int i, rc, writer_nnic = efax_ctx_peer_nnics(ctx, d->from);
+    memset(e, 0, sizeof *e);
+    e->mr = d->dst;
+    e->peer = d->from;
+    e->tag = d->tag;
+    e->seq = d->seq;
+    e->unit = EFAX__ONE_CELL;
+    e->ncells = 1;
+    e->batch = *d;
+    for (i = 0; i < n; i++) {
+        efax__batch_piece(d, i, &piece);
+        if ((rc = efax__write_desc(ctx, &piece, false, &w, &unit))) return rc;
+        if (w.dst_off > w.dst->len || w.size > w.dst->len - w.dst_off) {
+            efax_log(ctx, 0,
+                     "expect_batch: piece %d, bytes [%llu, %llu), falls outside the region of %zu bytes", i,
+                     (unsigned long long)w.dst_off, (unsigned long long)(w.dst_off + w.size), w.dst->len);
+            return -EFAX_E_BOUNDS;
+        }
+        w.dst_off = 0; /* one cell for all: a piece's offset within it is the writer's (cell 0 either way) */
+        if ((rc = efax__stage_want(ctx, e, &w, writer_nnic))) return rc;
+        e->size += piece.size;
+    }
+    if (!(r = efax__stage_claim(ctx, e->peer, e->tag, e->seq, "expect_batch", &rc))) return rc;
+    efax__stage_attach(ctx, r, e);
+    return 0;
+}
+
 EFAX_API int efax_expect_batch(efax_ctx *ctx, efax_expect *e, const efax_batch_desc *d) {
     efax_write_desc w;
     efax__expect_like like;
@@ -8960,6 +9015,7 @@ EFAX_API int efax_expect_batch(efax_ctx *ctx, efax_expect *e, const efax_batch_d
     like.valid = false;
     e->active = false;
     if (n < 0) return n;
+    if (d->dst && d->dst->stage) return efax__expect_batch_staged(ctx, e, d, n);
     for (i = 0; i < n; i++) {
         efax__batch_piece(d, i, &w);
         if (i == 0) {

@@ -6,6 +6,7 @@
    per layer. Rows: Gbps of every layer's bytes from the first post to the decode side's word that
    the last landed, pages per second (Mmsg/s), and each layer's time from its post to its landing
    (p50/p99, clocks read on both sides after a barrier). -c checks every page, outside the time.
+   --staged moves host memory through staging buffers, as device memory without GPUDirect moves.
 
    cc -O2 -I. drivers/kvcache.c -o kvcache $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/kvcache.c -o kvcache_cuda \
@@ -35,6 +36,7 @@ typedef struct run {
     double *post, *land;             /* [iters * layers]: microseconds after the iteration's barrier */
     double *lat;                     /* [iters]: rank 0's first post to the decode side's word */
     int64_t wrong;
+    bool staged; /* --staged: host memory through staging buffers, as device memory without GPUDirect */
 } run;
 
 /* Layer l as both sides describe it: its pages through the page tables (paged) or one block. */
@@ -144,6 +146,17 @@ static int variant(run *r, bool paged) {
     return rc;
 }
 
+/* The two caches for memory kind st.kind (--staged: host memory through staging buffers, every
+   layer's tag prepared for cells taken as they land). */
+static int caches(run *r) {
+    const efax_mem_ops *kind = r->staged ? efax_bench_mem_staged() : r->st.kind;
+    size_t len = (size_t)r->layers * (size_t)r->pages * (size_t)r->b.o.max_size;
+    int rc = efax_bench_buf(&r->b, kind, len, EFAX_MR_WRITE_SRC, &r->src);
+    if (!rc) rc = efax_bench_buf(&r->b, kind, len, EFAX_MR_WRITE_DST, &r->dst);
+    for (int t = 0; t < KV_TAGS && !rc; t++) rc = efax_expect_prepare(&r->b.ctx, &r->dst->mr, TAG_KV + t);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     run r;
     efax_bench_desc d;
@@ -151,6 +164,8 @@ int main(int argc, char **argv) {
         {"layers", 0, EFAX_OPT_INT, &r.layers, 1, KV_TAGS * EFAX_IMM_WINDOW, NULL, "L",
          "layers (default 32)"},
         {"pages", 0, EFAX_OPT_INT, &r.pages, 1, 65536, NULL, "P", "pages a layer (default 64)"},
+        {"staged", 0, EFAX_OPT_FLAG, &r.staged, 0, 0, NULL, NULL,
+         "host memory through staging buffers (device memory's path without GPUDirect)"},
         EFAX_OPT_END,
     };
     int rc, kind = -1, cells;
@@ -167,6 +182,12 @@ int main(int argc, char **argv) {
     d.one_kind = true;
     d.msg_rate = true; /* Mmsg/s: million pages a second */
     rc = efax_bench_open(&r.b, &d, argc, argv);
+    if (!rc && r.staged && strcmp(r.b.kinds[0]->name, "host"))
+        rc = efax_bench_usage(&r.b, "--staged stages host memory: leave --mem at host");
+    if (!rc && r.staged && r.layers > KV_TAGS * EFAX_STAGE_WINDOW)
+        rc = efax_bench_usage(&r.b,
+                              "--staged: at most %d layers (%d tags, %d staged writes outstanding a tag)",
+                              KV_TAGS * EFAX_STAGE_WINDOW, KV_TAGS, EFAX_STAGE_WINDOW);
     if (!rc) rc = efax_bench_connect(&r.b);
     cells = r.layers * r.pages;
     r.src_pages = (uint32_t *)efax_bench_calloc(&r.b, (size_t)cells, sizeof(uint32_t));
@@ -187,10 +208,7 @@ int main(int argc, char **argv) {
         rc = efax_bench_begin(&r.b, NULL);
     }
     while (!rc && efax_bench_next(&r.b, &r.st, &rc)) {
-        size_t len = (size_t)cells * (size_t)r.b.o.max_size;
-        if (r.st.k != kind && !(rc = efax_bench_buf(&r.b, r.st.kind, len, EFAX_MR_WRITE_SRC, &r.src)) &&
-            !(rc = efax_bench_buf(&r.b, r.st.kind, len, EFAX_MR_WRITE_DST, &r.dst)))
-            kind = r.st.k;
+        if (r.st.k != kind && !(rc = caches(&r))) kind = r.st.k;
         if (!rc) rc = variant(&r, true);
         if (!rc) rc = variant(&r, false);
     }

@@ -496,11 +496,12 @@ peers_join_leave() {
 }
 export -f peers_join_leave
 # --- the KV-cache recipe (drivers/kvcache.c): 8 layers x 16 scattered pages a layer, a batch a layer beside a
-# contiguous write a layer, every mode over two NICs, every page checked; again under every family efa survives
+# contiguous write a layer, every mode over two NICs, every page checked; again under every family efa survives,
+# and so into staged regions (a batch one cell, copied in page by page)
 kvcache_check() {
-  local p=$1 fam=$2 out=$LOGS/kvcache-$1-${2//,/-}
+  local p=$1 fam=$2 staged=$3 out=$LOGS/kvcache-$1-${2//,/-}$3
   rm -f "$out.jsonl"
-  EFAX_TIMEOUT_MS=20000 EFAX_FAULTS=$fam $MPIRUN_STR -np 2 -x EFAX_TIMEOUT_MS -x EFAX_FAULTS "$B/kvcache" --provider "$p" \
+  EFAX_TIMEOUT_MS=20000 EFAX_FAULTS=$fam $MPIRUN_STR -np 2 -x EFAX_TIMEOUT_MS -x EFAX_FAULTS "$B/kvcache" --provider "$p" $staged \
     --nics "$(two_nics "$p")" --mode all -c -b 16K -e 64K -f 4 -n 3 --layers 8 --pages 16 --json "$out.jsonl" >"$out.log" 2>&1 ||
     { tail -n 20 "$out.log"; return 1; }
   json_ok "$out.jsonl" 16 || return 1
@@ -514,6 +515,7 @@ for p in tcp shm; do
   t peers/$p-join-leave-kill 180 peers_join_leave $p "$(two_nics $p | cut -d, -f1)"
   t kvcache/$p-check 300 kvcache_check $p ""
   t kvcache/$p-check-faults 300 kvcache_check $p reorder,eagain,emulated,smallrma
+  t kvcache/$p-staged-faults 300 kvcache_check $p reorder,eagain,emulated,smallrma --staged
 done
 
 # --- pingpong --variant times one echo alone (bench.sh compares its SEND/RECV with fi_pingpong's)
