@@ -65,7 +65,7 @@
        EFAX_NICS           comma-separated NIC (domain) names; a name listed twice opens two
                            endpoints on it (exercises multi-rail code on one device); groups
                            separated by ';' give the ranks of one host their own NICs
-       EFAX_TIMEOUT_MS     how long any wait lasts before it fails (default 30000)
+       EFAX_TIMEOUT_MS     how long any wait lasts before it fails (default EFAX_TIMEOUT_MS_DEFAULT: 30000)
        EFAX_BOOTSTRAP      pmix | tcp: force a bootstrap (default: tcp if EFAX_ROOT is set, else pmix)
        EFAX_RANK, EFAX_SIZE, EFAX_ROOT (host:port), EFAX_TOKEN: the TCP rendezvous
        EFAX_NODE           this rank's host name when the launcher names none (the rendezvous;
@@ -227,6 +227,17 @@ typedef void (*efax_log_fn)(void *user, int level, const char *msg);
 /* Monotonic time in nanoseconds. Thread safe. */
 EFAX_API uint64_t efax_now_ns(void);
 
+/* Every wait's limit when neither the caller nor $EFAX_TIMEOUT_MS sets one. "Not given" is spelled
+   one way a place: 0 in a desc (a zeroed desc takes the defaults), < 0 as an argument (there 0 is a
+   limit: no time left, as efax_remaining_ms returns once a deadline passed). */
+#define EFAX_TIMEOUT_MS_DEFAULT 30000
+
+/* The instant timeout_ms from now, on efax_now_ns's clock; timeout_ms < 0: the library's limit
+   ($EFAX_TIMEOUT_MS, else EFAX_TIMEOUT_MS_DEFAULT). Thread safe. */
+EFAX_API uint64_t efax_deadline_ns(int timeout_ms);
+/* Milliseconds left until deadline (efax_deadline_ns's), rounded up; 0 once it passed. Thread safe. */
+EFAX_API int efax_remaining_ms(uint64_t deadline);
+
 /* A cheaper timestamp for timing loops, in ticks of an unspecified rate: the CPU's invariant
    time-stamp counter on x86-64 (rdtsc, ~10 ns) and the virtual counter on aarch64 (cntvct_el0),
    else efax_now_ns(). Under a hypervisor clock_gettime costs ~25 ns (kvm-clock), which a
@@ -369,7 +380,7 @@ typedef struct efax_ctx_desc {
                              node it is bound to (efax_topo_near); with none known, every NIC */
     int max_nics;         /* cap on NICs opened (0: no cap) */
     int window;           /* operations in flight per NIC (0: min(provider tx size, 256)) */
-    int timeout_ms;       /* every wait's limit (0: $EFAX_TIMEOUT_MS, else 30000) */
+    int timeout_ms;       /* every wait's limit (0: $EFAX_TIMEOUT_MS, else EFAX_TIMEOUT_MS_DEFAULT) */
     int imm_tags;         /* immediate-data tags counted per peer (0: 64; at most 256) */
     bool hmem;            /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
     bool fi_more;         /* post batches with FI_MORE on all but the last (default off) */
@@ -805,7 +816,7 @@ EFAX_API int efax_buf_marked(efax_buf *b, unsigned slot);
 enum { EFAX_BOOT_NONE = 0, EFAX_BOOT_PMIX, EFAX_BOOT_TCP, EFAX_BOOT_SINGLE };
 
 typedef struct efax_boot_desc {
-    int timeout_ms;    /* 0: $EFAX_TIMEOUT_MS, else 30000 */
+    int timeout_ms;    /* 0: $EFAX_TIMEOUT_MS, else EFAX_TIMEOUT_MS_DEFAULT */
     bool allow_single; /* with no launcher, run as rank 0 of 1 instead of failing */
     const char *force; /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic); "single":
                           rank 0 of 1 whatever launched it (a rank's own loopback checks,
@@ -1878,7 +1889,7 @@ static const struct {
     int def, lo, hi;
     const char *what;
 } efax__envs[EFAX__ENV_COUNT] = {
-    {"EFAX_TIMEOUT_MS", 30000, 1, INT_MAX, "milliseconds in [1, 2147483647]"},
+    {"EFAX_TIMEOUT_MS", EFAX_TIMEOUT_MS_DEFAULT, 1, INT_MAX, "milliseconds in [1, 2147483647]"},
     {"EFAX_EFA_SHM", 0, 0, 1, "0 or 1"},
     {"EFAX_CUDA_API", -1, 0, 1, "0 or 1"}, /* unset: the provider's default (efax__ctx_defaults) */
     {"EFAX_EFA_UNSOLICITED_WRITE_RECV", 1, 0, 1, "0 or 1"},
@@ -1916,6 +1927,32 @@ EFAX_API int efax_env_setting(const char *name, int *value) {
         if (!strcmp(efax__envs[id].name, name))
             return efax__env_int_quiet(name, efax__envs[id].def, efax__envs[id].lo, efax__envs[id].hi, value);
     return -FI_EINVAL;
+}
+
+/* A desc's timeout_ms: 0 (not given) becomes $EFAX_TIMEOUT_MS or EFAX_TIMEOUT_MS_DEFAULT; a negative
+   one is refused (a desc spells "not given" 0). */
+EFAX_PRIVATE int efax__timeout_default(int *timeout_ms) {
+    if (*timeout_ms < 0) {
+        fprintf(stderr,
+                "efax: error: timeout_ms=%d in a desc: give milliseconds, or 0 for $EFAX_TIMEOUT_MS "
+                "(default %d)\n",
+                *timeout_ms, EFAX_TIMEOUT_MS_DEFAULT);
+        return -FI_EINVAL;
+    }
+    return *timeout_ms ? 0 : efax__env(EFAX__ENV_TIMEOUT_MS, timeout_ms);
+}
+
+EFAX_API uint64_t efax_deadline_ns(int timeout_ms) {
+    /* a bad $EFAX_TIMEOUT_MS was refused where the context or boot resolved its defaults */
+    if (timeout_ms < 0 && efax__env_int_quiet(efax__envs[EFAX__ENV_TIMEOUT_MS].name, EFAX_TIMEOUT_MS_DEFAULT,
+                                              1, INT_MAX, &timeout_ms))
+        timeout_ms = EFAX_TIMEOUT_MS_DEFAULT;
+    return efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+}
+
+EFAX_API int efax_remaining_ms(uint64_t deadline) {
+    uint64_t now = efax_now_ns();
+    return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 }
 
 EFAX_API int efax_env_check(char *err, size_t len) {
@@ -3924,7 +3961,7 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
 
 /* The one place an efax_ctx_desc's defaults are resolved (zeroed fields, then the environment):
    imm_tags 64, window 256 (each NIC clamps it to its transmit queue), timeout_ms $EFAX_TIMEOUT_MS or
-   30000, nics $EFAX_NICS, mem_path $EFAX_MEM_PATH, efa_shm and cuda_api from $EFAX_EFA_SHM /
+   EFAX_TIMEOUT_MS_DEFAULT, nics $EFAX_NICS, mem_path $EFAX_MEM_PATH, efa_shm and cuda_api from $EFAX_EFA_SHM /
    $EFAX_CUDA_API (unset: the default; 1 permit; 0 forbid; no_cuda_api is cuda_api -1), efa's
    unsolicited write recv from $EFAX_EFA_UNSOLICITED_WRITE_RECV, else off where
    FI_EFA_USE_UNSOLICITED_WRITE_RECV switches it off, else on (efa's own default, what aws-ofi-nccl
@@ -3947,7 +3984,7 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
         return -EFAX_E_USAGE;
     }
     if (d->window <= 0) d->window = 256;
-    if (d->timeout_ms <= 0 && (rc = efax__env(EFAX__ENV_TIMEOUT_MS, &d->timeout_ms))) return rc;
+    if ((rc = efax__timeout_default(&d->timeout_ms))) return rc;
     if (!d->nics || !*d->nics) d->nics = getenv("EFAX_NICS");
     if (!d->mem_path) d->mem_path = getenv("EFAX_MEM_PATH");
     if ((rc = efax__env(EFAX__ENV_EFA_SHM, &v))) return rc;
@@ -5452,10 +5489,6 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
 
 #define EFAX__BOOT_MAGIC 0x45465842u /* "EFXB" */
 
-EFAX_PRIVATE int efax__remaining_ms(uint64_t deadline) {
-    uint64_t now = efax_now_ns();
-    return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-}
 
 /* Reads or writes exactly len bytes before the deadline. */
 /* Reads or writes len bytes by the deadline. b (may be NULL): its idle hook runs every 10 ms of
@@ -5465,7 +5498,7 @@ EFAX_PRIVATE int efax__io_b(efax_boot *b, int fd, void *buf, size_t len, bool wr
     while (len) {
         struct pollfd pf;
         ssize_t n;
-        int ms = efax__remaining_ms(deadline), prc, slice;
+        int ms = efax_remaining_ms(deadline), prc, slice;
         if (ms == 0) return -FI_ETIMEDOUT;
         slice = b && b->idle && ms > 10 ? 10 : ms;
         pf.fd = fd;
@@ -5599,7 +5632,7 @@ EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, int lfd, uint64_
         struct sockaddr_storage from;
         socklen_t fl = sizeof from;
         char who[INET6_ADDRSTRLEN + 8] = "?", why[256];
-        int fd, prc, ms = efax__remaining_ms(deadline);
+        int fd, prc, ms = efax_remaining_ms(deadline);
         pf.fd = lfd;
         pf.events = POLLIN;
         pf.revents = 0;
@@ -5680,7 +5713,7 @@ EFAX_PRIVATE int efax__tcp_try(efax_boot *b, const struct addrinfo *a, const cha
     pf.fd = fd;
     pf.events = POLLOUT;
     pf.revents = 0;
-    ms = efax__remaining_ms(deadline);
+    ms = efax_remaining_ms(deadline);
     if (poll(&pf, 1, ms < 1000 ? ms : 1000) <= 0) {
         snprintf(last, ll, "connect timed out");
         close(fd);
@@ -5744,7 +5777,7 @@ EFAX_PRIVATE int efax__tcp_dial(efax_boot *b, const struct addrinfo *ai, const c
     for (;;) {
         for (a = ai; a; a = a->ai_next)
             if ((rc = efax__tcp_try(b, a, root, deadline, stranger_ok, last, sizeof last)) <= 0) return rc;
-        if (efax__remaining_ms(deadline) == 0) break;
+        if (efax_remaining_ms(deadline) == 0) break;
         usleep(100000);
     }
     efax__blog(b, 0,
@@ -5780,7 +5813,7 @@ EFAX_PRIVATE int efax__tcp_join(efax_boot *b, const char *root, uint64_t deadlin
 }
 
 EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
-    uint64_t deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = efax_deadline_ns(timeout_ms);
     uint64_t hdr;
     int i, rc;
     memcpy((uint8_t *)out + (size_t)b->rank * len, in, len);
@@ -5939,7 +5972,7 @@ EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struc
    IPv4 addresses; every rank joins rank 0 over TCP; all collectives then run on that star,
    exactly as with EFAX_ROOT — no growth, and a dead rank is seen at once (closed socket). */
 EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
-    uint64_t deadline = efax_now_ns() + (uint64_t)b->timeout_ms * 1000000ull;
+    uint64_t deadline = efax_deadline_ns(b->timeout_ms);
     char card[1024], where[1200];
     pmix_proc_t *me = (pmix_proc_t *)b->pmix_proc, r0;
     pmix_value_t val, *v = NULL;
@@ -6054,7 +6087,7 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
 // >>bootstrap (implementation) -----------------------------------------------------------------
 
 /* The one place an efax_boot_desc's defaults are resolved: timeout_ms ($EFAX_TIMEOUT_MS, else
-   30000) and force ($EFAX_BOOTSTRAP: pmix or tcp). */
+   EFAX_TIMEOUT_MS_DEFAULT) and force ($EFAX_BOOTSTRAP: pmix or tcp). */
 EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, efax_boot_desc *d) {
     int rc;
     if (desc)
@@ -6063,7 +6096,7 @@ EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, e
         memset(d, 0, sizeof *d);
     b->log = d->log; /* errors below are logged */
     b->log_user = d->log_user;
-    if (d->timeout_ms <= 0 && (rc = efax__env(EFAX__ENV_TIMEOUT_MS, &d->timeout_ms))) return rc;
+    if ((rc = efax__timeout_default(&d->timeout_ms))) return rc;
     if (d->force && !strcmp(d->force, "single")) return 0;
     if (!d->force) d->force = getenv("EFAX_BOOTSTRAP");
     if (d->force && *d->force && strcmp(d->force, "pmix") && strcmp(d->force, "tcp")) {
@@ -6075,7 +6108,7 @@ EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, e
 
 /* The TCP rendezvous from EFAX_RANK, EFAX_SIZE, EFAX_ROOT and EFAX_TOKEN. */
 EFAX_PRIVATE int efax__boot_tcp(efax_boot *b, const char *root) {
-    uint64_t deadline = efax_now_ns() + (uint64_t)b->timeout_ms * 1000000ull;
+    uint64_t deadline = efax_deadline_ns(b->timeout_ms);
     char h[256], pt[16];
     int rc;
     if (!root || !*root || !getenv("EFAX_RANK") || !getenv("EFAX_SIZE")) {
@@ -6496,6 +6529,11 @@ EFAX_PRIVATE void efax__split_done(efax_ctx *ctx, efax__nic *n, efax_op *op) {
     n->retry = op;
     n->work = true;
     efax__post_retry(ctx, n);
+}
+
+/* A wait's limit: timeout_ms, or the context's where it is < 0 (not given). */
+static inline int efax__wait_ms(const efax_ctx *ctx, int timeout_ms) {
+    return timeout_ms < 0 ? ctx->timeout_ms : timeout_ms;
 }
 
 /* Whether, after posting `len` bytes of s, this loop will certainly post another chunk at once:
@@ -7606,7 +7644,7 @@ EFAX_PRIVATE bool efax__expired(uint64_t *deadline, unsigned *spins, int timeout
     if ((++*spins & 15) != 0) return false;
     now = efax_now_ns();
     if (!*deadline) {
-        *deadline = now + (uint64_t)timeout_ms * 1000000ull;
+        *deadline = efax_deadline_ns(timeout_ms);
         return false;
     }
     return now > *deadline;
@@ -7639,7 +7677,7 @@ EFAX_PRIVATE EFAX__NOINLINE bool efax__spin_tick(const efax_ctx *ctx, efax__spin
     }
     now = efax_now_ns();
     if (!w->deadline) {
-        w->deadline = now + (uint64_t)(timeout_ms < 0 ? ctx->timeout_ms : timeout_ms) * 1000000ull;
+        w->deadline = efax_deadline_ns(efax__wait_ms(ctx, timeout_ms));
         return false;
     }
     return now > w->deadline;
@@ -7647,7 +7685,7 @@ EFAX_PRIVATE EFAX__NOINLINE bool efax__spin_tick(const efax_ctx *ctx, efax__spin
 
 /* The deadline of a wait that ended before efax__expired set one: timeout_ms from now. */
 EFAX_PRIVATE uint64_t efax__deadline(uint64_t deadline, int timeout_ms) {
-    return deadline ? deadline : efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    return deadline ? deadline : efax_deadline_ns(timeout_ms);
 }
 
 /* For timeout messages: this rank's NICs that still have operations in flight or waiting, e.g.
@@ -7706,7 +7744,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__wait_end(efax_ctx *ctx, efax_xfer *x, uint
     if (x->status) return x->status;
     if (ctx->sticky_error) return efax__sticky(ctx, x);
     if (!ctx->settling) return 0;
-    return efax__settle_recvs(&x, 1, deadline, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+    return efax__settle_recvs(&x, 1, deadline, efax__wait_ms(ctx, timeout_ms));
 }
 
 /* The waits' polls for one transfer, inline in each wait: until x is done (0), the context fails or
@@ -7720,7 +7758,7 @@ EFAX__HOT_INLINE int efax__poll_done(efax_ctx *ctx, efax_xfer *x, efax__spin *w,
         *busy |= (unsigned)rc;
         if ((++*spins & 15) == 0) {
             if (efax__spin_tick(ctx, w, *spins, *busy, timeout_ms))
-                return efax__timeout_msg(ctx, x, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+                return efax__timeout_msg(ctx, x, efax__wait_ms(ctx, timeout_ms));
             *busy = 0;
         }
     }
@@ -7753,7 +7791,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__wait_nic(efax_ctx *ctx, efax_xfer *x, int 
         busy |= (unsigned)rc;
         if ((++spins & 15) == 0) {
             if (efax__spin_tick(ctx, &w, spins, busy, timeout_ms))
-                return efax__timeout_msg(ctx, x, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+                return efax__timeout_msg(ctx, x, efax__wait_ms(ctx, timeout_ms));
             busy = 0;
         }
     } while (!x->done);
@@ -7779,7 +7817,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__settle_recvs(efax_xfer **xs, int n, uint64
         for (j = 0; j < i; j++)
             if (xs[j] && xs[j]->op == EFAX_OP_RECV && xs[j]->lmr == m) break;
         deadline = efax__deadline(deadline, timeout_ms);
-        if (j == i && (rc = m->settle(m->settle_user, efax__remaining_ms(deadline) + 1))) return rc;
+        if (j == i && (rc = m->settle(m->settle_user, efax_remaining_ms(deadline) + 1))) return rc;
     }
     return 0;
 }
@@ -7815,8 +7853,7 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
        what was lost (#29 item 6) */
     if (EFAX__UNLIKELY(ctx->sticky_error)) return efax__sticky(ctx, n ? xs[0] : NULL);
     if (EFAX__LIKELY(!ctx->settling)) return 0;
-    return efax__settle_recvs(xs, n, spins >= 16 ? w.deadline : 0,
-                              timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+    return efax__settle_recvs(xs, n, spins >= 16 ? w.deadline : 0, efax__wait_ms(ctx, timeout_ms));
 }
 
 /* A notification without tags (caps.direct): a 0-byte inject write carrying imm into the peer NIC's
@@ -7972,7 +8009,7 @@ EFAX_PRIVATE int efax__wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, 
     if (sl->fault.err) return efax__seq_fault_take(ctx, &sl->fault, peer, tag, EFAX_IMM_WINDOW, "arrival");
     if (!efax__imm_in(sl, seq) && (rc = efax__imm_place(ctx, slot, seq, -1, &at)))
         return efax__seq_report(ctx, rc, peer, tag, seq, 0, at, EFAX_IMM_WINDOW, "wait");
-    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
+    timeout_ms = efax__wait_ms(ctx, timeout_ms);
     sl->awaited = (int)seq + 1; /* the window keeps it while arrivals move it */
     for (;;) {
         if (EFAX__UNLIKELY(sl->fault.err)) {
@@ -8775,7 +8812,7 @@ EFAX_PRIVATE int efax__expect_chunks(efax_ctx *ctx, efax_expect *e, int timeout_
         if (!rc) efax__credit_rx(ctx, e);
     }
     if (!rc && settle && e->mr->settle)
-        rc = e->mr->settle(e->mr->settle_user, timeout_ms < 0 ? ctx->timeout_ms : timeout_ms);
+        rc = e->mr->settle(e->mr->settle_user, efax__wait_ms(ctx, timeout_ms));
     return rc;
 }
 
@@ -8792,8 +8829,8 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     int rc;
     if (!e->active) return -FI_EINVAL;
     if (!e->mr->stage) return efax__expect_chunks(ctx, e, timeout_ms, true);
-    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
-    deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    timeout_ms = efax__wait_ms(ctx, timeout_ms);
+    deadline = efax_deadline_ns(timeout_ms);
     r = &ctx->stage_rx[e->tag][e->peer];
     while (e->cells_done < e->ncells && !e->status) {
         if (r->fault.err) { /* what an arrival under this tag met */
@@ -8826,7 +8863,7 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
             e->status = -FI_ETIMEDOUT;
         }
     }
-    rc = e->mr->stage->in_wait(e->mr->stage_user, efax__remaining_ms(deadline) + 1);
+    rc = e->mr->stage->in_wait(e->mr->stage_user, efax_remaining_ms(deadline) + 1);
     efax__stage_done(r, e);
     e->active = false;
     if (!e->status && !rc) efax__credit_rx(ctx, e);
@@ -8862,8 +8899,8 @@ EFAX_API int efax_expect_arrived_test(efax_ctx *ctx, efax_expect *e) {
 EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int timeout_ms) {
     uint64_t deadline;
     int i, rc = 0;
-    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
-    deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    timeout_ms = efax__wait_ms(ctx, timeout_ms);
+    deadline = efax_deadline_ns(timeout_ms);
     for (i = 0; i < n && !rc; i++) {
         efax_expect *e = &es[i];
         size_t slot;
@@ -8872,7 +8909,7 @@ EFAX_API int efax_expect_wait_all(efax_ctx *ctx, efax_expect *es, int n, int tim
             efax__expect_landed(ctx, e, &ctx->imm[slot = efax__expect_slot(ctx, e)]))
             efax__expect_take(ctx, e, slot);
         else
-            rc = efax_expect_wait(ctx, e, efax__remaining_ms(deadline));
+            rc = efax_expect_wait(ctx, e, efax_remaining_ms(deadline));
     }
     return rc;
 }
@@ -8957,7 +8994,7 @@ EFAX_API int efax_batch_wait(efax_ctx *ctx, efax_batch *b, int timeout_ms) {
     uint64_t deadline = 0;
     unsigned spins = 0, idle = 0;
     int rc;
-    if (timeout_ms < 0) timeout_ms = ctx->timeout_ms;
+    timeout_ms = efax__wait_ms(ctx, timeout_ms);
     while ((rc = efax_batch_test(ctx, b)) == 0) {
         efax__idle(0, &idle);
         if (efax__expired(&deadline, &spins, timeout_ms)) {

@@ -850,6 +850,9 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
     snprintf(eh, sizeof eh, "largest message (default %s)", efax_fmt_size(o->max_size, sz, sizeof sz));
     {
         int k = 0;
+/* A default's value in a help line, from the constant that sets it */
+#define EFAXB__STR(x) EFAXB__STR1(x)
+#define EFAXB__STR1(x) #x
 #define EFAXB__OPT(l, s, t, d, lo, hi, ch, a, h)                                                             \
     do {                                                                                                     \
         common[k].name = l;                                                                                  \
@@ -885,7 +888,7 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         EFAXB__OPT("line-rate", 0, EFAX_OPT_DOUBLE, &o->line_gbps, 0.001, 100000, NULL, "GBPS",
                    "line rate of one NIC in Gbit/s for the % column");
         EFAXB__OPT("timeout", 0, EFAX_OPT_INT, &o->timeout_ms, 1, 86400000, NULL, "MS",
-                   "fail any wait longer than this (default 30000)");
+                   "fail any wait longer than this (default " EFAXB__STR(EFAX_TIMEOUT_MS_DEFAULT) ")");
         EFAXB__OPT("window", 0, EFAX_OPT_INT, &o->window, 1, 250, NULL, "N",
                    "messages in flight per iteration (default 1)");
         EFAXB__OPT("one-slot", 0, EFAX_OPT_FLAG, &o->one_slot, 0, 0, NULL, NULL,
@@ -3011,11 +3014,9 @@ EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
     }
     if (settle && !x->dst->mr.settle) /* the batch's one timeout counts from here */
         return rc ? rc : efax_expect_wait_all(ctx, ex, nex, efax_ctx_timeout_ms(ctx));
-    deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
+    deadline = efax_deadline_ns(efax_ctx_timeout_ms(ctx));
     for (int i = 0; i < nex && !rc; i++) {
-        uint64_t now = efax_now_ns();
-        int left = now < deadline ? (int)((deadline - now) / 1000000ull) : 0;
-        rc = efax_expect_arrived(ctx, &ex[i], left);
+        rc = efax_expect_arrived(ctx, &ex[i], efax_remaining_ms(deadline));
     }
     return rc || !settle ? rc : efax_buf_settle(x->dst);
 }
@@ -3156,7 +3157,7 @@ EFAX_PRIVATE int efaxb__paced(efaxb__xstep *x, uint64_t seq, uint64_t end) {
     efax_bench *b = x->b;
     efax_ctx *ctx = &b->ctx;
     uint64_t d = (uint64_t)x->depth, nto = (uint64_t)x->nto, lim = seq + d < end ? seq + d : end, s;
-    uint64_t deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
+    uint64_t deadline = efax_deadline_ns(efax_ctx_timeout_ms(ctx));
     unsigned own = (unsigned)(d * nto + seq % d), spins = 0, idle = 0;
     int rc = 0, inplace = 0;
     while (!rc && x->posted < lim) rc = efaxb__paced_begin(x, x->posted++);
@@ -3292,7 +3293,7 @@ EFAX_PRIVATE int efaxb__iteration_ahead(efaxb__xstep *x, uint64_t seq, uint64_t 
     if (!rc) rc = efaxb__take(x, seq, false);
     for (int i = 0; i < x->nto * x->msgs && !rc; i++) rc = efax_wait(ctx, &xs[i], -1);
     if (!rc) rc = efax_buf_mark(x->dst, slot);
-    deadline = efax_now_ns() + (uint64_t)efax_ctx_timeout_ms(ctx) * 1000000ull;
+    deadline = efax_deadline_ns(efax_ctx_timeout_ms(ctx));
     while (!rc && !(rc = efax_buf_marked(x->dst, slot))) {
         int p = efax_progress(ctx);
         if (p < 0) rc = p;

@@ -380,8 +380,9 @@ EFAX_API int efax_proxy_init(efax_proxy *p, const efax_proxy_desc *d);
 /* Starts the thread; from now until efax_proxy_stop only it may use the context. */
 EFAX_API int efax_proxy_start(efax_proxy *p);
 /* Lets the thread finish what was pushed (call after the producing kernels ended), then joins
-   it. Returns the first error it met; else -EFAX_E_PEER when it ever refused a command (p->bad)
-   or saw a fence violated (p->fence_violations), logging their counts once; else 0. */
+   it; what is still in flight after timeout_ms (< 0: the context's) is reported. Returns the first
+   error it met; else -EFAX_E_PEER when it ever refused a command (p->bad) or saw a fence violated
+   (p->fence_violations), logging their counts once; else 0. */
 EFAX_API int efax_proxy_stop(efax_proxy *p, int timeout_ms);
 EFAX_API void efax_proxy_deinit(efax_proxy *p);
 /* What kernels need: pass by value. */
@@ -748,7 +749,7 @@ EFAX_PRIVATE int efax__st_in_cell(void *u, uint64_t off, uint64_t len) {
 
 EFAX_PRIVATE int efax__st_in_wait(void *u, int timeout_ms) {
     efax__dev *s = (efax__dev *)u;
-    uint64_t deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = efax_deadline_ns(timeout_ms);
     cudaError_t e;
     while ((e = cudaStreamQuery(s->in_s)) == cudaErrorNotReady)
         if (efax_now_ns() > deadline) {
@@ -829,7 +830,7 @@ EFAX_PRIVATE int efax__gdr_flush(efax__dev *s) {
 
 /* Waits until copies that a provider started into this device buffer, and the buffer's own local
    copies (efax__dev_copy), have finished; -FI_ETIMEDOUT, named, once timeout_ms passed (a wedged
-   copy ends the run instead of hanging it; < 0: 30000, the library's default). shm's CUDA IPC path
+   copy ends the run instead of hanging it; < 0: the library's limit, efax_deadline_ns). shm's CUDA IPC path
    completes a write or receive once it has *issued* a device-to-device cudaMemcpy in the target
    (prov/shm smr_progress_ipc -> ofi_copy_to_hmem_iov -> ofi_cudaMemcpy, src/hmem_cuda.c), which
    does not wait for device-to-device copies (CUDA's "API synchronization behavior"). That
@@ -874,7 +875,7 @@ EFAX_PRIVATE int efax__dev_fired(const cudaEvent_t ev[2], int n, int *pending) {
 EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
     efax__dev *s = (efax__dev *)u;
     int cur = -1, rc = 0, n = 0, pending = 0;
-    uint64_t deadline = efax_now_ns() + (uint64_t)(timeout_ms < 0 ? 30000 : timeout_ms) * 1000000ull;
+    uint64_t started = efax_now_ns(), deadline = efax_deadline_ns(timeout_ms);
     unsigned spins = 0;
     if ((rc = efax__gdr_flush(s))) return rc; /* pre-Hopper: NIC writes visible to the GPU first */
     if (cudaGetDevice(&cur) != cudaSuccess) (void)cudaGetLastError();
@@ -887,7 +888,7 @@ EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
                 "device memory on GPU %d: %s did not finish within %d ms (a copy or kernel on that GPU is "
                 "wedged, or the GPU is shared with work that holds it)",
                 s->device, pending ? "the buffer's own local copy" : "the copies the provider issued into it",
-                timeout_ms < 0 ? 30000 : timeout_ms);
+                (int)((deadline - started) / 1000000));
             rc = -FI_ETIMEDOUT;
         }
     if (cur >= 0 && cur != s->device) cudaSetDevice(cur);
@@ -1515,8 +1516,7 @@ __global__ void efax__k_pingpong(efax_queue_dev q, const uint64_t *answer, int n
 
 EFAX_API int efax_queue_roundtrip(efax_queue *q, int n, int nwords, int timeout_ms, double *us) {
     volatile uint64_t *answer = NULL;
-    uint64_t *answer_d, w[EFAX_QUEUE_WORDS], prev = 0,
-                                             deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t *answer_d, w[EFAX_QUEUE_WORDS], prev = 0, deadline = efax_deadline_ns(timeout_ms);
     cudaStream_t s;
     int i = 0;
     if (EFAX_CUDA(cudaHostAlloc((void **)&answer, 64, cudaHostAllocMapped)) ||
@@ -1722,7 +1722,7 @@ EFAX_PRIVATE void *efax__proxy_main(void *arg) {
         if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
             if (!popped && p->nfree == p->d.inflight && !p->ndeferred && !p->nfenced) break;
             if (!deadline)
-                deadline = efax_now_ns() + (uint64_t)__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE) * 1000000ull;
+                deadline = efax_deadline_ns(__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE));
             else if (efax_now_ns() > deadline) {
                 efax_log(ctx, 0, "proxy: %d write(s) still in flight and %d command(s) held back at stop",
                          p->d.inflight - p->nfree, p->ndeferred);
@@ -1784,7 +1784,9 @@ EFAX_API int efax_proxy_start(efax_proxy *p) {
 
 EFAX_API int efax_proxy_stop(efax_proxy *p, int timeout_ms) {
     if (!p->running) return p->status;
-    __atomic_store_n(&p->stop, timeout_ms > 0 ? timeout_ms : 30000, __ATOMIC_RELEASE);
+    /* p->stop holds the limit, and 0 means "run on": a limit of 0 stops at once, after 1 ms */
+    timeout_ms = timeout_ms < 0 ? efax_ctx_timeout_ms(p->d.ctx) : timeout_ms;
+    __atomic_store_n(&p->stop, timeout_ms > 0 ? timeout_ms : 1, __ATOMIC_RELEASE);
     pthread_join(p->thread, NULL);
     p->running = false;
     if (p->bad + p->fence_violations > p->bad_said) { /* refused commands wrote nothing: the run is wrong */
@@ -1821,7 +1823,7 @@ EFAX_API void efax_proxy_watch(efax_proxy *p, int peer, int tag, uint32_t seq, u
 }
 
 EFAX_API int efax_proxy_watch_wait(efax_proxy *p, int timeout_ms, uint64_t *t_ns) {
-    uint64_t deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = efax_deadline_ns(timeout_ms);
     int st;
     while ((st = __atomic_load_n(&p->watch_state, __ATOMIC_ACQUIRE)) == 1) {
         if (efax_now_ns() > deadline) {
@@ -2091,7 +2093,7 @@ EFAX_API int efax_copy_engine_start(efax_copy_engine *e, int grid, int block, in
 
 EFAX_API int efax_copy_engine_run(efax_copy_engine *e, void *dst, const void *src, size_t bytes,
                                   int timeout_ms) {
-    uint64_t deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull, seq = ++e->seq;
+    uint64_t deadline = efax_deadline_ns(timeout_ms), seq = ++e->seq;
     if (bytes % 16) return -FI_EINVAL;
     e->job[1] = (uint64_t)(uintptr_t)dst;
     e->job[2] = (uint64_t)(uintptr_t)src;

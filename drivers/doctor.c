@@ -648,7 +648,7 @@ static int bounce_pair(int a, int b, int timeout_ms, bounce_run *out) {
     memset(out, 0, sizeof *out);
     memset(&bo, 0, sizeof bo);
     bo.cpu = b;
-    bo.deadline = efax_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    bo.deadline = efax_deadline_ns(timeout_ms);
     if (!pin_me(a) || !pin_me(b) || !pin_me(a)) return EINVAL;
     if (pthread_create(&t, NULL, partner, &bo)) return EAGAIN;
     do /* the partner says where it runs, or that it cannot */
