@@ -231,6 +231,8 @@ EFAX_API uint64_t efax_now_ns(void);
    one way a place: 0 in a desc (a zeroed desc takes the defaults), < 0 as an argument (there 0 is a
    limit: no time left, as efax_remaining_ms returns once a deadline passed). */
 #define EFAX_TIMEOUT_MS_DEFAULT 30000
+#define EFAX_WINDOW_DEFAULT 256  /* operations in flight per NIC, when the provider allows as many */
+#define EFAX_IMM_TAGS_DEFAULT 64 /* immediate-data tags counted per peer */
 
 /* The instant timeout_ms from now, on efax_now_ns's clock; timeout_ms < 0: the library's limit
    ($EFAX_TIMEOUT_MS, else EFAX_TIMEOUT_MS_DEFAULT). Thread safe. */
@@ -379,9 +381,10 @@ typedef struct efax_ctx_desc {
                              PCIe switch groups (efax_topo_host_nics), else the NICs on the NUMA
                              node it is bound to (efax_topo_near); with none known, every NIC */
     int max_nics;         /* cap on NICs opened (0: no cap) */
-    int window;           /* operations in flight per NIC (0: min(provider tx size, 256)) */
+    int window;           /* operations in flight per NIC (0: min(provider tx size, EFAX_WINDOW_DEFAULT)) */
     int timeout_ms;       /* every wait's limit (0: $EFAX_TIMEOUT_MS, else EFAX_TIMEOUT_MS_DEFAULT) */
-    int imm_tags;         /* immediate-data tags counted per peer (0: 64; at most 256) */
+    int imm_tags;         /* immediate-data tags counted per peer (0: EFAX_IMM_TAGS_DEFAULT; at most
+                             EFAX_IMM_MAX_TAGS) */
     bool hmem;            /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
     bool fi_more;         /* post batches with FI_MORE on all but the last (default off) */
     int shm_split;        /* shm on libfabric 2.x: a write with immediate data of at least this many
@@ -1208,8 +1211,12 @@ EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit);
    efax_expect_write clamp to it. */
 EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx);
 
-/* The chunk a write uses when its desc names none (efax_write_desc.chunk 0), in words: stated once,
-   so that a program's help and its run header print what efax_write_chunk decides. */
+/* The chunk a write uses when its desc names none (efax_write_desc.chunk 0): EFAX_CHUNK_DEFAULT; on shm
+   whole messages (but into staged regions); on tcp between two hosts EFAX_CHUNK_TCP_FAR. In words
+   once, so that a program's help and its run header print what efax_write_chunk decides (a test
+   holds the words to the numbers). */
+#define EFAX_CHUNK_DEFAULT (1ull << 20)
+#define EFAX_CHUNK_TCP_FAR (128ull << 10)
 #define EFAX_CHUNK_POLICY "1M; on shm whole messages (staged regions: 1M); on tcp between hosts 128K"
 
 
@@ -3960,7 +3967,7 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
 }
 
 /* The one place an efax_ctx_desc's defaults are resolved (zeroed fields, then the environment):
-   imm_tags 64, window 256 (each NIC clamps it to its transmit queue), timeout_ms $EFAX_TIMEOUT_MS or
+   imm_tags EFAX_IMM_TAGS_DEFAULT, window EFAX_WINDOW_DEFAULT (each NIC clamps it to its transmit queue), timeout_ms $EFAX_TIMEOUT_MS or
    EFAX_TIMEOUT_MS_DEFAULT, nics $EFAX_NICS, mem_path $EFAX_MEM_PATH, efa_shm and cuda_api from $EFAX_EFA_SHM /
    $EFAX_CUDA_API (unset: the default; 1 permit; 0 forbid; no_cuda_api is cuda_api -1), efa's
    unsolicited write recv from $EFAX_EFA_UNSOLICITED_WRITE_RECV, else off where
@@ -3977,13 +3984,13 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
     ctx->log = d->log; /* errors below are logged */
     ctx->log_user = d->log_user;
     ctx->log_level = d->log_level;
-    if (d->imm_tags <= 0) d->imm_tags = 64;
+    if (d->imm_tags <= 0) d->imm_tags = EFAX_IMM_TAGS_DEFAULT;
     if (d->imm_tags > EFAX_IMM_MAX_TAGS) {
         efax_log(ctx, 0, "imm_tags=%d: at most %d tags fit in immediate data", d->imm_tags,
                  EFAX_IMM_MAX_TAGS);
         return -EFAX_E_USAGE;
     }
-    if (d->window <= 0) d->window = 256;
+    if (d->window <= 0) d->window = EFAX_WINDOW_DEFAULT;
     if ((rc = efax__timeout_default(&d->timeout_ms))) return rc;
     if (!d->nics || !*d->nics) d->nics = getenv("EFAX_NICS");
     if (!d->mem_path) d->mem_path = getenv("EFAX_MEM_PATH");
@@ -7476,8 +7483,8 @@ static inline uint64_t efax__chunk_auto(const efax_ctx *ctx, const efax_write_de
     if (ctx->caps.whole_writes && !staged) return EFAX_MAX_CHUNK;
     /* tcp between two hosts moves writes of 64-128 KiB several times faster than larger ones; on one
        host whole posts up to 1 MiB stay ahead (journal: tcp's chunk between hosts) */
-    if (ctx->caps.chunk_between_hosts && ctx->peer_far[peer]) return 128u << 10;
-    return 1ull << 20;
+    if (ctx->caps.chunk_between_hosts && ctx->peer_far[peer]) return EFAX_CHUNK_TCP_FAR;
+    return EFAX_CHUNK_DEFAULT;
 }
 
 /* The chunk write w uses (efax_write_chunk), as its writer or its target: the one place a zero
