@@ -3967,8 +3967,9 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
 }
 
 /* The one place an efax_ctx_desc's defaults are resolved (zeroed fields, then the environment):
-   imm_tags EFAX_IMM_TAGS_DEFAULT, window EFAX_WINDOW_DEFAULT (each NIC clamps it to its transmit queue), timeout_ms $EFAX_TIMEOUT_MS or
-   EFAX_TIMEOUT_MS_DEFAULT, nics $EFAX_NICS, mem_path $EFAX_MEM_PATH, efa_shm and cuda_api from $EFAX_EFA_SHM /
+   imm_tags EFAX_IMM_TAGS_DEFAULT, window EFAX_WINDOW_DEFAULT (each NIC clamps it to its transmit
+   queue), timeout_ms $EFAX_TIMEOUT_MS or EFAX_TIMEOUT_MS_DEFAULT, nics $EFAX_NICS, mem_path
+   $EFAX_MEM_PATH, efa_shm and cuda_api from $EFAX_EFA_SHM /
    $EFAX_CUDA_API (unset: the default; 1 permit; 0 forbid; no_cuda_api is cuda_api -1), efa's
    unsolicited write recv from $EFAX_EFA_UNSOLICITED_WRITE_RECV, else off where
    FI_EFA_USE_UNSOLICITED_WRITE_RECV switches it off, else on (efa's own default, what aws-ofi-nccl
