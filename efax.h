@@ -248,7 +248,7 @@ EFAX_API int efax_remaining_ms(uint64_t deadline);
    its start and end). Thread safe. */
 EFAX_API uint64_t efax_ticks(void);
 
-// >>topology --------------------------------------------------------------------------------
+// >>context ---------------------------------------------------------------------------------
 
 /* One NIC (a libfabric domain) of a provider and the attributes that matter. */
 typedef struct efax_nic_info {
@@ -282,82 +282,6 @@ typedef struct efax_nic_info {
     bool hmem;                  /* FI_HMEM offered */
     bool loopback;              /* the loopback interface (tcp) */
 } efax_nic_info;
-
-/* Lists the NICs `provider` offers on this host (RDM endpoints with messages, tagged
-   messages and RMA), one entry per domain. provider: a name such as "efa", "tcp", "shm";
-   NULL picks as efax_ctx_init does. out: array of `max` entries (may be NULL to count).
-   *count receives the number found (may exceed max). Returns 0, -EFAX_E_NOPROV.
-   Thread safe. */
-EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, int *count);
-
-/* Writes into buf the providers that offer RDM endpoints with RMA on this host, comma
-   separated ("efa,efa-direct,tcp,shm": efa-direct, efa's other fabric in libfabric 2.x, where the
-   device offers what efax needs of it). Returns 0 or a negative code. Thread safe. */
-EFAX_API int efax_topo_providers(char *buf, size_t len);
-
-/* The provider efax uses when none is named: `want` if not NULL/empty, else $EFAX_PROVIDER,
-   else efa, tcp or shm, the first present. "efa-direct" names efa's other fabric (libfabric 2.x:
-   only what the device does; efax_caps.direct); "efa" is efa's RDM protocol. Writes it into buf.
-   Returns 0 or -EFAX_E_NOPROV. It does not refuse a fall back from efa on a host with EFA devices:
-   efax_ctx_init does (efax_topo_efa_devices). Thread safe. */
-EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len);
-
-/* The EFA devices the kernel has: entries of <root>/sys/class/infiniband whose device/vendor is
-   Amazon's (0x1d0f), whatever libfabric sees. names (may be NULL) gets them comma separated.
-   Returns how many. efax_ctx_init refuses to fall back to tcp or shm where there are some and
-   no provider was named; the doctor compares them with what libfabric offers. Thread safe. */
-EFAX_API int efax_topo_efa_devices(char *names, size_t len);
-
-/* NVIDIA GPUs on the PCI bus under root (vendor 0x10de, class 0x03xxxx: what a program without CUDA
-   sees), their PCI addresses in pci[] sorted, at most max (pci may be NULL to count). Returns how
-   many there are. Thread safe. */
-EFAX_API int efax_topo_gpus(const char *root, char (*pci)[16], int max);
-
-/* Where efax reads the PCI tree: $EFAX_SYSFS_ROOT, a directory holding a "sys" tree (tests/topo/p5
-   and tests/topo/p4d are synthetic ones shaped like a p5's and a p4d's: their NOTE.md), or "" for
-   the live /sys. Every
-   topology path is root + "/sys/...". Thread safe. */
-EFAX_API const char *efax_topo_sysfs_root(void);
-
-/* How near two PCI devices ("0000:53:00.0") sit: the number of PCI components (host bridge,
-   root port, switch ports) their sysfs paths share under root. 0 when either is unknown or
-   they sit under different host bridges; more is nearer (behind one PCIe switch: 3 or more).
-   Thread safe. */
-EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b);
-
-/* NUMA node of PCI device `pci` under root; -1 when unknown. Thread safe. */
-EFAX_API int efax_topo_pci_numa(const char *root, const char *pci);
-
-/* Which of `nics` a rank should use by default. dev_pci (its GPU's PCI address, or NULL/""):
-   the NICs sharing the most PCI path with it (a p5's 4 behind the GPU's switch, a p4d's one),
-   as aws-ofi-nccl does (nccl_ofi_topo.cpp), shared out among the GPUs behind the same switch when
-   there are NICs enough (a p5en's or p6-b200's 2 GPUs and 2 NICs: one each; GPUs read from sysfs,
-   efax_topo_gpus); else numa >= 0: the NICs on that NUMA node.
-   out: indices into nics, at most max. Returns how many (0: no preference: use them all).
-   Reads sysfs under root only for PCI depths. Thread safe. */
-EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
-                            int numa, int *out, int max);
-
-/* Groups NICs by the PCIe switch they hang off, read under root: NICs whose PCI paths agree on all
-   but their last two components (the NIC and the switch port above it) share a switch (a p5: 8
-   groups of 4, a p4d: 4 of 1). group[i] gets NIC i's group, numbered in the order of the groups'
-   PCI paths, so every rank of a host numbers them alike; -1 for a NIC with no PCI path there.
-   Returns the number of groups (0: no NIC has a PCI path). Thread safe. */
-EFAX_API int efax_topo_switch_groups(const char *root, const efax_nic_info *nics, int nnics, int *group);
-
-/* Which of `nics` a rank moving host memory uses by default: whole PCIe switch groups
-   (efax_topo_switch_groups), shared out among the local_size ranks of the host as device memory
-   effectively is (each GPU's rank takes the switch it sits behind). Local rank i takes group
-   i mod G when there are G groups or fewer than ranks, else every group g with g mod local_size
-   == i. numa >= 0 (the rank is bound to a node): only the groups with NICs on that node, shared
-   among the ranks expected there (local_size in proportion to the groups). local_size <= 0
-   counts as 1. out: indices into nics, at most max; why (may be NULL) gets which groups, e.g.
-   "PCIe switch group 2 of 8, local rank 2 of 8". Returns how many (0: no groups known: no
-   preference). Thread safe. */
-EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, int nnics, int numa,
-                                 int local_rank, int local_size, int *out, int max, char *why, size_t wl);
-
-// >>context ---------------------------------------------------------------------------------
 
 typedef struct efax_ctx efax_ctx;
 typedef struct efax_boot efax_boot; /* the bootstrap section says what it holds */
@@ -814,79 +738,6 @@ EFAX_API int efax_buf_mark(efax_buf *b, unsigned slot);
    that move data into b meanwhile), or a negative code. Never blocks. Not thread safe. */
 EFAX_API int efax_buf_marked(efax_buf *b, unsigned slot);
 
-// >>bootstrap -------------------------------------------------------------------------------
-
-enum { EFAX_BOOT_NONE = 0, EFAX_BOOT_PMIX, EFAX_BOOT_TCP, EFAX_BOOT_SINGLE };
-
-typedef struct efax_boot_desc {
-    int timeout_ms;    /* 0: $EFAX_TIMEOUT_MS, else EFAX_TIMEOUT_MS_DEFAULT */
-    bool allow_single; /* with no launcher, run as rank 0 of 1 instead of failing */
-    const char *force; /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic); "single":
-                          rank 0 of 1 whatever launched it (a rank's own loopback checks,
-                          beside the job's boot: efax's doctor) */
-    efax_log_fn log;
-    void *log_user;
-} efax_boot_desc;
-
-/* Who this process is and how to reach the others. Must not move after init. */
-struct efax_boot {
-    int kind; /* EFAX_BOOT_* */
-    int rank, size;
-    int local_rank, local_size;
-    char host[64];
-    char (*hosts)[64]; /* [size] host name of every rank */
-    int timeout_ms;
-    efax_log_fn log;
-    void *log_user;
-    /* TCP rendezvous: on rank 0, one socket per peer; elsewhere, one socket to rank 0. */
-    int *fds;
-    int fd;
-    uint64_t token;
-    void *pmix_proc; /* pmix_proc_t of this process */
-    /* Optional: called about every 10 ms while a collective waits for its peers; a negative return
-       ends the collective with that code. efax_ctx_connect sets it to the context's progress. */
-    int (*idle)(void *user);
-    void *idle_user;
-    int idle_rc; /* what idle returned when it ended a collective (for its message) */
-};
-
-/* Finds the launcher and joins the job: PMIx (mpirun, srun --mpi=pmix, prterun), or the TCP
-   rendezvous from EFAX_RANK/EFAX_SIZE/EFAX_ROOT/EFAX_TOKEN. Either way the collectives below
-   run over TCP sockets to rank 0 (under PMIx, rank 0 publishes its address and a random token
-   through PMIx once: PMIx would keep every per-call key for the life of the job). Without a
-   launcher, fails with -EFAX_E_LAUNCH and a message saying how to launch (or runs alone if
-   allow_single). Gathers every rank's host name and computes local rank/size. Not thread safe. */
-EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc);
-
-/* Leaves the job; safe on a zeroed or failed efax_boot. */
-EFAX_API void efax_boot_deinit(efax_boot *b);
-
-/* How long a rank may wait for its turn in a benchmark whose ranks take turns (rank 0 with
-   rank 1, then rank 2, ...): the barrier between steps. A lost peer still ends the wait at
-   once (the launcher kills the job, or the rendezvous socket closes). */
-#define EFAX_TURN_MS (6 * 3600 * 1000)
-
-/* All-gather: every rank contributes len bytes; out receives size*len bytes, rank r's at
-   out + r*len. Collective: every rank calls it in the same order with the same len.
-   timeout_ms < 0: the boot's timeout. Returns 0, -FI_ETIMEDOUT naming the missing ranks, or
-   -EFAX_E_BOOT. Not thread safe. */
-EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms);
-
-/* Barrier over all ranks (timeout_ms < 0: the boot's timeout). */
-EFAX_API int efax_boot_barrier(efax_boot *b, int timeout_ms);
-
-/* Sums one value over all ranks (a barrier too). */
-EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeout_ms);
-
-/* This rank, the job size, and the NIC count of peer p (after efax_ctx_connect). */
-EFAX_API int efax_ctx_rank(const efax_ctx *ctx);
-EFAX_API int efax_ctx_size(const efax_ctx *ctx);
-EFAX_API int efax_ctx_peer_nnics(const efax_ctx *ctx, int peer);
-/* The host rank p runs on, as the bootstrap named it (after efax_ctx_connect; "?" before). */
-EFAX_API const char *efax_ctx_host(const efax_ctx *ctx, int p);
-/* Which local NIC receives what peer p sends from its NIC k (-1 if p has no NIC k). */
-EFAX_API int efax_ctx_route_in(const efax_ctx *ctx, int peer, int peer_nic);
-
 // >>operations ------------------------------------------------------------------------------
 
 /* Immediate data (32 bits): who wrote (rank, 16 bits), a tag (8 bits, counted separately)
@@ -1061,101 +912,6 @@ EFAX_API int efax_wait_imm(efax_ctx *ctx, int peer, int tag, uint32_t seq, uint3
    blocks (nor progresses: efax_progress does). 0 for a sequence outside the tag's window. Not
    thread safe. */
 EFAX_API uint32_t efax_imm_count(const efax_ctx *ctx, int peer, int tag, uint32_t seq);
-
-// >>faults ----------------------------------------------------------------------------------
-
-/* A fault layer at efax's boundary with libfabric (each fi_* call of the data path goes through a
-   small wrapper), off unless $EFAX_FAULTS names families: then tcp and shm behave as efa may,
-   which they otherwise never do. EFAX_FAULTS=family,family,...[:seed], read once by
-   efax_ctx_init; the families:
-     reorder     completions handed on in any order, within a NIC and across NICs, a few held
-                 back for many polls; writes handed to the provider late, so a write lands before,
-                 after or between the notifications that follow it (efa orders neither)
-     eagain      any post refused with -FI_EAGAIN, in bursts lasting 1 to 2048 polls of the NIC's
-                 completion queue (efa's RNR back-off and full queues)
-     injectfail  an injected send, write or notification dropped after it was counted done, its
-                 error entry (op_context NULL, an efa provider errno) arriving polls later; now and
-                 then a completion turned into an error entry with a provider errno
-     rxfail      a peer's write, now and then, turned at its target into the error entry efa gives a
-                 failed incoming write (NULL context, FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, no data:
-                 nothing names the writer, so the target's next wait for arrivals fails with it);
-                 rxfail=N: the N-th incoming write of a NIC is the first
-     emulated    every endpoint says its writes are emulated (FI_OPT_EFA_EMULATED_WRITE, read through
-                 efax's getopt wrapper, on every provider and line): flagged, and efa still delivers;
-                 emulated=odd: only odd ranks' do (even ranks' say not), a mismatched peer, which
-                 efax_ctx_connect refuses, naming both ranks
-     smallrma    the endpoint's max RMA size reads 64 KiB (smallrma=SIZE: another), so every large
-                 write is many chunks
-     all         every family above
-   and two that impose a fabric's limits rather than faults (not part of `all`):
-     direct      efa-direct's (libfabric 2.x's other efa fabric, --provider efa-direct): no tagged
-                 operations, messages of at most 8 KiB (FI_OPT_MAX_MSG_SIZE, the device's MTU), no
-                 inject writes but of 0 bytes (FI_OPT_INJECT_RMA_SIZE 0), sends and injects of at
-                 most 32 bytes (the device's inline size), a descriptor for every buffer
-                 (FI_MR_LOCAL), no message order, nothing emulated. efax runs as on efa-direct (its
-                 control messages become 0-byte writes) and a call that breaks a limit is refused as
-                 efa-direct would refuse it, counted, and named (a bug: the count must stay 0)
-     cqmax=N     fi_cq_open refuses a queue of more than N entries, as a device with a smaller
-                 max_cqe would (efax then opens one at the provider's own size)
-   Decisions come from a seeded generator per rank and NIC (after efax_ctx_connect every rank
-   takes rank 0's seed), so a seed gives the same decisions for the same sequence of calls; how
-   processes interleave still varies. Whatever the families, posts with FI_MORE wait for the
-   next post without it, as efa's do (its doorbell), and the layer checks that efax never leaves
-   a batch ending on FI_MORE (a sticky error if it does). */
-enum {
-    EFAX_FAULT_REORDER = 1u << 0,
-    EFAX_FAULT_EAGAIN = 1u << 1,
-    EFAX_FAULT_INJECTFAIL = 1u << 2,
-    EFAX_FAULT_EMULATED = 1u << 3,
-    EFAX_FAULT_SMALLRMA = 1u << 4,
-    EFAX_FAULT_RXFAIL = 1u << 5,
-    EFAX_FAULT_ALL = 0x3fu
-};
-
-/* The families that impose a fabric's limits rather than faults: outside EFAX_FAULT_ALL. */
-enum { EFAX_FAULT_DIRECT = 1u << 6, EFAX_FAULT_CQMAX = 1u << 7 };
-
-/* An EFAX_FAULTS value, parsed. */
-typedef struct efax_fault_spec {
-    unsigned families; /* EFAX_FAULT_* bits; 0: off */
-    uint64_t seed;     /* when has_seed */
-    bool has_seed;
-    uint64_t cq_max;       /* cqmax=N: the largest completion queue fi_cq_open takes */
-    uint64_t rma;          /* smallrma's max RMA size: 64 KiB, or smallrma=SIZE */
-    uint64_t inject_first; /* injectfail=N: the N-th inject the provider takes is the first dropped
-                                 (0: one of the 16th to 271st, drawn from the seed) */
-    bool emulated_odd;     /* emulated=odd: only odd ranks' writes are emulated */
-    uint64_t rx_first;     /* rxfail=N: a NIC's N-th incoming write is the first to fail (0: drawn) */
-} efax_fault_spec;
-
-/* Parses an EFAX_FAULTS value (NULL or "": off). Returns 0, or -EFAX_E_USAGE with a one-line
-   reason naming the value and the valid families in why. Pure; thread safe. */
-EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why, size_t wl);
-
-/* What the fault layer did so far in this process (zeroes when it is off). */
-typedef struct efax_fault_stats {
-    uint64_t held;       /* reorder: completions handed on later or out of order */
-    uint64_t deferred;   /* reorder: writes handed to the provider late */
-    uint64_t refused;    /* eagain: posts refused with -FI_EAGAIN */
-    uint64_t bursts;     /* eagain: bursts of refusals */
-    uint64_t failed;     /* injectfail: injected operations dropped, each with an error entry */
-    uint64_t errored;    /* injectfail: completions turned into error entries */
-    uint64_t emulated;   /* emulated: NICs that said their writes are emulated */
-    uint64_t capped;     /* smallrma: NICs whose max RMA size was cut */
-    uint64_t direct;     /* direct: calls refused for breaking efa-direct's limits (a bug: must stay 0) */
-    uint64_t cq_refused; /* cqmax: completion queues refused for their size */
-
-    uint64_t batched;     /* posts with FI_MORE that waited for the doorbell */
-    uint64_t interrupted; /* posts refused while a batch with FI_MORE waited for its doorbell */
-    uint64_t unrung;      /* batches efax left ending on FI_MORE (a bug: must stay 0) */
-    uint64_t rxfailed;    /* rxfail: incoming writes turned into error entries */
-} efax_fault_stats;
-
-/* The fault families in force as a replayable EFAX_FAULTS value with its seed
-   ("reorder,eagain:1234"), or "" when the layer is off. For run headers. */
-EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx);
-/* The fault layer's counts for this process. */
-EFAX_API efax_fault_stats efax_ctx_fault_stats(const efax_ctx *ctx);
 
 // >>schedule --------------------------------------------------------------------------------
 
@@ -1406,53 +1162,154 @@ EFAX_API int efax_batch_wait(efax_ctx *ctx, efax_batch *b, int timeout_ms);
    the wait returns. Returns 0 or a negative code naming the piece. */
 EFAX_API int efax_expect_batch(efax_ctx *ctx, efax_expect *e, const efax_batch_desc *d);
 
-// >>gpu wire (what efax_cuda.h decodes from GPUs and peers) ------------------------------------
+// >>bootstrap -------------------------------------------------------------------------------
 
-/* efax_cuda.h's GPU producers push proxy commands of EFAX_CMD_WORDS 64-bit words, and ranks on
-   one host exchange IPC records. Both are decoded and checked here, as pure host code (no
-   CUDA), so that host tools and fuzzers (tests/fuzz.c) run the same checks the proxy and
-   efax_ipc_open run.
-   Command words: w[0] = op (8 bits) | flags << 8 (8) | producer << 16 (16) | destination rank
-   << 32; w[1] source offset; w[2] destination offset; w[3] size; w[4] = tag (low 16 bits used)
-   | seq << 32; w[5] the producer's command number (1, 2, ...; fences count); w[6] producer. */
-#define EFAX_CMD_WORDS 7
-enum { EFAX_CMD_PUT = 1, EFAX_CMD_FENCE = 2 };
-enum { EFAX_PUT_SPLIT = 1 }; /* post this write over every NIC (split mode) */
+enum { EFAX_BOOT_NONE = 0, EFAX_BOOT_PMIX, EFAX_BOOT_TCP, EFAX_BOOT_SINGLE };
 
-typedef struct efax_cmd {
-    uint32_t op, flags, producer;
-    int dst, tag;
-    uint32_t seq;
-    uint64_t soff, doff, size, number;
-} efax_cmd;
+typedef struct efax_boot_desc {
+    int timeout_ms;    /* 0: $EFAX_TIMEOUT_MS, else EFAX_TIMEOUT_MS_DEFAULT */
+    bool allow_single; /* with no launcher, run as rank 0 of 1 instead of failing */
+    const char *force; /* "pmix" or "tcp" (NULL: $EFAX_BOOTSTRAP, else automatic); "single":
+                          rank 0 of 1 whatever launched it (a rank's own loopback checks,
+                          beside the job's boot: efax's doctor) */
+    efax_log_fn log;
+    void *log_user;
+} efax_boot_desc;
 
-/* Decodes command words w into c and checks them: the producer below `producers`, the
-   number `expected` (the producer's next), a known op, and for a put: flags known, the
-   destination a rank of the job other than `rank`, [soff, soff+size) inside the source window
-   of src_len bytes and [doff, doff+size) inside dst->remote[destination] (an exchanged
-   efax_mr). Returns 0, or -EFAX_E_PEER with the reason in why (c is filled as far as
-   decoded). Pure; thread safe. */
-EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected,
-                             int rank, int size, uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why,
-                             size_t wl);
-
-/* What a rank tells the ranks of its host about a device buffer (efax_ipc_open); handle is
-   the CUDA IPC handle's 64 bytes. */
-#define EFAX_IPC_MAGIC 0x45465849u /* "EFXI" */
-typedef struct efax_ipc_record {
-    uint32_t magic, wire;
-    int32_t rank, device;
+/* Who this process is and how to reach the others. Must not move after init. */
+struct efax_boot {
+    int kind; /* EFAX_BOOT_* */
+    int rank, size;
+    int local_rank, local_size;
     char host[64];
-    uint64_t len;
-    uint8_t handle[64];
-} efax_ipc_record;
+    char (*hosts)[64]; /* [size] host name of every rank */
+    int timeout_ms;
+    efax_log_fn log;
+    void *log_user;
+    /* TCP rendezvous: on rank 0, one socket per peer; elsewhere, one socket to rank 0. */
+    int *fds;
+    int fd;
+    uint64_t token;
+    void *pmix_proc; /* pmix_proc_t of this process */
+    /* Optional: called about every 10 ms while a collective waits for its peers; a negative return
+       ends the collective with that code. efax_ctx_connect sets it to the context's progress. */
+    int (*idle)(void *user);
+    void *idle_user;
+    int idle_rc; /* what idle returned when it ended a collective (for its message) */
+};
 
-/* Checks rank `rank`'s record as this rank (on host `host`) received it: magic, wire version,
-   rank, a non-empty terminated host name, and for a record from this host a device ordinal
-   in 0..1023. *local (may be NULL) is set when the record is from this host (its handle can be
-   opened). Returns 0, -EFAX_E_VERSION or -EFAX_E_PEER (why says). Pure; thread safe. */
-EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local,
-                                   char *why, size_t wl);
+/* Finds the launcher and joins the job: PMIx (mpirun, srun --mpi=pmix, prterun), or the TCP
+   rendezvous from EFAX_RANK/EFAX_SIZE/EFAX_ROOT/EFAX_TOKEN. Either way the collectives below
+   run over TCP sockets to rank 0 (under PMIx, rank 0 publishes its address and a random token
+   through PMIx once: PMIx would keep every per-call key for the life of the job). Without a
+   launcher, fails with -EFAX_E_LAUNCH and a message saying how to launch (or runs alone if
+   allow_single). Gathers every rank's host name and computes local rank/size. Not thread safe. */
+EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc);
+
+/* Leaves the job; safe on a zeroed or failed efax_boot. */
+EFAX_API void efax_boot_deinit(efax_boot *b);
+
+/* How long a rank may wait for its turn in a benchmark whose ranks take turns (rank 0 with
+   rank 1, then rank 2, ...): the barrier between steps. A lost peer still ends the wait at
+   once (the launcher kills the job, or the rendezvous socket closes). */
+#define EFAX_TURN_MS (6 * 3600 * 1000)
+
+/* All-gather: every rank contributes len bytes; out receives size*len bytes, rank r's at
+   out + r*len. Collective: every rank calls it in the same order with the same len.
+   timeout_ms < 0: the boot's timeout. Returns 0, -FI_ETIMEDOUT naming the missing ranks, or
+   -EFAX_E_BOOT. Not thread safe. */
+EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms);
+
+/* Barrier over all ranks (timeout_ms < 0: the boot's timeout). */
+EFAX_API int efax_boot_barrier(efax_boot *b, int timeout_ms);
+
+/* Sums one value over all ranks (a barrier too). */
+EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeout_ms);
+
+/* This rank, the job size, and the NIC count of peer p (after efax_ctx_connect). */
+EFAX_API int efax_ctx_rank(const efax_ctx *ctx);
+EFAX_API int efax_ctx_size(const efax_ctx *ctx);
+EFAX_API int efax_ctx_peer_nnics(const efax_ctx *ctx, int peer);
+/* The host rank p runs on, as the bootstrap named it (after efax_ctx_connect; "?" before). */
+EFAX_API const char *efax_ctx_host(const efax_ctx *ctx, int p);
+/* Which local NIC receives what peer p sends from its NIC k (-1 if p has no NIC k). */
+EFAX_API int efax_ctx_route_in(const efax_ctx *ctx, int peer, int peer_nic);
+
+// >>topology --------------------------------------------------------------------------------
+
+/* Lists the NICs `provider` offers on this host (RDM endpoints with messages, tagged
+   messages and RMA), one entry per domain. provider: a name such as "efa", "tcp", "shm";
+   NULL picks as efax_ctx_init does. out: array of `max` entries (may be NULL to count).
+   *count receives the number found (may exceed max). Returns 0, -EFAX_E_NOPROV.
+   Thread safe. */
+EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, int *count);
+
+/* Writes into buf the providers that offer RDM endpoints with RMA on this host, comma
+   separated ("efa,efa-direct,tcp,shm": efa-direct, efa's other fabric in libfabric 2.x, where the
+   device offers what efax needs of it). Returns 0 or a negative code. Thread safe. */
+EFAX_API int efax_topo_providers(char *buf, size_t len);
+
+/* The provider efax uses when none is named: `want` if not NULL/empty, else $EFAX_PROVIDER,
+   else efa, tcp or shm, the first present. "efa-direct" names efa's other fabric (libfabric 2.x:
+   only what the device does; efax_caps.direct); "efa" is efa's RDM protocol. Writes it into buf.
+   Returns 0 or -EFAX_E_NOPROV. It does not refuse a fall back from efa on a host with EFA devices:
+   efax_ctx_init does (efax_topo_efa_devices). Thread safe. */
+EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len);
+
+/* The EFA devices the kernel has: entries of <root>/sys/class/infiniband whose device/vendor is
+   Amazon's (0x1d0f), whatever libfabric sees. names (may be NULL) gets them comma separated.
+   Returns how many. efax_ctx_init refuses to fall back to tcp or shm where there are some and
+   no provider was named; the doctor compares them with what libfabric offers. Thread safe. */
+EFAX_API int efax_topo_efa_devices(char *names, size_t len);
+
+/* NVIDIA GPUs on the PCI bus under root (vendor 0x10de, class 0x03xxxx: what a program without CUDA
+   sees), their PCI addresses in pci[] sorted, at most max (pci may be NULL to count). Returns how
+   many there are. Thread safe. */
+EFAX_API int efax_topo_gpus(const char *root, char (*pci)[16], int max);
+
+/* Where efax reads the PCI tree: $EFAX_SYSFS_ROOT, a directory holding a "sys" tree (tests/topo/p5
+   and tests/topo/p4d are synthetic ones shaped like a p5's and a p4d's: their NOTE.md), or "" for
+   the live /sys. Every
+   topology path is root + "/sys/...". Thread safe. */
+EFAX_API const char *efax_topo_sysfs_root(void);
+
+/* How near two PCI devices ("0000:53:00.0") sit: the number of PCI components (host bridge,
+   root port, switch ports) their sysfs paths share under root. 0 when either is unknown or
+   they sit under different host bridges; more is nearer (behind one PCIe switch: 3 or more).
+   Thread safe. */
+EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b);
+
+/* NUMA node of PCI device `pci` under root; -1 when unknown. Thread safe. */
+EFAX_API int efax_topo_pci_numa(const char *root, const char *pci);
+
+/* Which of `nics` a rank should use by default. dev_pci (its GPU's PCI address, or NULL/""):
+   the NICs sharing the most PCI path with it (a p5's 4 behind the GPU's switch, a p4d's one),
+   as aws-ofi-nccl does (nccl_ofi_topo.cpp), shared out among the GPUs behind the same switch when
+   there are NICs enough (a p5en's or p6-b200's 2 GPUs and 2 NICs: one each; GPUs read from sysfs,
+   efax_topo_gpus); else numa >= 0: the NICs on that NUMA node.
+   out: indices into nics, at most max. Returns how many (0: no preference: use them all).
+   Reads sysfs under root only for PCI depths. Thread safe. */
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
+                            int numa, int *out, int max);
+
+/* Groups NICs by the PCIe switch they hang off, read under root: NICs whose PCI paths agree on all
+   but their last two components (the NIC and the switch port above it) share a switch (a p5: 8
+   groups of 4, a p4d: 4 of 1). group[i] gets NIC i's group, numbered in the order of the groups'
+   PCI paths, so every rank of a host numbers them alike; -1 for a NIC with no PCI path there.
+   Returns the number of groups (0: no NIC has a PCI path). Thread safe. */
+EFAX_API int efax_topo_switch_groups(const char *root, const efax_nic_info *nics, int nnics, int *group);
+
+/* Which of `nics` a rank moving host memory uses by default: whole PCIe switch groups
+   (efax_topo_switch_groups), shared out among the local_size ranks of the host as device memory
+   effectively is (each GPU's rank takes the switch it sits behind). Local rank i takes group
+   i mod G when there are G groups or fewer than ranks, else every group g with g mod local_size
+   == i. numa >= 0 (the rank is bound to a node): only the groups with NICs on that node, shared
+   among the ranks expected there (local_size in proportion to the groups). local_size <= 0
+   counts as 1. out: indices into nics, at most max; why (may be NULL) gets which groups, e.g.
+   "PCIe switch group 2 of 8, local rank 2 of 8". Returns how many (0: no groups known: no
+   preference). Thread safe. */
+EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, int nnics, int numa,
+                                 int local_rank, int local_size, int *out, int max, char *why, size_t wl);
 
 // >>counters --------------------------------------------------------------------------------
 
@@ -1519,6 +1376,149 @@ EFAX_API int efax_os_write_verdict(const efax_os_counters *c, uint64_t wrote, ch
    tx_dropped + rx_dropped + tx_errors + rx_errors of tx_packets. Returns 0, or -FI_ENOENT (both
    0) when c holds none of them. Pure. */
 EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, uint64_t *sent);
+
+// >>faults ----------------------------------------------------------------------------------
+
+/* A fault layer at efax's boundary with libfabric (each fi_* call of the data path goes through a
+   small wrapper), off unless $EFAX_FAULTS names families: then tcp and shm behave as efa may,
+   which they otherwise never do. EFAX_FAULTS=family,family,...[:seed], read once by
+   efax_ctx_init; the families:
+     reorder     completions handed on in any order, within a NIC and across NICs, a few held
+                 back for many polls; writes handed to the provider late, so a write lands before,
+                 after or between the notifications that follow it (efa orders neither)
+     eagain      any post refused with -FI_EAGAIN, in bursts lasting 1 to 2048 polls of the NIC's
+                 completion queue (efa's RNR back-off and full queues)
+     injectfail  an injected send, write or notification dropped after it was counted done, its
+                 error entry (op_context NULL, an efa provider errno) arriving polls later; now and
+                 then a completion turned into an error entry with a provider errno
+     rxfail      a peer's write, now and then, turned at its target into the error entry efa gives a
+                 failed incoming write (NULL context, FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, no data:
+                 nothing names the writer, so the target's next wait for arrivals fails with it);
+                 rxfail=N: the N-th incoming write of a NIC is the first
+     emulated    every endpoint says its writes are emulated (FI_OPT_EFA_EMULATED_WRITE, read through
+                 efax's getopt wrapper, on every provider and line): flagged, and efa still delivers;
+                 emulated=odd: only odd ranks' do (even ranks' say not), a mismatched peer, which
+                 efax_ctx_connect refuses, naming both ranks
+     smallrma    the endpoint's max RMA size reads 64 KiB (smallrma=SIZE: another), so every large
+                 write is many chunks
+     all         every family above
+   and two that impose a fabric's limits rather than faults (not part of `all`):
+     direct      efa-direct's (libfabric 2.x's other efa fabric, --provider efa-direct): no tagged
+                 operations, messages of at most 8 KiB (FI_OPT_MAX_MSG_SIZE, the device's MTU), no
+                 inject writes but of 0 bytes (FI_OPT_INJECT_RMA_SIZE 0), sends and injects of at
+                 most 32 bytes (the device's inline size), a descriptor for every buffer
+                 (FI_MR_LOCAL), no message order, nothing emulated. efax runs as on efa-direct (its
+                 control messages become 0-byte writes) and a call that breaks a limit is refused as
+                 efa-direct would refuse it, counted, and named (a bug: the count must stay 0)
+     cqmax=N     fi_cq_open refuses a queue of more than N entries, as a device with a smaller
+                 max_cqe would (efax then opens one at the provider's own size)
+   Decisions come from a seeded generator per rank and NIC (after efax_ctx_connect every rank
+   takes rank 0's seed), so a seed gives the same decisions for the same sequence of calls; how
+   processes interleave still varies. Whatever the families, posts with FI_MORE wait for the
+   next post without it, as efa's do (its doorbell), and the layer checks that efax never leaves
+   a batch ending on FI_MORE (a sticky error if it does). */
+enum {
+    EFAX_FAULT_REORDER = 1u << 0,
+    EFAX_FAULT_EAGAIN = 1u << 1,
+    EFAX_FAULT_INJECTFAIL = 1u << 2,
+    EFAX_FAULT_EMULATED = 1u << 3,
+    EFAX_FAULT_SMALLRMA = 1u << 4,
+    EFAX_FAULT_RXFAIL = 1u << 5,
+    EFAX_FAULT_ALL = 0x3fu
+};
+
+/* The families that impose a fabric's limits rather than faults: outside EFAX_FAULT_ALL. */
+enum { EFAX_FAULT_DIRECT = 1u << 6, EFAX_FAULT_CQMAX = 1u << 7 };
+
+/* An EFAX_FAULTS value, parsed. */
+typedef struct efax_fault_spec {
+    unsigned families; /* EFAX_FAULT_* bits; 0: off */
+    uint64_t seed;     /* when has_seed */
+    bool has_seed;
+    uint64_t cq_max;       /* cqmax=N: the largest completion queue fi_cq_open takes */
+    uint64_t rma;          /* smallrma's max RMA size: 64 KiB, or smallrma=SIZE */
+    uint64_t inject_first; /* injectfail=N: the N-th inject the provider takes is the first dropped
+                                 (0: one of the 16th to 271st, drawn from the seed) */
+    bool emulated_odd;     /* emulated=odd: only odd ranks' writes are emulated */
+    uint64_t rx_first;     /* rxfail=N: a NIC's N-th incoming write is the first to fail (0: drawn) */
+} efax_fault_spec;
+
+/* Parses an EFAX_FAULTS value (NULL or "": off). Returns 0, or -EFAX_E_USAGE with a one-line
+   reason naming the value and the valid families in why. Pure; thread safe. */
+EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why, size_t wl);
+
+/* What the fault layer did so far in this process (zeroes when it is off). */
+typedef struct efax_fault_stats {
+    uint64_t held;       /* reorder: completions handed on later or out of order */
+    uint64_t deferred;   /* reorder: writes handed to the provider late */
+    uint64_t refused;    /* eagain: posts refused with -FI_EAGAIN */
+    uint64_t bursts;     /* eagain: bursts of refusals */
+    uint64_t failed;     /* injectfail: injected operations dropped, each with an error entry */
+    uint64_t errored;    /* injectfail: completions turned into error entries */
+    uint64_t emulated;   /* emulated: NICs that said their writes are emulated */
+    uint64_t capped;     /* smallrma: NICs whose max RMA size was cut */
+    uint64_t direct;     /* direct: calls refused for breaking efa-direct's limits (a bug: must stay 0) */
+    uint64_t cq_refused; /* cqmax: completion queues refused for their size */
+
+    uint64_t batched;     /* posts with FI_MORE that waited for the doorbell */
+    uint64_t interrupted; /* posts refused while a batch with FI_MORE waited for its doorbell */
+    uint64_t unrung;      /* batches efax left ending on FI_MORE (a bug: must stay 0) */
+    uint64_t rxfailed;    /* rxfail: incoming writes turned into error entries */
+} efax_fault_stats;
+
+/* The fault families in force as a replayable EFAX_FAULTS value with its seed
+   ("reorder,eagain:1234"), or "" when the layer is off. For run headers. */
+EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx);
+/* The fault layer's counts for this process. */
+EFAX_API efax_fault_stats efax_ctx_fault_stats(const efax_ctx *ctx);
+
+// >>gpu wire (what efax_cuda.h decodes from GPUs and peers) ------------------------------------
+
+/* efax_cuda.h's GPU producers push proxy commands of EFAX_CMD_WORDS 64-bit words, and ranks on
+   one host exchange IPC records. Both are decoded and checked here, as pure host code (no
+   CUDA), so that host tools and fuzzers (tests/fuzz.c) run the same checks the proxy and
+   efax_ipc_open run.
+   Command words: w[0] = op (8 bits) | flags << 8 (8) | producer << 16 (16) | destination rank
+   << 32; w[1] source offset; w[2] destination offset; w[3] size; w[4] = tag (low 16 bits used)
+   | seq << 32; w[5] the producer's command number (1, 2, ...; fences count); w[6] producer. */
+#define EFAX_CMD_WORDS 7
+enum { EFAX_CMD_PUT = 1, EFAX_CMD_FENCE = 2 };
+enum { EFAX_PUT_SPLIT = 1 }; /* post this write over every NIC (split mode) */
+
+typedef struct efax_cmd {
+    uint32_t op, flags, producer;
+    int dst, tag;
+    uint32_t seq;
+    uint64_t soff, doff, size, number;
+} efax_cmd;
+
+/* Decodes command words w into c and checks them: the producer below `producers`, the
+   number `expected` (the producer's next), a known op, and for a put: flags known, the
+   destination a rank of the job other than `rank`, [soff, soff+size) inside the source window
+   of src_len bytes and [doff, doff+size) inside dst->remote[destination] (an exchanged
+   efax_mr). Returns 0, or -EFAX_E_PEER with the reason in why (c is filled as far as
+   decoded). Pure; thread safe. */
+EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected,
+                             int rank, int size, uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why,
+                             size_t wl);
+
+/* What a rank tells the ranks of its host about a device buffer (efax_ipc_open); handle is
+   the CUDA IPC handle's 64 bytes. */
+#define EFAX_IPC_MAGIC 0x45465849u /* "EFXI" */
+typedef struct efax_ipc_record {
+    uint32_t magic, wire;
+    int32_t rank, device;
+    char host[64];
+    uint64_t len;
+    uint8_t handle[64];
+} efax_ipc_record;
+
+/* Checks rank `rank`'s record as this rank (on host `host`) received it: magic, wire version,
+   rank, a non-empty terminated host name, and for a record from this host a device ordinal
+   in 0..1023. *local (may be NULL) is set when the record is from this host (its handle can be
+   opened). Returns 0, -EFAX_E_VERSION or -EFAX_E_PEER (why says). Pure; thread safe. */
+EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local,
+                                   char *why, size_t wl);
 
 // >>private types (declared here so callers can embed them; do not touch their fields) ---------
 
@@ -1772,6 +1772,98 @@ EFAX_PRIVATE uint64_t efax__host_check(efax_buf *b, uint64_t off, uint64_t len, 
 EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff,
                                   uint64_t len);
 
+// >>hints, and what the core calls of the sections at the end ---------------------------------
+
+/* The hot path's branch hints: the error side of a check, kept out of line (EFAX__COLD), costs
+   the common side nothing but the test. */
+#ifndef EFAX__UNLIKELY
+#if defined(__GNUC__)
+#define EFAX__UNLIKELY(c) __builtin_expect(!!(c), 0)
+#define EFAX__COLD __attribute__((noinline, cold))
+#else
+#define EFAX__UNLIKELY(c) (c)
+#define EFAX__COLD
+#endif
+#endif
+#if defined(__GNUC__)
+#define EFAX__LIKELY(c) __builtin_expect(!!(c), 1)
+#define EFAX__HOT_INLINE static inline __attribute__((always_inline)) /* the poll that finds nothing */
+#define EFAX__NOINLINE __attribute__((noinline)) /* keeps its frame out of the caller's */
+#else
+#define EFAX__LIKELY(c) (c)
+#define EFAX__HOT_INLINE static inline
+#define EFAX__NOINLINE
+#endif
+/* The posts every message makes (efax_send, efax_recv, efax_write), a target's announcement of
+   each write (efax_expect_write) and efax_wait's test for a transfer already done: in C with GCC
+   or clang their definitions are inline, so that a caller compiled with the
+   implementation (EFAX_IMPLEMENTATION in the same file, as the drivers are) runs them without a
+   call, a frame and argument passing, and with what it passes as constants folded in. (The waits
+   stay out of line: their polls are what tests/instr.sh counts as calls of a wait into libfabric,
+   and each wait would be a new copy of the poll loop.) The prototypes are extern, so the
+   definition is still the external one other translation units call (C11 6.7.4p7). Not in C++
+   (g++, nvcc): there an inline function has vague linkage, and a file that inlined every use need
+   not emit it for the others. EFAX_NO_API_INLINE keeps them out of line. */
+#if defined(__GNUC__) && !defined(__cplusplus) && !defined(EFAX_NO_API_INLINE)
+#define EFAX__API_INLINE __attribute__((always_inline)) inline
+/* clang's -Wstatic-in-inline holds any inline function with external linkage to C11 6.7.4p3, which
+   constrains inline definitions only; these are external ones (p7: the prototypes say extern), so
+   they may call the file's static functions. Popped at the implementation's end. */
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wstatic-in-inline"
+#define EFAX__API_INLINE_POP
+#endif
+#else
+#define EFAX__API_INLINE
+#endif
+
+/* efa-direct as the fault layer emulates it: its device limits */
+#define EFAX__F_DIRECT_MSG 8192u  /* FI_OPT_MAX_MSG_SIZE: the device's MTU (ibv_port_attr.max_msg_sz) */
+#define EFAX__F_DIRECT_INLINE 32u /* FI_OPT_INJECT_MSG_SIZE: the device's inline_buf_size */
+
+/* The topology's discovery (>>topology, at the end): what context init asks of libfabric and sysfs. */
+EFAX_PRIVATE int efax__cpu_numa(const char *root);
+EFAX_PRIVATE int efax__domains(struct fi_info *list, struct fi_info **pick, int max);
+EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n);
+EFAX_PRIVATE int efax__getinfo(const char *prov, bool hmem, struct fi_info **out);
+EFAX_PRIVATE bool efax__is_efa_direct(const struct fi_info *fi);
+EFAX_PRIVATE int efax__topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
+                                 int numa, int *out, int max, int *shares);
+
+/* libfabric's data path: every call goes through one of these doors, one predictable branch while
+   the fault layer is off (n->fault NULL), the layer's cold side when it is on (>>faults, at the end). */
+EFAX_PRIVATE int efax__fi_cq_open(efax_ctx *ctx, efax__nic *n, struct fi_cq_attr *attr);
+static inline ssize_t efax__fi_cq_read(efax__nic *n, struct fi_cq_data_entry *buf, size_t count);
+static inline ssize_t efax__fi_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e);
+static inline const char *efax__fi_cq_strerror(efax__nic *n, const struct fi_cq_err_entry *e, char *buf,
+                                               size_t len);
+static inline ssize_t efax__fi_inject(efax__nic *n, const void *buf, size_t len, fi_addr_t a);
+static inline ssize_t efax__fi_inject_write(efax__nic *n, const void *buf, size_t len, fi_addr_t a,
+                                            uint64_t raddr, uint64_t key);
+static inline ssize_t efax__fi_inject_writedata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                                fi_addr_t a, uint64_t raddr, uint64_t key);
+static inline ssize_t efax__fi_injectdata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                          fi_addr_t a);
+static inline ssize_t efax__fi_recv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a, void *ctx);
+static inline ssize_t efax__fi_sendmsg(efax__nic *n, const struct fi_msg *m, uint64_t flags);
+static inline ssize_t efax__fi_tinjectdata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                           fi_addr_t a, uint64_t tag);
+static inline ssize_t efax__fi_trecv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a,
+                                     uint64_t tag, void *ctx);
+static inline ssize_t efax__fi_writemsg(efax__nic *n, const struct fi_msg_rma *m, uint64_t flags);
+
+/* The fault layer's life cycle and checks (>>faults, at the end). */
+EFAX__COLD EFAX_PRIVATE void efax__f_bell_check(efax__nic *n);
+EFAX_PRIVATE void efax__fault_close(efax__nic *n);
+EFAX_PRIVATE int efax__fault_open(efax_ctx *ctx, efax__nic *n);
+EFAX_PRIVATE void efax__faults_arm(efax_ctx *ctx, uint64_t seed);
+EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx);
+EFAX_PRIVATE void efax__faults_limits_summary(efax_ctx *ctx);
+EFAX_PRIVATE void efax__faults_summary(efax_ctx *ctx);
+EFAX_PRIVATE int efax__getopt_emulated(efax_ctx *ctx, efax__nic *n, bool *emulated);
+EFAX_PRIVATE int efax__getopt_max_rma(efax_ctx *ctx, efax__nic *n, size_t *v);
+
 // >>config (implementation) ------------------------------------------------------------------
 
 EFAX_API const char *efax_strerror(int code) {
@@ -1978,541 +2070,6 @@ EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src) {
     dst[n] = 0;
 }
 
-// >>topology (implementation) ------------------------------------------------------------------
-
-/* The hints behind every fi_getinfo efax makes. Beyond the capabilities, what efax asks for:
-   - cq_data_size = 4: efax's immediate data is 32 bits and efa carries exactly 4 bytes
-     (fi_efa(7); prov/efa efa_prov_info.c). Asked for in the hints, as fabtests (common/shared.c)
-     and aws-ofi-nccl do, so a provider with less never appears rather than failing after it
-     was opened (efax_ctx_init still checks what it got).
-   - msg_order FI_ORDER_SAS on transmit and receive, when `sas`: efa's transport (SRD) is
-     unordered and efa grants send-after-send only to hints that ask (efa_user_info.c
-     intersects the hints' msg_order with what it can do); aws-ofi-nccl asks too. tcp and shm
-     grant it unasked. efax does not rely on it (its receivers identify a message by its
-     immediate data, never by arrival order); it makes efa behave as the others do.
-     efax__getinfo asks again without it when a provider cannot order.
-   prov "efa-direct" asks for that fabric of efa (efax__is_efa_direct): no FI_TAGGED, which it lacks
-   (efax's control messages are then 0-byte writes), and no FI_RX_CQ_DATA, so efa offers it only
-   where the device has unsolicited write recv (efa_user_info.c efa_user_info_alter_direct): a
-   write with immediate data then consumes no receive at the target, as efax's writes need. Which
-   fabric is chosen is efax__getinfo's business. */
-EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem, bool sas) {
-    struct fi_info *h = fi_allocinfo();
-    bool direct = prov && !strcasecmp(prov, "efa-direct");
-    if (!h) return NULL;
-    h->ep_attr->type = FI_EP_RDM;
-    h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
-    if (direct) h->caps &= ~(uint64_t)FI_TAGGED;
-    /* The modes efax can honour: operation contexts are efax_op (fi_context2 first) and
-       iovecs live in the op until completion. */
-    h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV;
-    h->domain_attr->mr_mode =
-        FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-    h->domain_attr->threading = FI_THREAD_DOMAIN;
-    h->domain_attr->cq_data_size = 4;
-    if (sas) {
-        h->tx_attr->msg_order = FI_ORDER_SAS;
-        h->rx_attr->msg_order = FI_ORDER_SAS;
-    }
-    if (hmem) {
-        h->caps |= FI_HMEM;
-        h->domain_attr->mr_mode |= FI_MR_HMEM;
-    }
-    if (prov && *prov && !(h->fabric_attr->prov_name = strdup(direct ? "efa" : prov))) {
-        fi_freeinfo(h);
-        return NULL;
-    }
-    if (direct && !(h->fabric_attr->name = strdup("efa-direct"))) {
-        fi_freeinfo(h);
-        return NULL;
-    }
-    return h;
-}
-
-/* True for an entry of libfabric 2.x's "efa-direct" fabric. It is listed before "efa" with the
-   same domain names (prov/efa/src/efa_prov.c), so a choice by domain name alone could take it.
-   It carries only what the device does (prov/efa/docs/efa_fabric_comparison.md): no FI_TAGGED,
-   messages of at most the MTU, nothing emulated, the target's AV holding the initiator before an
-   RMA. efax takes it only when asked by name (--provider efa-direct, efax__getinfo); "efa" means
-   efa's RDM protocol. The fabric is matched by name, not by hints: libfabric 1.x named efa's
-   fabric after the device's GID prefix ("EFA-fe80::..."), so a hint of "efa" would hide every
-   1.x NIC. */
-EFAX_PRIVATE bool efax__is_efa_direct(const struct fi_info *fi) {
-    const char *f = fi->fabric_attr ? fi->fabric_attr->name : NULL;
-    return f && !strcasecmp(f, "efa-direct");
-}
-
-/* fi_getinfo with efax's hints: first asking for send-after-send ordering, then, if the
-   provider offers nothing so, without it. efa-direct entries are kept only when prov names it,
-   and only they then. *out is NULL when nothing matches. */
-EFAX_PRIVATE int efax__getinfo(const char *prov, bool hmem, struct fi_info **out) {
-    int rc = 0, pass;
-    bool direct = prov && !strcasecmp(prov, "efa-direct");
-    *out = NULL;
-    for (pass = 0; pass < 2 && !*out; pass++) {
-        struct fi_info *h = efax__hints(prov, hmem, pass == 0), **pp;
-        if (!h) return -FI_ENOMEM;
-        rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, h, out);
-        fi_freeinfo(h);
-        if (rc == -FI_ENODATA) *out = NULL, rc = 0;
-        if (rc) return rc;
-        for (pp = out; *pp;) {
-            struct fi_info *fi = *pp;
-            if (efax__is_efa_direct(fi) == direct) {
-                pp = &fi->next;
-                continue;
-            }
-            *pp = fi->next;
-            fi->next = NULL;
-            fi_freeinfo(fi);
-        }
-    }
-    return rc;
-}
-
-EFAX_PRIVATE int efax__read_sysfs(const char *path, char *buf, size_t len) {
-    FILE *f = fopen(path, "r");
-    size_t n;
-    if (!f) return -1;
-    n = fread(buf, 1, len - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) buf[--n] = 0;
-    return 0;
-}
-
-EFAX_PRIVATE bool efax__is_pci(const char *s) {
-    unsigned a, b, c, d;
-    char tail;
-    return strlen(s) == 12 && sscanf(s, "%4x:%2x:%2x.%1x%c", &a, &b, &c, &d, &tail) == 4;
-}
-
-/* The PCI device a network interface sits on: the deepest PCI component of its sysfs path. */
-EFAX_PRIVATE void efax__if_pci(const char *ifname, char *pci, size_t len) {
-    char path[PATH_MAX], real[PATH_MAX], *tok, *save = NULL;
-    pci[0] = 0;
-    snprintf(path, sizeof path, "%s/sys/class/net/%s/device", efax_topo_sysfs_root(), ifname);
-    if (!realpath(path, real)) return;
-    for (tok = strtok_r(real, "/", &save); tok; tok = strtok_r(NULL, "/", &save))
-        if (efax__is_pci(tok)) efax__copy(pci, len, tok);
-}
-
-EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
-    char path[PATH_MAX], buf[64];
-    memset(n, 0, sizeof *n);
-    efax__copy(n->provider, sizeof n->provider, fi->fabric_attr->prov_name);
-    efax__copy(n->name, sizeof n->name, fi->domain_attr->name);
-    efax__copy(n->fabric, sizeof n->fabric, fi->fabric_attr->name);
-    n->numa = -1;
-    n->efa_shm = n->emulated_write = n->cuda_api = n->gpudirect = n->unsolicited_write_recv = -1;
-    n->caps = fi->caps;
-    n->mode = fi->mode;
-    n->mr_mode = (uint64_t)fi->domain_attr->mr_mode;
-    n->msg_order = fi->tx_attr ? fi->tx_attr->msg_order : 0;
-    n->cq_data_size = fi->domain_attr->cq_data_size;
-    n->max_msg_size = fi->ep_attr->max_msg_size;
-    n->inject_size = fi->tx_attr->inject_size;
-    n->inject_rma_size = fi->tx_attr->inject_size;
-    n->max_rma_size = fi->ep_attr->max_msg_size;
-    n->max_send_size = fi->ep_attr->max_msg_size;
-    n->tx_size = fi->tx_attr->size;
-    n->rx_size = fi->rx_attr->size;
-    n->mr_key_size = fi->domain_attr->mr_key_size;
-    n->addr_format = fi->addr_format;
-    n->hmem = (fi->caps & FI_HMEM) != 0;
-    n->loopback = !strcmp(n->name, "lo") || !strncmp(n->fabric, "127.", 4) || !strcmp(n->fabric, "::1/128");
-    if (fi->nic && fi->nic->bus_attr && fi->nic->bus_attr->bus_type == FI_BUS_PCI) {
-        const struct fi_pci_attr *p = &fi->nic->bus_attr->attr.pci;
-        snprintf(n->pci, sizeof n->pci, "%04x:%02x:%02x.%x", p->domain_id, p->bus_id, p->device_id,
-                 p->function_id);
-    }
-    if (fi->nic && fi->nic->link_attr && fi->nic->link_attr->speed)
-        n->link_gbps = (double)fi->nic->link_attr->speed / 1e9;
-    if (!n->pci[0]) efax__if_pci(n->name, n->pci, sizeof n->pci);
-    if (n->link_gbps == 0) {
-        snprintf(path, sizeof path, "%s/sys/class/net/%s/speed", efax_topo_sysfs_root(), n->name);
-        if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0) n->link_gbps = atoi(buf) / 1000.0;
-    }
-    /* A network interface with no device behind it (veth, bridge, tun, lo) reports a nominal
-       speed (a veth says 10 Gbit/s) that no link enforces: the line rate is unknown there. */
-    snprintf(path, sizeof path, "%s/sys/class/net/%s", efax_topo_sysfs_root(), n->name);
-    if (access(path, F_OK) == 0) {
-        snprintf(path, sizeof path, "%s/sys/class/net/%s/device", efax_topo_sysfs_root(), n->name);
-        if (access(path, F_OK) != 0) n->link_gbps = 0;
-    }
-    if (n->pci[0]) n->numa = efax_topo_pci_numa(efax_topo_sysfs_root(), n->pci);
-}
-
-EFAX_API const char *efax_topo_sysfs_root(void) {
-    const char *r = getenv("EFAX_SYSFS_ROOT");
-    return r ? r : "";
-}
-
-EFAX_API int efax_topo_efa_devices(char *names, size_t len) {
-    char dir[PATH_MAX], path[PATH_MAX + 300], vendor[32];
-    DIR *dp;
-    struct dirent *de;
-    size_t u = 0;
-    int n = 0;
-    if (names && len) names[0] = 0;
-    snprintf(dir, sizeof dir, "%s/sys/class/infiniband", efax_topo_sysfs_root());
-    if (!(dp = opendir(dir))) return 0;
-    while ((de = readdir(dp))) {
-        if (de->d_name[0] == '.') continue;
-        snprintf(path, sizeof path, "%s/%s/device/vendor", dir, de->d_name);
-        if (efax__read_sysfs(path, vendor, sizeof vendor) || strcmp(vendor, "0x1d0f")) continue;
-        n++;
-        if (names && u < len) u += (size_t)snprintf(names + u, len - u, "%s%s", u ? "," : "", de->d_name);
-    }
-    closedir(dp);
-    return n;
-}
-
-EFAX_PRIVATE int efax__cmp_pci(const void *a, const void *b) {
-    return strcmp((const char *)a, (const char *)b);
-}
-
-EFAX_API int efax_topo_gpus(const char *root, char (*pci)[16], int max) {
-    char dir[PATH_MAX], path[PATH_MAX + 300], v[32], c[32];
-    char found[64][16];
-    DIR *dp;
-    struct dirent *de;
-    int n = 0, i;
-    snprintf(dir, sizeof dir, "%s/sys/bus/pci/devices", root ? root : "");
-    if (!(dp = opendir(dir))) return 0;
-    while ((de = readdir(dp)) && n < 64) {
-        if (!efax__is_pci(de->d_name)) continue;
-        snprintf(path, sizeof path, "%s/%s/vendor", dir, de->d_name);
-        if (efax__read_sysfs(path, v, sizeof v) || strcmp(v, "0x10de")) continue;
-        snprintf(path, sizeof path, "%s/%s/class", dir, de->d_name);
-        if (efax__read_sysfs(path, c, sizeof c) || strncmp(c, "0x03", 4)) continue;
-        efax__copy(found[n++], 16, de->d_name);
-    }
-    closedir(dp);
-    qsort(found, (size_t)n, sizeof found[0], efax__cmp_pci);
-    for (i = 0; pci && i < n && i < max; i++) memcpy(pci[i], found[i], 16);
-    return n;
-}
-
-EFAX_API int efax_topo_pci_numa(const char *root, const char *pci) {
-    char path[PATH_MAX], buf[32];
-    if (!pci || !efax__is_pci(pci)) return -1;
-    snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s/numa_node", root ? root : "", pci);
-    return efax__read_sysfs(path, buf, sizeof buf) ? -1 : atoi(buf);
-}
-
-/* The PCI components of a device's sysfs path, from its host bridge ("pci0000:00") down:
-   /sys/bus/pci/devices/X links to /sys/devices/pci0000:00/0000:00:01.0/.../X. Returns how
-   many were written to comp, or 0. */
-EFAX_PRIVATE int efax__pci_path(const char *root, const char *pci, char comp[][16], int max) {
-    char path[PATH_MAX], real[PATH_MAX], *at, *next, *tok, *save = NULL;
-    int n = 0;
-    if (!pci || !efax__is_pci(pci)) return 0;
-    snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s", root ? root : "", pci);
-    if (!realpath(path, real) || !(at = strstr(real, "/sys/devices/pci"))) return 0;
-    while ((next = strstr(at + 1, "/sys/devices/pci"))) at = next; /* the tree's own, under any root */
-    for (tok = strtok_r(at + strlen("/sys/devices/"), "/", &save); tok && n < max;
-         tok = strtok_r(NULL, "/", &save))
-        efax__copy(comp[n++], 16, tok);
-    return n;
-}
-
-EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b) {
-    char ca[16][16], cb[16][16];
-    int na = efax__pci_path(root, a, ca, 16), nb = efax__pci_path(root, b, cb, 16), d = 0;
-    while (d < na && d < nb && !strcmp(ca[d], cb[d])) d++;
-    return d;
-}
-
-/* Sorts NIC indices out[0..n) by the NICs' PCI addresses: shares of a switch's NICs are dealt in PCI
-   order, the same on every rank of a host whatever order the provider listed them in. */
-EFAX_PRIVATE void efax__sort_by_pci(const efax_nic_info *nics, int *out, int n) {
-    int i, j;
-    for (i = 1; i < n; i++)
-        for (j = i; j > 0 && strcmp(nics[out[j - 1]].pci, nics[out[j]].pci) > 0; j--) {
-            int t = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = t;
-        }
-}
-
-/* Of n NICs tied nearest GPU dev_pci at PCI depth best, the share of that GPU when other GPUs are
-   as near them (behind the same PCIe switch): a p5en's or p6-b200's switch holds 2 GPUs and 2 NICs
-   (aws-ofi-nccl platform-aws.cpp, which sets NCCL_NETDEVS_POLICY=max:1 there), and both GPUs'
-   ranks taking both NICs would each be half as fast as it could. The i-th of g such GPUs (in PCI
-   order, as every rank numbers them) takes the NICs j with j mod g == i, when there are at least g
-   NICs; fewer NICs than GPUs (a p4d: 2 GPUs, 1 NIC) are shared. *shares: how many GPUs took shares
-   (1: none). Returns the new count. */
-EFAX_PRIVATE int efax__near_share(const char *root, const efax_nic_info *nics, const char *dev_pci, int best,
-                                  int *out, int n, int *shares) {
-    char gpus[64][16];
-    int ng = efax_topo_gpus(root, gpus, 64), g, mine = -1, peers = 0, k = 0, j;
-    if (ng > 64) ng = 64;
-    for (g = 0; g < ng; g++) {
-        if (efax_topo_pci_depth(root, gpus[g], nics[out[0]].pci) < best) continue;
-        if (!strcasecmp(gpus[g], dev_pci)) mine = peers;
-        peers++;
-    }
-    *shares = 1;
-    if (mine < 0 || peers < 2 || n < peers) return n;
-    efax__sort_by_pci(nics, out, n);
-    for (j = 0; j < n; j++)
-        if (j % peers == mine) out[k++] = out[j];
-    *shares = peers;
-    return k;
-}
-
-/* efax_topo_near; *shares (may be NULL): how many GPUs share the nearest NICs out (1: this GPU's
-   alone, or no GPU given). */
-EFAX_PRIVATE int efax__topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
-                                 int numa, int *out, int max, int *shares) {
-    int i, n = 0, best = 0, one;
-    if (!shares) shares = &one;
-    *shares = 1;
-    if (dev_pci && *dev_pci) {
-        for (i = 0; i < nnics; i++) {
-            int d = nics[i].pci[0] ? efax_topo_pci_depth(root, dev_pci, nics[i].pci) : 0;
-            if (d == 0 || d < best) continue;
-            if (d > best) n = 0, best = d;
-            if (n < max) out[n++] = i;
-        }
-        return n > 1 ? efax__near_share(root, nics, dev_pci, best, out, n, shares) : n;
-    }
-    if (numa < 0) return 0;
-    for (i = 0; i < nnics; i++)
-        if (nics[i].numa == numa && n < max) out[n++] = i;
-    return n;
-}
-
-EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
-                            int numa, int *out, int max) {
-    return efax__topo_near(root, nics, nnics, dev_pci, numa, out, max, NULL);
-}
-
-/* A NIC's switch key: its PCI path without the last two components (the NIC and the switch
-   port above it), joined by '/'; "" when its path is unknown or too short to have a parent. */
-EFAX_PRIVATE void efax__switch_key(const char *root, const char *pci, char *key, size_t len) {
-    char comp[16][16];
-    int n = efax__pci_path(root, pci, comp, 16), i;
-    size_t u = 0;
-    key[0] = 0;
-    if (n < 2) return;
-    if (n == 2) n = 3; /* a NIC straight under its host bridge: the bridge is its group */
-    for (i = 0; i < n - 2 && u + 17 < len; i++)
-        u += (size_t)snprintf(key + u, len - u, "%s%s", i ? "/" : "", comp[i]);
-}
-
-EFAX_API int efax_topo_switch_groups(const char *root, const efax_nic_info *nics, int nnics, int *group) {
-    char(*key)[272] = NULL;
-    int i, j, ngroups = 0;
-    if (nnics <= 0) return 0;
-    if (!(key = (char(*)[272])calloc((size_t)nnics, sizeof *key))) {
-        for (i = 0; i < nnics; i++) group[i] = -1;
-        return 0;
-    }
-    for (i = 0; i < nnics; i++) efax__switch_key(root, nics[i].pci, key[i], sizeof key[i]);
-    /* group number = how many distinct keys sort before this one: the same on every rank */
-    for (i = 0; i < nnics; i++) {
-        group[i] = -1;
-        if (!key[i][0]) continue;
-        group[i] = 0;
-        for (j = 0; j < nnics; j++) {
-            int k;
-            if (!key[j][0] || strcmp(key[j], key[i]) >= 0) continue;
-            for (k = 0; k < j; k++)
-                if (!strcmp(key[k], key[j])) break;
-            if (k == j) group[i]++;
-        }
-        if (group[i] + 1 > ngroups) ngroups = group[i] + 1;
-    }
-    free(key);
-    return ngroups;
-}
-
-EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, int nnics, int numa,
-                                 int local_rank, int local_size, int *out, int max, char *why, size_t wl) {
-    int group[256], cand[256], ncand = 0, ngroups, share, mine, i, j, n = 0;
-    bool take[256];
-    size_t u = 0;
-    char list[160];
-    if (why && wl) why[0] = 0;
-    if (nnics <= 0 || nnics > 256 || (ngroups = efax_topo_switch_groups(root, nics, nnics, group)) == 0)
-        return 0;
-    if (local_size < 1) local_size = 1;
-    if (local_rank < 0) local_rank = 0;
-    for (j = 0; j < ngroups; j++) { /* the groups this rank may take: all, or those on its node */
-        bool here = numa < 0;
-        for (i = 0; i < nnics && !here; i++) here = group[i] == j && nics[i].numa == numa;
-        if (here) cand[ncand++] = j;
-    }
-    if (ncand == 0) return 0; /* bound to a node without NICs: no preference */
-    /* how many of the host's ranks share these groups: all of them, or those expected on this node */
-    share = numa < 0 || ncand == ngroups ? local_size : (local_size * ncand + ngroups - 1) / ngroups;
-    if (share < 1) share = 1;
-    memset(take, 0, sizeof take);
-    if (share >= ncand)
-        take[cand[local_rank % ncand]] = true;
-    else
-        for (j = 0; j < ncand; j++) take[cand[j]] = j % share == local_rank % share;
-    list[0] = 0;
-    for (j = 0, mine = 0; j < ngroups; j++)
-        if (take[j] && u + 8 < sizeof list)
-            u += (size_t)snprintf(list + u, sizeof list - u, "%s%d", mine++ ? "," : "", j);
-    for (i = 0; i < nnics; i++)
-        if (group[i] >= 0 && take[group[i]] && n < max) out[n++] = i;
-    /* more ranks than groups, unbound: the ranks that take one group share its NICs out when it has
-       enough (a p6-b200: 4 groups of 2 NICs, 8 ranks: one NIC each, as efax_topo_near gives the two
-       GPUs behind a switch), else share them all (a p4d: 1 NIC a group) */
-    if (numa < 0 && share >= ncand && ncand > 0) {
-        int peers = (local_size - 1 - local_rank % ncand) / ncand + 1, k = local_rank / ncand, j, m = 0;
-        if (peers > 1 && n >= peers && k < peers) {
-            efax__sort_by_pci(nics, out, n);
-            for (j = 0; j < n; j++)
-                if (j % peers == k) out[m++] = out[j];
-            n = m;
-            if (why && wl)
-                snprintf(why, wl, "PCIe switch group %s of %d, NIC share %d of %d, local rank %d of %d", list,
-                         ngroups, k + 1, peers, local_rank, local_size);
-            return n;
-        }
-    }
-    if (why && wl)
-        snprintf(why, wl, "PCIe switch group%s %s of %d%s, local rank %d of %d", mine > 1 ? "s" : "", list,
-                 ngroups, numa >= 0 && ncand < ngroups ? " on this NUMA node" : "", local_rank, local_size);
-    return n;
-}
-
-/* NUMA node of the CPUs the caller may run on (<root>/sys/devices/system/cpu/cpuN/nodeK), or -1
-   when they span several nodes or none is known: an unbound rank (mpirun --bind-to none, srun
-   without binding) has no node of its own, and the CPU it happens to run on at start-up would
-   pick NICs at random. */
-EFAX_PRIVATE int efax__cpu_numa(const char *root) {
-    char path[PATH_MAX];
-    cpu_set_t set;
-    int cpu, k, node = -1;
-    if (sched_getaffinity(0, sizeof set, &set)) return -1;
-    for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        int mine = -1;
-        if (!CPU_ISSET(cpu, &set)) continue;
-        for (k = 0; k < 64 && mine < 0; k++) {
-            snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/node%d", root, cpu, k);
-            if (access(path, F_OK) == 0) mine = k;
-        }
-        if (mine < 0 || (node >= 0 && mine != node)) return -1;
-        node = mine;
-    }
-    return node;
-}
-
-/* One fi_info per domain: the first entry of each, preferring IPv4 addresses on tcp. */
-EFAX_PRIVATE int efax__domains(struct fi_info *list, struct fi_info **pick, int max) {
-    int n = 0, i;
-    struct fi_info *fi;
-    for (fi = list; fi; fi = fi->next) {
-        for (i = 0; i < n; i++)
-            if (!strcmp(pick[i]->domain_attr->name, fi->domain_attr->name)) break;
-        if (i < n) {
-            if (pick[i]->addr_format != FI_SOCKADDR_IN && fi->addr_format == FI_SOCKADDR_IN) pick[i] = fi;
-            continue;
-        }
-        if (n < max) pick[n] = fi;
-        n++;
-    }
-    return n;
-}
-
-EFAX_API int efax_topo_providers(char *buf, size_t len) {
-    struct fi_info *list = NULL, *fi;
-    size_t used = 0;
-    int rc = efax__getinfo(NULL, false, &list);
-    buf[0] = 0;
-    if (rc) return rc;
-    for (fi = list; fi; fi = fi->next) {
-        char name[64];
-        const char *p = fi->fabric_attr->prov_name;
-        char *semi;
-        efax__copy(name, sizeof name, p);
-        if ((semi = strchr(name, ';'))) *semi = 0; /* "tcp;ofi_rxm" is asked for as "tcp" */
-        if (!strncmp(name, "ofi_", 4)) continue;
-        {
-            /* skip names already listed */
-            const char *q = buf;
-            size_t nl = strlen(name);
-            bool seen = false;
-            while (*q) {
-                if (!strncmp(q, name, nl) && (q[nl] == ',' || q[nl] == 0)) {
-                    seen = true;
-                    break;
-                }
-                q = strchr(q, ',');
-                if (!q) break;
-                q++;
-            }
-            if (seen) continue;
-        }
-        if (used + strlen(name) + 2 >= len) break;
-        used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "," : "", name);
-        if (!strcmp(name, "efa")) { /* efax__getinfo lists efa-direct only when asked by name */
-            struct fi_info *d = NULL;
-            if (efax__getinfo("efa-direct", false, &d) == 0 && d && used + 12 < len)
-                used += (size_t)snprintf(buf + used, len - used, ",efa-direct");
-            fi_freeinfo(d);
-        }
-    }
-    fi_freeinfo(list);
-    return 0;
-}
-
-EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len) {
-    static const char *const order[] = {"efa", "tcp", "shm"};
-    struct fi_info *list = NULL;
-    unsigned i;
-    if (!want || !*want) want = getenv("EFAX_PROVIDER");
-    if (want && *want) {
-        if (efax__getinfo(want, false, &list) == 0 && list) {
-            fi_freeinfo(list);
-            efax__copy(buf, len, want);
-            return 0;
-        }
-        return -EFAX_E_NOPROV;
-    }
-    for (i = 0; i < sizeof order / sizeof order[0]; i++) {
-        if (efax__getinfo(order[i], false, &list) == 0 && list) {
-            fi_freeinfo(list);
-            efax__copy(buf, len, order[i]);
-            return 0;
-        }
-    }
-    return -EFAX_E_NOPROV;
-}
-
-EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, int *count) {
-    char prov[32];
-    struct fi_info *list = NULL, *pick[256];
-    int rc, n, i;
-    *count = 0;
-    rc = efax_topo_pick_provider(provider, prov, sizeof prov);
-    if (rc) return rc;
-    rc = efax__getinfo(prov, false, &list);
-    if (rc) return rc;
-    if (!list) return -EFAX_E_NOPROV;
-    n = efax__domains(list, pick, 256);
-    if (n > 256) n = 256;
-    for (i = 0; i < n && out && i < max; i++) efax__fill_info(pick[i], &out[i]);
-    /* an FI_HMEM query tells whether device memory can be registered */
-    if (out) {
-        struct fi_info *hl = NULL, *fi;
-        if (efax__getinfo(prov, true, &hl) == 0)
-            for (fi = hl; fi; fi = fi->next)
-                for (i = 0; i < n && i < max; i++)
-                    if (!strcmp(out[i].name, fi->domain_attr->name)) out[i].hmem = true;
-        fi_freeinfo(hl);
-    }
-    *count = n;
-    fi_freeinfo(list);
-    return 0;
-}
-
 // >>completion queues (implementation) ---------------------------------------------------------
 
 /* A NIC's completion queue must hold whatever can wait in it at once (#29 item 8): its own
@@ -2554,19 +2111,7 @@ EFAX_PRIVATE void efax__cq_plan(int entries, int ctrl, int *window, int *cq_size
     *incoming = entries - 2 * *window - ctrl;
 }
 
-// >>faults (implementation) --------------------------------------------------------------------
-
-/* The fault layer sits where efax calls libfabric's data path: each call goes through a small
-   inline wrapper, efax__fi_*, that costs one predictable branch when the layer is off (n->fault
-   is NULL) and hands the call to efax__f_* when it is on. */
-
-#if defined(__GNUC__)
-#define EFAX__UNLIKELY(c) __builtin_expect(!!(c), 0)
-#define EFAX__COLD __attribute__((noinline, cold)) /* the layer's side of a wrapper stays out of the caller */
-#else
-#define EFAX__UNLIKELY(c) (c)
-#define EFAX__COLD
-#endif
+// >>context (implementation) -------------------------------------------------------------------
 
 /* The context's sticky error (efax_progress): the first one stays; the next progress returns it. */
 EFAX_PRIVATE void efax__set_sticky(efax_ctx *ctx, int rc) {
@@ -2574,897 +2119,6 @@ EFAX_PRIVATE void efax__set_sticky(efax_ctx *ctx, int rc) {
     ctx->wait_slow = 1;
     ctx->tick = 1;
 }
-
-/* libfabric's headers are at least version a.b (>>context has the same test for its options) */
-#define EFAX__F_FI_AT_LEAST(a, b) (FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(a, b))
-
-#define EFAX__F_HOLD 16  /* completions held back at once, at most (reorder) */
-#define EFAX__F_POSTS 64 /* posts the layer holds per NIC: late writes, doorbell batches */
-#define EFAX__F_ERRS 32  /* error entries waiting to be handed on per NIC */
-
-static const char *const efax__fault_names[] = {"reorder",  "eagain",   "injectfail",
-                                                "emulated", "smallrma", "rxfail"};
-
-EFAX_PRIVATE int efax__f_bad(const char *spec, const char *what, char *why, size_t wl) {
-    snprintf(why, wl,
-             "EFAX_FAULTS='%s' is not valid: %s; expected family,family,...[:seed] with families "
-             "reorder, eagain, injectfail[=N], emulated[=odd], smallrma[=SIZE], rxfail[=N] or all",
-             spec, what);
-    return -EFAX_E_USAGE;
-}
-
-EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why, size_t wl) {
-    char buf[256], *tok, *save = NULL, *colon, what[160];
-    unsigned *families = &out->families;
-    memset(out, 0, sizeof *out);
-    out->rma = 64u << 10;
-    if (why && wl) why[0] = 0;
-    if (!spec || !*spec) return 0;
-    if (strlen(spec) >= sizeof buf) return efax__f_bad("(too long)", "longer than 255 characters", why, wl);
-    memcpy(buf, spec, strlen(spec) + 1);
-    if ((colon = strchr(buf, ':'))) {
-        char *end;
-        *colon = 0;
-        errno = 0;
-        out->seed = strtoull(colon + 1, &end, 0);
-        if (errno || end == colon + 1 || *end || colon[1] == '-')
-            return efax__f_bad(spec, "the seed after ':' is not a non-negative integer", why, wl);
-        out->has_seed = true;
-    }
-    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        unsigned k;
-        if (!strcmp(tok, "all")) {
-            *families |= EFAX_FAULT_ALL;
-            continue;
-        }
-        if (!strncmp(tok, "smallrma=", 9)) {
-            char *end;
-            double v = strtod(tok + 9, &end);
-            uint64_t mul = *end == 'K' || *end == 'k' ? 1024u : *end == 'M' || *end == 'm' ? 1u << 20 : 1;
-            if (mul > 1) end++;
-            if (end == tok + 9 || *end || !(v * (double)mul >= 1) || v * (double)mul > (double)(1ull << 30)) {
-                snprintf(what, sizeof what,
-                         "smallrma size '%.40s' is not a size of 1 byte to 1G (K and M suffixes)", tok + 9);
-                return efax__f_bad(spec, what, why, wl);
-            }
-            out->rma = (uint64_t)(v * (double)mul);
-            *families |= EFAX_FAULT_SMALLRMA;
-            continue;
-        }
-        if (!strcmp(tok, "direct")) { /* a fabric's limits: not in efax__fault_names (outside `all`) */
-            *families |= EFAX_FAULT_DIRECT;
-            continue;
-        }
-        if (!strncmp(tok, "cqmax=", 6)) {
-            char *end;
-            unsigned long long v;
-            errno = 0;
-            v = strtoull(tok + 6, &end, 10);
-            if (errno || end == tok + 6 || *end || tok[6] == '-' || v < 1 || v > (1ull << 24)) {
-                snprintf(what, sizeof what, "cqmax '%.40s' is not a number of entries in [1, 16777216]",
-                         tok + 6);
-                return efax__f_bad(spec, what, why, wl);
-            }
-            out->cq_max = v;
-            *families |= EFAX_FAULT_CQMAX;
-            continue;
-        }
-        if (!strcmp(tok, "emulated=odd")) {
-            out->emulated_odd = true;
-            *families |= EFAX_FAULT_EMULATED;
-            continue;
-        }
-        if (!strncmp(tok, "rxfail=", 7)) {
-            char *end;
-            unsigned long long v;
-            errno = 0;
-            v = strtoull(tok + 7, &end, 10);
-            if (errno || end == tok + 7 || *end || tok[7] == '-' || v < 1 || v > 1000000000ull) {
-                snprintf(what, sizeof what,
-                         "rxfail count '%.40s' is not a number of incoming writes in [1, 1000000000]",
-                         tok + 7);
-                return efax__f_bad(spec, what, why, wl);
-            }
-            out->rx_first = v;
-            *families |= EFAX_FAULT_RXFAIL;
-            continue;
-        }
-        if (!strncmp(tok, "injectfail=", 11)) {
-            char *end;
-            unsigned long long v;
-            errno = 0;
-            v = strtoull(tok + 11, &end, 10);
-            if (errno || end == tok + 11 || *end || tok[11] == '-' || v < 1 || v > 1000000000ull) {
-                snprintf(what, sizeof what,
-                         "injectfail count '%.40s' is not a number of injects in [1, 1000000000]", tok + 11);
-                return efax__f_bad(spec, what, why, wl);
-            }
-            out->inject_first = v;
-            *families |= EFAX_FAULT_INJECTFAIL;
-            continue;
-        }
-        for (k = 0; k < sizeof efax__fault_names / sizeof efax__fault_names[0]; k++)
-            if (!strcmp(tok, efax__fault_names[k])) break;
-        if (k == sizeof efax__fault_names / sizeof efax__fault_names[0]) {
-            snprintf(what, sizeof what, "unknown family '%.40s' (beside the faults: direct, cqmax=N)", tok);
-            return efax__f_bad(spec, what, why, wl);
-        }
-        *families |= 1u << k;
-    }
-    if (!*families) return efax__f_bad(spec, "no family named", why, wl);
-    return 0;
-}
-
-/* A post as the layer keeps it: every argument of the call, to hand to the provider later. */
-enum {
-    EFAX__FP_WRITEMSG = 1,
-    EFAX__FP_SENDMSG,
-    EFAX__FP_INJECT,
-    EFAX__FP_INJECTDATA,
-    EFAX__FP_INJECT_WRITE,
-    EFAX__FP_INJECT_WRITEDATA,
-    EFAX__FP_TINJECTDATA,
-    EFAX__FP_RECV,
-    EFAX__FP_TRECV
-};
-
-typedef struct efax__fpost {
-    int kind;         /* EFAX__FP_* */
-    uint64_t release; /* the NIC's poll count from which it may go to the provider */
-    uint64_t flags;   /* writemsg, sendmsg */
-    struct iovec iov;
-    void *desc;
-    struct fi_rma_iov riov; /* writes: remote address and key */
-    fi_addr_t addr;
-    uint64_t data, tag;
-    void *context;
-    const void *buf; /* injects: the caller's bytes */
-    size_t len;
-} efax__fpost;
-
-typedef struct efax__fent {
-    struct fi_cq_data_entry e;
-    uint64_t release;
-    bool held; /* held back when it was read */
-} efax__fent;
-
-typedef struct efax__ferr {
-    struct fi_cq_err_entry e;
-    uint64_t release;
-    bool synthetic; /* made by the layer: its text is in data */
-    char data[256]; /* the provider's err_data copied (it reuses its buffer), or the layer's text */
-} efax__ferr;
-
-struct efax__fnic {
-    efax_ctx *ctx;
-    efax__nic *n;
-    uint64_t rng;
-    uint64_t polls;             /* fi_cq_read calls through the layer: its clock */
-    uint64_t refuse, refuse_rx; /* eagain: transmits / receives are refused until `polls` reaches it */
-    uint64_t inject_left;       /* injectfail: injects until the next one fails */
-    uint64_t rx_left;           /* rxfail: incoming writes until the next one fails */
-    efax__fent *ent;            /* a ring of completions read from the provider, not handed on */
-    size_t cap, head, nent;
-    int held; /* of them, held back (release in the future) */
-    efax__ferr err[EFAX__F_ERRS];
-    int nerr;
-    efax__ferr cur; /* the error entry -FI_EAVAIL announced, for fi_cq_readerr */
-    bool has_cur;
-    efax__fpost late[EFAX__F_POSTS]; /* posts to hand to the provider at their release, in order */
-    int nlate;
-    efax__fpost bell[EFAX__F_POSTS]; /* posts with FI_MORE waiting for one without it (efa's doorbell) */
-    int nbell;
-    bool unrung_logged;
-    unsigned direct_logged; /* direct: the kinds of post already named (EFAX__FP_* bits) */
-};
-
-/* xorshift64*: the layer's generator, one per NIC (seeded per rank and NIC). */
-EFAX_PRIVATE uint64_t efax__f_rand(struct efax__fnic *f) {
-    f->rng ^= f->rng >> 12;
-    f->rng ^= f->rng << 25;
-    f->rng ^= f->rng >> 27;
-    return f->rng * 0x2545f4914f6cdd1dull;
-}
-
-/* A delay in polls: mostly none, some short, a few long (completions held back for many polls). */
-EFAX_PRIVATE uint64_t efax__f_delay(struct efax__fnic *f) {
-    uint64_t r = efax__f_rand(f) % 100;
-    if (r < 70) return 0;
-    if (r < 96) return 1 + efax__f_rand(f) % 8;
-    return 64 + efax__f_rand(f) % 960;
-}
-
-EFAX_PRIVATE bool efax__f_on(const struct efax__fnic *f, unsigned fam) {
-    return f->ctx->faults.armed && (f->ctx->faults.fams & fam);
-}
-
-/* The rank the launcher gave this process, from its environment: emulated=odd picks odd ranks
-   before efax_ctx_connect knows them. 1 when no launcher variable says (emulated). */
-EFAX_PRIVATE int efax__f_rank_hint(void) {
-    static const char *const vars[] = {"EFAX_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",
-                                       "PMI_RANK"};
-    size_t i;
-    for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        char *end;
-        long r;
-        if (!v || !*v) continue;
-        r = strtol(v, &end, 10);
-        if (!*end && r >= 0 && r < INT_MAX) return (int)r;
-    }
-    return 1;
-}
-
-/* The replayable value: the families as given (all when all) and the seed. */
-EFAX_PRIVATE void efax__faults_spec(efax_ctx *ctx) {
-    efax__faults *fs = &ctx->faults;
-    size_t u = 0, k;
-    if ((fs->fams & EFAX_FAULT_ALL) == EFAX_FAULT_ALL && fs->rma == (64u << 10) && !fs->inject_first &&
-        !fs->emulated_odd && !fs->rx_first) {
-        snprintf(fs->spec, sizeof fs->spec, "all:%llu", (unsigned long long)fs->seed);
-        return;
-    }
-    for (k = 0; k < sizeof efax__fault_names / sizeof efax__fault_names[0]; k++) {
-        if (!(fs->fams & (1u << k))) continue;
-        u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "%s%s", u ? "," : "", efax__fault_names[k]);
-        if ((1u << k) == EFAX_FAULT_SMALLRMA && fs->rma != (64u << 10) && u < sizeof fs->spec)
-            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu", (unsigned long long)fs->rma);
-        if ((1u << k) == EFAX_FAULT_EMULATED && fs->emulated_odd && u < sizeof fs->spec)
-            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=odd");
-        if ((1u << k) == EFAX_FAULT_INJECTFAIL && fs->inject_first && u < sizeof fs->spec)
-            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu",
-                                  (unsigned long long)fs->inject_first);
-        if ((1u << k) == EFAX_FAULT_RXFAIL && fs->rx_first && u < sizeof fs->spec)
-            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu",
-                                  (unsigned long long)fs->rx_first);
-    }
-    if (u < sizeof fs->spec)
-        snprintf(fs->spec + u, sizeof fs->spec - u, ":%llu", (unsigned long long)fs->seed);
-}
-
-/* efax__faults_spec, then the families that impose a fabric's limits (outside `all`), before the seed. */
-EFAX_PRIVATE void efax__faults_name(efax_ctx *ctx) {
-    efax__faults *fs = &ctx->faults;
-    char extra[64] = "", *colon;
-    size_t u = 0;
-    efax__faults_spec(ctx);
-    if (fs->fams & EFAX_FAULT_DIRECT) u += (size_t)snprintf(extra + u, sizeof extra - u, ",direct");
-    if (fs->fams & EFAX_FAULT_CQMAX)
-        snprintf(extra + u, sizeof extra - u, ",cqmax=%llu", (unsigned long long)fs->cq_max);
-    if (!extra[0] || !(colon = strrchr(fs->spec, ':')) || strlen(fs->spec) + strlen(extra) >= sizeof fs->spec)
-        return;
-    memmove(colon + strlen(extra), colon, strlen(colon) + 1);
-    memcpy(colon, extra, strlen(extra));
-    if (fs->spec[0] == ',') memmove(fs->spec, fs->spec + 1, strlen(fs->spec)); /* no fault family */
-}
-
-/* Reads $EFAX_FAULTS (once, in efax_ctx_init). Returns 0 or -EFAX_E_USAGE (one line logged). */
-EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx) {
-    efax__faults *fs = &ctx->faults;
-    efax_fault_spec sp;
-    char why[320];
-    memset(fs, 0, sizeof *fs);
-    if (efax_faults_parse(getenv("EFAX_FAULTS"), &sp, why, sizeof why)) {
-        fprintf(stderr, "efax: error: %s\n", why);
-        return -EFAX_E_USAGE;
-    }
-    fs->fams = sp.families;
-    fs->seed = sp.seed;
-    fs->cq_max = sp.cq_max;
-    fs->rma = sp.rma;
-    fs->inject_first = sp.inject_first;
-    fs->emulated_odd = sp.emulated_odd;
-    fs->rx_first = sp.rx_first;
-    if (!fs->fams) return 0;
-    if (!sp.has_seed) fs->seed = (efax_now_ns() ^ ((uint64_t)getpid() << 32)) & 0xffffffffull;
-    fs->rank_hint = efax__f_rank_hint();
-    efax__faults_name(ctx);
-    return 0;
-}
-
-/* The layer's state for an open NIC. */
-EFAX_PRIVATE int efax__fault_open(efax_ctx *ctx, efax__nic *n) {
-    struct efax__fnic *f;
-    if (!ctx->faults.fams) return 0;
-    if (!(f = (struct efax__fnic *)calloc(1, sizeof *f))) return -FI_ENOMEM;
-    f->ctx = ctx;
-    f->n = n;
-    f->cap = 256 + EFAX__F_HOLD; /* what one poll hands on (efax__drain asks 32 at a time) and the held */
-    f->ent = (efax__fent *)calloc(f->cap, sizeof *f->ent);
-    n->fault = f;
-    if (!f->ent) return -FI_ENOMEM;
-    f->rng = 0x9e3779b97f4a7c15ull; /* until efax_ctx_connect seeds it; nothing is drawn before */
-    return 0;
-}
-
-EFAX_PRIVATE void efax__fault_close(efax__nic *n) {
-    if (!n->fault) return;
-    free(n->fault->ent);
-    free(n->fault);
-    n->fault = NULL;
-}
-
-/* From efax_ctx_connect on, every rank draws from rank 0's seed: one generator per (rank, NIC). */
-EFAX_PRIVATE void efax__faults_arm(efax_ctx *ctx, uint64_t seed) {
-    int i;
-    if (!ctx->faults.fams) return;
-    ctx->faults.seed = seed;
-    for (i = 0; i < ctx->nnic; i++) {
-        struct efax__fnic *f = ctx->nic[i].fault;
-        if (!f) continue;
-        f->rng = efax_pattern_word(seed ^ ((uint64_t)(uint32_t)ctx->rank << 32), (uint64_t)i) | 1;
-        f->inject_left = ctx->faults.inject_first ? ctx->faults.inject_first - 1 : 15 + efax__f_rand(f) % 256;
-        f->rx_left = ctx->faults.rx_first ? ctx->faults.rx_first - 1 : efax__f_rand(f) % 4096;
-    }
-    efax__faults_name(ctx);
-    ctx->faults.armed = true;
-}
-
-/* getopt of FI_OPT_EFA_EMULATED_WRITE (1.18+), answered by `emulated` on every provider and line
-   (true; with emulated=odd true on odd ranks and false on even ones, as an efa device that does
-   RDMA writes says): the code that reads it (efax__ep_emulated, the connect fingerprint) runs as
-   on efa. */
-EFAX_PRIVATE int efax__getopt_emulated(efax_ctx *ctx, efax__nic *n, bool *emulated) {
-    int rc = -FI_ENOPROTOOPT;
-#if EFAX__F_FI_AT_LEAST(1, 18)
-    size_t len = sizeof *emulated;
-    rc = fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, emulated, &len);
-    if (!rc && len != sizeof *emulated) rc = -FI_EINVAL;
-#else
-    (void)n;
-#endif
-    if (ctx->faults.fams & EFAX_FAULT_EMULATED) {
-        *emulated = !ctx->faults.emulated_odd || (ctx->faults.rank_hint & 1);
-        if (*emulated) ctx->faults.stats.emulated++;
-        rc = 0;
-    }
-    return rc;
-}
-
-/* getopt of the endpoint's max RMA size (FI_OPT_MAX_RMA_SIZE, 2.x; 1.x has only fi_info's
-   max_msg_size, already in *v), cut to `smallrma`'s size when asked. */
-EFAX_PRIVATE int efax__getopt_max_rma(efax_ctx *ctx, efax__nic *n, size_t *v) {
-    int rc = -FI_ENOPROTOOPT;
-#if EFAX__F_FI_AT_LEAST(2, 0)
-    size_t got = 0, len = sizeof got;
-    if ((rc = fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_RMA_SIZE, &got, &len)) == 0 &&
-        len == sizeof got)
-        *v = got;
-    else if (!rc)
-        rc = -FI_EINVAL;
-#else
-    (void)n;
-#endif
-    if ((ctx->faults.fams & EFAX_FAULT_SMALLRMA) && (*v == 0 || *v > ctx->faults.rma)) {
-        *v = (size_t)ctx->faults.rma;
-        ctx->faults.stats.capped++;
-        rc = 0;
-    }
-    return rc;
-}
-
-EFAX_PRIVATE ssize_t efax__f_issue(efax__nic *n, const efax__fpost *p) {
-    switch (p->kind) {
-    case EFAX__FP_WRITEMSG: {
-        struct fi_msg_rma m;
-        memset(&m, 0, sizeof m);
-        m.msg_iov = &p->iov;
-        m.desc = (void **)&p->desc;
-        m.iov_count = 1;
-        m.addr = p->addr;
-        m.rma_iov = &p->riov;
-        m.rma_iov_count = 1;
-        m.context = p->context;
-        m.data = p->data;
-        return fi_writemsg(n->ep, &m, p->flags);
-    }
-    case EFAX__FP_SENDMSG: {
-        struct fi_msg m;
-        memset(&m, 0, sizeof m);
-        m.msg_iov = &p->iov;
-        m.desc = (void **)&p->desc;
-        m.iov_count = 1;
-        m.addr = p->addr;
-        m.context = p->context;
-        m.data = p->data;
-        return fi_sendmsg(n->ep, &m, p->flags);
-    }
-    case EFAX__FP_INJECT: return fi_inject(n->ep, p->buf, p->len, p->addr);
-    case EFAX__FP_INJECTDATA: return fi_injectdata(n->ep, p->buf, p->len, p->data, p->addr);
-    case EFAX__FP_INJECT_WRITE:
-        return fi_inject_write(n->ep, p->buf, p->len, p->addr, p->riov.addr, p->riov.key);
-    case EFAX__FP_INJECT_WRITEDATA:
-        return fi_inject_writedata(n->ep, p->buf, p->len, p->data, p->addr, p->riov.addr, p->riov.key);
-    case EFAX__FP_TINJECTDATA: return fi_tinjectdata(n->ep, p->buf, p->len, p->data, p->addr, p->tag);
-    case EFAX__FP_RECV: return fi_recv(n->ep, p->iov.iov_base, p->iov.iov_len, p->desc, p->addr, p->context);
-    case EFAX__FP_TRECV:
-        return fi_trecv(n->ep, p->iov.iov_base, p->iov.iov_len, p->desc, p->addr, p->tag, 0, p->context);
-    default: return -FI_EINVAL;
-    }
-}
-
-EFAX_PRIVATE bool efax__f_inject(int kind) { return kind >= EFAX__FP_INJECT && kind <= EFAX__FP_TINJECTDATA; }
-EFAX_PRIVATE bool efax__f_write(int kind) {
-    return kind == EFAX__FP_WRITEMSG || kind == EFAX__FP_INJECT_WRITE || kind == EFAX__FP_INJECT_WRITEDATA;
-}
-/* The flags a completion (or error entry) of such a post carries. */
-EFAX_PRIVATE uint64_t efax__f_flags(int kind) {
-    return kind == EFAX__FP_TINJECTDATA ? FI_SEND | FI_TAGGED
-           : efax__f_write(kind)        ? FI_RMA | FI_WRITE
-                                        : FI_SEND | FI_MSG;
-}
-
-/* An error entry for the CQ, handed on after `delay` polls; false when the NIC's queue is full. */
-EFAX_PRIVATE bool efax__f_error(struct efax__fnic *f, const struct fi_cq_err_entry *e, const char *text,
-                                uint64_t delay) {
-    efax__ferr *x;
-    if (f->nerr == EFAX__F_ERRS) return false;
-    x = &f->err[f->nerr++];
-    x->e = *e;
-    x->release = f->polls + delay;
-    x->synthetic = text != NULL;
-    x->data[0] = 0;
-    if (text)
-        efax__copy(x->data, sizeof x->data, text);
-    else if (e->err_data && e->err_data_size)
-        memcpy(x->data, e->err_data, e->err_data_size < sizeof x->data ? e->err_data_size : sizeof x->data);
-    x->e.err_data = NULL;
-    x->e.err_data_size = 0;
-    return true;
-}
-
-/* efa's provider errors for an operation whose peer did not answer (prov/efa/src/efa_errno.h and
-   efa_errno_to_fi_errno there): what an injected operation failing later most likely carries. */
-EFAX_PRIVATE void efax__f_fail(struct efax__fnic *f, struct fi_cq_err_entry *e, const char *what) {
-    static const struct {
-        int prov, err;
-        const char *text;
-    } codes[] = {
-        {13, FI_ECONNABORTED, "Unresponsive remote (was previously responsive)"},
-        {15, FI_EHOSTUNREACH, "Unreachable remote - never received a response"},
-        {10, FI_ENORX, "Destination resource not ready (no work queue entries posted on receive queue)"}};
-    char text[256];
-    unsigned k = (unsigned)(efax__f_rand(f) % 3);
-    e->err = codes[k].err;
-    e->prov_errno = codes[k].prov;
-    snprintf(text, sizeof text, "%s [efa provider errno %d; injected by EFAX_FAULTS=%s: injectfail %s]",
-             codes[k].text, codes[k].prov, f->ctx->faults.spec, what);
-    efax__f_error(f, e, text, efax__f_rand(f) % 16);
-}
-
-/* Hands held posts whose time came to the provider, in order, stopping at a refusal (so a later one
-   never overtakes a refused earlier one). A post the provider fails becomes an error entry. */
-EFAX_PRIVATE void efax__f_pump(struct efax__fnic *f) {
-    int i = 0, j;
-    while (i < f->nlate) {
-        efax__fpost *p = &f->late[i];
-        ssize_t rc;
-        if (p->release > f->polls) {
-            i++;
-            continue;
-        }
-        rc = efax__f_issue(f->n, p);
-        if (rc == -FI_EAGAIN) break;
-        if (rc) {
-            struct fi_cq_err_entry e;
-            memset(&e, 0, sizeof e);
-            e.op_context = efax__f_inject(p->kind) ? NULL : p->context;
-            e.flags = efax__f_flags(p->kind);
-            e.err = (int)-rc;
-            e.data = p->data;
-            efax__f_error(f, &e, NULL, 0);
-        }
-        for (j = i + 1; j < f->nlate; j++) f->late[j - 1] = f->late[j];
-        f->nlate--;
-    }
-}
-
-/* The doorbell: a post without FI_MORE was accepted, so the posts with FI_MORE before it go, in
-   order, ahead of anything handed on late. */
-EFAX_PRIVATE void efax__f_ring(struct efax__fnic *f) {
-    int i;
-    if (!f->nbell) return;
-    for (i = f->nlate - 1; i >= 0; i--) f->late[i + f->nbell] = f->late[i];
-    for (i = 0; i < f->nbell; i++) {
-        f->late[i] = f->bell[i];
-        f->late[i].release = 0;
-        f->late[i].flags &= ~FI_MORE;
-    }
-    f->nlate += f->nbell;
-    f->nbell = 0;
-    efax__f_pump(f);
-}
-
-/* efa-direct's limits (EFAX_FAULTS direct), as its data path checks them (prov/efa/src efa_msg.c,
-   efa_rma.c, efa_ep.c): what it would refuse or assert on is refused here with its code, counted
-   and named once per kind. efax must never break them: the count stays 0 in a correct run. */
-#define EFAX__F_DIRECT_MSG 8192u  /* FI_OPT_MAX_MSG_SIZE: the device's MTU (ibv_port_attr.max_msg_sz) */
-#define EFAX__F_DIRECT_INLINE 32u /* FI_OPT_INJECT_MSG_SIZE: the device's inline_buf_size */
-EFAX__COLD EFAX_PRIVATE ssize_t efax__f_direct(struct efax__fnic *f, const efax__fpost *p) {
-    const char *why = NULL;
-    ssize_t rc = 0;
-    bool inject_write = p->kind == EFAX__FP_INJECT_WRITE || p->kind == EFAX__FP_INJECT_WRITEDATA;
-    bool inject_send = p->kind == EFAX__FP_INJECT || p->kind == EFAX__FP_INJECTDATA;
-    bool sge = p->kind == EFAX__FP_SENDMSG || p->kind == EFAX__FP_RECV || p->kind == EFAX__FP_WRITEMSG;
-    if (p->kind == EFAX__FP_TINJECTDATA || p->kind == EFAX__FP_TRECV) {
-        why = "a tagged operation (efa-direct has no FI_TAGGED)";
-        rc = -FI_ENOSYS;
-    } else if (inject_write && p->len) {
-        why = "an inject write of more than 0 bytes (FI_OPT_INJECT_RMA_SIZE is 0)";
-        rc = -FI_ENOSYS;
-    } else if (inject_send && p->len > EFAX__F_DIRECT_INLINE) {
-        why = "an inject send above the device's inline size";
-        rc = -FI_EOPNOTSUPP;
-    } else if (p->kind == EFAX__FP_SENDMSG && p->len > EFAX__F_DIRECT_MSG) {
-        why = "a message above the device's MTU (FI_OPT_MAX_MSG_SIZE)";
-        rc = -FI_EMSGSIZE;
-    } else if (sge && p->len && !p->desc) {
-        why = "a buffer without a descriptor (efa-direct requires FI_MR_LOCAL)";
-        rc = -FI_EINVAL;
-    }
-    if (!rc) return 0;
-    f->ctx->faults.stats.direct++;
-    if (!(f->direct_logged & (1u << p->kind))) {
-        f->direct_logged |= 1u << p->kind;
-        efax_log(f->ctx, 0,
-                 "NIC %s: efax posted %s of %zu bytes, which efa-direct refuses (%s; EFAX_FAULTS=%s)",
-                 f->n->info.name, why, p->len, fi_strerror((int)-rc), f->ctx->faults.spec);
-    }
-    return rc;
-}
-
-/* A post, with the layer on: refused (eagain), dropped with a later error (injectfail), held for
-   the doorbell (FI_MORE), handed on late (reorder) or to the provider now. */
-EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
-    struct efax__fnic *f = n->fault;
-    efax__faults *fs = &f->ctx->faults;
-    bool tx = p->kind != EFAX__FP_RECV && p->kind != EFAX__FP_TRECV;
-    bool write = efax__f_write(p->kind);
-    ssize_t rc;
-    if ((fs->fams & EFAX_FAULT_DIRECT) && (rc = efax__f_direct(f, p))) return rc;
-    if (efax__f_on(f, EFAX_FAULT_EAGAIN)) {
-        /* transmits: a burst of 1-16 polls, some to 256, a few to 2048 (efa's RNR back-off, a full
-           send queue); receives: short bursts of 1-8 polls, more often (a full receive pool) */
-        uint64_t *until = tx ? &f->refuse : &f->refuse_rx;
-        if (*until <= f->polls && efax__f_rand(f) % (tx ? 256 : 16) == 0) {
-            uint64_t r = efax__f_rand(f) % 100;
-            *until = f->polls + (!tx      ? 1 + efax__f_rand(f) % 8
-                                 : r < 70 ? 1 + efax__f_rand(f) % 16
-                                 : r < 95 ? 16 + efax__f_rand(f) % 240
-                                          : 256 + efax__f_rand(f) % 1792);
-            fs->stats.bursts++;
-        }
-        if (*until > f->polls) { /* every such post until the NIC has been polled that often */
-            fs->stats.refused++;
-            if (tx && f->nbell) fs->stats.interrupted++; /* #29 item 9's case: efax must post again at once */
-            return -FI_EAGAIN;
-        }
-    }
-    if (tx && (p->flags & FI_MORE) && f->nbell + f->nlate < EFAX__F_POSTS) { /* efa: no doorbell yet */
-        f->bell[f->nbell++] = *p;
-        fs->stats.batched++;
-        return 0;
-    }
-    /* the countdown counts injects the provider took (tcp refuses the first ones while it connects) */
-    if (efax__f_inject(p->kind) && efax__f_on(f, EFAX_FAULT_INJECTFAIL) && f->inject_left == 0) {
-        struct fi_cq_err_entry e;
-        char what[96];
-        f->inject_left = 256 + efax__f_rand(f) % 4096;
-        memset(&e, 0, sizeof e); /* as efa_rdm_txe_handle_error makes it: an inject has no context */
-        e.flags = efax__f_flags(p->kind);
-        e.data = p->data;
-        e.tag = p->tag;
-        snprintf(what, sizeof what, "dropped this %s of %zu bytes",
-                 p->kind == EFAX__FP_TINJECTDATA ? "notification"
-                 : write                         ? "write"
-                                                 : "send",
-                 p->len);
-        efax__f_fail(f, &e, what);
-        fs->stats.failed++;
-        efax__f_ring(f); /* it was accepted, as far as efax can tell */
-        return 0;
-    }
-    /* reorder: a write handed on late, so what is posted after it (a notification, another chunk)
-       may overtake it. Only writes with a completion: the caller polls until it comes, which hands
-       the write on. An inject is the caller's to forget: efa sends it without another call, and a
-       held one would wait for a poll that may never come (a rank's last answer before a barrier). */
-    if (p->kind == EFAX__FP_WRITEMSG && efax__f_on(f, EFAX_FAULT_REORDER) &&
-        f->nlate + f->nbell < EFAX__F_POSTS && efax__f_rand(f) % 4 == 0) {
-        efax__f_ring(f);
-        p->release = f->polls + 1 + efax__f_delay(f);
-        p->flags &= ~FI_MORE;
-        f->late[f->nlate++] = *p;
-        fs->stats.deferred++;
-        return 0;
-    }
-    if (tx && f->nbell) { /* ring: what waited for the doorbell goes first */
-        efax__f_ring(f);
-        if (f->nlate && f->late[0].release == 0)
-            return -FI_EAGAIN; /* the provider refused some: keep the order */
-    }
-    rc = efax__f_issue(n, p);
-    if (rc == 0 && efax__f_inject(p->kind) && f->inject_left && efax__f_on(f, EFAX_FAULT_INJECTFAIL))
-        f->inject_left--;
-    return rc;
-}
-
-/* fi_cq_read with the layer on: hands on late posts, reads from the provider into the layer's ring,
-   then hands completions on: in any order (reorder), some held back for many polls, error entries
-   as -FI_EAVAIL. */
-EFAX__COLD EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_entry *out, size_t count) {
-    struct efax__fnic *f = n->fault;
-    efax__faults *fs = &f->ctx->faults;
-    bool reorder = efax__f_on(f, EFAX_FAULT_REORDER);
-    size_t given = 0;
-    int i;
-    f->polls++;
-    if (f->nlate) efax__f_pump(f);
-    for (;;) { /* enough to hand on `count` (held ones aside) */
-        struct fi_cq_data_entry tmp[64];
-        size_t room = f->cap - f->nent, ready = f->nent - (size_t)f->held, want, k;
-        ssize_t got;
-        want = ready >= count ? 0 : count - ready;
-        if (want > room) want = room;
-        if (want > 64) want = 64;
-        if (!want) break;
-        got = fi_cq_read(n->cq, tmp, want);
-        if (got == -FI_EAGAIN) break;
-        if (got == -FI_EAVAIL) {
-            struct fi_cq_err_entry e;
-            if (f->nerr == EFAX__F_ERRS) break;
-            memset(&e, 0, sizeof e);
-            if ((got = fi_cq_readerr(n->cq, &e, 0)) < 0) return got;
-            efax__f_error(f, &e, NULL, reorder ? efax__f_delay(f) : 0);
-            continue;
-        }
-        if (got < 0) return got;
-        for (k = 0; k < (size_t)got; k++) {
-            efax__fent *x;
-            efax_op *op = (efax_op *)tmp[k].op_context;
-            if (op && !(tmp[k].flags & FI_REMOTE_WRITE) && op->kind == EFAX__OPK_TX &&
-                efax__f_on(f, EFAX_FAULT_INJECTFAIL) && efax__f_rand(f) % 4096 == 0 &&
-                f->nerr < EFAX__F_ERRS) { /* a completion turned into an error entry with a provider errno */
-                struct fi_cq_err_entry e;
-                memset(&e, 0, sizeof e);
-                e.op_context = tmp[k].op_context;
-                e.flags = tmp[k].flags;
-                e.data = tmp[k].data;
-                efax__f_fail(f, &e, "turned this completion into an error");
-                fs->stats.errored++;
-                continue;
-            }
-            if ((tmp[k].flags & FI_REMOTE_WRITE) && efax__f_on(f, EFAX_FAULT_RXFAIL) &&
-                f->nerr < EFAX__F_ERRS && f->rx_left-- == 0) {
-                /* a peer's write failed here, as efa reports it for unsolicited write recv
-                   (rdm/efa_rdm_cq.c, efa_rdm_cq_process_wc): no context, no data, nothing that
-                   names the writer or what it carried */
-                struct fi_cq_err_entry e;
-                memset(&e, 0, sizeof e);
-                e.flags = FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE;
-                efax__f_fail(f, &e, "turned this incoming write into the error efa reports for it");
-                f->rx_left = 256 + efax__f_rand(f) % 4096;
-                fs->stats.rxfailed++;
-                continue;
-            }
-            x = &f->ent[(f->head + f->nent++) % f->cap];
-            x->e = tmp[k];
-            x->release = reorder && f->held < EFAX__F_HOLD ? f->polls + efax__f_delay(f) : 0;
-            x->held = x->release > f->polls;
-            if (x->held) f->held++, fs->stats.held++;
-        }
-        if ((size_t)got < want) break;
-    }
-    for (i = 0; i < f->nerr; i++) /* an error whose time came: announced when nothing else was handed on */
-        if (f->err[i].release <= f->polls) {
-            int j;
-            f->cur = f->err[i];
-            f->has_cur = true;
-            for (j = i + 1; j < f->nerr; j++) f->err[j - 1] = f->err[j];
-            f->nerr--;
-            return -FI_EAVAIL;
-        }
-    while (given < count && f->nent) {
-        size_t scan = f->nent < 64 ? f->nent : 64, pick = SIZE_MAX, ready = 0, k;
-        for (k = 0; k < scan; k++) { /* reorder: any ready one of the first 64 (at most 16 are held back) */
-            const efax__fent *x = &f->ent[(f->head + k) % f->cap];
-            if (x->release > f->polls) continue;
-            if (!reorder) {
-                pick = k;
-                break;
-            }
-            if (efax__f_rand(f) % ++ready == 0) pick = k;
-        }
-        if (pick == SIZE_MAX) break;
-        {
-            efax__fent *x = &f->ent[(f->head + pick) % f->cap], *h = &f->ent[f->head];
-            if (x->held) f->held--; /* it was held back; its time came */
-            out[given++] = x->e;
-            if (pick) *x = *h; /* the head takes its place */
-            f->head = (f->head + 1) % f->cap;
-            f->nent--;
-        }
-    }
-    return given ? (ssize_t)given : -FI_EAGAIN;
-}
-
-EFAX__COLD EFAX_PRIVATE ssize_t efax__f_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e) {
-    struct efax__fnic *f = n->fault;
-    if (!f->has_cur) return -FI_EAGAIN;
-    *e = f->cur.e;
-    e->err_data = f->cur.data[0] ? f->cur.data : NULL;
-    e->err_data_size = f->cur.data[0] ? strlen(f->cur.data) + 1 : 0;
-    f->has_cur = false;
-    return 1;
-}
-
-/* efax__post_nic returned: a batch it left ending on FI_MORE would sit unsent on efa until some
-   later post (prov/efa/src/efa_data_path_ops.h rings only without FI_MORE). A sticky error, so a
-   test of efax's posting sees it. */
-EFAX__COLD EFAX_PRIVATE void efax__f_bell_check(efax__nic *n) {
-    struct efax__fnic *f = n->fault;
-    if (!f->nbell) return;
-    f->ctx->faults.stats.unrung++;
-    if (!f->unrung_logged) {
-        f->unrung_logged = true;
-        efax_log(
-            f->ctx, 0,
-            "NIC %s: efax's posting returned with %d post(s) sent with FI_MORE and none without it after "
-            "them: efa would not send them until some later post (its doorbell rings only without FI_MORE)",
-            n->info.name, f->nbell);
-    }
-    efax__set_sticky(f->ctx, -FI_EOTHER);
-}
-
-/* The wrappers: one predictable branch when the layer is off. */
-
-/* A writemsg (riov: its remote side) or a sendmsg (riov NULL) with the layer on, as a post. */
-EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_msg(efax__nic *n, int kind, const struct iovec *iov, void **desc,
-                                                 fi_addr_t addr, const struct fi_rma_iov *riov, uint64_t data,
-                                                 void *context, uint64_t flags) {
-    efax__fpost p;
-    memset(&p, 0, sizeof p);
-    p.kind = kind;
-    p.flags = flags;
-    p.iov = iov[0];
-    p.desc = desc ? desc[0] : NULL;
-    if (riov) p.riov = riov[0];
-    p.addr = addr;
-    p.data = data;
-    p.context = context;
-    p.len = iov[0].iov_len;
-    return efax__f_post(n, &p);
-}
-static inline ssize_t efax__fi_writemsg(efax__nic *n, const struct fi_msg_rma *m, uint64_t flags) {
-    if (EFAX__UNLIKELY(n->fault))
-        return efax__f_post_msg(n, EFAX__FP_WRITEMSG, m->msg_iov, m->desc, m->addr, m->rma_iov, m->data,
-                                m->context, flags);
-    return fi_writemsg(n->ep, m, flags);
-}
-static inline ssize_t efax__fi_sendmsg(efax__nic *n, const struct fi_msg *m, uint64_t flags) {
-    if (EFAX__UNLIKELY(n->fault))
-        return efax__f_post_msg(n, EFAX__FP_SENDMSG, m->msg_iov, m->desc, m->addr, NULL, m->data, m->context,
-                                flags);
-    return fi_sendmsg(n->ep, m, flags);
-}
-/* The injects and receives with the layer on: the call's arguments as a post (kind EFAX__FP_*). */
-EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_args(efax__nic *n, int kind, const void *buf, size_t len,
-                                                  uint64_t data, fi_addr_t a, uint64_t raddr, uint64_t key,
-                                                  uint64_t tag, void *desc, void *ctx) {
-    efax__fpost p;
-    memset(&p, 0, sizeof p);
-    p.kind = kind;
-    p.buf = buf;
-    p.len = len;
-    p.data = data;
-    p.addr = a;
-    p.riov.addr = raddr;
-    p.riov.key = key;
-    p.riov.len = len;
-    p.tag = tag;
-    p.desc = desc;
-    p.context = ctx;
-    p.iov.iov_base = (void *)(uintptr_t)buf;
-    p.iov.iov_len = len;
-    return efax__f_post(n, &p);
-}
-static inline ssize_t efax__fi_inject(efax__nic *n, const void *buf, size_t len, fi_addr_t a) {
-    if (EFAX__UNLIKELY(n->fault))
-        return efax__f_post_args(n, EFAX__FP_INJECT, buf, len, 0, a, 0, 0, 0, NULL, NULL);
-    return fi_inject(n->ep, buf, len, a);
-}
-static inline ssize_t efax__fi_injectdata(efax__nic *n, const void *buf, size_t len, uint64_t data,
-                                          fi_addr_t a) {
-    if (EFAX__UNLIKELY(n->fault))
-        return efax__f_post_args(n, EFAX__FP_INJECTDATA, buf, len, data, a, 0, 0, 0, NULL, NULL);
-    return fi_injectdata(n->ep, buf, len, data, a);
-}
-static inline ssize_t efax__fi_inject_write(efax__nic *n, const void *buf, size_t len, fi_addr_t a,
-                                            uint64_t raddr, uint64_t key) {
-    if (EFAX__UNLIKELY(n->fault))
-        return efax__f_post_args(n, EFAX__FP_INJECT_WRITE, buf, len, 0, a, raddr, key, 0, NULL, NULL);
-    return fi_inject_write(n->ep, buf, len, a, raddr, key);
-}
-static inline ssize_t efax__fi_inject_writedata(efax__nic *n, const void *buf, size_t len, uint64_t data,
-                                                fi_addr_t a, uint64_t raddr, uint64_t key) {
-    if (EFAX__UNLIKELY(n->fault))
-        return efax__f_post_args(n, EFAX__FP_INJECT_WRITEDATA, buf, len, data, a, raddr, key, 0, NULL, NULL);
-    return fi_inject_writedata(n->ep, buf, len, data, a, raddr, key);
-}
-static inline ssize_t efax__fi_tinjectdata(efax__nic *n, const void *buf, size_t len, uint64_t data,
-                                           fi_addr_t a, uint64_t tag) {
-    if (EFAX__UNLIKELY(n->fault))
-        return efax__f_post_args(n, EFAX__FP_TINJECTDATA, buf, len, data, a, 0, 0, tag, NULL, NULL);
-    return fi_tinjectdata(n->ep, buf, len, data, a, tag);
-}
-static inline ssize_t efax__fi_recv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a, void *ctx) {
-    if (EFAX__UNLIKELY(n->fault))
-        return efax__f_post_args(n, EFAX__FP_RECV, buf, len, 0, a, 0, 0, 0, desc, ctx);
-    return fi_recv(n->ep, buf, len, desc, a, ctx);
-}
-static inline ssize_t efax__fi_trecv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a,
-                                     uint64_t tag, void *ctx) {
-    if (EFAX__UNLIKELY(n->fault))
-        return efax__f_post_args(n, EFAX__FP_TRECV, buf, len, 0, a, 0, 0, tag, desc, ctx);
-    return fi_trecv(n->ep, buf, len, desc, a, tag, 0, ctx);
-}
-static inline ssize_t efax__fi_cq_read(efax__nic *n, struct fi_cq_data_entry *buf, size_t count) {
-    if (EFAX__UNLIKELY(n->fault)) return efax__f_cq_read(n, buf, count);
-    return fi_cq_read(n->cq, buf, count);
-}
-static inline ssize_t efax__fi_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e) {
-    if (EFAX__UNLIKELY(n->fault)) return efax__f_cq_readerr(n, e);
-    return fi_cq_readerr(n->cq, e, 0);
-}
-/* fi_cq_open; under cqmax=N a queue of more than N entries is refused as a device whose max_cqe is
-   smaller refuses it (efa: ibv_create_cq, efa_cq.c), size 0 (the provider's own) never. */
-EFAX_PRIVATE int efax__fi_cq_open(efax_ctx *ctx, efax__nic *n, struct fi_cq_attr *attr) {
-    if ((ctx->faults.fams & EFAX_FAULT_CQMAX) && attr->size > ctx->faults.cq_max) {
-        ctx->faults.stats.cq_refused++;
-        return -FI_EINVAL;
-    }
-    return fi_cq_open(n->domain, attr, &n->cq, NULL);
-}
-
-/* The provider's text for an error entry; the layer's own for one it made. */
-static inline const char *efax__fi_cq_strerror(efax__nic *n, const struct fi_cq_err_entry *e, char *buf,
-                                               size_t len) {
-    if (EFAX__UNLIKELY(n->fault) && e->err_data && e->err_data == (const void *)n->fault->cur.data &&
-        n->fault->cur.synthetic)
-        return (const char *)e->err_data;
-    return fi_cq_strerror(n->cq, e->prov_errno, e->err_data, buf, len);
-}
-
-/* One line per rank at the end: what the layer did (the soak reads these). */
-EFAX_PRIVATE void efax__faults_summary(efax_ctx *ctx) {
-    const efax_fault_stats *s = &ctx->faults.stats;
-    if (!ctx->faults.fams || !ctx->faults.armed) return;
-    efax_log(
-        ctx, 1,
-        "EFAX_FAULTS=%s on rank %d: reorder held=%llu deferred=%llu; eagain refused=%llu bursts=%llu; "
-        "injectfail failed=%llu errored=%llu; emulated nics=%llu; smallrma nics=%llu; rxfail failed=%llu; "
-        "doorbell batched=%llu interrupted=%llu unrung=%llu",
-        ctx->faults.spec, ctx->rank, (unsigned long long)s->held, (unsigned long long)s->deferred,
-        (unsigned long long)s->refused, (unsigned long long)s->bursts, (unsigned long long)s->failed,
-        (unsigned long long)s->errored, (unsigned long long)s->emulated, (unsigned long long)s->capped,
-        (unsigned long long)s->rxfailed, (unsigned long long)s->batched, (unsigned long long)s->interrupted,
-        (unsigned long long)s->unrung);
-}
-
-/* The line of the families that impose a fabric's limits (direct, cqmax), when on. */
-EFAX_PRIVATE void efax__faults_limits_summary(efax_ctx *ctx) {
-    const efax_fault_stats *s = &ctx->faults.stats;
-    if (!(ctx->faults.fams & (EFAX_FAULT_DIRECT | EFAX_FAULT_CQMAX))) return;
-    efax_log(ctx, 1,
-             "EFAX_FAULTS=%s, the limits it imposed, rank %d: direct refused=%llu; cqmax refused=%llu",
-             ctx->faults.spec, ctx->rank, (unsigned long long)s->direct, (unsigned long long)s->cq_refused);
-}
-
-EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx) {
-    return ctx && ctx->faults.fams ? ctx->faults.spec : "";
-}
-EFAX_API efax_fault_stats efax_ctx_fault_stats(const efax_ctx *ctx) { return ctx->faults.stats; }
-
-// >>context (implementation) -------------------------------------------------------------------
 
 /* The libfabric headers this is built against are at least version a.b. Endpoint options are
    enum members, not macros, so they are guarded by the version that introduced them (NEWS.md):
@@ -5493,811 +4147,7 @@ EFAX_API int efax_mr_exchange(efax_mr *mr, efax_boot *boot) {
     return rc;
 }
 
-// >>bootstrap: TCP rendezvous (implementation) ---------------------------------------------------
-
-#define EFAX__BOOT_MAGIC 0x45465842u /* "EFXB" */
-
-
-/* Reads or writes exactly len bytes before the deadline. */
-/* Reads or writes len bytes by the deadline. b (may be NULL): its idle hook runs every 10 ms of
-   waiting, and a negative return from it ends the wait (kept in b->idle_rc). */
-EFAX_PRIVATE int efax__io_b(efax_boot *b, int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
-    uint8_t *p = (uint8_t *)buf;
-    while (len) {
-        struct pollfd pf;
-        ssize_t n;
-        int ms = efax_remaining_ms(deadline), prc, slice;
-        if (ms == 0) return -FI_ETIMEDOUT;
-        slice = b && b->idle && ms > 10 ? 10 : ms;
-        pf.fd = fd;
-        pf.events = wr ? POLLOUT : POLLIN;
-        pf.revents = 0;
-        prc = poll(&pf, 1, slice);
-        if (prc < 0 && errno == EINTR) continue;
-        if (prc < 0) return -errno;
-        if (prc == 0 && slice < ms) {
-            int hrc = b->idle(b->idle_user);
-            if (hrc < 0) return b->idle_rc = hrc;
-            continue;
-        }
-        if (prc == 0) return -FI_ETIMEDOUT;
-        n = wr ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
-        if (n == 0) return -EFAX_E_PEER;
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN) continue;
-            return errno == ECONNRESET || errno == EPIPE ? -EFAX_E_PEER : -errno;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-EFAX_PRIVATE int efax__io(int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
-    return efax__io_b(NULL, fd, buf, len, wr, deadline);
-}
-
-typedef struct efax__boot_hello {
-    uint32_t magic, wire;
-    uint64_t token;
-    int32_t rank, size;
-} efax__boot_hello;
-
-typedef struct efax__boot_reply {
-    uint32_t magic, wire;
-    int32_t status;
-    int32_t pad;
-} efax__boot_reply;
-
-/* Checks a rendezvous hello at rank 0: 0 to accept; 1 to drop the connection and go on
-   waiting (not an efax peer, wrong token); -EFAX_E_VERSION / -EFAX_E_BOOT to give up. why
-   says what. fds: the ranks joined so far (-1: not yet). */
-EFAX_PRIVATE int efax__boot_hello_check(const efax__boot_hello *h, uint64_t token, int size, const int *fds,
-                                        char *why, size_t wl) {
-    if (h->magic != EFAX__BOOT_MAGIC || h->token != token) {
-        snprintf(why, wl, "rejected a connection: %s",
-                 h->magic != EFAX__BOOT_MAGIC ? "not an efax peer" : "wrong EFAX_TOKEN");
-        return 1;
-    }
-    if (h->wire != EFAX_WIRE_VERSION) {
-        snprintf(why, wl,
-                 "rank %d runs efax wire version %u, rank 0 runs %u: build every rank from the same efax.h",
-                 h->rank, h->wire, EFAX_WIRE_VERSION);
-        return -EFAX_E_VERSION;
-    }
-    if (h->size != size || h->rank <= 0 || h->rank >= size || fds[h->rank] >= 0) {
-        snprintf(why, wl, "a peer claims rank %d of %d; rank 0 has EFAX_SIZE=%d%s", h->rank, h->size, size,
-                 h->rank > 0 && h->rank < size && fds[h->rank] >= 0 ? " and that rank already joined" : "");
-        return -EFAX_E_BOOT;
-    }
-    return 0;
-}
-
-EFAX_PRIVATE uint64_t efax__hash(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    while (s && *s) h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-    return h;
-}
-
-/* "host:port" or "[v6]:port" */
-EFAX_PRIVATE int efax__split_hostport(const char *s, char *host, size_t hl, char *port, size_t pl) {
-    const char *colon;
-    if (!s || !*s) return -1;
-    if (*s == '[') {
-        const char *e = strchr(s, ']');
-        if (!e || e[1] != ':') return -1;
-        if ((size_t)(e - s - 1) >= hl) return -1;
-        memcpy(host, s + 1, (size_t)(e - s - 1));
-        host[e - s - 1] = 0;
-        colon = e + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (!colon || (size_t)(colon - s) >= hl || colon == s) return -1;
-        memcpy(host, s, (size_t)(colon - s));
-        host[colon - s] = 0;
-    }
-    efax__copy(port, pl, colon + 1);
-    {
-        char *end;
-        long v = strtol(port, &end, 10);
-        if (!port[0] || *end || v <= 0 || v > 65535) return -1;
-    }
-    return 0;
-}
-
-/* Binds and listens at ai for the size-1 peers; a socket, or a negative errno (logged). */
-EFAX_PRIVATE int efax__tcp_listen(efax_boot *b, const char *root, const struct addrinfo *ai) {
-    int one = 1, lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
-    if (lfd < 0) return -errno;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, b->size)) {
-        rc = -errno;
-        efax__blog(b, 0,
-                   "rendezvous: rank 0 cannot listen on %s: %s (it must be an address of rank 0's "
-                   "host, and the port free)",
-                   root, strerror(errno));
-        close(lfd);
-        return rc;
-    }
-    return lfd;
-}
-
-/* Rank 0: accepts every other rank on the listening socket lfd (closed here), checking each
-   hello, then tells them all to go. root names the address for messages. */
-EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, int lfd, uint64_t deadline) {
-    int one = 1, joined = 0, i, rc = 0;
-    efax__boot_reply rep;
-    b->fds = (int *)malloc(sizeof(int) * (size_t)b->size);
-    if (!b->fds) {
-        close(lfd);
-        return -FI_ENOMEM;
-    }
-    b->fd = -1;
-    for (i = 0; i < b->size; i++) b->fds[i] = -1;
-    while (joined < b->size - 1) {
-        struct pollfd pf;
-        efax__boot_hello h;
-        struct sockaddr_storage from;
-        socklen_t fl = sizeof from;
-        char who[INET6_ADDRSTRLEN + 8] = "?", why[256];
-        int fd, prc, ms = efax_remaining_ms(deadline);
-        pf.fd = lfd;
-        pf.events = POLLIN;
-        pf.revents = 0;
-        prc = ms ? poll(&pf, 1, ms) : 0;
-        if (prc < 0 && errno == EINTR) continue;
-        if (prc <= 0) {
-            char miss[256] = "";
-            size_t l = 0;
-            for (i = 1; i < b->size && l + 12 < sizeof miss; i++)
-                if (b->fds[i] < 0) l += (size_t)snprintf(miss + l, sizeof miss - l, "%s%d", l ? "," : "", i);
-            efax__blog(b, 0, "rendezvous: timed out after %d ms waiting for rank(s) %s to join at %s (%s)",
-                       b->timeout_ms, miss, root,
-                       b->kind == EFAX_BOOT_TCP
-                           ? "never started, or EFAX_ROOT/EFAX_TOKEN differ"
-                           : "they could not reach this host over TCP: see their errors");
-            rc = -FI_ETIMEDOUT;
-            break;
-        }
-        fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
-        if (fd < 0) continue;
-        if (from.ss_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)&from)->sin_addr, who, sizeof who);
-        else if (from.ss_family == AF_INET6)
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&from)->sin6_addr, who, sizeof who);
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        {
-            uint64_t hd = efax_now_ns() + 5000000000ull;
-            if (hd > deadline) hd = deadline;
-            if (efax__io(fd, &h, sizeof h, false, hd)) {
-                close(fd);
-                continue;
-            }
-        }
-        memset(&rep, 0, sizeof rep);
-        rep.magic = EFAX__BOOT_MAGIC;
-        rep.wire = EFAX_WIRE_VERSION;
-        rep.status = efax__boot_hello_check(&h, b->token, b->size, b->fds, why, sizeof why);
-        if (rep.status) { /* refused: tell the peer why, then drop it (or give up) */
-            efax__blog(b, rep.status == 1 ? 1 : 0, "rendezvous: %s (from %s)", why, who);
-            if (rep.status == 1) rep.status = -EFAX_E_BOOT;
-            efax__io(fd, &rep, sizeof rep, true, deadline);
-            close(fd);
-            if (rep.status == -EFAX_E_BOOT && (h.magic != EFAX__BOOT_MAGIC || h.token != b->token)) continue;
-            rc = rep.status;
-            break;
-        }
-        b->fds[h.rank] = fd;
-        joined++;
-    }
-    close(lfd);
-    if (rc) return rc;
-    memset(&rep, 0, sizeof rep);
-    rep.magic = EFAX__BOOT_MAGIC;
-    rep.wire = EFAX_WIRE_VERSION;
-    for (i = 1; i < b->size; i++)
-        if ((rc = efax__io(b->fds[i], &rep, sizeof rep, true, deadline))) return rc;
-    return 0;
-}
-
-/* One try to join rank 0 at address a. 0: joined (b->fd set). 1: nobody there, or a stranger
-   that refused us (why in last), so try elsewhere. Negative: give up (logged). */
-EFAX_PRIVATE int efax__tcp_try(efax_boot *b, const struct addrinfo *a, const char *root, uint64_t deadline,
-                               bool stranger_ok, char *last, size_t ll) {
-    int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = 0, one = 1, rc, ms;
-    socklen_t el = sizeof err;
-    struct pollfd pf;
-    efax__boot_hello h;
-    efax__boot_reply rep;
-    if (fd < 0) {
-        snprintf(last, ll, "socket: %s", strerror(errno));
-        return 1;
-    }
-    if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
-        snprintf(last, ll, "%s", strerror(errno));
-        close(fd);
-        return 1;
-    }
-    pf.fd = fd;
-    pf.events = POLLOUT;
-    pf.revents = 0;
-    ms = efax_remaining_ms(deadline);
-    if (poll(&pf, 1, ms < 1000 ? ms : 1000) <= 0) {
-        snprintf(last, ll, "connect timed out");
-        close(fd);
-        return 1;
-    }
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-    if (err) {
-        snprintf(last, ll, "%s", strerror(err));
-        close(fd);
-        return 1;
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    memset(&h, 0, sizeof h);
-    h.magic = EFAX__BOOT_MAGIC;
-    h.wire = EFAX_WIRE_VERSION;
-    h.token = b->token;
-    h.rank = b->rank;
-    h.size = b->size;
-    if ((rc = efax__io(fd, &h, sizeof h, true, deadline)) ||
-        (rc = efax__io(fd, &rep, sizeof rep, false, deadline))) {
-        close(fd);
-        if (stranger_ok) {
-            snprintf(last, ll, "a listener that is not our rank 0");
-            return 1;
-        }
-        efax__blog(b, 0,
-                   "rendezvous at %s: rank 0 closed the connection or did not answer (%s): "
-                   "check that EFAX_TOKEN and EFAX_SIZE are the same on every rank",
-                   root, efax_strerror(rc));
-        return rc == -FI_ETIMEDOUT ? rc : -EFAX_E_BOOT;
-    }
-    if (rep.magic == EFAX__BOOT_MAGIC && !rep.status) {
-        b->fd = fd;
-        return 0;
-    }
-    close(fd);
-    if (rep.magic == EFAX__BOOT_MAGIC && (rep.status == -EFAX_E_VERSION || rep.wire != EFAX_WIRE_VERSION)) {
-        efax__blog(b, 0,
-                   "rendezvous: rank 0 runs efax wire version %u, this rank %u: build every rank from "
-                   "the same efax.h",
-                   rep.wire, EFAX_WIRE_VERSION);
-        return -EFAX_E_VERSION;
-    }
-    if (stranger_ok) {
-        snprintf(last, ll, "another job's rank 0 refused us");
-        return 1;
-    }
-    efax__blog(b, 0, "rendezvous at %s refused rank %d: %s (check EFAX_TOKEN, EFAX_SIZE, EFAX_RANK)", root,
-               b->rank, efax_strerror(rep.status));
-    return -EFAX_E_BOOT;
-}
-
-/* Joins rank 0 at any of the addresses ai, retrying until the deadline (rank 0 may start
-   after us). */
-EFAX_PRIVATE int efax__tcp_dial(efax_boot *b, const struct addrinfo *ai, const char *root, uint64_t deadline,
-                                bool stranger_ok) {
-    char last[128] = "no attempt";
-    const struct addrinfo *a;
-    int rc;
-    for (;;) {
-        for (a = ai; a; a = a->ai_next)
-            if ((rc = efax__tcp_try(b, a, root, deadline, stranger_ok, last, sizeof last)) <= 0) return rc;
-        if (efax_remaining_ms(deadline) == 0) break;
-        usleep(100000);
-    }
-    efax__blog(b, 0,
-               "rendezvous: could not reach rank 0 at %s within %d ms (last error: %s); check the "
-               "address, that rank 0 is running, and that TCP between the hosts is allowed",
-               root, b->timeout_ms, last);
-    return -FI_ETIMEDOUT;
-}
-
-EFAX_PRIVATE int efax__tcp_join(efax_boot *b, const char *root, uint64_t deadline) {
-    char host[256], port[16], where[300];
-    struct addrinfo hints, *ai = NULL;
-    int rc;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_socktype = SOCK_STREAM;
-    if (efax__split_hostport(root, host, sizeof host, port, sizeof port)) {
-        efax__blog(b, 0, "EFAX_ROOT='%s' is not host:port (e.g. 10.0.0.1:29500 or [fe80::1]:29500)", root);
-        return -EFAX_E_USAGE;
-    }
-    if ((rc = getaddrinfo(host, port, &hints, &ai)) || !ai) {
-        efax__blog(b, 0, "EFAX_ROOT=%s: cannot resolve '%s': %s", root, host, gai_strerror(rc));
-        return -EFAX_E_BOOT;
-    }
-    snprintf(where, sizeof where, "EFAX_ROOT=%s", root);
-    if (b->rank == 0) {
-        rc = efax__tcp_listen(b, where, ai);
-        if (rc >= 0) rc = efax__tcp_root(b, where, rc, deadline);
-    } else {
-        rc = efax__tcp_dial(b, ai, where, deadline, false);
-    }
-    freeaddrinfo(ai);
-    return rc;
-}
-
-EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
-    uint64_t deadline = efax_deadline_ns(timeout_ms);
-    uint64_t hdr;
-    int i, rc;
-    memcpy((uint8_t *)out + (size_t)b->rank * len, in, len);
-    b->idle_rc = 0;
-    if (b->rank != 0) {
-        hdr = len;
-        if ((rc = efax__io_b(b, b->fd, &hdr, sizeof hdr, true, deadline)) ||
-            (rc = efax__io_b(b, b->fd, (void *)(uintptr_t)in, len, true, deadline)) ||
-            (rc = efax__io_b(b, b->fd, out, len * (size_t)b->size, false, deadline))) {
-            if (rc == b->idle_rc)
-                efax__blog(b, 0,
-                           "rendezvous all-gather: this rank's fabric context failed while it waited: %s",
-                           efax_strerror(rc));
-            else
-                efax__blog(b, 0, "rendezvous all-gather: lost rank 0 (%s): %s", b->hosts ? b->hosts[0] : "?",
-                           rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
-            return rc;
-        }
-        return 0;
-    }
-    for (i = 1; i < b->size; i++) {
-        rc = efax__io_b(b, b->fds[i], &hdr, sizeof hdr, false, deadline);
-        if (!rc && hdr != len) {
-            efax__blog(b, 0,
-                       "rendezvous all-gather: rank %d sent %llu bytes, rank 0 expected %zu: the "
-                       "ranks run different programs or call collectives in another order",
-                       i, (unsigned long long)hdr, len);
-            return -EFAX_E_BOOT;
-        }
-        if (!rc) rc = efax__io_b(b, b->fds[i], (uint8_t *)out + (size_t)i * len, len, false, deadline);
-        if (rc && rc == b->idle_rc) {
-            efax__blog(
-                b, 0,
-                "rendezvous all-gather: this rank's fabric context failed while it waited for rank %d: %s", i,
-                efax_strerror(rc));
-            return rc;
-        }
-        if (rc) {
-            efax__blog(b, 0, "rendezvous all-gather: lost rank %d (%s): %s", i, b->hosts ? b->hosts[i] : "?",
-                       rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
-            return rc;
-        }
-    }
-    for (i = 1; i < b->size; i++)
-        if ((rc = efax__io(b->fds[i], out, len * (size_t)b->size, true, deadline))) {
-            efax__blog(b, 0, "rendezvous all-gather: lost rank %d while sending", i);
-            return rc;
-        }
-    return 0;
-}
-
-// >>bootstrap: PMIx (implementation) -------------------------------------------------------------
-
-#ifndef EFAX_NO_PMIX
-/* A process id in our namespace (PMIX_LOAD_PROCID trips -Waddress in C++). */
-EFAX_PRIVATE void efax__pmix_proc(pmix_proc_t *p, const pmix_proc_t *me, pmix_rank_t rank) {
-    PMIX_PROC_CONSTRUCT(p);
-    memcpy(p->nspace, me->nspace, sizeof p->nspace);
-    p->rank = rank;
-}
-
-EFAX_PRIVATE int efax__pmix_init(efax_boot *b) {
-    pmix_proc_t *me = (pmix_proc_t *)calloc(1, sizeof(pmix_proc_t)), wild;
-    pmix_value_t *v = NULL;
-    pmix_status_t st;
-    if (!me) return -FI_ENOMEM;
-    b->pmix_proc = me;
-    st = PMIx_Init(me, NULL, 0);
-    if (st != PMIX_SUCCESS) {
-        efax__blog(b, 0, "PMIx_Init failed: %s", PMIx_Error_string(st));
-        free(me);
-        b->pmix_proc = NULL;
-        return -EFAX_E_BOOT;
-    }
-    b->kind = EFAX_BOOT_PMIX;
-    b->rank = (int)me->rank;
-    efax__pmix_proc(&wild, me, PMIX_RANK_WILDCARD);
-    st = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &v);
-    if (st != PMIX_SUCCESS || !v) {
-        efax__blog(b, 0, "PMIx_Get(PMIX_JOB_SIZE) failed: %s", PMIx_Error_string(st));
-        return -EFAX_E_BOOT;
-    }
-    b->size = v->type == PMIX_UINT32 ? (int)v->data.uint32 : v->type == PMIX_INT ? v->data.integer : 0;
-    PMIX_VALUE_RELEASE(v);
-    if (b->size <= 0 || b->rank < 0 || b->rank >= b->size) {
-        efax__blog(b, 0, "PMIx reports rank %d of %d", b->rank, b->size);
-        return -EFAX_E_BOOT;
-    }
-    v = NULL;
-    if (PMIx_Get(me, PMIX_HOSTNAME, NULL, 0, &v) == PMIX_SUCCESS && v && v->type == PMIX_STRING &&
-        v->data.string)
-        efax__copy(b->host, sizeof b->host, v->data.string);
-    if (v) PMIX_VALUE_RELEASE(v);
-    return 0;
-}
-
-EFAX_PRIVATE int efax__pmix_fence(efax_boot *b, bool collect, int timeout_ms) {
-    pmix_proc_t wild;
-    pmix_info_t info[2];
-    bool flag = collect;
-    int tmo = (timeout_ms + 999) / 1000;
-    pmix_status_t st;
-    efax__pmix_proc(&wild, (const pmix_proc_t *)b->pmix_proc, PMIX_RANK_WILDCARD);
-    PMIX_INFO_CONSTRUCT(&info[0]);
-    PMIX_INFO_CONSTRUCT(&info[1]);
-    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
-    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &tmo, PMIX_INT);
-    st = PMIx_Fence(&wild, 1, info, 2);
-    PMIX_INFO_DESTRUCT(&info[0]);
-    PMIX_INFO_DESTRUCT(&info[1]);
-    if (st != PMIX_SUCCESS) {
-        efax__blog(b, 0, "PMIx_Fence failed: %s%s", PMIx_Error_string(st),
-                   st == PMIX_ERR_TIMEOUT ? " (a rank did not arrive in time)" : "");
-        return st == PMIX_ERR_TIMEOUT ? -FI_ETIMEDOUT : -EFAX_E_BOOT;
-    }
-    return 0;
-}
-
-/* 64 unpredictable bits: a rendezvous token that only this job's ranks learn (through PMIx). */
-EFAX_PRIVATE uint64_t efax__random64(void) {
-    uint64_t v = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (read(fd, &v, sizeof v) != (ssize_t)sizeof v) v = 0;
-        close(fd);
-    }
-    if (!v) v = efax_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-    return v;
-}
-
-/* Appends " a.b.c.d" to the bootstrap card unless it is there already (or is loopback and
-   loopback_ok is false); returns the new length. */
-EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struct in_addr *ip,
-                                   bool loopback_ok) {
-    char a[INET_ADDRSTRLEN + 2] = " ";
-    size_t n;
-    if (!loopback_ok && (ntohl(ip->s_addr) >> 24) == 127) return l;
-    inet_ntop(AF_INET, ip, a + 1, INET_ADDRSTRLEN);
-    n = strlen(a);
-    a[n] = ' ';
-    a[n + 1] = 0;
-    card[l] = ' '; /* the card ends in a space while we search, so every address matches whole */
-    card[l + 1] = 0;
-    if (strstr(card, a) || l + n + 2 >= cap) {
-        card[l] = 0;
-        return l;
-    }
-    a[n] = 0;
-    memcpy(card + l, a, n + 1);
-    return l + n;
-}
-
-/* PMIx keeps every key it is given for the life of the job, so running each collective as a
-   put + fence would grow memory with every call (we measured ~0.5 KiB per all-gather, without
-   bound, in long sweeps). PMIx is used once: rank 0 publishes a random token, a port and its
-   IPv4 addresses; every rank joins rank 0 over TCP; all collectives then run on that star,
-   exactly as with EFAX_ROOT — no growth, and a dead rank is seen at once (closed socket). */
-EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
-    uint64_t deadline = efax_deadline_ns(b->timeout_ms);
-    char card[1024], where[1200];
-    pmix_proc_t *me = (pmix_proc_t *)b->pmix_proc, r0;
-    pmix_value_t val, *v = NULL;
-    pmix_status_t st;
-    int lfd = -1, rc;
-    if (b->size == 1) return 0;
-    if (b->rank == 0) {
-        struct sockaddr_in sa;
-        socklen_t sl = sizeof sa;
-        struct addrinfo any;
-        struct ifaddrs *ifs = NULL, *i;
-        size_t l;
-        int pass;
-        b->token = efax__random64();
-        memset(&sa, 0, sizeof sa);
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-        memset(&any, 0, sizeof any);
-        any.ai_family = AF_INET;
-        any.ai_addr = (struct sockaddr *)&sa;
-        any.ai_addrlen = sizeof sa;
-        if ((lfd = efax__tcp_listen(b, "an ephemeral port (PMIx bootstrap)", &any)) < 0) return lfd;
-        getsockname(lfd, (struct sockaddr *)&sa, &sl);
-        l = (size_t)snprintf(card, sizeof card, "%016llx %u", (unsigned long long)b->token,
-                             (unsigned)ntohs(sa.sin_port));
-        { /* first what this host's name resolves to (the address the cluster knows it by) */
-            char hn[256];
-            struct addrinfo hints, *res = NULL, *a;
-            memset(&hints, 0, sizeof hints);
-            hints.ai_family = AF_INET;
-            hints.ai_socktype = SOCK_STREAM;
-            if (!gethostname(hn, sizeof hn) && !getaddrinfo(hn, NULL, &hints, &res)) {
-                for (a = res; a; a = a->ai_next)
-                    l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)a->ai_addr)->sin_addr,
-                                       false);
-                freeaddrinfo(res);
-            }
-        }
-        if (!getifaddrs(&ifs)) { /* then every other up IPv4 address; loopback last, for ranks on this host */
-            for (pass = 0; pass < 2; pass++)
-                for (i = ifs; i; i = i->ifa_next)
-                    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
-                        !(i->ifa_flags & IFF_LOOPBACK) == !pass)
-                        l = efax__card_add(card, sizeof card, l,
-                                           &((struct sockaddr_in *)i->ifa_addr)->sin_addr, pass == 1);
-            freeifaddrs(ifs);
-        }
-        PMIX_VALUE_CONSTRUCT(&val);
-        val.type = PMIX_STRING;
-        val.data.string = card;
-        st = PMIx_Put(PMIX_GLOBAL, "efax.boot", &val);
-        if (st == PMIX_SUCCESS) st = PMIx_Commit();
-        if (st != PMIX_SUCCESS) {
-            efax__blog(b, 0, "PMIx_Put/Commit(efax.boot) failed: %s", PMIx_Error_string(st));
-            close(lfd);
-            return -EFAX_E_BOOT;
-        }
-    }
-    if ((rc = efax__pmix_fence(b, true, b->timeout_ms))) {
-        if (lfd >= 0) close(lfd);
-        return rc;
-    }
-    if (b->rank == 0) return efax__tcp_root(b, "this host's PMIx bootstrap port", lfd, deadline);
-    efax__pmix_proc(&r0, me, 0);
-    st = PMIx_Get(&r0, "efax.boot", NULL, 0, &v);
-    if (st != PMIX_SUCCESS || !v || v->type != PMIX_STRING || !v->data.string) {
-        efax__blog(b, 0, "PMIx_Get(efax.boot) from rank 0: %s",
-                   st != PMIX_SUCCESS ? PMIx_Error_string(st) : "not a string");
-        if (v) PMIX_VALUE_RELEASE(v);
-        return -EFAX_E_BOOT;
-    }
-    efax__copy(card, sizeof card, v->data.string);
-    PMIX_VALUE_RELEASE(v);
-    {
-        struct sockaddr_in sa[32];
-        struct addrinfo ai[32];
-        unsigned long long token;
-        unsigned port;
-        int n = 0, off = 0;
-        char a[INET_ADDRSTRLEN + 1];
-        const char *addrs;
-        if (sscanf(card, "%llx %u%n", &token, &port, &off) != 2 || port == 0 || port > 65535) {
-            efax__blog(b, 0, "PMIx: rank 0 published '%s' under efax.boot: the ranks run different programs",
-                       card);
-            return -EFAX_E_BOOT;
-        }
-        b->token = token;
-        addrs = card + off;
-        memset(ai, 0, sizeof ai);
-        for (const char *c = addrs; n < 32 && sscanf(c, " %16s%n", a, &off) == 1; c += off) {
-            memset(&sa[n], 0, sizeof sa[n]);
-            sa[n].sin_family = AF_INET;
-            sa[n].sin_port = htons((uint16_t)port);
-            if (inet_pton(AF_INET, a, &sa[n].sin_addr) != 1) continue;
-            ai[n].ai_family = AF_INET;
-            ai[n].ai_socktype = SOCK_STREAM;
-            ai[n].ai_addr = (struct sockaddr *)&sa[n];
-            ai[n].ai_addrlen = sizeof sa[n];
-            if (n) ai[n - 1].ai_next = &ai[n];
-            n++;
-        }
-        snprintf(where, sizeof where, "rank 0's PMIx bootstrap port %u at%s", port, addrs);
-        if (!n) {
-            efax__blog(b, 0, "PMIx: rank 0 found no IPv4 address to offer for the bootstrap (%s)", card);
-            return -EFAX_E_BOOT;
-        }
-        return efax__tcp_dial(b, ai, where, deadline, true);
-    }
-}
-#endif
-
-// >>bootstrap (implementation) -----------------------------------------------------------------
-
-/* The one place an efax_boot_desc's defaults are resolved: timeout_ms ($EFAX_TIMEOUT_MS, else
-   EFAX_TIMEOUT_MS_DEFAULT) and force ($EFAX_BOOTSTRAP: pmix or tcp). */
-EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, efax_boot_desc *d) {
-    int rc;
-    if (desc)
-        *d = *desc;
-    else
-        memset(d, 0, sizeof *d);
-    b->log = d->log; /* errors below are logged */
-    b->log_user = d->log_user;
-    if ((rc = efax__timeout_default(&d->timeout_ms))) return rc;
-    if (d->force && !strcmp(d->force, "single")) return 0;
-    if (!d->force) d->force = getenv("EFAX_BOOTSTRAP");
-    if (d->force && *d->force && strcmp(d->force, "pmix") && strcmp(d->force, "tcp")) {
-        efax__blog(b, 0, "EFAX_BOOTSTRAP='%s': expected pmix or tcp", d->force);
-        return -EFAX_E_USAGE;
-    }
-    return 0;
-}
-
-/* The TCP rendezvous from EFAX_RANK, EFAX_SIZE, EFAX_ROOT and EFAX_TOKEN. */
-EFAX_PRIVATE int efax__boot_tcp(efax_boot *b, const char *root) {
-    uint64_t deadline = efax_deadline_ns(b->timeout_ms);
-    char h[256], pt[16];
-    int rc;
-    if (!root || !*root || !getenv("EFAX_RANK") || !getenv("EFAX_SIZE")) {
-        efax__blog(b, 0,
-                   "the TCP rendezvous needs EFAX_RANK, EFAX_SIZE and EFAX_ROOT=host:port on every rank");
-        return -EFAX_E_LAUNCH;
-    }
-    if ((rc = efax__env_int("EFAX_SIZE", 1, 1, EFAX_IMM_MAX_RANKS, &b->size))) return rc;
-    if ((rc = efax__env_int("EFAX_RANK", 0, 0, b->size - 1, &b->rank))) return rc;
-    if (efax__split_hostport(root, h, sizeof h, pt, sizeof pt)) {
-        efax__blog(b, 0, "EFAX_ROOT='%s' is not host:port (e.g. 10.0.0.1:29500 or [fe80::1]:29500)", root);
-        return -EFAX_E_USAGE;
-    }
-    if (!getenv("EFAX_TOKEN"))
-        efax__blog(b, 1, "EFAX_TOKEN is not set: the rendezvous accepts any peer that knows EFAX_ROOT");
-    b->token = efax__hash(getenv("EFAX_TOKEN"));
-    b->kind = EFAX_BOOT_TCP;
-    return b->size > 1 ? efax__tcp_join(b, root, deadline) : 0;
-}
-
-/* Every rank's host name: local rank and size, and names for messages. Collective. */
-EFAX_PRIVATE int efax__boot_hosts(efax_boot *b) {
-    const char *node = getenv("EFAX_NODE");
-    int rc, i;
-    if (!b->host[0] && node && *node)
-        efax__copy(b->host, sizeof b->host, node); /* PMIx may have named it */
-    else if (!b->host[0] && gethostname(b->host, sizeof b->host))
-        efax__copy(b->host, sizeof b->host, "?");
-    b->host[sizeof b->host - 1] = 0;
-    if (!(b->hosts = (char(*)[64])calloc((size_t)b->size, 64))) return -FI_ENOMEM;
-    if ((rc = efax_boot_allgather(b, b->host, 64, b->hosts, -1))) return rc;
-    b->local_rank = 0, b->local_size = 0;
-    for (i = 0; i < b->size; i++) {
-        b->hosts[i][63] = 0;
-        if (!strcmp(b->hosts[i], b->host)) {
-            if (i < b->rank) b->local_rank++;
-            b->local_size++;
-        }
-    }
-    return 0;
-}
-
-EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
-    efax_boot_desc d;
-    const char *root = getenv("EFAX_ROOT");
-    int rc;
-    memset(b, 0, sizeof *b);
-    b->fd = -1;
-    b->size = 1;
-    if ((rc = efax__boot_defaults(b, desc, &d))) return rc;
-    b->timeout_ms = d.timeout_ms;
-    if (d.force && !strcmp(d.force, "single")) {
-        b->kind = EFAX_BOOT_SINGLE;
-    } else if (!strcmp(d.force ? d.force : "", "tcp") || (!(d.force && *d.force) && root && *root)) {
-        rc = efax__boot_tcp(b, root);
-    } else if ((d.force && !strcmp(d.force, "pmix")) || getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
-#ifndef EFAX_NO_PMIX
-        if (!(rc = efax__pmix_init(b))) rc = efax__pmix_star(b);
-#else
-        efax__blog(b, 0,
-                   "launched under PMIx, but this program was built with EFAX_NO_PMIX: rebuild "
-                   "without it (and with $(pkg-config --cflags --libs pmix)) or use EFAX_ROOT");
-        return -EFAX_E_LAUNCH;
-#endif
-    } else if (d.allow_single) {
-        b->kind = EFAX_BOOT_SINGLE;
-    } else {
-        efax__blog(b, 0,
-                   "no launcher found: start every rank with `mpirun -np N PROG` (Open MPI), "
-                   "`srun --mpi=pmix -n N PROG` (Slurm) or `prterun`, or set EFAX_RANK, EFAX_SIZE, "
-                   "EFAX_ROOT=host:port and EFAX_TOKEN on every rank");
-        return -EFAX_E_LAUNCH;
-    }
-    if (!rc) rc = efax__boot_hosts(b);
-    if (rc) efax_boot_deinit(b);
-    return rc;
-}
-
-EFAX_API void efax_boot_deinit(efax_boot *b) {
-    int i;
-    if (!b) return;
-    if (b->fds) {
-        for (i = 0; i < b->size; i++)
-            if (b->fds[i] >= 0) close(b->fds[i]);
-        free(b->fds);
-    }
-    if (b->fd >= 0) close(b->fd);
-#ifndef EFAX_NO_PMIX
-    if (b->pmix_proc) {
-        PMIx_Finalize(NULL, 0);
-        free(b->pmix_proc);
-    }
-#endif
-    free(b->hosts);
-    memset(b, 0, sizeof *b);
-    b->fd = -1;
-}
-
-EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
-    if (timeout_ms < 0) timeout_ms = b->timeout_ms;
-    switch (b->kind) {
-    case EFAX_BOOT_SINGLE: memcpy(out, in, len); return 0;
-    case EFAX_BOOT_TCP:
-    case EFAX_BOOT_PMIX: /* collectives run on the TCP star PMIx helped wire (efax__pmix_star) */
-        if (b->size == 1) {
-            memcpy(out, in, len);
-            return 0;
-        }
-        return efax__tcp_allgather(b, in, len, out, timeout_ms);
-    default: return -EFAX_E_BOOT;
-    }
-}
-
-EFAX_API int efax_boot_barrier(efax_boot *b, int timeout_ms) {
-    if (timeout_ms < 0) timeout_ms = b->timeout_ms;
-    {
-        uint8_t one = 1, *all = (uint8_t *)malloc((size_t)b->size);
-        int rc;
-        if (!all) return -FI_ENOMEM;
-        rc = efax_boot_allgather(b, &one, 1, all, timeout_ms);
-        free(all);
-        return rc;
-    }
-}
-
-EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeout_ms) {
-    int64_t *all = (int64_t *)malloc(sizeof(int64_t) * (size_t)b->size);
-    int rc, i;
-    if (!all) return -FI_ENOMEM;
-    rc = efax_boot_allgather(b, &value, sizeof value, all, timeout_ms);
-    *sum = 0;
-    for (i = 0; !rc && i < b->size; i++) *sum += all[i];
-    free(all);
-    return rc;
-}
-
 // >>operations (implementation) ----------------------------------------------------------------
-
-/* The hot path's branch hints: the error side of a check, kept out of line (EFAX__COLD), costs
-   the common side nothing but the test. */
-#ifndef EFAX__UNLIKELY
-#if defined(__GNUC__)
-#define EFAX__UNLIKELY(c) __builtin_expect(!!(c), 0)
-#define EFAX__COLD __attribute__((noinline, cold))
-#else
-#define EFAX__UNLIKELY(c) (c)
-#define EFAX__COLD
-#endif
-#endif
-#if defined(__GNUC__)
-#define EFAX__LIKELY(c) __builtin_expect(!!(c), 1)
-#define EFAX__HOT_INLINE static inline __attribute__((always_inline)) /* the poll that finds nothing */
-#define EFAX__NOINLINE __attribute__((noinline)) /* keeps its frame out of the caller's */
-#else
-#define EFAX__LIKELY(c) (c)
-#define EFAX__HOT_INLINE static inline
-#define EFAX__NOINLINE
-#endif
-/* The posts every message makes (efax_send, efax_recv, efax_write), a target's announcement of
-   each write (efax_expect_write) and efax_wait's test for a transfer already done: in C with GCC
-   or clang their definitions are inline, so that a caller compiled with the
-   implementation (EFAX_IMPLEMENTATION in the same file, as the drivers are) runs them without a
-   call, a frame and argument passing, and with what it passes as constants folded in. (The waits
-   stay out of line: their polls are what tests/instr.sh counts as calls of a wait into libfabric,
-   and each wait would be a new copy of the poll loop.) The prototypes are extern, so the
-   definition is still the external one other translation units call (C11 6.7.4p7). Not in C++
-   (g++, nvcc): there an inline function has vague linkage, and a file that inlined every use need
-   not emit it for the others. EFAX_NO_API_INLINE keeps them out of line. */
-#if defined(__GNUC__) && !defined(__cplusplus) && !defined(EFAX_NO_API_INLINE)
-#define EFAX__API_INLINE __attribute__((always_inline)) inline
-/* clang's -Wstatic-in-inline holds any inline function with external linkage to C11 6.7.4p3, which
-   constrains inline definitions only; these are external ones (p7: the prototypes say extern), so
-   they may call the file's static functions. Popped at the implementation's end. */
-#if defined(__clang__)
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wstatic-in-inline"
-#define EFAX__API_INLINE_POP
-#endif
-#else
-#define EFAX__API_INLINE
-#endif
 
 EFAX_API int efax_imm_encode(int rank, int tag, uint32_t seq, uint32_t *imm) {
     *imm = 0;
@@ -9109,81 +6959,1298 @@ EFAX_API int efax_expect_test(efax_ctx *ctx, efax_expect *e) {
     return rc ? rc : 1;
 }
 
-// >>gpu wire (implementation) -------------------------------------------------------------------
+// >>bootstrap: TCP rendezvous (implementation) ---------------------------------------------------
 
-EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected,
-                             int rank, int size, uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why,
-                             size_t wl) {
-    memset(c, 0, sizeof *c);
-    c->op = (uint32_t)w[0] & 0xff;
-    c->flags = (uint32_t)(w[0] >> 8) & 0xff;
-    c->producer = (uint32_t)(w[0] >> 16) & 0xffff;
-    c->dst = (int)(uint32_t)(w[0] >> 32);
-    c->soff = w[1];
-    c->doff = w[2];
-    c->size = w[3];
-    c->tag = (int)(w[4] & 0xffff);
-    c->seq = (uint32_t)(w[4] >> 32);
-    c->number = w[5];
-    if (c->producer >= producers || w[6] != c->producer) {
-        snprintf(why, wl, "producer id %u (word 6: %llu) outside 0..%u", c->producer,
-                 (unsigned long long)w[6], producers ? producers - 1 : 0);
-        return -EFAX_E_PEER;
-    }
-    if (c->number != expected) {
-        snprintf(why, wl, "out of order: command number %llu, expected %llu", (unsigned long long)c->number,
-                 (unsigned long long)expected);
-        return -EFAX_E_PEER;
-    }
-    if (c->op == EFAX_CMD_FENCE) return 0;
-    if (c->op != EFAX_CMD_PUT) {
-        snprintf(why, wl, "unknown operation %u", c->op);
-        return -EFAX_E_PEER;
-    }
-    if (c->flags & ~(uint32_t)EFAX_PUT_SPLIT) {
-        snprintf(why, wl, "unknown flags %#x", c->flags);
-        return -EFAX_E_PEER;
-    }
-    if (c->dst < 0 || c->dst >= size || c->dst == rank) {
-        snprintf(why, wl, "destination rank %d outside the job (%d ranks) or this rank", c->dst, size);
-        return -EFAX_E_PEER;
-    }
-    if (c->size > src_len || c->soff > src_len - c->size) {
-        snprintf(why, wl, "source bytes outside the registered window of %llu bytes",
-                 (unsigned long long)src_len);
-        return -EFAX_E_PEER;
-    }
-    if (!dst || !dst->remote || c->dst >= dst->nremote || c->size > dst->remote[c->dst].len ||
-        c->doff > dst->remote[c->dst].len - c->size) {
-        snprintf(why, wl, "destination bytes outside rank %d's window of %llu bytes", c->dst,
-                 dst && dst->remote && c->dst < dst->nremote ? (unsigned long long)dst->remote[c->dst].len
-                                                             : 0ull);
-        return -EFAX_E_PEER;
+#define EFAX__BOOT_MAGIC 0x45465842u /* "EFXB" */
+
+
+/* Reads or writes exactly len bytes before the deadline. */
+/* Reads or writes len bytes by the deadline. b (may be NULL): its idle hook runs every 10 ms of
+   waiting, and a negative return from it ends the wait (kept in b->idle_rc). */
+EFAX_PRIVATE int efax__io_b(efax_boot *b, int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
+    uint8_t *p = (uint8_t *)buf;
+    while (len) {
+        struct pollfd pf;
+        ssize_t n;
+        int ms = efax_remaining_ms(deadline), prc, slice;
+        if (ms == 0) return -FI_ETIMEDOUT;
+        slice = b && b->idle && ms > 10 ? 10 : ms;
+        pf.fd = fd;
+        pf.events = wr ? POLLOUT : POLLIN;
+        pf.revents = 0;
+        prc = poll(&pf, 1, slice);
+        if (prc < 0 && errno == EINTR) continue;
+        if (prc < 0) return -errno;
+        if (prc == 0 && slice < ms) {
+            int hrc = b->idle(b->idle_user);
+            if (hrc < 0) return b->idle_rc = hrc;
+            continue;
+        }
+        if (prc == 0) return -FI_ETIMEDOUT;
+        n = wr ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+        if (n == 0) return -EFAX_E_PEER;
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return errno == ECONNRESET || errno == EPIPE ? -EFAX_E_PEER : -errno;
+        }
+        p += n;
+        len -= (size_t)n;
     }
     return 0;
 }
 
-EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local,
-                                   char *why, size_t wl) {
-    bool here;
-    if (local) *local = false;
-    if (r->magic != EFAX_IPC_MAGIC || r->wire != EFAX_WIRE_VERSION) {
-        snprintf(why, wl, "rank %d sent a malformed IPC handle (magic %08x, wire %u; this rank's wire %u)%s",
-                 rank, r->magic, r->wire, EFAX_WIRE_VERSION,
-                 r->wire != EFAX_WIRE_VERSION ? ": build every rank from the same efax.h" : "");
-        return r->magic == EFAX_IPC_MAGIC && r->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+EFAX_PRIVATE int efax__io(int fd, void *buf, size_t len, bool wr, uint64_t deadline) {
+    return efax__io_b(NULL, fd, buf, len, wr, deadline);
+}
+
+typedef struct efax__boot_hello {
+    uint32_t magic, wire;
+    uint64_t token;
+    int32_t rank, size;
+} efax__boot_hello;
+
+typedef struct efax__boot_reply {
+    uint32_t magic, wire;
+    int32_t status;
+    int32_t pad;
+} efax__boot_reply;
+
+/* Checks a rendezvous hello at rank 0: 0 to accept; 1 to drop the connection and go on
+   waiting (not an efax peer, wrong token); -EFAX_E_VERSION / -EFAX_E_BOOT to give up. why
+   says what. fds: the ranks joined so far (-1: not yet). */
+EFAX_PRIVATE int efax__boot_hello_check(const efax__boot_hello *h, uint64_t token, int size, const int *fds,
+                                        char *why, size_t wl) {
+    if (h->magic != EFAX__BOOT_MAGIC || h->token != token) {
+        snprintf(why, wl, "rejected a connection: %s",
+                 h->magic != EFAX__BOOT_MAGIC ? "not an efax peer" : "wrong EFAX_TOKEN");
+        return 1;
     }
-    if (r->rank != rank || !memchr(r->host, 0, sizeof r->host) || !r->host[0]) {
-        snprintf(why, wl, "rank %d sent a malformed IPC record (rank %d, host name %s)", rank, r->rank,
-                 memchr(r->host, 0, sizeof r->host) ? "empty" : "unterminated");
-        return -EFAX_E_PEER;
+    if (h->wire != EFAX_WIRE_VERSION) {
+        snprintf(why, wl,
+                 "rank %d runs efax wire version %u, rank 0 runs %u: build every rank from the same efax.h",
+                 h->rank, h->wire, EFAX_WIRE_VERSION);
+        return -EFAX_E_VERSION;
     }
-    here = strcmp(r->host, host) == 0;
-    if (here && (r->device < 0 || r->device > 1023)) {
-        snprintf(why, wl, "rank %d sent an IPC record for device %d", rank, r->device);
-        return -EFAX_E_PEER;
+    if (h->size != size || h->rank <= 0 || h->rank >= size || fds[h->rank] >= 0) {
+        snprintf(why, wl, "a peer claims rank %d of %d; rank 0 has EFAX_SIZE=%d%s", h->rank, h->size, size,
+                 h->rank > 0 && h->rank < size && fds[h->rank] >= 0 ? " and that rank already joined" : "");
+        return -EFAX_E_BOOT;
     }
-    if (local) *local = here;
+    return 0;
+}
+
+EFAX_PRIVATE uint64_t efax__hash(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    while (s && *s) h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+    return h;
+}
+
+/* "host:port" or "[v6]:port" */
+EFAX_PRIVATE int efax__split_hostport(const char *s, char *host, size_t hl, char *port, size_t pl) {
+    const char *colon;
+    if (!s || !*s) return -1;
+    if (*s == '[') {
+        const char *e = strchr(s, ']');
+        if (!e || e[1] != ':') return -1;
+        if ((size_t)(e - s - 1) >= hl) return -1;
+        memcpy(host, s + 1, (size_t)(e - s - 1));
+        host[e - s - 1] = 0;
+        colon = e + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon || (size_t)(colon - s) >= hl || colon == s) return -1;
+        memcpy(host, s, (size_t)(colon - s));
+        host[colon - s] = 0;
+    }
+    efax__copy(port, pl, colon + 1);
+    {
+        char *end;
+        long v = strtol(port, &end, 10);
+        if (!port[0] || *end || v <= 0 || v > 65535) return -1;
+    }
+    return 0;
+}
+
+/* Binds and listens at ai for the size-1 peers; a socket, or a negative errno (logged). */
+EFAX_PRIVATE int efax__tcp_listen(efax_boot *b, const char *root, const struct addrinfo *ai) {
+    int one = 1, lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
+    if (lfd < 0) return -errno;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, b->size)) {
+        rc = -errno;
+        efax__blog(b, 0,
+                   "rendezvous: rank 0 cannot listen on %s: %s (it must be an address of rank 0's "
+                   "host, and the port free)",
+                   root, strerror(errno));
+        close(lfd);
+        return rc;
+    }
+    return lfd;
+}
+
+/* Rank 0: accepts every other rank on the listening socket lfd (closed here), checking each
+   hello, then tells them all to go. root names the address for messages. */
+EFAX_PRIVATE int efax__tcp_root(efax_boot *b, const char *root, int lfd, uint64_t deadline) {
+    int one = 1, joined = 0, i, rc = 0;
+    efax__boot_reply rep;
+    b->fds = (int *)malloc(sizeof(int) * (size_t)b->size);
+    if (!b->fds) {
+        close(lfd);
+        return -FI_ENOMEM;
+    }
+    b->fd = -1;
+    for (i = 0; i < b->size; i++) b->fds[i] = -1;
+    while (joined < b->size - 1) {
+        struct pollfd pf;
+        efax__boot_hello h;
+        struct sockaddr_storage from;
+        socklen_t fl = sizeof from;
+        char who[INET6_ADDRSTRLEN + 8] = "?", why[256];
+        int fd, prc, ms = efax_remaining_ms(deadline);
+        pf.fd = lfd;
+        pf.events = POLLIN;
+        pf.revents = 0;
+        prc = ms ? poll(&pf, 1, ms) : 0;
+        if (prc < 0 && errno == EINTR) continue;
+        if (prc <= 0) {
+            char miss[256] = "";
+            size_t l = 0;
+            for (i = 1; i < b->size && l + 12 < sizeof miss; i++)
+                if (b->fds[i] < 0) l += (size_t)snprintf(miss + l, sizeof miss - l, "%s%d", l ? "," : "", i);
+            efax__blog(b, 0, "rendezvous: timed out after %d ms waiting for rank(s) %s to join at %s (%s)",
+                       b->timeout_ms, miss, root,
+                       b->kind == EFAX_BOOT_TCP
+                           ? "never started, or EFAX_ROOT/EFAX_TOKEN differ"
+                           : "they could not reach this host over TCP: see their errors");
+            rc = -FI_ETIMEDOUT;
+            break;
+        }
+        fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        if (from.ss_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&from)->sin_addr, who, sizeof who);
+        else if (from.ss_family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&from)->sin6_addr, who, sizeof who);
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        {
+            uint64_t hd = efax_now_ns() + 5000000000ull;
+            if (hd > deadline) hd = deadline;
+            if (efax__io(fd, &h, sizeof h, false, hd)) {
+                close(fd);
+                continue;
+            }
+        }
+        memset(&rep, 0, sizeof rep);
+        rep.magic = EFAX__BOOT_MAGIC;
+        rep.wire = EFAX_WIRE_VERSION;
+        rep.status = efax__boot_hello_check(&h, b->token, b->size, b->fds, why, sizeof why);
+        if (rep.status) { /* refused: tell the peer why, then drop it (or give up) */
+            efax__blog(b, rep.status == 1 ? 1 : 0, "rendezvous: %s (from %s)", why, who);
+            if (rep.status == 1) rep.status = -EFAX_E_BOOT;
+            efax__io(fd, &rep, sizeof rep, true, deadline);
+            close(fd);
+            if (rep.status == -EFAX_E_BOOT && (h.magic != EFAX__BOOT_MAGIC || h.token != b->token)) continue;
+            rc = rep.status;
+            break;
+        }
+        b->fds[h.rank] = fd;
+        joined++;
+    }
+    close(lfd);
+    if (rc) return rc;
+    memset(&rep, 0, sizeof rep);
+    rep.magic = EFAX__BOOT_MAGIC;
+    rep.wire = EFAX_WIRE_VERSION;
+    for (i = 1; i < b->size; i++)
+        if ((rc = efax__io(b->fds[i], &rep, sizeof rep, true, deadline))) return rc;
+    return 0;
+}
+
+/* One try to join rank 0 at address a. 0: joined (b->fd set). 1: nobody there, or a stranger
+   that refused us (why in last), so try elsewhere. Negative: give up (logged). */
+EFAX_PRIVATE int efax__tcp_try(efax_boot *b, const struct addrinfo *a, const char *root, uint64_t deadline,
+                               bool stranger_ok, char *last, size_t ll) {
+    int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = 0, one = 1, rc, ms;
+    socklen_t el = sizeof err;
+    struct pollfd pf;
+    efax__boot_hello h;
+    efax__boot_reply rep;
+    if (fd < 0) {
+        snprintf(last, ll, "socket: %s", strerror(errno));
+        return 1;
+    }
+    if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
+        snprintf(last, ll, "%s", strerror(errno));
+        close(fd);
+        return 1;
+    }
+    pf.fd = fd;
+    pf.events = POLLOUT;
+    pf.revents = 0;
+    ms = efax_remaining_ms(deadline);
+    if (poll(&pf, 1, ms < 1000 ? ms : 1000) <= 0) {
+        snprintf(last, ll, "connect timed out");
+        close(fd);
+        return 1;
+    }
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err) {
+        snprintf(last, ll, "%s", strerror(err));
+        close(fd);
+        return 1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    memset(&h, 0, sizeof h);
+    h.magic = EFAX__BOOT_MAGIC;
+    h.wire = EFAX_WIRE_VERSION;
+    h.token = b->token;
+    h.rank = b->rank;
+    h.size = b->size;
+    if ((rc = efax__io(fd, &h, sizeof h, true, deadline)) ||
+        (rc = efax__io(fd, &rep, sizeof rep, false, deadline))) {
+        close(fd);
+        if (stranger_ok) {
+            snprintf(last, ll, "a listener that is not our rank 0");
+            return 1;
+        }
+        efax__blog(b, 0,
+                   "rendezvous at %s: rank 0 closed the connection or did not answer (%s): "
+                   "check that EFAX_TOKEN and EFAX_SIZE are the same on every rank",
+                   root, efax_strerror(rc));
+        return rc == -FI_ETIMEDOUT ? rc : -EFAX_E_BOOT;
+    }
+    if (rep.magic == EFAX__BOOT_MAGIC && !rep.status) {
+        b->fd = fd;
+        return 0;
+    }
+    close(fd);
+    if (rep.magic == EFAX__BOOT_MAGIC && (rep.status == -EFAX_E_VERSION || rep.wire != EFAX_WIRE_VERSION)) {
+        efax__blog(b, 0,
+                   "rendezvous: rank 0 runs efax wire version %u, this rank %u: build every rank from "
+                   "the same efax.h",
+                   rep.wire, EFAX_WIRE_VERSION);
+        return -EFAX_E_VERSION;
+    }
+    if (stranger_ok) {
+        snprintf(last, ll, "another job's rank 0 refused us");
+        return 1;
+    }
+    efax__blog(b, 0, "rendezvous at %s refused rank %d: %s (check EFAX_TOKEN, EFAX_SIZE, EFAX_RANK)", root,
+               b->rank, efax_strerror(rep.status));
+    return -EFAX_E_BOOT;
+}
+
+/* Joins rank 0 at any of the addresses ai, retrying until the deadline (rank 0 may start
+   after us). */
+EFAX_PRIVATE int efax__tcp_dial(efax_boot *b, const struct addrinfo *ai, const char *root, uint64_t deadline,
+                                bool stranger_ok) {
+    char last[128] = "no attempt";
+    const struct addrinfo *a;
+    int rc;
+    for (;;) {
+        for (a = ai; a; a = a->ai_next)
+            if ((rc = efax__tcp_try(b, a, root, deadline, stranger_ok, last, sizeof last)) <= 0) return rc;
+        if (efax_remaining_ms(deadline) == 0) break;
+        usleep(100000);
+    }
+    efax__blog(b, 0,
+               "rendezvous: could not reach rank 0 at %s within %d ms (last error: %s); check the "
+               "address, that rank 0 is running, and that TCP between the hosts is allowed",
+               root, b->timeout_ms, last);
+    return -FI_ETIMEDOUT;
+}
+
+EFAX_PRIVATE int efax__tcp_join(efax_boot *b, const char *root, uint64_t deadline) {
+    char host[256], port[16], where[300];
+    struct addrinfo hints, *ai = NULL;
+    int rc;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    if (efax__split_hostport(root, host, sizeof host, port, sizeof port)) {
+        efax__blog(b, 0, "EFAX_ROOT='%s' is not host:port (e.g. 10.0.0.1:29500 or [fe80::1]:29500)", root);
+        return -EFAX_E_USAGE;
+    }
+    if ((rc = getaddrinfo(host, port, &hints, &ai)) || !ai) {
+        efax__blog(b, 0, "EFAX_ROOT=%s: cannot resolve '%s': %s", root, host, gai_strerror(rc));
+        return -EFAX_E_BOOT;
+    }
+    snprintf(where, sizeof where, "EFAX_ROOT=%s", root);
+    if (b->rank == 0) {
+        rc = efax__tcp_listen(b, where, ai);
+        if (rc >= 0) rc = efax__tcp_root(b, where, rc, deadline);
+    } else {
+        rc = efax__tcp_dial(b, ai, where, deadline, false);
+    }
+    freeaddrinfo(ai);
+    return rc;
+}
+
+EFAX_PRIVATE int efax__tcp_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
+    uint64_t deadline = efax_deadline_ns(timeout_ms);
+    uint64_t hdr;
+    int i, rc;
+    memcpy((uint8_t *)out + (size_t)b->rank * len, in, len);
+    b->idle_rc = 0;
+    if (b->rank != 0) {
+        hdr = len;
+        if ((rc = efax__io_b(b, b->fd, &hdr, sizeof hdr, true, deadline)) ||
+            (rc = efax__io_b(b, b->fd, (void *)(uintptr_t)in, len, true, deadline)) ||
+            (rc = efax__io_b(b, b->fd, out, len * (size_t)b->size, false, deadline))) {
+            if (rc == b->idle_rc)
+                efax__blog(b, 0,
+                           "rendezvous all-gather: this rank's fabric context failed while it waited: %s",
+                           efax_strerror(rc));
+            else
+                efax__blog(b, 0, "rendezvous all-gather: lost rank 0 (%s): %s", b->hosts ? b->hosts[0] : "?",
+                           rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
+            return rc;
+        }
+        return 0;
+    }
+    for (i = 1; i < b->size; i++) {
+        rc = efax__io_b(b, b->fds[i], &hdr, sizeof hdr, false, deadline);
+        if (!rc && hdr != len) {
+            efax__blog(b, 0,
+                       "rendezvous all-gather: rank %d sent %llu bytes, rank 0 expected %zu: the "
+                       "ranks run different programs or call collectives in another order",
+                       i, (unsigned long long)hdr, len);
+            return -EFAX_E_BOOT;
+        }
+        if (!rc) rc = efax__io_b(b, b->fds[i], (uint8_t *)out + (size_t)i * len, len, false, deadline);
+        if (rc && rc == b->idle_rc) {
+            efax__blog(
+                b, 0,
+                "rendezvous all-gather: this rank's fabric context failed while it waited for rank %d: %s", i,
+                efax_strerror(rc));
+            return rc;
+        }
+        if (rc) {
+            efax__blog(b, 0, "rendezvous all-gather: lost rank %d (%s): %s", i, b->hosts ? b->hosts[i] : "?",
+                       rc == -FI_ETIMEDOUT ? "timed out" : "it exited or crashed");
+            return rc;
+        }
+    }
+    for (i = 1; i < b->size; i++)
+        if ((rc = efax__io(b->fds[i], out, len * (size_t)b->size, true, deadline))) {
+            efax__blog(b, 0, "rendezvous all-gather: lost rank %d while sending", i);
+            return rc;
+        }
+    return 0;
+}
+
+// >>bootstrap: PMIx (implementation) -------------------------------------------------------------
+
+#ifndef EFAX_NO_PMIX
+/* A process id in our namespace (PMIX_LOAD_PROCID trips -Waddress in C++). */
+EFAX_PRIVATE void efax__pmix_proc(pmix_proc_t *p, const pmix_proc_t *me, pmix_rank_t rank) {
+    PMIX_PROC_CONSTRUCT(p);
+    memcpy(p->nspace, me->nspace, sizeof p->nspace);
+    p->rank = rank;
+}
+
+EFAX_PRIVATE int efax__pmix_init(efax_boot *b) {
+    pmix_proc_t *me = (pmix_proc_t *)calloc(1, sizeof(pmix_proc_t)), wild;
+    pmix_value_t *v = NULL;
+    pmix_status_t st;
+    if (!me) return -FI_ENOMEM;
+    b->pmix_proc = me;
+    st = PMIx_Init(me, NULL, 0);
+    if (st != PMIX_SUCCESS) {
+        efax__blog(b, 0, "PMIx_Init failed: %s", PMIx_Error_string(st));
+        free(me);
+        b->pmix_proc = NULL;
+        return -EFAX_E_BOOT;
+    }
+    b->kind = EFAX_BOOT_PMIX;
+    b->rank = (int)me->rank;
+    efax__pmix_proc(&wild, me, PMIX_RANK_WILDCARD);
+    st = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &v);
+    if (st != PMIX_SUCCESS || !v) {
+        efax__blog(b, 0, "PMIx_Get(PMIX_JOB_SIZE) failed: %s", PMIx_Error_string(st));
+        return -EFAX_E_BOOT;
+    }
+    b->size = v->type == PMIX_UINT32 ? (int)v->data.uint32 : v->type == PMIX_INT ? v->data.integer : 0;
+    PMIX_VALUE_RELEASE(v);
+    if (b->size <= 0 || b->rank < 0 || b->rank >= b->size) {
+        efax__blog(b, 0, "PMIx reports rank %d of %d", b->rank, b->size);
+        return -EFAX_E_BOOT;
+    }
+    v = NULL;
+    if (PMIx_Get(me, PMIX_HOSTNAME, NULL, 0, &v) == PMIX_SUCCESS && v && v->type == PMIX_STRING &&
+        v->data.string)
+        efax__copy(b->host, sizeof b->host, v->data.string);
+    if (v) PMIX_VALUE_RELEASE(v);
+    return 0;
+}
+
+EFAX_PRIVATE int efax__pmix_fence(efax_boot *b, bool collect, int timeout_ms) {
+    pmix_proc_t wild;
+    pmix_info_t info[2];
+    bool flag = collect;
+    int tmo = (timeout_ms + 999) / 1000;
+    pmix_status_t st;
+    efax__pmix_proc(&wild, (const pmix_proc_t *)b->pmix_proc, PMIX_RANK_WILDCARD);
+    PMIX_INFO_CONSTRUCT(&info[0]);
+    PMIX_INFO_CONSTRUCT(&info[1]);
+    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &tmo, PMIX_INT);
+    st = PMIx_Fence(&wild, 1, info, 2);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    if (st != PMIX_SUCCESS) {
+        efax__blog(b, 0, "PMIx_Fence failed: %s%s", PMIx_Error_string(st),
+                   st == PMIX_ERR_TIMEOUT ? " (a rank did not arrive in time)" : "");
+        return st == PMIX_ERR_TIMEOUT ? -FI_ETIMEDOUT : -EFAX_E_BOOT;
+    }
+    return 0;
+}
+
+/* 64 unpredictable bits: a rendezvous token that only this job's ranks learn (through PMIx). */
+EFAX_PRIVATE uint64_t efax__random64(void) {
+    uint64_t v = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &v, sizeof v) != (ssize_t)sizeof v) v = 0;
+        close(fd);
+    }
+    if (!v) v = efax_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+    return v;
+}
+
+/* Appends " a.b.c.d" to the bootstrap card unless it is there already (or is loopback and
+   loopback_ok is false); returns the new length. */
+EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struct in_addr *ip,
+                                   bool loopback_ok) {
+    char a[INET_ADDRSTRLEN + 2] = " ";
+    size_t n;
+    if (!loopback_ok && (ntohl(ip->s_addr) >> 24) == 127) return l;
+    inet_ntop(AF_INET, ip, a + 1, INET_ADDRSTRLEN);
+    n = strlen(a);
+    a[n] = ' ';
+    a[n + 1] = 0;
+    card[l] = ' '; /* the card ends in a space while we search, so every address matches whole */
+    card[l + 1] = 0;
+    if (strstr(card, a) || l + n + 2 >= cap) {
+        card[l] = 0;
+        return l;
+    }
+    a[n] = 0;
+    memcpy(card + l, a, n + 1);
+    return l + n;
+}
+
+/* PMIx keeps every key it is given for the life of the job, so running each collective as a
+   put + fence would grow memory with every call (we measured ~0.5 KiB per all-gather, without
+   bound, in long sweeps). PMIx is used once: rank 0 publishes a random token, a port and its
+   IPv4 addresses; every rank joins rank 0 over TCP; all collectives then run on that star,
+   exactly as with EFAX_ROOT — no growth, and a dead rank is seen at once (closed socket). */
+EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
+    uint64_t deadline = efax_deadline_ns(b->timeout_ms);
+    char card[1024], where[1200];
+    pmix_proc_t *me = (pmix_proc_t *)b->pmix_proc, r0;
+    pmix_value_t val, *v = NULL;
+    pmix_status_t st;
+    int lfd = -1, rc;
+    if (b->size == 1) return 0;
+    if (b->rank == 0) {
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        struct addrinfo any;
+        struct ifaddrs *ifs = NULL, *i;
+        size_t l;
+        int pass;
+        b->token = efax__random64();
+        memset(&sa, 0, sizeof sa);
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+        memset(&any, 0, sizeof any);
+        any.ai_family = AF_INET;
+        any.ai_addr = (struct sockaddr *)&sa;
+        any.ai_addrlen = sizeof sa;
+        if ((lfd = efax__tcp_listen(b, "an ephemeral port (PMIx bootstrap)", &any)) < 0) return lfd;
+        getsockname(lfd, (struct sockaddr *)&sa, &sl);
+        l = (size_t)snprintf(card, sizeof card, "%016llx %u", (unsigned long long)b->token,
+                             (unsigned)ntohs(sa.sin_port));
+        { /* first what this host's name resolves to (the address the cluster knows it by) */
+            char hn[256];
+            struct addrinfo hints, *res = NULL, *a;
+            memset(&hints, 0, sizeof hints);
+            hints.ai_family = AF_INET;
+            hints.ai_socktype = SOCK_STREAM;
+            if (!gethostname(hn, sizeof hn) && !getaddrinfo(hn, NULL, &hints, &res)) {
+                for (a = res; a; a = a->ai_next)
+                    l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)a->ai_addr)->sin_addr,
+                                       false);
+                freeaddrinfo(res);
+            }
+        }
+        if (!getifaddrs(&ifs)) { /* then every other up IPv4 address; loopback last, for ranks on this host */
+            for (pass = 0; pass < 2; pass++)
+                for (i = ifs; i; i = i->ifa_next)
+                    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+                        !(i->ifa_flags & IFF_LOOPBACK) == !pass)
+                        l = efax__card_add(card, sizeof card, l,
+                                           &((struct sockaddr_in *)i->ifa_addr)->sin_addr, pass == 1);
+            freeifaddrs(ifs);
+        }
+        PMIX_VALUE_CONSTRUCT(&val);
+        val.type = PMIX_STRING;
+        val.data.string = card;
+        st = PMIx_Put(PMIX_GLOBAL, "efax.boot", &val);
+        if (st == PMIX_SUCCESS) st = PMIx_Commit();
+        if (st != PMIX_SUCCESS) {
+            efax__blog(b, 0, "PMIx_Put/Commit(efax.boot) failed: %s", PMIx_Error_string(st));
+            close(lfd);
+            return -EFAX_E_BOOT;
+        }
+    }
+    if ((rc = efax__pmix_fence(b, true, b->timeout_ms))) {
+        if (lfd >= 0) close(lfd);
+        return rc;
+    }
+    if (b->rank == 0) return efax__tcp_root(b, "this host's PMIx bootstrap port", lfd, deadline);
+    efax__pmix_proc(&r0, me, 0);
+    st = PMIx_Get(&r0, "efax.boot", NULL, 0, &v);
+    if (st != PMIX_SUCCESS || !v || v->type != PMIX_STRING || !v->data.string) {
+        efax__blog(b, 0, "PMIx_Get(efax.boot) from rank 0: %s",
+                   st != PMIX_SUCCESS ? PMIx_Error_string(st) : "not a string");
+        if (v) PMIX_VALUE_RELEASE(v);
+        return -EFAX_E_BOOT;
+    }
+    efax__copy(card, sizeof card, v->data.string);
+    PMIX_VALUE_RELEASE(v);
+    {
+        struct sockaddr_in sa[32];
+        struct addrinfo ai[32];
+        unsigned long long token;
+        unsigned port;
+        int n = 0, off = 0;
+        char a[INET_ADDRSTRLEN + 1];
+        const char *addrs;
+        if (sscanf(card, "%llx %u%n", &token, &port, &off) != 2 || port == 0 || port > 65535) {
+            efax__blog(b, 0, "PMIx: rank 0 published '%s' under efax.boot: the ranks run different programs",
+                       card);
+            return -EFAX_E_BOOT;
+        }
+        b->token = token;
+        addrs = card + off;
+        memset(ai, 0, sizeof ai);
+        for (const char *c = addrs; n < 32 && sscanf(c, " %16s%n", a, &off) == 1; c += off) {
+            memset(&sa[n], 0, sizeof sa[n]);
+            sa[n].sin_family = AF_INET;
+            sa[n].sin_port = htons((uint16_t)port);
+            if (inet_pton(AF_INET, a, &sa[n].sin_addr) != 1) continue;
+            ai[n].ai_family = AF_INET;
+            ai[n].ai_socktype = SOCK_STREAM;
+            ai[n].ai_addr = (struct sockaddr *)&sa[n];
+            ai[n].ai_addrlen = sizeof sa[n];
+            if (n) ai[n - 1].ai_next = &ai[n];
+            n++;
+        }
+        snprintf(where, sizeof where, "rank 0's PMIx bootstrap port %u at%s", port, addrs);
+        if (!n) {
+            efax__blog(b, 0, "PMIx: rank 0 found no IPv4 address to offer for the bootstrap (%s)", card);
+            return -EFAX_E_BOOT;
+        }
+        return efax__tcp_dial(b, ai, where, deadline, true);
+    }
+}
+#endif
+
+// >>bootstrap (implementation) -----------------------------------------------------------------
+
+/* The one place an efax_boot_desc's defaults are resolved: timeout_ms ($EFAX_TIMEOUT_MS, else
+   EFAX_TIMEOUT_MS_DEFAULT) and force ($EFAX_BOOTSTRAP: pmix or tcp). */
+EFAX_PRIVATE int efax__boot_defaults(efax_boot *b, const efax_boot_desc *desc, efax_boot_desc *d) {
+    int rc;
+    if (desc)
+        *d = *desc;
+    else
+        memset(d, 0, sizeof *d);
+    b->log = d->log; /* errors below are logged */
+    b->log_user = d->log_user;
+    if ((rc = efax__timeout_default(&d->timeout_ms))) return rc;
+    if (d->force && !strcmp(d->force, "single")) return 0;
+    if (!d->force) d->force = getenv("EFAX_BOOTSTRAP");
+    if (d->force && *d->force && strcmp(d->force, "pmix") && strcmp(d->force, "tcp")) {
+        efax__blog(b, 0, "EFAX_BOOTSTRAP='%s': expected pmix or tcp", d->force);
+        return -EFAX_E_USAGE;
+    }
+    return 0;
+}
+
+/* The TCP rendezvous from EFAX_RANK, EFAX_SIZE, EFAX_ROOT and EFAX_TOKEN. */
+EFAX_PRIVATE int efax__boot_tcp(efax_boot *b, const char *root) {
+    uint64_t deadline = efax_deadline_ns(b->timeout_ms);
+    char h[256], pt[16];
+    int rc;
+    if (!root || !*root || !getenv("EFAX_RANK") || !getenv("EFAX_SIZE")) {
+        efax__blog(b, 0,
+                   "the TCP rendezvous needs EFAX_RANK, EFAX_SIZE and EFAX_ROOT=host:port on every rank");
+        return -EFAX_E_LAUNCH;
+    }
+    if ((rc = efax__env_int("EFAX_SIZE", 1, 1, EFAX_IMM_MAX_RANKS, &b->size))) return rc;
+    if ((rc = efax__env_int("EFAX_RANK", 0, 0, b->size - 1, &b->rank))) return rc;
+    if (efax__split_hostport(root, h, sizeof h, pt, sizeof pt)) {
+        efax__blog(b, 0, "EFAX_ROOT='%s' is not host:port (e.g. 10.0.0.1:29500 or [fe80::1]:29500)", root);
+        return -EFAX_E_USAGE;
+    }
+    if (!getenv("EFAX_TOKEN"))
+        efax__blog(b, 1, "EFAX_TOKEN is not set: the rendezvous accepts any peer that knows EFAX_ROOT");
+    b->token = efax__hash(getenv("EFAX_TOKEN"));
+    b->kind = EFAX_BOOT_TCP;
+    return b->size > 1 ? efax__tcp_join(b, root, deadline) : 0;
+}
+
+/* Every rank's host name: local rank and size, and names for messages. Collective. */
+EFAX_PRIVATE int efax__boot_hosts(efax_boot *b) {
+    const char *node = getenv("EFAX_NODE");
+    int rc, i;
+    if (!b->host[0] && node && *node)
+        efax__copy(b->host, sizeof b->host, node); /* PMIx may have named it */
+    else if (!b->host[0] && gethostname(b->host, sizeof b->host))
+        efax__copy(b->host, sizeof b->host, "?");
+    b->host[sizeof b->host - 1] = 0;
+    if (!(b->hosts = (char(*)[64])calloc((size_t)b->size, 64))) return -FI_ENOMEM;
+    if ((rc = efax_boot_allgather(b, b->host, 64, b->hosts, -1))) return rc;
+    b->local_rank = 0, b->local_size = 0;
+    for (i = 0; i < b->size; i++) {
+        b->hosts[i][63] = 0;
+        if (!strcmp(b->hosts[i], b->host)) {
+            if (i < b->rank) b->local_rank++;
+            b->local_size++;
+        }
+    }
+    return 0;
+}
+
+EFAX_API int efax_boot_init(efax_boot *b, const efax_boot_desc *desc) {
+    efax_boot_desc d;
+    const char *root = getenv("EFAX_ROOT");
+    int rc;
+    memset(b, 0, sizeof *b);
+    b->fd = -1;
+    b->size = 1;
+    if ((rc = efax__boot_defaults(b, desc, &d))) return rc;
+    b->timeout_ms = d.timeout_ms;
+    if (d.force && !strcmp(d.force, "single")) {
+        b->kind = EFAX_BOOT_SINGLE;
+    } else if (!strcmp(d.force ? d.force : "", "tcp") || (!(d.force && *d.force) && root && *root)) {
+        rc = efax__boot_tcp(b, root);
+    } else if ((d.force && !strcmp(d.force, "pmix")) || getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
+#ifndef EFAX_NO_PMIX
+        if (!(rc = efax__pmix_init(b))) rc = efax__pmix_star(b);
+#else
+        efax__blog(b, 0,
+                   "launched under PMIx, but this program was built with EFAX_NO_PMIX: rebuild "
+                   "without it (and with $(pkg-config --cflags --libs pmix)) or use EFAX_ROOT");
+        return -EFAX_E_LAUNCH;
+#endif
+    } else if (d.allow_single) {
+        b->kind = EFAX_BOOT_SINGLE;
+    } else {
+        efax__blog(b, 0,
+                   "no launcher found: start every rank with `mpirun -np N PROG` (Open MPI), "
+                   "`srun --mpi=pmix -n N PROG` (Slurm) or `prterun`, or set EFAX_RANK, EFAX_SIZE, "
+                   "EFAX_ROOT=host:port and EFAX_TOKEN on every rank");
+        return -EFAX_E_LAUNCH;
+    }
+    if (!rc) rc = efax__boot_hosts(b);
+    if (rc) efax_boot_deinit(b);
+    return rc;
+}
+
+EFAX_API void efax_boot_deinit(efax_boot *b) {
+    int i;
+    if (!b) return;
+    if (b->fds) {
+        for (i = 0; i < b->size; i++)
+            if (b->fds[i] >= 0) close(b->fds[i]);
+        free(b->fds);
+    }
+    if (b->fd >= 0) close(b->fd);
+#ifndef EFAX_NO_PMIX
+    if (b->pmix_proc) {
+        PMIx_Finalize(NULL, 0);
+        free(b->pmix_proc);
+    }
+#endif
+    free(b->hosts);
+    memset(b, 0, sizeof *b);
+    b->fd = -1;
+}
+
+EFAX_API int efax_boot_allgather(efax_boot *b, const void *in, size_t len, void *out, int timeout_ms) {
+    if (timeout_ms < 0) timeout_ms = b->timeout_ms;
+    switch (b->kind) {
+    case EFAX_BOOT_SINGLE: memcpy(out, in, len); return 0;
+    case EFAX_BOOT_TCP:
+    case EFAX_BOOT_PMIX: /* collectives run on the TCP star PMIx helped wire (efax__pmix_star) */
+        if (b->size == 1) {
+            memcpy(out, in, len);
+            return 0;
+        }
+        return efax__tcp_allgather(b, in, len, out, timeout_ms);
+    default: return -EFAX_E_BOOT;
+    }
+}
+
+EFAX_API int efax_boot_barrier(efax_boot *b, int timeout_ms) {
+    if (timeout_ms < 0) timeout_ms = b->timeout_ms;
+    {
+        uint8_t one = 1, *all = (uint8_t *)malloc((size_t)b->size);
+        int rc;
+        if (!all) return -FI_ENOMEM;
+        rc = efax_boot_allgather(b, &one, 1, all, timeout_ms);
+        free(all);
+        return rc;
+    }
+}
+
+EFAX_API int efax_boot_sum(efax_boot *b, int64_t value, int64_t *sum, int timeout_ms) {
+    int64_t *all = (int64_t *)malloc(sizeof(int64_t) * (size_t)b->size);
+    int rc, i;
+    if (!all) return -FI_ENOMEM;
+    rc = efax_boot_allgather(b, &value, sizeof value, all, timeout_ms);
+    *sum = 0;
+    for (i = 0; !rc && i < b->size; i++) *sum += all[i];
+    free(all);
+    return rc;
+}
+
+// >>topology (implementation) ------------------------------------------------------------------
+
+/* The hints behind every fi_getinfo efax makes. Beyond the capabilities, what efax asks for:
+   - cq_data_size = 4: efax's immediate data is 32 bits and efa carries exactly 4 bytes
+     (fi_efa(7); prov/efa efa_prov_info.c). Asked for in the hints, as fabtests (common/shared.c)
+     and aws-ofi-nccl do, so a provider with less never appears rather than failing after it
+     was opened (efax_ctx_init still checks what it got).
+   - msg_order FI_ORDER_SAS on transmit and receive, when `sas`: efa's transport (SRD) is
+     unordered and efa grants send-after-send only to hints that ask (efa_user_info.c
+     intersects the hints' msg_order with what it can do); aws-ofi-nccl asks too. tcp and shm
+     grant it unasked. efax does not rely on it (its receivers identify a message by its
+     immediate data, never by arrival order); it makes efa behave as the others do.
+     efax__getinfo asks again without it when a provider cannot order.
+   prov "efa-direct" asks for that fabric of efa (efax__is_efa_direct): no FI_TAGGED, which it lacks
+   (efax's control messages are then 0-byte writes), and no FI_RX_CQ_DATA, so efa offers it only
+   where the device has unsolicited write recv (efa_user_info.c efa_user_info_alter_direct): a
+   write with immediate data then consumes no receive at the target, as efax's writes need. Which
+   fabric is chosen is efax__getinfo's business. */
+EFAX_PRIVATE struct fi_info *efax__hints(const char *prov, bool hmem, bool sas) {
+    struct fi_info *h = fi_allocinfo();
+    bool direct = prov && !strcasecmp(prov, "efa-direct");
+    if (!h) return NULL;
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
+    if (direct) h->caps &= ~(uint64_t)FI_TAGGED;
+    /* The modes efax can honour: operation contexts are efax_op (fi_context2 first) and
+       iovecs live in the op until completion. */
+    h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV;
+    h->domain_attr->mr_mode =
+        FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    h->domain_attr->cq_data_size = 4;
+    if (sas) {
+        h->tx_attr->msg_order = FI_ORDER_SAS;
+        h->rx_attr->msg_order = FI_ORDER_SAS;
+    }
+    if (hmem) {
+        h->caps |= FI_HMEM;
+        h->domain_attr->mr_mode |= FI_MR_HMEM;
+    }
+    if (prov && *prov && !(h->fabric_attr->prov_name = strdup(direct ? "efa" : prov))) {
+        fi_freeinfo(h);
+        return NULL;
+    }
+    if (direct && !(h->fabric_attr->name = strdup("efa-direct"))) {
+        fi_freeinfo(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* True for an entry of libfabric 2.x's "efa-direct" fabric. It is listed before "efa" with the
+   same domain names (prov/efa/src/efa_prov.c), so a choice by domain name alone could take it.
+   It carries only what the device does (prov/efa/docs/efa_fabric_comparison.md): no FI_TAGGED,
+   messages of at most the MTU, nothing emulated, the target's AV holding the initiator before an
+   RMA. efax takes it only when asked by name (--provider efa-direct, efax__getinfo); "efa" means
+   efa's RDM protocol. The fabric is matched by name, not by hints: libfabric 1.x named efa's
+   fabric after the device's GID prefix ("EFA-fe80::..."), so a hint of "efa" would hide every
+   1.x NIC. */
+EFAX_PRIVATE bool efax__is_efa_direct(const struct fi_info *fi) {
+    const char *f = fi->fabric_attr ? fi->fabric_attr->name : NULL;
+    return f && !strcasecmp(f, "efa-direct");
+}
+
+/* fi_getinfo with efax's hints: first asking for send-after-send ordering, then, if the
+   provider offers nothing so, without it. efa-direct entries are kept only when prov names it,
+   and only they then. *out is NULL when nothing matches. */
+EFAX_PRIVATE int efax__getinfo(const char *prov, bool hmem, struct fi_info **out) {
+    int rc = 0, pass;
+    bool direct = prov && !strcasecmp(prov, "efa-direct");
+    *out = NULL;
+    for (pass = 0; pass < 2 && !*out; pass++) {
+        struct fi_info *h = efax__hints(prov, hmem, pass == 0), **pp;
+        if (!h) return -FI_ENOMEM;
+        rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, h, out);
+        fi_freeinfo(h);
+        if (rc == -FI_ENODATA) *out = NULL, rc = 0;
+        if (rc) return rc;
+        for (pp = out; *pp;) {
+            struct fi_info *fi = *pp;
+            if (efax__is_efa_direct(fi) == direct) {
+                pp = &fi->next;
+                continue;
+            }
+            *pp = fi->next;
+            fi->next = NULL;
+            fi_freeinfo(fi);
+        }
+    }
+    return rc;
+}
+
+EFAX_PRIVATE int efax__read_sysfs(const char *path, char *buf, size_t len) {
+    FILE *f = fopen(path, "r");
+    size_t n;
+    if (!f) return -1;
+    n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) buf[--n] = 0;
+    return 0;
+}
+
+EFAX_PRIVATE bool efax__is_pci(const char *s) {
+    unsigned a, b, c, d;
+    char tail;
+    return strlen(s) == 12 && sscanf(s, "%4x:%2x:%2x.%1x%c", &a, &b, &c, &d, &tail) == 4;
+}
+
+/* The PCI device a network interface sits on: the deepest PCI component of its sysfs path. */
+EFAX_PRIVATE void efax__if_pci(const char *ifname, char *pci, size_t len) {
+    char path[PATH_MAX], real[PATH_MAX], *tok, *save = NULL;
+    pci[0] = 0;
+    snprintf(path, sizeof path, "%s/sys/class/net/%s/device", efax_topo_sysfs_root(), ifname);
+    if (!realpath(path, real)) return;
+    for (tok = strtok_r(real, "/", &save); tok; tok = strtok_r(NULL, "/", &save))
+        if (efax__is_pci(tok)) efax__copy(pci, len, tok);
+}
+
+EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
+    char path[PATH_MAX], buf[64];
+    memset(n, 0, sizeof *n);
+    efax__copy(n->provider, sizeof n->provider, fi->fabric_attr->prov_name);
+    efax__copy(n->name, sizeof n->name, fi->domain_attr->name);
+    efax__copy(n->fabric, sizeof n->fabric, fi->fabric_attr->name);
+    n->numa = -1;
+    n->efa_shm = n->emulated_write = n->cuda_api = n->gpudirect = n->unsolicited_write_recv = -1;
+    n->caps = fi->caps;
+    n->mode = fi->mode;
+    n->mr_mode = (uint64_t)fi->domain_attr->mr_mode;
+    n->msg_order = fi->tx_attr ? fi->tx_attr->msg_order : 0;
+    n->cq_data_size = fi->domain_attr->cq_data_size;
+    n->max_msg_size = fi->ep_attr->max_msg_size;
+    n->inject_size = fi->tx_attr->inject_size;
+    n->inject_rma_size = fi->tx_attr->inject_size;
+    n->max_rma_size = fi->ep_attr->max_msg_size;
+    n->max_send_size = fi->ep_attr->max_msg_size;
+    n->tx_size = fi->tx_attr->size;
+    n->rx_size = fi->rx_attr->size;
+    n->mr_key_size = fi->domain_attr->mr_key_size;
+    n->addr_format = fi->addr_format;
+    n->hmem = (fi->caps & FI_HMEM) != 0;
+    n->loopback = !strcmp(n->name, "lo") || !strncmp(n->fabric, "127.", 4) || !strcmp(n->fabric, "::1/128");
+    if (fi->nic && fi->nic->bus_attr && fi->nic->bus_attr->bus_type == FI_BUS_PCI) {
+        const struct fi_pci_attr *p = &fi->nic->bus_attr->attr.pci;
+        snprintf(n->pci, sizeof n->pci, "%04x:%02x:%02x.%x", p->domain_id, p->bus_id, p->device_id,
+                 p->function_id);
+    }
+    if (fi->nic && fi->nic->link_attr && fi->nic->link_attr->speed)
+        n->link_gbps = (double)fi->nic->link_attr->speed / 1e9;
+    if (!n->pci[0]) efax__if_pci(n->name, n->pci, sizeof n->pci);
+    if (n->link_gbps == 0) {
+        snprintf(path, sizeof path, "%s/sys/class/net/%s/speed", efax_topo_sysfs_root(), n->name);
+        if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0) n->link_gbps = atoi(buf) / 1000.0;
+    }
+    /* A network interface with no device behind it (veth, bridge, tun, lo) reports a nominal
+       speed (a veth says 10 Gbit/s) that no link enforces: the line rate is unknown there. */
+    snprintf(path, sizeof path, "%s/sys/class/net/%s", efax_topo_sysfs_root(), n->name);
+    if (access(path, F_OK) == 0) {
+        snprintf(path, sizeof path, "%s/sys/class/net/%s/device", efax_topo_sysfs_root(), n->name);
+        if (access(path, F_OK) != 0) n->link_gbps = 0;
+    }
+    if (n->pci[0]) n->numa = efax_topo_pci_numa(efax_topo_sysfs_root(), n->pci);
+}
+
+EFAX_API const char *efax_topo_sysfs_root(void) {
+    const char *r = getenv("EFAX_SYSFS_ROOT");
+    return r ? r : "";
+}
+
+EFAX_API int efax_topo_efa_devices(char *names, size_t len) {
+    char dir[PATH_MAX], path[PATH_MAX + 300], vendor[32];
+    DIR *dp;
+    struct dirent *de;
+    size_t u = 0;
+    int n = 0;
+    if (names && len) names[0] = 0;
+    snprintf(dir, sizeof dir, "%s/sys/class/infiniband", efax_topo_sysfs_root());
+    if (!(dp = opendir(dir))) return 0;
+    while ((de = readdir(dp))) {
+        if (de->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s/device/vendor", dir, de->d_name);
+        if (efax__read_sysfs(path, vendor, sizeof vendor) || strcmp(vendor, "0x1d0f")) continue;
+        n++;
+        if (names && u < len) u += (size_t)snprintf(names + u, len - u, "%s%s", u ? "," : "", de->d_name);
+    }
+    closedir(dp);
+    return n;
+}
+
+EFAX_PRIVATE int efax__cmp_pci(const void *a, const void *b) {
+    return strcmp((const char *)a, (const char *)b);
+}
+
+EFAX_API int efax_topo_gpus(const char *root, char (*pci)[16], int max) {
+    char dir[PATH_MAX], path[PATH_MAX + 300], v[32], c[32];
+    char found[64][16];
+    DIR *dp;
+    struct dirent *de;
+    int n = 0, i;
+    snprintf(dir, sizeof dir, "%s/sys/bus/pci/devices", root ? root : "");
+    if (!(dp = opendir(dir))) return 0;
+    while ((de = readdir(dp)) && n < 64) {
+        if (!efax__is_pci(de->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s/vendor", dir, de->d_name);
+        if (efax__read_sysfs(path, v, sizeof v) || strcmp(v, "0x10de")) continue;
+        snprintf(path, sizeof path, "%s/%s/class", dir, de->d_name);
+        if (efax__read_sysfs(path, c, sizeof c) || strncmp(c, "0x03", 4)) continue;
+        efax__copy(found[n++], 16, de->d_name);
+    }
+    closedir(dp);
+    qsort(found, (size_t)n, sizeof found[0], efax__cmp_pci);
+    for (i = 0; pci && i < n && i < max; i++) memcpy(pci[i], found[i], 16);
+    return n;
+}
+
+EFAX_API int efax_topo_pci_numa(const char *root, const char *pci) {
+    char path[PATH_MAX], buf[32];
+    if (!pci || !efax__is_pci(pci)) return -1;
+    snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s/numa_node", root ? root : "", pci);
+    return efax__read_sysfs(path, buf, sizeof buf) ? -1 : atoi(buf);
+}
+
+/* The PCI components of a device's sysfs path, from its host bridge ("pci0000:00") down:
+   /sys/bus/pci/devices/X links to /sys/devices/pci0000:00/0000:00:01.0/.../X. Returns how
+   many were written to comp, or 0. */
+EFAX_PRIVATE int efax__pci_path(const char *root, const char *pci, char comp[][16], int max) {
+    char path[PATH_MAX], real[PATH_MAX], *at, *next, *tok, *save = NULL;
+    int n = 0;
+    if (!pci || !efax__is_pci(pci)) return 0;
+    snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s", root ? root : "", pci);
+    if (!realpath(path, real) || !(at = strstr(real, "/sys/devices/pci"))) return 0;
+    while ((next = strstr(at + 1, "/sys/devices/pci"))) at = next; /* the tree's own, under any root */
+    for (tok = strtok_r(at + strlen("/sys/devices/"), "/", &save); tok && n < max;
+         tok = strtok_r(NULL, "/", &save))
+        efax__copy(comp[n++], 16, tok);
+    return n;
+}
+
+EFAX_API int efax_topo_pci_depth(const char *root, const char *a, const char *b) {
+    char ca[16][16], cb[16][16];
+    int na = efax__pci_path(root, a, ca, 16), nb = efax__pci_path(root, b, cb, 16), d = 0;
+    while (d < na && d < nb && !strcmp(ca[d], cb[d])) d++;
+    return d;
+}
+
+/* Sorts NIC indices out[0..n) by the NICs' PCI addresses: shares of a switch's NICs are dealt in PCI
+   order, the same on every rank of a host whatever order the provider listed them in. */
+EFAX_PRIVATE void efax__sort_by_pci(const efax_nic_info *nics, int *out, int n) {
+    int i, j;
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && strcmp(nics[out[j - 1]].pci, nics[out[j]].pci) > 0; j--) {
+            int t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+}
+
+/* Of n NICs tied nearest GPU dev_pci at PCI depth best, the share of that GPU when other GPUs are
+   as near them (behind the same PCIe switch): a p5en's or p6-b200's switch holds 2 GPUs and 2 NICs
+   (aws-ofi-nccl platform-aws.cpp, which sets NCCL_NETDEVS_POLICY=max:1 there), and both GPUs'
+   ranks taking both NICs would each be half as fast as it could. The i-th of g such GPUs (in PCI
+   order, as every rank numbers them) takes the NICs j with j mod g == i, when there are at least g
+   NICs; fewer NICs than GPUs (a p4d: 2 GPUs, 1 NIC) are shared. *shares: how many GPUs took shares
+   (1: none). Returns the new count. */
+EFAX_PRIVATE int efax__near_share(const char *root, const efax_nic_info *nics, const char *dev_pci, int best,
+                                  int *out, int n, int *shares) {
+    char gpus[64][16];
+    int ng = efax_topo_gpus(root, gpus, 64), g, mine = -1, peers = 0, k = 0, j;
+    if (ng > 64) ng = 64;
+    for (g = 0; g < ng; g++) {
+        if (efax_topo_pci_depth(root, gpus[g], nics[out[0]].pci) < best) continue;
+        if (!strcasecmp(gpus[g], dev_pci)) mine = peers;
+        peers++;
+    }
+    *shares = 1;
+    if (mine < 0 || peers < 2 || n < peers) return n;
+    efax__sort_by_pci(nics, out, n);
+    for (j = 0; j < n; j++)
+        if (j % peers == mine) out[k++] = out[j];
+    *shares = peers;
+    return k;
+}
+
+/* efax_topo_near; *shares (may be NULL): how many GPUs share the nearest NICs out (1: this GPU's
+   alone, or no GPU given). */
+EFAX_PRIVATE int efax__topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
+                                 int numa, int *out, int max, int *shares) {
+    int i, n = 0, best = 0, one;
+    if (!shares) shares = &one;
+    *shares = 1;
+    if (dev_pci && *dev_pci) {
+        for (i = 0; i < nnics; i++) {
+            int d = nics[i].pci[0] ? efax_topo_pci_depth(root, dev_pci, nics[i].pci) : 0;
+            if (d == 0 || d < best) continue;
+            if (d > best) n = 0, best = d;
+            if (n < max) out[n++] = i;
+        }
+        return n > 1 ? efax__near_share(root, nics, dev_pci, best, out, n, shares) : n;
+    }
+    if (numa < 0) return 0;
+    for (i = 0; i < nnics; i++)
+        if (nics[i].numa == numa && n < max) out[n++] = i;
+    return n;
+}
+
+EFAX_API int efax_topo_near(const char *root, const efax_nic_info *nics, int nnics, const char *dev_pci,
+                            int numa, int *out, int max) {
+    return efax__topo_near(root, nics, nnics, dev_pci, numa, out, max, NULL);
+}
+
+/* A NIC's switch key: its PCI path without the last two components (the NIC and the switch
+   port above it), joined by '/'; "" when its path is unknown or too short to have a parent. */
+EFAX_PRIVATE void efax__switch_key(const char *root, const char *pci, char *key, size_t len) {
+    char comp[16][16];
+    int n = efax__pci_path(root, pci, comp, 16), i;
+    size_t u = 0;
+    key[0] = 0;
+    if (n < 2) return;
+    if (n == 2) n = 3; /* a NIC straight under its host bridge: the bridge is its group */
+    for (i = 0; i < n - 2 && u + 17 < len; i++)
+        u += (size_t)snprintf(key + u, len - u, "%s%s", i ? "/" : "", comp[i]);
+}
+
+EFAX_API int efax_topo_switch_groups(const char *root, const efax_nic_info *nics, int nnics, int *group) {
+    char(*key)[272] = NULL;
+    int i, j, ngroups = 0;
+    if (nnics <= 0) return 0;
+    if (!(key = (char(*)[272])calloc((size_t)nnics, sizeof *key))) {
+        for (i = 0; i < nnics; i++) group[i] = -1;
+        return 0;
+    }
+    for (i = 0; i < nnics; i++) efax__switch_key(root, nics[i].pci, key[i], sizeof key[i]);
+    /* group number = how many distinct keys sort before this one: the same on every rank */
+    for (i = 0; i < nnics; i++) {
+        group[i] = -1;
+        if (!key[i][0]) continue;
+        group[i] = 0;
+        for (j = 0; j < nnics; j++) {
+            int k;
+            if (!key[j][0] || strcmp(key[j], key[i]) >= 0) continue;
+            for (k = 0; k < j; k++)
+                if (!strcmp(key[k], key[j])) break;
+            if (k == j) group[i]++;
+        }
+        if (group[i] + 1 > ngroups) ngroups = group[i] + 1;
+    }
+    free(key);
+    return ngroups;
+}
+
+EFAX_API int efax_topo_host_nics(const char *root, const efax_nic_info *nics, int nnics, int numa,
+                                 int local_rank, int local_size, int *out, int max, char *why, size_t wl) {
+    int group[256], cand[256], ncand = 0, ngroups, share, mine, i, j, n = 0;
+    bool take[256];
+    size_t u = 0;
+    char list[160];
+    if (why && wl) why[0] = 0;
+    if (nnics <= 0 || nnics > 256 || (ngroups = efax_topo_switch_groups(root, nics, nnics, group)) == 0)
+        return 0;
+    if (local_size < 1) local_size = 1;
+    if (local_rank < 0) local_rank = 0;
+    for (j = 0; j < ngroups; j++) { /* the groups this rank may take: all, or those on its node */
+        bool here = numa < 0;
+        for (i = 0; i < nnics && !here; i++) here = group[i] == j && nics[i].numa == numa;
+        if (here) cand[ncand++] = j;
+    }
+    if (ncand == 0) return 0; /* bound to a node without NICs: no preference */
+    /* how many of the host's ranks share these groups: all of them, or those expected on this node */
+    share = numa < 0 || ncand == ngroups ? local_size : (local_size * ncand + ngroups - 1) / ngroups;
+    if (share < 1) share = 1;
+    memset(take, 0, sizeof take);
+    if (share >= ncand)
+        take[cand[local_rank % ncand]] = true;
+    else
+        for (j = 0; j < ncand; j++) take[cand[j]] = j % share == local_rank % share;
+    list[0] = 0;
+    for (j = 0, mine = 0; j < ngroups; j++)
+        if (take[j] && u + 8 < sizeof list)
+            u += (size_t)snprintf(list + u, sizeof list - u, "%s%d", mine++ ? "," : "", j);
+    for (i = 0; i < nnics; i++)
+        if (group[i] >= 0 && take[group[i]] && n < max) out[n++] = i;
+    /* more ranks than groups, unbound: the ranks that take one group share its NICs out when it has
+       enough (a p6-b200: 4 groups of 2 NICs, 8 ranks: one NIC each, as efax_topo_near gives the two
+       GPUs behind a switch), else share them all (a p4d: 1 NIC a group) */
+    if (numa < 0 && share >= ncand && ncand > 0) {
+        int peers = (local_size - 1 - local_rank % ncand) / ncand + 1, k = local_rank / ncand, j, m = 0;
+        if (peers > 1 && n >= peers && k < peers) {
+            efax__sort_by_pci(nics, out, n);
+            for (j = 0; j < n; j++)
+                if (j % peers == k) out[m++] = out[j];
+            n = m;
+            if (why && wl)
+                snprintf(why, wl, "PCIe switch group %s of %d, NIC share %d of %d, local rank %d of %d", list,
+                         ngroups, k + 1, peers, local_rank, local_size);
+            return n;
+        }
+    }
+    if (why && wl)
+        snprintf(why, wl, "PCIe switch group%s %s of %d%s, local rank %d of %d", mine > 1 ? "s" : "", list,
+                 ngroups, numa >= 0 && ncand < ngroups ? " on this NUMA node" : "", local_rank, local_size);
+    return n;
+}
+
+/* NUMA node of the CPUs the caller may run on (<root>/sys/devices/system/cpu/cpuN/nodeK), or -1
+   when they span several nodes or none is known: an unbound rank (mpirun --bind-to none, srun
+   without binding) has no node of its own, and the CPU it happens to run on at start-up would
+   pick NICs at random. */
+EFAX_PRIVATE int efax__cpu_numa(const char *root) {
+    char path[PATH_MAX];
+    cpu_set_t set;
+    int cpu, k, node = -1;
+    if (sched_getaffinity(0, sizeof set, &set)) return -1;
+    for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        int mine = -1;
+        if (!CPU_ISSET(cpu, &set)) continue;
+        for (k = 0; k < 64 && mine < 0; k++) {
+            snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/node%d", root, cpu, k);
+            if (access(path, F_OK) == 0) mine = k;
+        }
+        if (mine < 0 || (node >= 0 && mine != node)) return -1;
+        node = mine;
+    }
+    return node;
+}
+
+/* One fi_info per domain: the first entry of each, preferring IPv4 addresses on tcp. */
+EFAX_PRIVATE int efax__domains(struct fi_info *list, struct fi_info **pick, int max) {
+    int n = 0, i;
+    struct fi_info *fi;
+    for (fi = list; fi; fi = fi->next) {
+        for (i = 0; i < n; i++)
+            if (!strcmp(pick[i]->domain_attr->name, fi->domain_attr->name)) break;
+        if (i < n) {
+            if (pick[i]->addr_format != FI_SOCKADDR_IN && fi->addr_format == FI_SOCKADDR_IN) pick[i] = fi;
+            continue;
+        }
+        if (n < max) pick[n] = fi;
+        n++;
+    }
+    return n;
+}
+
+EFAX_API int efax_topo_providers(char *buf, size_t len) {
+    struct fi_info *list = NULL, *fi;
+    size_t used = 0;
+    int rc = efax__getinfo(NULL, false, &list);
+    buf[0] = 0;
+    if (rc) return rc;
+    for (fi = list; fi; fi = fi->next) {
+        char name[64];
+        const char *p = fi->fabric_attr->prov_name;
+        char *semi;
+        efax__copy(name, sizeof name, p);
+        if ((semi = strchr(name, ';'))) *semi = 0; /* "tcp;ofi_rxm" is asked for as "tcp" */
+        if (!strncmp(name, "ofi_", 4)) continue;
+        {
+            /* skip names already listed */
+            const char *q = buf;
+            size_t nl = strlen(name);
+            bool seen = false;
+            while (*q) {
+                if (!strncmp(q, name, nl) && (q[nl] == ',' || q[nl] == 0)) {
+                    seen = true;
+                    break;
+                }
+                q = strchr(q, ',');
+                if (!q) break;
+                q++;
+            }
+            if (seen) continue;
+        }
+        if (used + strlen(name) + 2 >= len) break;
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "," : "", name);
+        if (!strcmp(name, "efa")) { /* efax__getinfo lists efa-direct only when asked by name */
+            struct fi_info *d = NULL;
+            if (efax__getinfo("efa-direct", false, &d) == 0 && d && used + 12 < len)
+                used += (size_t)snprintf(buf + used, len - used, ",efa-direct");
+            fi_freeinfo(d);
+        }
+    }
+    fi_freeinfo(list);
+    return 0;
+}
+
+EFAX_API int efax_topo_pick_provider(const char *want, char *buf, size_t len) {
+    static const char *const order[] = {"efa", "tcp", "shm"};
+    struct fi_info *list = NULL;
+    unsigned i;
+    if (!want || !*want) want = getenv("EFAX_PROVIDER");
+    if (want && *want) {
+        if (efax__getinfo(want, false, &list) == 0 && list) {
+            fi_freeinfo(list);
+            efax__copy(buf, len, want);
+            return 0;
+        }
+        return -EFAX_E_NOPROV;
+    }
+    for (i = 0; i < sizeof order / sizeof order[0]; i++) {
+        if (efax__getinfo(order[i], false, &list) == 0 && list) {
+            fi_freeinfo(list);
+            efax__copy(buf, len, order[i]);
+            return 0;
+        }
+    }
+    return -EFAX_E_NOPROV;
+}
+
+EFAX_API int efax_topo_list(const char *provider, efax_nic_info *out, int max, int *count) {
+    char prov[32];
+    struct fi_info *list = NULL, *pick[256];
+    int rc, n, i;
+    *count = 0;
+    rc = efax_topo_pick_provider(provider, prov, sizeof prov);
+    if (rc) return rc;
+    rc = efax__getinfo(prov, false, &list);
+    if (rc) return rc;
+    if (!list) return -EFAX_E_NOPROV;
+    n = efax__domains(list, pick, 256);
+    if (n > 256) n = 256;
+    for (i = 0; i < n && out && i < max; i++) efax__fill_info(pick[i], &out[i]);
+    /* an FI_HMEM query tells whether device memory can be registered */
+    if (out) {
+        struct fi_info *hl = NULL, *fi;
+        if (efax__getinfo(prov, true, &hl) == 0)
+            for (fi = hl; fi; fi = fi->next)
+                for (i = 0; i < n && i < max; i++)
+                    if (!strcmp(out[i].name, fi->domain_attr->name)) out[i].hmem = true;
+        fi_freeinfo(hl);
+    }
+    *count = n;
+    fi_freeinfo(list);
     return 0;
 }
 
@@ -9381,6 +8448,977 @@ EFAX_API int efax_os_counters_loss(const efax_os_counters *c, uint64_t *lost, ui
     if (efax_os_counter(c, of) >= 0) *sent = (uint64_t)efax_os_counter(c, of), found++;
     return found ? 0 : -FI_ENOENT;
 }
+
+// >>gpu wire (implementation) -------------------------------------------------------------------
+
+EFAX_API int efax_cmd_decode(const uint64_t w[EFAX_CMD_WORDS], uint32_t producers, uint64_t expected,
+                             int rank, int size, uint64_t src_len, const efax_mr *dst, efax_cmd *c, char *why,
+                             size_t wl) {
+    memset(c, 0, sizeof *c);
+    c->op = (uint32_t)w[0] & 0xff;
+    c->flags = (uint32_t)(w[0] >> 8) & 0xff;
+    c->producer = (uint32_t)(w[0] >> 16) & 0xffff;
+    c->dst = (int)(uint32_t)(w[0] >> 32);
+    c->soff = w[1];
+    c->doff = w[2];
+    c->size = w[3];
+    c->tag = (int)(w[4] & 0xffff);
+    c->seq = (uint32_t)(w[4] >> 32);
+    c->number = w[5];
+    if (c->producer >= producers || w[6] != c->producer) {
+        snprintf(why, wl, "producer id %u (word 6: %llu) outside 0..%u", c->producer,
+                 (unsigned long long)w[6], producers ? producers - 1 : 0);
+        return -EFAX_E_PEER;
+    }
+    if (c->number != expected) {
+        snprintf(why, wl, "out of order: command number %llu, expected %llu", (unsigned long long)c->number,
+                 (unsigned long long)expected);
+        return -EFAX_E_PEER;
+    }
+    if (c->op == EFAX_CMD_FENCE) return 0;
+    if (c->op != EFAX_CMD_PUT) {
+        snprintf(why, wl, "unknown operation %u", c->op);
+        return -EFAX_E_PEER;
+    }
+    if (c->flags & ~(uint32_t)EFAX_PUT_SPLIT) {
+        snprintf(why, wl, "unknown flags %#x", c->flags);
+        return -EFAX_E_PEER;
+    }
+    if (c->dst < 0 || c->dst >= size || c->dst == rank) {
+        snprintf(why, wl, "destination rank %d outside the job (%d ranks) or this rank", c->dst, size);
+        return -EFAX_E_PEER;
+    }
+    if (c->size > src_len || c->soff > src_len - c->size) {
+        snprintf(why, wl, "source bytes outside the registered window of %llu bytes",
+                 (unsigned long long)src_len);
+        return -EFAX_E_PEER;
+    }
+    if (!dst || !dst->remote || c->dst >= dst->nremote || c->size > dst->remote[c->dst].len ||
+        c->doff > dst->remote[c->dst].len - c->size) {
+        snprintf(why, wl, "destination bytes outside rank %d's window of %llu bytes", c->dst,
+                 dst && dst->remote && c->dst < dst->nremote ? (unsigned long long)dst->remote[c->dst].len
+                                                             : 0ull);
+        return -EFAX_E_PEER;
+    }
+    return 0;
+}
+
+EFAX_API int efax_ipc_record_check(const efax_ipc_record *r, int rank, const char *host, bool *local,
+                                   char *why, size_t wl) {
+    bool here;
+    if (local) *local = false;
+    if (r->magic != EFAX_IPC_MAGIC || r->wire != EFAX_WIRE_VERSION) {
+        snprintf(why, wl, "rank %d sent a malformed IPC handle (magic %08x, wire %u; this rank's wire %u)%s",
+                 rank, r->magic, r->wire, EFAX_WIRE_VERSION,
+                 r->wire != EFAX_WIRE_VERSION ? ": build every rank from the same efax.h" : "");
+        return r->magic == EFAX_IPC_MAGIC && r->wire != EFAX_WIRE_VERSION ? -EFAX_E_VERSION : -EFAX_E_PEER;
+    }
+    if (r->rank != rank || !memchr(r->host, 0, sizeof r->host) || !r->host[0]) {
+        snprintf(why, wl, "rank %d sent a malformed IPC record (rank %d, host name %s)", rank, r->rank,
+                 memchr(r->host, 0, sizeof r->host) ? "empty" : "unterminated");
+        return -EFAX_E_PEER;
+    }
+    here = strcmp(r->host, host) == 0;
+    if (here && (r->device < 0 || r->device > 1023)) {
+        snprintf(why, wl, "rank %d sent an IPC record for device %d", rank, r->device);
+        return -EFAX_E_PEER;
+    }
+    if (local) *local = here;
+    return 0;
+}
+
+// >>faults (implementation) --------------------------------------------------------------------
+
+/* The fault layer sits where efax calls libfabric's data path: each call goes through a small
+   inline wrapper, efax__fi_*, that costs one predictable branch when the layer is off (n->fault
+   is NULL) and hands the call to efax__f_* when it is on. */
+
+/* libfabric's headers are at least version a.b (>>context has the same test for its options) */
+#define EFAX__F_FI_AT_LEAST(a, b) (FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(a, b))
+
+#define EFAX__F_HOLD 16  /* completions held back at once, at most (reorder) */
+#define EFAX__F_POSTS 64 /* posts the layer holds per NIC: late writes, doorbell batches */
+#define EFAX__F_ERRS 32  /* error entries waiting to be handed on per NIC */
+
+static const char *const efax__fault_names[] = {"reorder",  "eagain",   "injectfail",
+                                                "emulated", "smallrma", "rxfail"};
+
+EFAX_PRIVATE int efax__f_bad(const char *spec, const char *what, char *why, size_t wl) {
+    snprintf(why, wl,
+             "EFAX_FAULTS='%s' is not valid: %s; expected family,family,...[:seed] with families "
+             "reorder, eagain, injectfail[=N], emulated[=odd], smallrma[=SIZE], rxfail[=N] or all",
+             spec, what);
+    return -EFAX_E_USAGE;
+}
+
+EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why, size_t wl) {
+    char buf[256], *tok, *save = NULL, *colon, what[160];
+    unsigned *families = &out->families;
+    memset(out, 0, sizeof *out);
+    out->rma = 64u << 10;
+    if (why && wl) why[0] = 0;
+    if (!spec || !*spec) return 0;
+    if (strlen(spec) >= sizeof buf) return efax__f_bad("(too long)", "longer than 255 characters", why, wl);
+    memcpy(buf, spec, strlen(spec) + 1);
+    if ((colon = strchr(buf, ':'))) {
+        char *end;
+        *colon = 0;
+        errno = 0;
+        out->seed = strtoull(colon + 1, &end, 0);
+        if (errno || end == colon + 1 || *end || colon[1] == '-')
+            return efax__f_bad(spec, "the seed after ':' is not a non-negative integer", why, wl);
+        out->has_seed = true;
+    }
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        unsigned k;
+        if (!strcmp(tok, "all")) {
+            *families |= EFAX_FAULT_ALL;
+            continue;
+        }
+        if (!strncmp(tok, "smallrma=", 9)) {
+            char *end;
+            double v = strtod(tok + 9, &end);
+            uint64_t mul = *end == 'K' || *end == 'k' ? 1024u : *end == 'M' || *end == 'm' ? 1u << 20 : 1;
+            if (mul > 1) end++;
+            if (end == tok + 9 || *end || !(v * (double)mul >= 1) || v * (double)mul > (double)(1ull << 30)) {
+                snprintf(what, sizeof what,
+                         "smallrma size '%.40s' is not a size of 1 byte to 1G (K and M suffixes)", tok + 9);
+                return efax__f_bad(spec, what, why, wl);
+            }
+            out->rma = (uint64_t)(v * (double)mul);
+            *families |= EFAX_FAULT_SMALLRMA;
+            continue;
+        }
+        if (!strcmp(tok, "direct")) { /* a fabric's limits: not in efax__fault_names (outside `all`) */
+            *families |= EFAX_FAULT_DIRECT;
+            continue;
+        }
+        if (!strncmp(tok, "cqmax=", 6)) {
+            char *end;
+            unsigned long long v;
+            errno = 0;
+            v = strtoull(tok + 6, &end, 10);
+            if (errno || end == tok + 6 || *end || tok[6] == '-' || v < 1 || v > (1ull << 24)) {
+                snprintf(what, sizeof what, "cqmax '%.40s' is not a number of entries in [1, 16777216]",
+                         tok + 6);
+                return efax__f_bad(spec, what, why, wl);
+            }
+            out->cq_max = v;
+            *families |= EFAX_FAULT_CQMAX;
+            continue;
+        }
+        if (!strcmp(tok, "emulated=odd")) {
+            out->emulated_odd = true;
+            *families |= EFAX_FAULT_EMULATED;
+            continue;
+        }
+        if (!strncmp(tok, "rxfail=", 7)) {
+            char *end;
+            unsigned long long v;
+            errno = 0;
+            v = strtoull(tok + 7, &end, 10);
+            if (errno || end == tok + 7 || *end || tok[7] == '-' || v < 1 || v > 1000000000ull) {
+                snprintf(what, sizeof what,
+                         "rxfail count '%.40s' is not a number of incoming writes in [1, 1000000000]",
+                         tok + 7);
+                return efax__f_bad(spec, what, why, wl);
+            }
+            out->rx_first = v;
+            *families |= EFAX_FAULT_RXFAIL;
+            continue;
+        }
+        if (!strncmp(tok, "injectfail=", 11)) {
+            char *end;
+            unsigned long long v;
+            errno = 0;
+            v = strtoull(tok + 11, &end, 10);
+            if (errno || end == tok + 11 || *end || tok[11] == '-' || v < 1 || v > 1000000000ull) {
+                snprintf(what, sizeof what,
+                         "injectfail count '%.40s' is not a number of injects in [1, 1000000000]", tok + 11);
+                return efax__f_bad(spec, what, why, wl);
+            }
+            out->inject_first = v;
+            *families |= EFAX_FAULT_INJECTFAIL;
+            continue;
+        }
+        for (k = 0; k < sizeof efax__fault_names / sizeof efax__fault_names[0]; k++)
+            if (!strcmp(tok, efax__fault_names[k])) break;
+        if (k == sizeof efax__fault_names / sizeof efax__fault_names[0]) {
+            snprintf(what, sizeof what, "unknown family '%.40s' (beside the faults: direct, cqmax=N)", tok);
+            return efax__f_bad(spec, what, why, wl);
+        }
+        *families |= 1u << k;
+    }
+    if (!*families) return efax__f_bad(spec, "no family named", why, wl);
+    return 0;
+}
+
+/* A post as the layer keeps it: every argument of the call, to hand to the provider later. */
+enum {
+    EFAX__FP_WRITEMSG = 1,
+    EFAX__FP_SENDMSG,
+    EFAX__FP_INJECT,
+    EFAX__FP_INJECTDATA,
+    EFAX__FP_INJECT_WRITE,
+    EFAX__FP_INJECT_WRITEDATA,
+    EFAX__FP_TINJECTDATA,
+    EFAX__FP_RECV,
+    EFAX__FP_TRECV
+};
+
+typedef struct efax__fpost {
+    int kind;         /* EFAX__FP_* */
+    uint64_t release; /* the NIC's poll count from which it may go to the provider */
+    uint64_t flags;   /* writemsg, sendmsg */
+    struct iovec iov;
+    void *desc;
+    struct fi_rma_iov riov; /* writes: remote address and key */
+    fi_addr_t addr;
+    uint64_t data, tag;
+    void *context;
+    const void *buf; /* injects: the caller's bytes */
+    size_t len;
+} efax__fpost;
+
+typedef struct efax__fent {
+    struct fi_cq_data_entry e;
+    uint64_t release;
+    bool held; /* held back when it was read */
+} efax__fent;
+
+typedef struct efax__ferr {
+    struct fi_cq_err_entry e;
+    uint64_t release;
+    bool synthetic; /* made by the layer: its text is in data */
+    char data[256]; /* the provider's err_data copied (it reuses its buffer), or the layer's text */
+} efax__ferr;
+
+struct efax__fnic {
+    efax_ctx *ctx;
+    efax__nic *n;
+    uint64_t rng;
+    uint64_t polls;             /* fi_cq_read calls through the layer: its clock */
+    uint64_t refuse, refuse_rx; /* eagain: transmits / receives are refused until `polls` reaches it */
+    uint64_t inject_left;       /* injectfail: injects until the next one fails */
+    uint64_t rx_left;           /* rxfail: incoming writes until the next one fails */
+    efax__fent *ent;            /* a ring of completions read from the provider, not handed on */
+    size_t cap, head, nent;
+    int held; /* of them, held back (release in the future) */
+    efax__ferr err[EFAX__F_ERRS];
+    int nerr;
+    efax__ferr cur; /* the error entry -FI_EAVAIL announced, for fi_cq_readerr */
+    bool has_cur;
+    efax__fpost late[EFAX__F_POSTS]; /* posts to hand to the provider at their release, in order */
+    int nlate;
+    efax__fpost bell[EFAX__F_POSTS]; /* posts with FI_MORE waiting for one without it (efa's doorbell) */
+    int nbell;
+    bool unrung_logged;
+    unsigned direct_logged; /* direct: the kinds of post already named (EFAX__FP_* bits) */
+};
+
+/* xorshift64*: the layer's generator, one per NIC (seeded per rank and NIC). */
+EFAX_PRIVATE uint64_t efax__f_rand(struct efax__fnic *f) {
+    f->rng ^= f->rng >> 12;
+    f->rng ^= f->rng << 25;
+    f->rng ^= f->rng >> 27;
+    return f->rng * 0x2545f4914f6cdd1dull;
+}
+
+/* A delay in polls: mostly none, some short, a few long (completions held back for many polls). */
+EFAX_PRIVATE uint64_t efax__f_delay(struct efax__fnic *f) {
+    uint64_t r = efax__f_rand(f) % 100;
+    if (r < 70) return 0;
+    if (r < 96) return 1 + efax__f_rand(f) % 8;
+    return 64 + efax__f_rand(f) % 960;
+}
+
+EFAX_PRIVATE bool efax__f_on(const struct efax__fnic *f, unsigned fam) {
+    return f->ctx->faults.armed && (f->ctx->faults.fams & fam);
+}
+
+/* The rank the launcher gave this process, from its environment: emulated=odd picks odd ranks
+   before efax_ctx_connect knows them. 1 when no launcher variable says (emulated). */
+EFAX_PRIVATE int efax__f_rank_hint(void) {
+    static const char *const vars[] = {"EFAX_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",
+                                       "PMI_RANK"};
+    size_t i;
+    for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r;
+        if (!v || !*v) continue;
+        r = strtol(v, &end, 10);
+        if (!*end && r >= 0 && r < INT_MAX) return (int)r;
+    }
+    return 1;
+}
+
+/* The replayable value: the families as given (all when all) and the seed. */
+EFAX_PRIVATE void efax__faults_spec(efax_ctx *ctx) {
+    efax__faults *fs = &ctx->faults;
+    size_t u = 0, k;
+    if ((fs->fams & EFAX_FAULT_ALL) == EFAX_FAULT_ALL && fs->rma == (64u << 10) && !fs->inject_first &&
+        !fs->emulated_odd && !fs->rx_first) {
+        snprintf(fs->spec, sizeof fs->spec, "all:%llu", (unsigned long long)fs->seed);
+        return;
+    }
+    for (k = 0; k < sizeof efax__fault_names / sizeof efax__fault_names[0]; k++) {
+        if (!(fs->fams & (1u << k))) continue;
+        u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "%s%s", u ? "," : "", efax__fault_names[k]);
+        if ((1u << k) == EFAX_FAULT_SMALLRMA && fs->rma != (64u << 10) && u < sizeof fs->spec)
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu", (unsigned long long)fs->rma);
+        if ((1u << k) == EFAX_FAULT_EMULATED && fs->emulated_odd && u < sizeof fs->spec)
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=odd");
+        if ((1u << k) == EFAX_FAULT_INJECTFAIL && fs->inject_first && u < sizeof fs->spec)
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu",
+                                  (unsigned long long)fs->inject_first);
+        if ((1u << k) == EFAX_FAULT_RXFAIL && fs->rx_first && u < sizeof fs->spec)
+            u += (size_t)snprintf(fs->spec + u, sizeof fs->spec - u, "=%llu",
+                                  (unsigned long long)fs->rx_first);
+    }
+    if (u < sizeof fs->spec)
+        snprintf(fs->spec + u, sizeof fs->spec - u, ":%llu", (unsigned long long)fs->seed);
+}
+
+/* efax__faults_spec, then the families that impose a fabric's limits (outside `all`), before the seed. */
+EFAX_PRIVATE void efax__faults_name(efax_ctx *ctx) {
+    efax__faults *fs = &ctx->faults;
+    char extra[64] = "", *colon;
+    size_t u = 0;
+    efax__faults_spec(ctx);
+    if (fs->fams & EFAX_FAULT_DIRECT) u += (size_t)snprintf(extra + u, sizeof extra - u, ",direct");
+    if (fs->fams & EFAX_FAULT_CQMAX)
+        snprintf(extra + u, sizeof extra - u, ",cqmax=%llu", (unsigned long long)fs->cq_max);
+    if (!extra[0] || !(colon = strrchr(fs->spec, ':')) || strlen(fs->spec) + strlen(extra) >= sizeof fs->spec)
+        return;
+    memmove(colon + strlen(extra), colon, strlen(colon) + 1);
+    memcpy(colon, extra, strlen(extra));
+    if (fs->spec[0] == ',') memmove(fs->spec, fs->spec + 1, strlen(fs->spec)); /* no fault family */
+}
+
+/* Reads $EFAX_FAULTS (once, in efax_ctx_init). Returns 0 or -EFAX_E_USAGE (one line logged). */
+EFAX_PRIVATE int efax__faults_init(efax_ctx *ctx) {
+    efax__faults *fs = &ctx->faults;
+    efax_fault_spec sp;
+    char why[320];
+    memset(fs, 0, sizeof *fs);
+    if (efax_faults_parse(getenv("EFAX_FAULTS"), &sp, why, sizeof why)) {
+        fprintf(stderr, "efax: error: %s\n", why);
+        return -EFAX_E_USAGE;
+    }
+    fs->fams = sp.families;
+    fs->seed = sp.seed;
+    fs->cq_max = sp.cq_max;
+    fs->rma = sp.rma;
+    fs->inject_first = sp.inject_first;
+    fs->emulated_odd = sp.emulated_odd;
+    fs->rx_first = sp.rx_first;
+    if (!fs->fams) return 0;
+    if (!sp.has_seed) fs->seed = (efax_now_ns() ^ ((uint64_t)getpid() << 32)) & 0xffffffffull;
+    fs->rank_hint = efax__f_rank_hint();
+    efax__faults_name(ctx);
+    return 0;
+}
+
+/* The layer's state for an open NIC. */
+EFAX_PRIVATE int efax__fault_open(efax_ctx *ctx, efax__nic *n) {
+    struct efax__fnic *f;
+    if (!ctx->faults.fams) return 0;
+    if (!(f = (struct efax__fnic *)calloc(1, sizeof *f))) return -FI_ENOMEM;
+    f->ctx = ctx;
+    f->n = n;
+    f->cap = 256 + EFAX__F_HOLD; /* what one poll hands on (efax__drain asks 32 at a time) and the held */
+    f->ent = (efax__fent *)calloc(f->cap, sizeof *f->ent);
+    n->fault = f;
+    if (!f->ent) return -FI_ENOMEM;
+    f->rng = 0x9e3779b97f4a7c15ull; /* until efax_ctx_connect seeds it; nothing is drawn before */
+    return 0;
+}
+
+EFAX_PRIVATE void efax__fault_close(efax__nic *n) {
+    if (!n->fault) return;
+    free(n->fault->ent);
+    free(n->fault);
+    n->fault = NULL;
+}
+
+/* From efax_ctx_connect on, every rank draws from rank 0's seed: one generator per (rank, NIC). */
+EFAX_PRIVATE void efax__faults_arm(efax_ctx *ctx, uint64_t seed) {
+    int i;
+    if (!ctx->faults.fams) return;
+    ctx->faults.seed = seed;
+    for (i = 0; i < ctx->nnic; i++) {
+        struct efax__fnic *f = ctx->nic[i].fault;
+        if (!f) continue;
+        f->rng = efax_pattern_word(seed ^ ((uint64_t)(uint32_t)ctx->rank << 32), (uint64_t)i) | 1;
+        f->inject_left = ctx->faults.inject_first ? ctx->faults.inject_first - 1 : 15 + efax__f_rand(f) % 256;
+        f->rx_left = ctx->faults.rx_first ? ctx->faults.rx_first - 1 : efax__f_rand(f) % 4096;
+    }
+    efax__faults_name(ctx);
+    ctx->faults.armed = true;
+}
+
+/* getopt of FI_OPT_EFA_EMULATED_WRITE (1.18+), answered by `emulated` on every provider and line
+   (true; with emulated=odd true on odd ranks and false on even ones, as an efa device that does
+   RDMA writes says): the code that reads it (efax__ep_emulated, the connect fingerprint) runs as
+   on efa. */
+EFAX_PRIVATE int efax__getopt_emulated(efax_ctx *ctx, efax__nic *n, bool *emulated) {
+    int rc = -FI_ENOPROTOOPT;
+#if EFAX__F_FI_AT_LEAST(1, 18)
+    size_t len = sizeof *emulated;
+    rc = fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, emulated, &len);
+    if (!rc && len != sizeof *emulated) rc = -FI_EINVAL;
+#else
+    (void)n;
+#endif
+    if (ctx->faults.fams & EFAX_FAULT_EMULATED) {
+        *emulated = !ctx->faults.emulated_odd || (ctx->faults.rank_hint & 1);
+        if (*emulated) ctx->faults.stats.emulated++;
+        rc = 0;
+    }
+    return rc;
+}
+
+/* getopt of the endpoint's max RMA size (FI_OPT_MAX_RMA_SIZE, 2.x; 1.x has only fi_info's
+   max_msg_size, already in *v), cut to `smallrma`'s size when asked. */
+EFAX_PRIVATE int efax__getopt_max_rma(efax_ctx *ctx, efax__nic *n, size_t *v) {
+    int rc = -FI_ENOPROTOOPT;
+#if EFAX__F_FI_AT_LEAST(2, 0)
+    size_t got = 0, len = sizeof got;
+    if ((rc = fi_getopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_RMA_SIZE, &got, &len)) == 0 &&
+        len == sizeof got)
+        *v = got;
+    else if (!rc)
+        rc = -FI_EINVAL;
+#else
+    (void)n;
+#endif
+    if ((ctx->faults.fams & EFAX_FAULT_SMALLRMA) && (*v == 0 || *v > ctx->faults.rma)) {
+        *v = (size_t)ctx->faults.rma;
+        ctx->faults.stats.capped++;
+        rc = 0;
+    }
+    return rc;
+}
+
+EFAX_PRIVATE ssize_t efax__f_issue(efax__nic *n, const efax__fpost *p) {
+    switch (p->kind) {
+    case EFAX__FP_WRITEMSG: {
+        struct fi_msg_rma m;
+        memset(&m, 0, sizeof m);
+        m.msg_iov = &p->iov;
+        m.desc = (void **)&p->desc;
+        m.iov_count = 1;
+        m.addr = p->addr;
+        m.rma_iov = &p->riov;
+        m.rma_iov_count = 1;
+        m.context = p->context;
+        m.data = p->data;
+        return fi_writemsg(n->ep, &m, p->flags);
+    }
+    case EFAX__FP_SENDMSG: {
+        struct fi_msg m;
+        memset(&m, 0, sizeof m);
+        m.msg_iov = &p->iov;
+        m.desc = (void **)&p->desc;
+        m.iov_count = 1;
+        m.addr = p->addr;
+        m.context = p->context;
+        m.data = p->data;
+        return fi_sendmsg(n->ep, &m, p->flags);
+    }
+    case EFAX__FP_INJECT: return fi_inject(n->ep, p->buf, p->len, p->addr);
+    case EFAX__FP_INJECTDATA: return fi_injectdata(n->ep, p->buf, p->len, p->data, p->addr);
+    case EFAX__FP_INJECT_WRITE:
+        return fi_inject_write(n->ep, p->buf, p->len, p->addr, p->riov.addr, p->riov.key);
+    case EFAX__FP_INJECT_WRITEDATA:
+        return fi_inject_writedata(n->ep, p->buf, p->len, p->data, p->addr, p->riov.addr, p->riov.key);
+    case EFAX__FP_TINJECTDATA: return fi_tinjectdata(n->ep, p->buf, p->len, p->data, p->addr, p->tag);
+    case EFAX__FP_RECV: return fi_recv(n->ep, p->iov.iov_base, p->iov.iov_len, p->desc, p->addr, p->context);
+    case EFAX__FP_TRECV:
+        return fi_trecv(n->ep, p->iov.iov_base, p->iov.iov_len, p->desc, p->addr, p->tag, 0, p->context);
+    default: return -FI_EINVAL;
+    }
+}
+
+EFAX_PRIVATE bool efax__f_inject(int kind) { return kind >= EFAX__FP_INJECT && kind <= EFAX__FP_TINJECTDATA; }
+EFAX_PRIVATE bool efax__f_write(int kind) {
+    return kind == EFAX__FP_WRITEMSG || kind == EFAX__FP_INJECT_WRITE || kind == EFAX__FP_INJECT_WRITEDATA;
+}
+/* The flags a completion (or error entry) of such a post carries. */
+EFAX_PRIVATE uint64_t efax__f_flags(int kind) {
+    return kind == EFAX__FP_TINJECTDATA ? FI_SEND | FI_TAGGED
+           : efax__f_write(kind)        ? FI_RMA | FI_WRITE
+                                        : FI_SEND | FI_MSG;
+}
+
+/* An error entry for the CQ, handed on after `delay` polls; false when the NIC's queue is full. */
+EFAX_PRIVATE bool efax__f_error(struct efax__fnic *f, const struct fi_cq_err_entry *e, const char *text,
+                                uint64_t delay) {
+    efax__ferr *x;
+    if (f->nerr == EFAX__F_ERRS) return false;
+    x = &f->err[f->nerr++];
+    x->e = *e;
+    x->release = f->polls + delay;
+    x->synthetic = text != NULL;
+    x->data[0] = 0;
+    if (text)
+        efax__copy(x->data, sizeof x->data, text);
+    else if (e->err_data && e->err_data_size)
+        memcpy(x->data, e->err_data, e->err_data_size < sizeof x->data ? e->err_data_size : sizeof x->data);
+    x->e.err_data = NULL;
+    x->e.err_data_size = 0;
+    return true;
+}
+
+/* efa's provider errors for an operation whose peer did not answer (prov/efa/src/efa_errno.h and
+   efa_errno_to_fi_errno there): what an injected operation failing later most likely carries. */
+EFAX_PRIVATE void efax__f_fail(struct efax__fnic *f, struct fi_cq_err_entry *e, const char *what) {
+    static const struct {
+        int prov, err;
+        const char *text;
+    } codes[] = {
+        {13, FI_ECONNABORTED, "Unresponsive remote (was previously responsive)"},
+        {15, FI_EHOSTUNREACH, "Unreachable remote - never received a response"},
+        {10, FI_ENORX, "Destination resource not ready (no work queue entries posted on receive queue)"}};
+    char text[256];
+    unsigned k = (unsigned)(efax__f_rand(f) % 3);
+    e->err = codes[k].err;
+    e->prov_errno = codes[k].prov;
+    snprintf(text, sizeof text, "%s [efa provider errno %d; injected by EFAX_FAULTS=%s: injectfail %s]",
+             codes[k].text, codes[k].prov, f->ctx->faults.spec, what);
+    efax__f_error(f, e, text, efax__f_rand(f) % 16);
+}
+
+/* Hands held posts whose time came to the provider, in order, stopping at a refusal (so a later one
+   never overtakes a refused earlier one). A post the provider fails becomes an error entry. */
+EFAX_PRIVATE void efax__f_pump(struct efax__fnic *f) {
+    int i = 0, j;
+    while (i < f->nlate) {
+        efax__fpost *p = &f->late[i];
+        ssize_t rc;
+        if (p->release > f->polls) {
+            i++;
+            continue;
+        }
+        rc = efax__f_issue(f->n, p);
+        if (rc == -FI_EAGAIN) break;
+        if (rc) {
+            struct fi_cq_err_entry e;
+            memset(&e, 0, sizeof e);
+            e.op_context = efax__f_inject(p->kind) ? NULL : p->context;
+            e.flags = efax__f_flags(p->kind);
+            e.err = (int)-rc;
+            e.data = p->data;
+            efax__f_error(f, &e, NULL, 0);
+        }
+        for (j = i + 1; j < f->nlate; j++) f->late[j - 1] = f->late[j];
+        f->nlate--;
+    }
+}
+
+/* The doorbell: a post without FI_MORE was accepted, so the posts with FI_MORE before it go, in
+   order, ahead of anything handed on late. */
+EFAX_PRIVATE void efax__f_ring(struct efax__fnic *f) {
+    int i;
+    if (!f->nbell) return;
+    for (i = f->nlate - 1; i >= 0; i--) f->late[i + f->nbell] = f->late[i];
+    for (i = 0; i < f->nbell; i++) {
+        f->late[i] = f->bell[i];
+        f->late[i].release = 0;
+        f->late[i].flags &= ~FI_MORE;
+    }
+    f->nlate += f->nbell;
+    f->nbell = 0;
+    efax__f_pump(f);
+}
+
+/* efa-direct's limits (EFAX_FAULTS direct), as its data path checks them (prov/efa/src efa_msg.c,
+   efa_rma.c, efa_ep.c): what it would refuse or assert on is refused here with its code, counted
+   and named once per kind. efax must never break them: the count stays 0 in a correct run. */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_direct(struct efax__fnic *f, const efax__fpost *p) {
+    const char *why = NULL;
+    ssize_t rc = 0;
+    bool inject_write = p->kind == EFAX__FP_INJECT_WRITE || p->kind == EFAX__FP_INJECT_WRITEDATA;
+    bool inject_send = p->kind == EFAX__FP_INJECT || p->kind == EFAX__FP_INJECTDATA;
+    bool sge = p->kind == EFAX__FP_SENDMSG || p->kind == EFAX__FP_RECV || p->kind == EFAX__FP_WRITEMSG;
+    if (p->kind == EFAX__FP_TINJECTDATA || p->kind == EFAX__FP_TRECV) {
+        why = "a tagged operation (efa-direct has no FI_TAGGED)";
+        rc = -FI_ENOSYS;
+    } else if (inject_write && p->len) {
+        why = "an inject write of more than 0 bytes (FI_OPT_INJECT_RMA_SIZE is 0)";
+        rc = -FI_ENOSYS;
+    } else if (inject_send && p->len > EFAX__F_DIRECT_INLINE) {
+        why = "an inject send above the device's inline size";
+        rc = -FI_EOPNOTSUPP;
+    } else if (p->kind == EFAX__FP_SENDMSG && p->len > EFAX__F_DIRECT_MSG) {
+        why = "a message above the device's MTU (FI_OPT_MAX_MSG_SIZE)";
+        rc = -FI_EMSGSIZE;
+    } else if (sge && p->len && !p->desc) {
+        why = "a buffer without a descriptor (efa-direct requires FI_MR_LOCAL)";
+        rc = -FI_EINVAL;
+    }
+    if (!rc) return 0;
+    f->ctx->faults.stats.direct++;
+    if (!(f->direct_logged & (1u << p->kind))) {
+        f->direct_logged |= 1u << p->kind;
+        efax_log(f->ctx, 0,
+                 "NIC %s: efax posted %s of %zu bytes, which efa-direct refuses (%s; EFAX_FAULTS=%s)",
+                 f->n->info.name, why, p->len, fi_strerror((int)-rc), f->ctx->faults.spec);
+    }
+    return rc;
+}
+
+/* A post, with the layer on: refused (eagain), dropped with a later error (injectfail), held for
+   the doorbell (FI_MORE), handed on late (reorder) or to the provider now. */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
+    struct efax__fnic *f = n->fault;
+    efax__faults *fs = &f->ctx->faults;
+    bool tx = p->kind != EFAX__FP_RECV && p->kind != EFAX__FP_TRECV;
+    bool write = efax__f_write(p->kind);
+    ssize_t rc;
+    if ((fs->fams & EFAX_FAULT_DIRECT) && (rc = efax__f_direct(f, p))) return rc;
+    if (efax__f_on(f, EFAX_FAULT_EAGAIN)) {
+        /* transmits: a burst of 1-16 polls, some to 256, a few to 2048 (efa's RNR back-off, a full
+           send queue); receives: short bursts of 1-8 polls, more often (a full receive pool) */
+        uint64_t *until = tx ? &f->refuse : &f->refuse_rx;
+        if (*until <= f->polls && efax__f_rand(f) % (tx ? 256 : 16) == 0) {
+            uint64_t r = efax__f_rand(f) % 100;
+            *until = f->polls + (!tx      ? 1 + efax__f_rand(f) % 8
+                                 : r < 70 ? 1 + efax__f_rand(f) % 16
+                                 : r < 95 ? 16 + efax__f_rand(f) % 240
+                                          : 256 + efax__f_rand(f) % 1792);
+            fs->stats.bursts++;
+        }
+        if (*until > f->polls) { /* every such post until the NIC has been polled that often */
+            fs->stats.refused++;
+            if (tx && f->nbell) fs->stats.interrupted++; /* #29 item 9's case: efax must post again at once */
+            return -FI_EAGAIN;
+        }
+    }
+    if (tx && (p->flags & FI_MORE) && f->nbell + f->nlate < EFAX__F_POSTS) { /* efa: no doorbell yet */
+        f->bell[f->nbell++] = *p;
+        fs->stats.batched++;
+        return 0;
+    }
+    /* the countdown counts injects the provider took (tcp refuses the first ones while it connects) */
+    if (efax__f_inject(p->kind) && efax__f_on(f, EFAX_FAULT_INJECTFAIL) && f->inject_left == 0) {
+        struct fi_cq_err_entry e;
+        char what[96];
+        f->inject_left = 256 + efax__f_rand(f) % 4096;
+        memset(&e, 0, sizeof e); /* as efa_rdm_txe_handle_error makes it: an inject has no context */
+        e.flags = efax__f_flags(p->kind);
+        e.data = p->data;
+        e.tag = p->tag;
+        snprintf(what, sizeof what, "dropped this %s of %zu bytes",
+                 p->kind == EFAX__FP_TINJECTDATA ? "notification"
+                 : write                         ? "write"
+                                                 : "send",
+                 p->len);
+        efax__f_fail(f, &e, what);
+        fs->stats.failed++;
+        efax__f_ring(f); /* it was accepted, as far as efax can tell */
+        return 0;
+    }
+    /* reorder: a write handed on late, so what is posted after it (a notification, another chunk)
+       may overtake it. Only writes with a completion: the caller polls until it comes, which hands
+       the write on. An inject is the caller's to forget: efa sends it without another call, and a
+       held one would wait for a poll that may never come (a rank's last answer before a barrier). */
+    if (p->kind == EFAX__FP_WRITEMSG && efax__f_on(f, EFAX_FAULT_REORDER) &&
+        f->nlate + f->nbell < EFAX__F_POSTS && efax__f_rand(f) % 4 == 0) {
+        efax__f_ring(f);
+        p->release = f->polls + 1 + efax__f_delay(f);
+        p->flags &= ~FI_MORE;
+        f->late[f->nlate++] = *p;
+        fs->stats.deferred++;
+        return 0;
+    }
+    if (tx && f->nbell) { /* ring: what waited for the doorbell goes first */
+        efax__f_ring(f);
+        if (f->nlate && f->late[0].release == 0)
+            return -FI_EAGAIN; /* the provider refused some: keep the order */
+    }
+    rc = efax__f_issue(n, p);
+    if (rc == 0 && efax__f_inject(p->kind) && f->inject_left && efax__f_on(f, EFAX_FAULT_INJECTFAIL))
+        f->inject_left--;
+    return rc;
+}
+
+/* fi_cq_read with the layer on: hands on late posts, reads from the provider into the layer's ring,
+   then hands completions on: in any order (reorder), some held back for many polls, error entries
+   as -FI_EAVAIL. */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_cq_read(efax__nic *n, struct fi_cq_data_entry *out, size_t count) {
+    struct efax__fnic *f = n->fault;
+    efax__faults *fs = &f->ctx->faults;
+    bool reorder = efax__f_on(f, EFAX_FAULT_REORDER);
+    size_t given = 0;
+    int i;
+    f->polls++;
+    if (f->nlate) efax__f_pump(f);
+    for (;;) { /* enough to hand on `count` (held ones aside) */
+        struct fi_cq_data_entry tmp[64];
+        size_t room = f->cap - f->nent, ready = f->nent - (size_t)f->held, want, k;
+        ssize_t got;
+        want = ready >= count ? 0 : count - ready;
+        if (want > room) want = room;
+        if (want > 64) want = 64;
+        if (!want) break;
+        got = fi_cq_read(n->cq, tmp, want);
+        if (got == -FI_EAGAIN) break;
+        if (got == -FI_EAVAIL) {
+            struct fi_cq_err_entry e;
+            if (f->nerr == EFAX__F_ERRS) break;
+            memset(&e, 0, sizeof e);
+            if ((got = fi_cq_readerr(n->cq, &e, 0)) < 0) return got;
+            efax__f_error(f, &e, NULL, reorder ? efax__f_delay(f) : 0);
+            continue;
+        }
+        if (got < 0) return got;
+        for (k = 0; k < (size_t)got; k++) {
+            efax__fent *x;
+            efax_op *op = (efax_op *)tmp[k].op_context;
+            if (op && !(tmp[k].flags & FI_REMOTE_WRITE) && op->kind == EFAX__OPK_TX &&
+                efax__f_on(f, EFAX_FAULT_INJECTFAIL) && efax__f_rand(f) % 4096 == 0 &&
+                f->nerr < EFAX__F_ERRS) { /* a completion turned into an error entry with a provider errno */
+                struct fi_cq_err_entry e;
+                memset(&e, 0, sizeof e);
+                e.op_context = tmp[k].op_context;
+                e.flags = tmp[k].flags;
+                e.data = tmp[k].data;
+                efax__f_fail(f, &e, "turned this completion into an error");
+                fs->stats.errored++;
+                continue;
+            }
+            if ((tmp[k].flags & FI_REMOTE_WRITE) && efax__f_on(f, EFAX_FAULT_RXFAIL) &&
+                f->nerr < EFAX__F_ERRS && f->rx_left-- == 0) {
+                /* a peer's write failed here, as efa reports it for unsolicited write recv
+                   (rdm/efa_rdm_cq.c, efa_rdm_cq_process_wc): no context, no data, nothing that
+                   names the writer or what it carried */
+                struct fi_cq_err_entry e;
+                memset(&e, 0, sizeof e);
+                e.flags = FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE;
+                efax__f_fail(f, &e, "turned this incoming write into the error efa reports for it");
+                f->rx_left = 256 + efax__f_rand(f) % 4096;
+                fs->stats.rxfailed++;
+                continue;
+            }
+            x = &f->ent[(f->head + f->nent++) % f->cap];
+            x->e = tmp[k];
+            x->release = reorder && f->held < EFAX__F_HOLD ? f->polls + efax__f_delay(f) : 0;
+            x->held = x->release > f->polls;
+            if (x->held) f->held++, fs->stats.held++;
+        }
+        if ((size_t)got < want) break;
+    }
+    for (i = 0; i < f->nerr; i++) /* an error whose time came: announced when nothing else was handed on */
+        if (f->err[i].release <= f->polls) {
+            int j;
+            f->cur = f->err[i];
+            f->has_cur = true;
+            for (j = i + 1; j < f->nerr; j++) f->err[j - 1] = f->err[j];
+            f->nerr--;
+            return -FI_EAVAIL;
+        }
+    while (given < count && f->nent) {
+        size_t scan = f->nent < 64 ? f->nent : 64, pick = SIZE_MAX, ready = 0, k;
+        for (k = 0; k < scan; k++) { /* reorder: any ready one of the first 64 (at most 16 are held back) */
+            const efax__fent *x = &f->ent[(f->head + k) % f->cap];
+            if (x->release > f->polls) continue;
+            if (!reorder) {
+                pick = k;
+                break;
+            }
+            if (efax__f_rand(f) % ++ready == 0) pick = k;
+        }
+        if (pick == SIZE_MAX) break;
+        {
+            efax__fent *x = &f->ent[(f->head + pick) % f->cap], *h = &f->ent[f->head];
+            if (x->held) f->held--; /* it was held back; its time came */
+            out[given++] = x->e;
+            if (pick) *x = *h; /* the head takes its place */
+            f->head = (f->head + 1) % f->cap;
+            f->nent--;
+        }
+    }
+    return given ? (ssize_t)given : -FI_EAGAIN;
+}
+
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e) {
+    struct efax__fnic *f = n->fault;
+    if (!f->has_cur) return -FI_EAGAIN;
+    *e = f->cur.e;
+    e->err_data = f->cur.data[0] ? f->cur.data : NULL;
+    e->err_data_size = f->cur.data[0] ? strlen(f->cur.data) + 1 : 0;
+    f->has_cur = false;
+    return 1;
+}
+
+/* efax__post_nic returned: a batch it left ending on FI_MORE would sit unsent on efa until some
+   later post (prov/efa/src/efa_data_path_ops.h rings only without FI_MORE). A sticky error, so a
+   test of efax's posting sees it. */
+EFAX__COLD EFAX_PRIVATE void efax__f_bell_check(efax__nic *n) {
+    struct efax__fnic *f = n->fault;
+    if (!f->nbell) return;
+    f->ctx->faults.stats.unrung++;
+    if (!f->unrung_logged) {
+        f->unrung_logged = true;
+        efax_log(
+            f->ctx, 0,
+            "NIC %s: efax's posting returned with %d post(s) sent with FI_MORE and none without it after "
+            "them: efa would not send them until some later post (its doorbell rings only without FI_MORE)",
+            n->info.name, f->nbell);
+    }
+    efax__set_sticky(f->ctx, -FI_EOTHER);
+}
+
+/* The wrappers: one predictable branch when the layer is off. */
+
+/* A writemsg (riov: its remote side) or a sendmsg (riov NULL) with the layer on, as a post. */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_msg(efax__nic *n, int kind, const struct iovec *iov, void **desc,
+                                                 fi_addr_t addr, const struct fi_rma_iov *riov, uint64_t data,
+                                                 void *context, uint64_t flags) {
+    efax__fpost p;
+    memset(&p, 0, sizeof p);
+    p.kind = kind;
+    p.flags = flags;
+    p.iov = iov[0];
+    p.desc = desc ? desc[0] : NULL;
+    if (riov) p.riov = riov[0];
+    p.addr = addr;
+    p.data = data;
+    p.context = context;
+    p.len = iov[0].iov_len;
+    return efax__f_post(n, &p);
+}
+static inline ssize_t efax__fi_writemsg(efax__nic *n, const struct fi_msg_rma *m, uint64_t flags) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_msg(n, EFAX__FP_WRITEMSG, m->msg_iov, m->desc, m->addr, m->rma_iov, m->data,
+                                m->context, flags);
+    return fi_writemsg(n->ep, m, flags);
+}
+static inline ssize_t efax__fi_sendmsg(efax__nic *n, const struct fi_msg *m, uint64_t flags) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_msg(n, EFAX__FP_SENDMSG, m->msg_iov, m->desc, m->addr, NULL, m->data, m->context,
+                                flags);
+    return fi_sendmsg(n->ep, m, flags);
+}
+/* The injects and receives with the layer on: the call's arguments as a post (kind EFAX__FP_*). */
+EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post_args(efax__nic *n, int kind, const void *buf, size_t len,
+                                                  uint64_t data, fi_addr_t a, uint64_t raddr, uint64_t key,
+                                                  uint64_t tag, void *desc, void *ctx) {
+    efax__fpost p;
+    memset(&p, 0, sizeof p);
+    p.kind = kind;
+    p.buf = buf;
+    p.len = len;
+    p.data = data;
+    p.addr = a;
+    p.riov.addr = raddr;
+    p.riov.key = key;
+    p.riov.len = len;
+    p.tag = tag;
+    p.desc = desc;
+    p.context = ctx;
+    p.iov.iov_base = (void *)(uintptr_t)buf;
+    p.iov.iov_len = len;
+    return efax__f_post(n, &p);
+}
+static inline ssize_t efax__fi_inject(efax__nic *n, const void *buf, size_t len, fi_addr_t a) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECT, buf, len, 0, a, 0, 0, 0, NULL, NULL);
+    return fi_inject(n->ep, buf, len, a);
+}
+static inline ssize_t efax__fi_injectdata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                          fi_addr_t a) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECTDATA, buf, len, data, a, 0, 0, 0, NULL, NULL);
+    return fi_injectdata(n->ep, buf, len, data, a);
+}
+static inline ssize_t efax__fi_inject_write(efax__nic *n, const void *buf, size_t len, fi_addr_t a,
+                                            uint64_t raddr, uint64_t key) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECT_WRITE, buf, len, 0, a, raddr, key, 0, NULL, NULL);
+    return fi_inject_write(n->ep, buf, len, a, raddr, key);
+}
+static inline ssize_t efax__fi_inject_writedata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                                fi_addr_t a, uint64_t raddr, uint64_t key) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_INJECT_WRITEDATA, buf, len, data, a, raddr, key, 0, NULL, NULL);
+    return fi_inject_writedata(n->ep, buf, len, data, a, raddr, key);
+}
+static inline ssize_t efax__fi_tinjectdata(efax__nic *n, const void *buf, size_t len, uint64_t data,
+                                           fi_addr_t a, uint64_t tag) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_TINJECTDATA, buf, len, data, a, 0, 0, tag, NULL, NULL);
+    return fi_tinjectdata(n->ep, buf, len, data, a, tag);
+}
+static inline ssize_t efax__fi_recv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a, void *ctx) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_RECV, buf, len, 0, a, 0, 0, 0, desc, ctx);
+    return fi_recv(n->ep, buf, len, desc, a, ctx);
+}
+static inline ssize_t efax__fi_trecv(efax__nic *n, void *buf, size_t len, void *desc, fi_addr_t a,
+                                     uint64_t tag, void *ctx) {
+    if (EFAX__UNLIKELY(n->fault))
+        return efax__f_post_args(n, EFAX__FP_TRECV, buf, len, 0, a, 0, 0, tag, desc, ctx);
+    return fi_trecv(n->ep, buf, len, desc, a, tag, 0, ctx);
+}
+static inline ssize_t efax__fi_cq_read(efax__nic *n, struct fi_cq_data_entry *buf, size_t count) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_cq_read(n, buf, count);
+    return fi_cq_read(n->cq, buf, count);
+}
+static inline ssize_t efax__fi_cq_readerr(efax__nic *n, struct fi_cq_err_entry *e) {
+    if (EFAX__UNLIKELY(n->fault)) return efax__f_cq_readerr(n, e);
+    return fi_cq_readerr(n->cq, e, 0);
+}
+/* fi_cq_open; under cqmax=N a queue of more than N entries is refused as a device whose max_cqe is
+   smaller refuses it (efa: ibv_create_cq, efa_cq.c), size 0 (the provider's own) never. */
+EFAX_PRIVATE int efax__fi_cq_open(efax_ctx *ctx, efax__nic *n, struct fi_cq_attr *attr) {
+    if ((ctx->faults.fams & EFAX_FAULT_CQMAX) && attr->size > ctx->faults.cq_max) {
+        ctx->faults.stats.cq_refused++;
+        return -FI_EINVAL;
+    }
+    return fi_cq_open(n->domain, attr, &n->cq, NULL);
+}
+
+/* The provider's text for an error entry; the layer's own for one it made. */
+static inline const char *efax__fi_cq_strerror(efax__nic *n, const struct fi_cq_err_entry *e, char *buf,
+                                               size_t len) {
+    if (EFAX__UNLIKELY(n->fault) && e->err_data && e->err_data == (const void *)n->fault->cur.data &&
+        n->fault->cur.synthetic)
+        return (const char *)e->err_data;
+    return fi_cq_strerror(n->cq, e->prov_errno, e->err_data, buf, len);
+}
+
+/* One line per rank at the end: what the layer did (the soak reads these). */
+EFAX_PRIVATE void efax__faults_summary(efax_ctx *ctx) {
+    const efax_fault_stats *s = &ctx->faults.stats;
+    if (!ctx->faults.fams || !ctx->faults.armed) return;
+    efax_log(
+        ctx, 1,
+        "EFAX_FAULTS=%s on rank %d: reorder held=%llu deferred=%llu; eagain refused=%llu bursts=%llu; "
+        "injectfail failed=%llu errored=%llu; emulated nics=%llu; smallrma nics=%llu; rxfail failed=%llu; "
+        "doorbell batched=%llu interrupted=%llu unrung=%llu",
+        ctx->faults.spec, ctx->rank, (unsigned long long)s->held, (unsigned long long)s->deferred,
+        (unsigned long long)s->refused, (unsigned long long)s->bursts, (unsigned long long)s->failed,
+        (unsigned long long)s->errored, (unsigned long long)s->emulated, (unsigned long long)s->capped,
+        (unsigned long long)s->rxfailed, (unsigned long long)s->batched, (unsigned long long)s->interrupted,
+        (unsigned long long)s->unrung);
+}
+
+/* The line of the families that impose a fabric's limits (direct, cqmax), when on. */
+EFAX_PRIVATE void efax__faults_limits_summary(efax_ctx *ctx) {
+    const efax_fault_stats *s = &ctx->faults.stats;
+    if (!(ctx->faults.fams & (EFAX_FAULT_DIRECT | EFAX_FAULT_CQMAX))) return;
+    efax_log(ctx, 1,
+             "EFAX_FAULTS=%s, the limits it imposed, rank %d: direct refused=%llu; cqmax refused=%llu",
+             ctx->faults.spec, ctx->rank, (unsigned long long)s->direct, (unsigned long long)s->cq_refused);
+}
+
+EFAX_API const char *efax_ctx_faults(const efax_ctx *ctx) {
+    return ctx && ctx->faults.fams ? ctx->faults.spec : "";
+}
+EFAX_API efax_fault_stats efax_ctx_fault_stats(const efax_ctx *ctx) { return ctx->faults.stats; }
 
 #ifdef EFAX__API_INLINE_POP
 #pragma clang diagnostic pop
