@@ -18,6 +18,11 @@
    here; anything that needs CUDA: efax_cuda.h; how a benchmark is driven, timed or reported:
    efax_bench.h. Dependencies point one way: efax_bench.h -> efax_cuda.h -> efax.h.
 
+   Reading order: the engine first, in declarations and implementation alike (// >> anchors):
+   config, context, memory, operations, schedule (writes over NICs, arrivals, batches), then
+   bootstrap, then what diagnoses and tests it: topology, counters, faults (the layer that makes
+   tcp and shm misbehave as efa may, zero cost when off), gpu wire.
+
    Use
    ---
    Define EFAX_IMPLEMENTATION in exactly one C or C++ file before including this header:
