@@ -7445,77 +7445,77 @@ EFAX_PRIVATE size_t efax__card_add(char *card, size_t cap, size_t l, const struc
     return l + n;
 }
 
-/* PMIx keeps every key it is given for the life of the job, so running each collective as a
-   put + fence would grow memory with every call (we measured ~0.5 KiB per all-gather, without
-   bound, in long sweeps). PMIx is used once: rank 0 publishes a random token, a port and its
-   IPv4 addresses; every rank joins rank 0 over TCP; all collectives then run on that star,
-   exactly as with EFAX_ROOT — no growth, and a dead rank is seen at once (closed socket). */
-EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
-    uint64_t deadline = efax_deadline_ns(b->timeout_ms);
-    char card[1024], where[1200];
-    pmix_proc_t *me = (pmix_proc_t *)b->pmix_proc, r0;
-    pmix_value_t val, *v = NULL;
+/* Rank 0's card for the star: a listening socket on an ephemeral port (*lfd), and in card "token
+   port addr...": what this host's name resolves to first (the address the cluster knows it by),
+   then every other up IPv4 address, loopback last (for ranks on this host). */
+EFAX_PRIVATE int efax__pmix_card(efax_boot *b, char *card, size_t cap, int *lfd) {
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    struct addrinfo any, hints, *res = NULL, *a;
+    struct ifaddrs *ifs = NULL, *i;
+    char hn[256];
+    size_t l;
+    int pass;
+    b->token = efax__random64();
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    memset(&any, 0, sizeof any);
+    any.ai_family = AF_INET;
+    any.ai_addr = (struct sockaddr *)&sa;
+    any.ai_addrlen = sizeof sa;
+    if ((*lfd = efax__tcp_listen(b, "an ephemeral port (PMIx bootstrap)", &any)) < 0) return *lfd;
+    getsockname(*lfd, (struct sockaddr *)&sa, &sl);
+    l = (size_t)snprintf(card, cap, "%016llx %u", (unsigned long long)b->token, (unsigned)ntohs(sa.sin_port));
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    if (!gethostname(hn, sizeof hn) && !getaddrinfo(hn, NULL, &hints, &res)) {
+        for (a = res; a; a = a->ai_next)
+            l = efax__card_add(card, cap, l, &((struct sockaddr_in *)a->ai_addr)->sin_addr, false);
+        freeaddrinfo(res);
+    }
+    if (!getifaddrs(&ifs)) {
+        for (pass = 0; pass < 2; pass++)
+            for (i = ifs; i; i = i->ifa_next)
+                if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+                    !(i->ifa_flags & IFF_LOOPBACK) == !pass)
+                    l = efax__card_add(card, cap, l, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+                                       pass == 1);
+        freeifaddrs(ifs);
+    }
+    return 0;
+}
+
+/* Rank 0 publishes its card under efax.boot. */
+EFAX_PRIVATE int efax__pmix_publish(efax_boot *b, char *card) {
+    pmix_value_t val;
     pmix_status_t st;
-    int lfd = -1, rc;
-    if (b->size == 1) return 0;
-    if (b->rank == 0) {
-        struct sockaddr_in sa;
-        socklen_t sl = sizeof sa;
-        struct addrinfo any;
-        struct ifaddrs *ifs = NULL, *i;
-        size_t l;
-        int pass;
-        b->token = efax__random64();
-        memset(&sa, 0, sizeof sa);
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-        memset(&any, 0, sizeof any);
-        any.ai_family = AF_INET;
-        any.ai_addr = (struct sockaddr *)&sa;
-        any.ai_addrlen = sizeof sa;
-        if ((lfd = efax__tcp_listen(b, "an ephemeral port (PMIx bootstrap)", &any)) < 0) return lfd;
-        getsockname(lfd, (struct sockaddr *)&sa, &sl);
-        l = (size_t)snprintf(card, sizeof card, "%016llx %u", (unsigned long long)b->token,
-                             (unsigned)ntohs(sa.sin_port));
-        { /* first what this host's name resolves to (the address the cluster knows it by) */
-            char hn[256];
-            struct addrinfo hints, *res = NULL, *a;
-            memset(&hints, 0, sizeof hints);
-            hints.ai_family = AF_INET;
-            hints.ai_socktype = SOCK_STREAM;
-            if (!gethostname(hn, sizeof hn) && !getaddrinfo(hn, NULL, &hints, &res)) {
-                for (a = res; a; a = a->ai_next)
-                    l = efax__card_add(card, sizeof card, l, &((struct sockaddr_in *)a->ai_addr)->sin_addr,
-                                       false);
-                freeaddrinfo(res);
-            }
-        }
-        if (!getifaddrs(&ifs)) { /* then every other up IPv4 address; loopback last, for ranks on this host */
-            for (pass = 0; pass < 2; pass++)
-                for (i = ifs; i; i = i->ifa_next)
-                    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
-                        !(i->ifa_flags & IFF_LOOPBACK) == !pass)
-                        l = efax__card_add(card, sizeof card, l,
-                                           &((struct sockaddr_in *)i->ifa_addr)->sin_addr, pass == 1);
-            freeifaddrs(ifs);
-        }
-        PMIX_VALUE_CONSTRUCT(&val);
-        val.type = PMIX_STRING;
-        val.data.string = card;
-        st = PMIx_Put(PMIX_GLOBAL, "efax.boot", &val);
-        if (st == PMIX_SUCCESS) st = PMIx_Commit();
-        if (st != PMIX_SUCCESS) {
-            efax__blog(b, 0, "PMIx_Put/Commit(efax.boot) failed: %s", PMIx_Error_string(st));
-            close(lfd);
-            return -EFAX_E_BOOT;
-        }
+    PMIX_VALUE_CONSTRUCT(&val);
+    val.type = PMIX_STRING;
+    val.data.string = card;
+    st = PMIx_Put(PMIX_GLOBAL, "efax.boot", &val);
+    if (st == PMIX_SUCCESS) st = PMIx_Commit();
+    if (st != PMIX_SUCCESS) {
+        efax__blog(b, 0, "PMIx_Put/Commit(efax.boot) failed: %s", PMIx_Error_string(st));
+        return -EFAX_E_BOOT;
     }
-    if ((rc = efax__pmix_fence(b, true, b->timeout_ms))) {
-        if (lfd >= 0) close(lfd);
-        return rc;
-    }
-    if (b->rank == 0) return efax__tcp_root(b, "this host's PMIx bootstrap port", lfd, deadline);
-    efax__pmix_proc(&r0, me, 0);
+    return 0;
+}
+
+/* Every other rank reads rank 0's card (after the fence) and dials its star. */
+EFAX_PRIVATE int efax__pmix_join(efax_boot *b, uint64_t deadline) {
+    char card[1024], where[1200], a[INET_ADDRSTRLEN + 1];
+    pmix_proc_t r0;
+    pmix_value_t *v = NULL;
+    pmix_status_t st;
+    struct sockaddr_in sa[32];
+    struct addrinfo ai[32];
+    unsigned long long token;
+    unsigned port;
+    int n = 0, off = 0;
+    const char *addrs;
+    efax__pmix_proc(&r0, (pmix_proc_t *)b->pmix_proc, 0);
     st = PMIx_Get(&r0, "efax.boot", NULL, 0, &v);
     if (st != PMIX_SUCCESS || !v || v->type != PMIX_STRING || !v->data.string) {
         efax__blog(b, 0, "PMIx_Get(efax.boot) from rank 0: %s",
@@ -7525,41 +7525,52 @@ EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
     }
     efax__copy(card, sizeof card, v->data.string);
     PMIX_VALUE_RELEASE(v);
-    {
-        struct sockaddr_in sa[32];
-        struct addrinfo ai[32];
-        unsigned long long token;
-        unsigned port;
-        int n = 0, off = 0;
-        char a[INET_ADDRSTRLEN + 1];
-        const char *addrs;
-        if (sscanf(card, "%llx %u%n", &token, &port, &off) != 2 || port == 0 || port > 65535) {
-            efax__blog(b, 0, "PMIx: rank 0 published '%s' under efax.boot: the ranks run different programs",
-                       card);
-            return -EFAX_E_BOOT;
-        }
-        b->token = token;
-        addrs = card + off;
-        memset(ai, 0, sizeof ai);
-        for (const char *c = addrs; n < 32 && sscanf(c, " %16s%n", a, &off) == 1; c += off) {
-            memset(&sa[n], 0, sizeof sa[n]);
-            sa[n].sin_family = AF_INET;
-            sa[n].sin_port = htons((uint16_t)port);
-            if (inet_pton(AF_INET, a, &sa[n].sin_addr) != 1) continue;
-            ai[n].ai_family = AF_INET;
-            ai[n].ai_socktype = SOCK_STREAM;
-            ai[n].ai_addr = (struct sockaddr *)&sa[n];
-            ai[n].ai_addrlen = sizeof sa[n];
-            if (n) ai[n - 1].ai_next = &ai[n];
-            n++;
-        }
-        snprintf(where, sizeof where, "rank 0's PMIx bootstrap port %u at%s", port, addrs);
-        if (!n) {
-            efax__blog(b, 0, "PMIx: rank 0 found no IPv4 address to offer for the bootstrap (%s)", card);
-            return -EFAX_E_BOOT;
-        }
-        return efax__tcp_dial(b, ai, where, deadline, true);
+    if (sscanf(card, "%llx %u%n", &token, &port, &off) != 2 || port == 0 || port > 65535) {
+        efax__blog(b, 0, "PMIx: rank 0 published '%s' under efax.boot: the ranks run different programs",
+                   card);
+        return -EFAX_E_BOOT;
     }
+    b->token = token;
+    addrs = card + off;
+    memset(ai, 0, sizeof ai);
+    for (const char *c = addrs; n < 32 && sscanf(c, " %16s%n", a, &off) == 1; c += off) {
+        memset(&sa[n], 0, sizeof sa[n]);
+        sa[n].sin_family = AF_INET;
+        sa[n].sin_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET, a, &sa[n].sin_addr) != 1) continue;
+        ai[n].ai_family = AF_INET;
+        ai[n].ai_socktype = SOCK_STREAM;
+        ai[n].ai_addr = (struct sockaddr *)&sa[n];
+        ai[n].ai_addrlen = sizeof sa[n];
+        if (n) ai[n - 1].ai_next = &ai[n];
+        n++;
+    }
+    if (!n) {
+        efax__blog(b, 0, "PMIx: rank 0 found no IPv4 address to offer for the bootstrap (%s)", card);
+        return -EFAX_E_BOOT;
+    }
+    snprintf(where, sizeof where, "rank 0's PMIx bootstrap port %u at%s", port, addrs);
+    return efax__tcp_dial(b, ai, where, deadline, true);
+}
+
+/* PMIx keeps every key it is given for the life of the job, so a collective run as a put and a
+   fence would grow memory with every call, without bound in a long sweep. PMIx is used once: rank
+   0 publishes a token, a port and its IPv4 addresses (efax__pmix_card, efax__pmix_publish); every
+   rank joins rank 0 over TCP (efax__pmix_join); all collectives then run on that star, exactly as
+   with EFAX_ROOT: no growth, and a dead rank is seen at once (closed socket). */
+EFAX_PRIVATE int efax__pmix_star(efax_boot *b) {
+    uint64_t deadline = efax_deadline_ns(b->timeout_ms);
+    char card[1024];
+    int lfd = -1, rc = 0;
+    if (b->size == 1) return 0;
+    if (b->rank == 0 && !(rc = efax__pmix_card(b, card, sizeof card, &lfd))) rc = efax__pmix_publish(b, card);
+    if (!rc) rc = efax__pmix_fence(b, true, b->timeout_ms);
+    if (rc) {
+        if (lfd >= 0) close(lfd);
+        return rc;
+    }
+    if (b->rank == 0) return efax__tcp_root(b, "this host's PMIx bootstrap port", lfd, deadline);
+    return efax__pmix_join(b, deadline);
 }
 #endif
 
