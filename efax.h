@@ -4471,6 +4471,21 @@ EFAX_PRIVATE bool efax__pend_rotate(efax__nic *n) {
     return true;
 }
 
+/* The queue's head segment s leaves NIC n's queue; check: the transfer may be done with it (nothing
+   of it is in flight to complete it later: it was injected, or failed). */
+static inline void efax__seg_leave(efax__nic *n, efax_seg *s, bool check) {
+    efax_xfer *x = s->x;
+    efax__seg_pop(&n->pend_head, &n->pend_tail);
+    x->unposted--;
+    if (check) efax__xfer_check_done(x);
+}
+
+/* len more bytes of the queue's head segment s are on their way; it leaves the queue once all are. */
+static inline void efax__seg_posted(efax__nic *n, efax_seg *s, uint64_t len, bool check) {
+    s->posted += len;
+    if (s->posted >= s->len) efax__seg_leave(n, s, check);
+}
+
 EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     int posted = 0, rotated = 0;
     bool open = false; /* the last post carried FI_MORE: the batch must end on a post without it */
@@ -4484,9 +4499,7 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
         int rc;
         bool more;
         if (x->status) { /* the transfer failed elsewhere: post no more of it */
-            efax__seg_pop(&n->pend_head, &n->pend_tail);
-            x->unposted--;
-            efax__xfer_check_done(x);
+            efax__seg_leave(n, s, true);
             continue;
         }
         len = s->len - s->posted;
@@ -4509,13 +4522,8 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
                 open = false; /* an inject rings the doorbell */
                 n->stats.tx_bytes += len;
                 n->stats.tx_ops++;
-                s->posted += len;
+                efax__seg_posted(n, s, len, true);
                 posted++;
-                if (s->posted >= s->len) {
-                    efax__seg_pop(&n->pend_head, &n->pend_tail);
-                    x->unposted--;
-                    efax__xfer_check_done(x);
-                }
                 continue;
             }
             if (rc != -FI_EAGAIN) goto failed;
@@ -4530,12 +4538,8 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
                 break;
             }
             if (rc) goto failed;
-            s->posted += len;
+            efax__seg_posted(n, s, len, false);
             posted++;
-            if (s->posted >= s->len) {
-                efax__seg_pop(&n->pend_head, &n->pend_tail);
-                x->unposted--;
-            }
             continue;
         }
         op = n->free_ops;
@@ -4560,21 +4564,15 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
                      efax__opname(x->op), (unsigned long long)len, x->peer, efax__host(ctx, x->peer),
                      n->info.name, fi_strerror(-rc), rc);
             efax__fail_xfer(ctx, x, rc);
-            efax__seg_pop(&n->pend_head, &n->pend_tail);
-            x->unposted--;
-            efax__xfer_check_done(x);
+            efax__seg_leave(n, s, true);
             continue;
         }
         n->free_ops = op->next;
         n->inflight++;
         x->pending++;
-        s->posted += len;
+        efax__seg_posted(n, s, len, false);
         posted++;
         open = more;
-        if (s->posted >= s->len) {
-            efax__seg_pop(&n->pend_head, &n->pend_tail);
-            x->unposted--;
-        }
     }
     if (EFAX__UNLIKELY(n->fault)) efax__f_bell_check(n); /* the fault layer checks the promise above */
     return posted;
