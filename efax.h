@@ -246,9 +246,9 @@ EFAX_API uint64_t efax_deadline_ns(int timeout_ms);
 EFAX_API int efax_remaining_ms(uint64_t deadline);
 
 /* A cheaper timestamp for timing loops, in ticks of an unspecified rate: the CPU's invariant
-   time-stamp counter on x86-64 (rdtsc, ~10 ns) and the virtual counter on aarch64 (cntvct_el0),
-   else efax_now_ns(). Under a hypervisor clock_gettime costs ~25 ns (kvm-clock), which a
-   ping-pong that stamps every round trip of ~0.3 us would measure as latency. Convert a
+   time-stamp counter on x86-64 (rdtsc) and the virtual counter on aarch64 (cntvct_el0), else
+   efax_now_ns(). Under a hypervisor clock_gettime (kvm-clock) costs a fair part of a shm round
+   trip, which a ping-pong that stamps every round trip would measure as latency. Convert a
    difference with the rate seen over the same stretch (efax_now_ns() and efax_ticks() read at
    its start and end). Thread safe. */
 EFAX_API uint64_t efax_ticks(void);
@@ -471,7 +471,7 @@ EFAX_API void efax_ctx_stats_reset(efax_ctx *ctx);
 /* How long local NIC i took to start, in nanoseconds: efax_ctx_init opening its fabric, domain,
    CQ, AV and endpoint; efax_ctx_connect inserting every peer's addresses into its AV; and every
    efax_mr_reg so far registering on it (regs of them). A run header's cold start: a slow start
-   shows where it is (a ~4 s first transfer from lazy address insertion on 16x16 EFA NICs:
+   shows where it is (lazy address insertion on many EFA NICs makes a first transfer take seconds:
    Mooncake's EFA notes). */
 typedef struct efax_nic_cold {
     uint64_t open_ns, connect_ns, reg_ns;
@@ -2077,7 +2077,7 @@ EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src) {
 
 // >>completion queues (implementation) ---------------------------------------------------------
 
-/* A NIC's completion queue must hold whatever can wait in it at once (#29 item 8): its own
+/* A NIC's completion queue must hold whatever can wait in it at once: its own
    transmits and receives (a window each), its control receives, and peers' writes with immediate
    data. On efa those consume no receive here (unsolicited write recv, fi_efa(7)
    FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, on by default), so only the writers bound them: an incast
@@ -2380,7 +2380,7 @@ EFAX_PRIVATE int efax__fierr(const efax_ctx *ctx, int rc, const char *what, cons
 
 /* (Re)posts control receive `slot`. A slot whose post the provider refused is left free (kind 0)
    so that efax_progress posts it again: marked as posted, it was lost for good, and once every
-   slot was, notifications found no receive (#29 item 7). */
+   slot was, notifications found no receive. */
 EFAX_PRIVATE int efax__post_ctrl(efax_ctx *ctx, efax__nic *n, int slot) {
     efax_op *op = &n->ctrl_ops[slot];
     ssize_t rc;
@@ -4420,7 +4420,7 @@ EFAX_PRIVATE bool efax__expired(uint64_t *deadline, unsigned *spins, int timeout
    it either (it refuses in efa_rdm before touching the queue: efa_rdm_rma.c, efa_rdm_ope.c, so
    fi_msg(3)'s "flush delayed calls when a new call fails" does not happen). Returning now would
    leave the batch unsent until some later post, while the caller may wait on something else
-   (#29 item 9, efa_rdm_pke.c ~739). So the refused chunk is posted again at once, without FI_MORE,
+   (efa_rdm_pke.c). So the refused chunk is posted again at once, without FI_MORE,
    draining this NIC's CQ between tries (completions free what the provider lacked), until the
    provider takes it or the context's timeout passes. Returns 0 or the post's error (the caller
    fails the transfer; with the timeout, -FI_ETIMEDOUT, named). */
@@ -4580,9 +4580,9 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
 
 /* Segment s (its transfer's first post) goes out at once when it is one chunk, nothing is queued
    ahead of it on NIC n and the window has room, the provider taking it; else it joins the queue,
-   which posts it in turn (by inject where small, split, in cells, when ready). Through the queue's
-   general loop a ping-pong at 4 KiB on tcp (no inject) cost 616 own instructions a round trip,
-   this way 516 (fi_pingpong's: ~236). s->x is set as for the queue. */
+   which posts it in turn (by inject where small, split, in cells, when ready). The queue's general
+   loop costs a ping-pong noticeably more own instructions a round trip (docs/journal.md). s->x is
+   set as for the queue. */
 EFAX_PRIVATE void efax__post_or_queue(efax_ctx *ctx, efax__nic *n, efax_seg *s) {
     efax_xfer *x = s->x;
     efax_op *op = n->free_ops;
@@ -4852,7 +4852,7 @@ EFAX__HOT_INLINE void efax__complete(efax_ctx *ctx, efax__nic *n, efax_op *op, i
    provider took it) failed later. Its error entry has no context (efa_rdm_txe_handle_error copies
    the inject's, which is NULL: prov/efa/src/rdm/efa_rdm_ope.c), only the flags, the data and the
    tag, so no transfer can be named as its owner: whatever it carried never arrived, and every
-   wait on this context fails from here on (a sticky error), the one in progress first (#29 item 6).
+   wait on this context fails from here on (a sticky error), the one in progress first.
    Before it surfaces, a wait for a transfer that injected has returned 0: an inject reports
    nothing else. */
 EFAX_PRIVATE void efax__lost_inject(efax_ctx *ctx, efax__nic *n, const struct fi_cq_err_entry *e,
@@ -5074,8 +5074,7 @@ EFAX_PRIVATE EFAX__NOINLINE void efax__nic_work(efax_ctx *ctx, efax__nic *n) {
    error (efax__set_sticky sets the tick to 1, so that the next call returns it, and so does every
    call after it), and every 1024th call the EQs: an EQ error ends the endpoint, so it is seen
    within microseconds to a few milliseconds either way, and on tcp with libfabric 2.x one
-   fi_eq_read costs 1.4-2 us (it drives the connection manager: a syscall), as much as the CQ poll
-   itself. One decrement and branch per call for both. Returns 0 or the sticky error. */
+   fi_eq_read drives the connection manager (a syscall), as costly as the CQ poll itself. One decrement and branch per call for both. Returns 0 or the sticky error. */
 EFAX_PRIVATE EFAX__COLD int efax__progress_tick(efax_ctx *ctx) {
     ctx->tick = 1024;
     if (!ctx->sticky_error) efax__eq_all(ctx);
@@ -5387,7 +5386,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__write_planned(efax_ctx *ctx, efax_xfer *x,
    (efax_write checked its desc): in one chunk (and not one efax__post_nic splits), x is set as the
    general path sets it, in one segment, and posted at once or queued (efax__post_or_queue);
    otherwise it takes the general path. Skips the desc's copy and checks, the plan and the segment
-   loop: tcp, 4 KiB, 64 in flight, 669 -> 446 own instructions per write. */
+   loop, a third of a small write's own instructions (docs/journal.md). */
 EFAX_PRIVATE EFAX__NOINLINE int efax__write_now(efax_ctx *ctx, efax__nic *n, efax_xfer *x,
                                                 const efax_write_desc *w, uint32_t *chunks) {
     efax_seg *s = &x->seg[0];
@@ -5497,8 +5496,8 @@ EFAX_PRIVATE void efax__idle(int got, unsigned *idle) {
 /* The waits' clock: a wait reads it only once it has spun 16 empty rounds, on the 16th setting
    its deadline, after that checking it every 16th round. A wait that its first progress calls
    end (a ping-pong's, or one for an injected send that is done at once) reads no clock: under a
-   hypervisor clock_gettime costs ~25 ns (kvm-clock), and a shm ping-pong round trip, ~0.3 us,
-   went through three waits. The timeout then counts from the 16th round, microseconds late.
+   hypervisor clock_gettime (kvm-clock) is a fair part of a shm round trip, which goes through
+   three waits. The timeout then counts from the 16th round, microseconds late.
    Returns true once timeout_ms have passed since then. */
 EFAX_PRIVATE bool efax__expired(uint64_t *deadline, unsigned *spins, int timeout_ms) {
     uint64_t now;
@@ -5626,8 +5625,8 @@ EFAX__HOT_INLINE int efax__poll_done(efax_ctx *ctx, efax_xfer *x, efax__spin *w,
     return 0;
 }
 
-/* efax_wait's loop: efax_wait_all's for one transfer, without the array's bookkeeping, which cost
-   a ping-pong's answer ~40 instructions a round trip (a wait's frame holds what its polls keep). */
+/* efax_wait's loop: efax_wait_all's for one transfer, without the array's bookkeeping, which a
+   ping-pong's answer would pay every round trip (a wait's frame holds what its polls keep). */
 EFAX_PRIVATE EFAX__NOINLINE int efax__wait_one(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
     efax__spin w; /* set by the first tick */
     unsigned spins = 0, busy = 0;
@@ -5638,10 +5637,10 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__wait_one(efax_ctx *ctx, efax_xfer *x, int 
 }
 
 /* efax__wait_one on a context of one NIC, for a transfer not done yet: the same polls without the
-   walk over the NICs, which took two more registers than a call's loop can keep (a ping-pong's
-   answer paid ~20 instructions a round trip for it, the transfer spilled to the stack). Its body
-   is efax__poll_done's written out: one inline step shared by both loops, through pointers to the
-   counters, cost 8 instructions a round trip more here (tests/instr.sh: 234 -> 242). */
+   walk over the NICs, which takes two more registers than a call's loop can keep (the transfer
+   would spill to the stack every round trip). Its body is efax__poll_done's written out: one inline
+   step shared by both loops, through pointers to the counters, costs instructions a round trip
+   that tests/instr.sh counts (docs/journal.md). */
 EFAX_PRIVATE EFAX__NOINLINE int efax__wait_nic(efax_ctx *ctx, efax_xfer *x, int timeout_ms) {
     efax__nic *n = ctx->nic;
     efax__spin w; /* set by the first tick */
@@ -5711,7 +5710,7 @@ EFAX_API int efax_wait_all(efax_ctx *ctx, efax_xfer **xs, int n, int timeout_ms)
     }
     if (status) return status;
     /* done, but the context lost an injected operation (or its endpoint) since: this transfer may be
-       what was lost (#29 item 6) */
+       what was lost */
     if (EFAX__UNLIKELY(ctx->sticky_error)) return efax__sticky(ctx, n ? xs[0] : NULL);
     if (EFAX__LIKELY(!ctx->settling)) return 0;
     return efax__settle_recvs(xs, n, spins >= 16 ? w.deadline : 0, efax__wait_ms(ctx, timeout_ms));
@@ -6131,8 +6130,8 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__write_planned(efax_ctx *ctx, efax_xfer *x,
         return n;
     }
     /* a fresh transfer: nothing is read from what x held. efax__write_segs sets every field a write
-       reads, and the segments it uses; the rest of the segment table (32 of them, 1.9 KB) is not
-       cleared: a memset of x cost 244 instructions per write, more than the rest of the post */
+       reads, and the segments it uses; the rest of the segment table is not cleared: a memset of x
+       would cost more than the rest of the post */
     x->rx_len = 0;
     x->rx_data = 0;
     x->rx_has_data = false;
@@ -6152,8 +6151,8 @@ EFAX__API_INLINE int efax_write(efax_ctx *ctx, efax_xfer *x, const efax_write_de
     uint64_t len = w->size, soff = w->src_off, doff = w->dst_off;
     int peer = w->to, nic = w->nic, tag = w->tag;
     /* A small write of host memory on one NIC, with nothing queued ahead of it there, goes out at
-       once by inject: one chunk, no plan, no queue (the general path costs ~4x the inject's own
-       instructions; a transfer engine writes millions of small ones). The tests are the general
+       once by inject: one chunk, no plan, no queue (the general path costs several times the inject's
+       own instructions; a transfer engine writes millions of small ones). The tests are the general
        path's checks, each in one comparison; whatever fails one, or the inject, takes the general
        path, which names the problem or queues the write (keeping the order behind a refused one). */
     if (w->mode == EFAX_MODE_SINGLE && !w->ready && w->from == ctx->rank && ctx->connected &&
@@ -6429,7 +6428,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__expect_planned(efax_ctx *ctx, efax_expect 
             e->count += c;
         }
         if (!e->count) return -FI_EINVAL;
-        /* #29 item 8: what this target awaits must fit its completion queues where they can overrun:
+        /* what this target awaits must fit its completion queues where they can overrun:
            on efa, under the fault layer (which plays efa), and wherever a size was given; tcp and shm
            queue the rest in software, and chunk otherwise than efa (tcp: 128 KiB between hosts) */
         for (i = 0; efax__cq_enforced(ctx) && i < ctx->nnic; i++)
@@ -6465,7 +6464,7 @@ EFAX_PRIVATE EFAX__NOINLINE int efax__expect_planned(efax_ctx *ctx, efax_expect 
 /* A write that lands whole on one of this rank's NICs into an ordinary region (one NIC's writer or
    Single mode): its chunks (*count) and that NIC (*here), without a plan, when it fits the NIC's
    completion queue beside what is awaited there already. A target announces every write it awaits:
-   the general path (efax__expect_planned) cost ~4x the provider's own work per small message there,
+   the general path (efax__expect_planned) costs several times the provider's own work per small one,
    and made the target the slower side of a stream of them. The tests are the general path's checks;
    whatever fails one takes it (false), which names the problem. */
 static inline bool efax__expect_quick(const efax_ctx *ctx, const efax_write_desc *w, uint32_t *count,
@@ -9106,7 +9105,8 @@ EFAX__COLD EFAX_PRIVATE ssize_t efax__f_post(efax__nic *n, efax__fpost *p) {
         }
         if (*until > f->polls) { /* every such post until the NIC has been polled that often */
             fs->stats.refused++;
-            if (tx && f->nbell) fs->stats.interrupted++; /* #29 item 9's case: efax must post again at once */
+            if (tx && f->nbell)
+                fs->stats.interrupted++; /* a doorbell the provider refused: efax must post again at once */
             return -FI_EAGAIN;
         }
     }
