@@ -5074,7 +5074,8 @@ EFAX_PRIVATE EFAX__NOINLINE void efax__nic_work(efax_ctx *ctx, efax__nic *n) {
    error (efax__set_sticky sets the tick to 1, so that the next call returns it, and so does every
    call after it), and every 1024th call the EQs: an EQ error ends the endpoint, so it is seen
    within microseconds to a few milliseconds either way, and on tcp with libfabric 2.x one
-   fi_eq_read drives the connection manager (a syscall), as costly as the CQ poll itself. One decrement and branch per call for both. Returns 0 or the sticky error. */
+   fi_eq_read drives the connection manager (a syscall), as costly as the CQ poll itself. One
+   decrement and branch per call for both. Returns 0 or the sticky error. */
 EFAX_PRIVATE EFAX__COLD int efax__progress_tick(efax_ctx *ctx) {
     ctx->tick = 1024;
     if (!ctx->sticky_error) efax__eq_all(ctx);
