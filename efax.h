@@ -8565,6 +8565,27 @@ EFAX_PRIVATE int efax__f_bad(const char *spec, const char *what, char *why, size
     return -EFAX_E_USAGE;
 }
 
+/* The settings that take a count (name=N): its range and what it counts, for the message. The order
+   is efax_faults_parse's: cq_max, rx_first, inject_first. */
+#define EFAX__F_COUNTS 3u
+static const struct {
+    const char *prefix, *label, *what;
+    unsigned family;
+    unsigned long long hi;
+} efax__f_counts[EFAX__F_COUNTS] = {
+    {"cqmax=", "cqmax", "a number of entries", EFAX_FAULT_CQMAX, 1ull << 24},
+    {"rxfail=", "rxfail count", "a number of incoming writes", EFAX_FAULT_RXFAIL, 1000000000ull},
+    {"injectfail=", "injectfail count", "a number of injects", EFAX_FAULT_INJECTFAIL, 1000000000ull},
+};
+
+/* The index in efax__f_counts of the setting tok names, or EFAX__F_COUNTS. */
+EFAX_PRIVATE unsigned efax__f_count_of(const char *tok) {
+    unsigned k;
+    for (k = 0; k < EFAX__F_COUNTS; k++)
+        if (!strncmp(tok, efax__f_counts[k].prefix, strlen(efax__f_counts[k].prefix))) break;
+    return k;
+}
+
 EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why, size_t wl) {
     char buf[256], *tok, *save = NULL, *colon, what[160];
     unsigned *families = &out->families;
@@ -8607,52 +8628,25 @@ EFAX_API int efax_faults_parse(const char *spec, efax_fault_spec *out, char *why
             *families |= EFAX_FAULT_DIRECT;
             continue;
         }
-        if (!strncmp(tok, "cqmax=", 6)) {
+        if ((k = efax__f_count_of(tok)) < EFAX__F_COUNTS) {
+            const char *val = tok + strlen(efax__f_counts[k].prefix);
+            uint64_t *dst = k == 0 ? &out->cq_max : k == 1 ? &out->rx_first : &out->inject_first;
             char *end;
             unsigned long long v;
             errno = 0;
-            v = strtoull(tok + 6, &end, 10);
-            if (errno || end == tok + 6 || *end || tok[6] == '-' || v < 1 || v > (1ull << 24)) {
-                snprintf(what, sizeof what, "cqmax '%.40s' is not a number of entries in [1, 16777216]",
-                         tok + 6);
+            v = strtoull(val, &end, 10);
+            if (errno || end == val || *end || *val == '-' || v < 1 || v > efax__f_counts[k].hi) {
+                snprintf(what, sizeof what, "%s '%.40s' is not %s in [1, %llu]", efax__f_counts[k].label, val,
+                         efax__f_counts[k].what, efax__f_counts[k].hi);
                 return efax__f_bad(spec, what, why, wl);
             }
-            out->cq_max = v;
-            *families |= EFAX_FAULT_CQMAX;
+            *dst = v;
+            *families |= efax__f_counts[k].family;
             continue;
         }
         if (!strcmp(tok, "emulated=odd")) {
             out->emulated_odd = true;
             *families |= EFAX_FAULT_EMULATED;
-            continue;
-        }
-        if (!strncmp(tok, "rxfail=", 7)) {
-            char *end;
-            unsigned long long v;
-            errno = 0;
-            v = strtoull(tok + 7, &end, 10);
-            if (errno || end == tok + 7 || *end || tok[7] == '-' || v < 1 || v > 1000000000ull) {
-                snprintf(what, sizeof what,
-                         "rxfail count '%.40s' is not a number of incoming writes in [1, 1000000000]",
-                         tok + 7);
-                return efax__f_bad(spec, what, why, wl);
-            }
-            out->rx_first = v;
-            *families |= EFAX_FAULT_RXFAIL;
-            continue;
-        }
-        if (!strncmp(tok, "injectfail=", 11)) {
-            char *end;
-            unsigned long long v;
-            errno = 0;
-            v = strtoull(tok + 11, &end, 10);
-            if (errno || end == tok + 11 || *end || tok[11] == '-' || v < 1 || v > 1000000000ull) {
-                snprintf(what, sizeof what,
-                         "injectfail count '%.40s' is not a number of injects in [1, 1000000000]", tok + 11);
-                return efax__f_bad(spec, what, why, wl);
-            }
-            out->inject_first = v;
-            *families |= EFAX_FAULT_INJECTFAIL;
             continue;
         }
         for (k = 0; k < sizeof efax__fault_names / sizeof efax__fault_names[0]; k++)
