@@ -3948,17 +3948,20 @@ EFAX_PRIVATE void efax__host_copy(efax_buf *dst, uint64_t doff, const efax_buf *
 }
 
 EFAX_API const efax_mem_ops *efax_mem_host(void) {
-    static const efax_mem_ops ops = {"host",
-                                     "",
-                                     efax__host_alloc,
-                                     efax__host_release,
-                                     efax__host_fill,
-                                     efax__host_poison,
-                                     efax__host_check,
-                                     efax__host_copy,
-                                     NULL,
-                                     NULL,
-                                     NULL};
+    /* in efax_mem_ops' order, each field named: C++17 (g++, nvcc) has no designated initializers */
+    static const efax_mem_ops ops = {
+        "host",             /* name */
+        "",                 /* label */
+        efax__host_alloc,   /* alloc */
+        efax__host_release, /* release */
+        efax__host_fill,    /* fill */
+        efax__host_poison,  /* poison */
+        efax__host_check,   /* check */
+        efax__host_copy,    /* copy */
+        NULL,               /* settle: the CPU's stores are visible at once */
+        NULL,               /* mark */
+        NULL,               /* marked */
+    };
     return &ops;
 }
 
