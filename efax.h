@@ -4448,8 +4448,7 @@ EFAX_PRIVATE int efax__close_batch(efax_ctx *ctx, efax__nic *n, efax_seg *s, uin
     }
 }
 
-/* Posts queued transmit chunks while the NIC's window has room. */
-/* The provider refused the queue's head for now. When that is its peer's doing (a connection still
+/* The provider refused the queue's head for now (or its bytes are not ready yet). When that is its peer's doing (a connection still
    opening, or a peer gone: tcp refuses so until it knows), the peers behind it must not wait on it:
    every queued segment of that peer goes behind the others', in its order (efa orders nothing
    between writes anyway). Returns whether another peer's segment is at the head now. */
@@ -4489,6 +4488,7 @@ static inline void efax__seg_posted(efax__nic *n, efax_seg *s, uint64_t len, boo
     if (s->posted >= s->len) efax__seg_leave(n, s, check);
 }
 
+/* Posts queued transmit chunks while the NIC's window has room. */
 EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
     int posted = 0, rotated = 0;
     bool open = false; /* the last post carried FI_MORE: the batch must end on a post without it */
@@ -4513,11 +4513,13 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
             if (len > end - at) len = end - at;
             imm = x->imm | (uint32_t)cell;
         }
-        if (x->ready && !x->ready(x->ready_user, at, len)) break;
-        /* a staged source: its bytes must have been copied out first */
-        if (x->lmr->stage && x->op == EFAX_OP_WRITE &&
-            !x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + at, len))
+        /* bytes not ready yet (the caller's, or a staged source's copy out): another peer's may go */
+        if ((x->ready && !x->ready(x->ready_user, at, len)) ||
+            (x->lmr->stage && x->op == EFAX_OP_WRITE &&
+             !x->lmr->stage->out_ready(x->lmr->stage_user, x->loff + at, len))) {
+            if (!open && rotated++ < 4 && efax__pend_rotate(n)) continue;
             break;
+        }
         if (len <= (x->op == EFAX_OP_WRITE ? n->info.inject_rma_size : n->info.inject_size) &&
             x->lmr->iface == 0) {
             rc = efax__inject_tx(ctx, n, s, len, imm);
