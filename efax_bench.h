@@ -1144,6 +1144,83 @@ EFAX_PRIVATE void efaxb__json_num(char *buf, size_t cap, size_t *used, double v)
         efaxb__cat(buf, cap, used, "%.6g", v);
 }
 
+/* A JSON text written into a fixed buffer as a list of keys and values: each value is placed after
+   a comma when one is due (not the first in its object or array), and a key is escaped as a string
+   is, so no record writes its punctuation by hand. A text longer than the buffer is cut short. */
+typedef struct efaxb__jw {
+    char *buf;
+    size_t cap, used;
+} efaxb__jw;
+
+/* The comma a value needs, then its key (NULL: an element of an array). */
+EFAX_PRIVATE void efaxb__jw_key(efaxb__jw *w, const char *key) {
+    char last = w->used ? w->buf[w->used - 1] : '{';
+    if (last != '{' && last != '[' && last != ':') efaxb__cat(w->buf, w->cap, &w->used, ",");
+    if (!key) return;
+    efaxb__json_str(w->buf, w->cap, &w->used, key);
+    efaxb__cat(w->buf, w->cap, &w->used, ":");
+}
+
+EFAX_PRIVATE void efaxb__jw_str(efaxb__jw *w, const char *key, const char *s) {
+    efaxb__jw_key(w, key);
+    efaxb__json_str(w->buf, w->cap, &w->used, s);
+}
+
+EFAX_PRIVATE void efaxb__jw_num(efaxb__jw *w, const char *key, double v) {
+    efaxb__jw_key(w, key);
+    efaxb__json_num(w->buf, w->cap, &w->used, v);
+}
+
+/* A number when there is one (known), else null. */
+EFAX_PRIVATE void efaxb__jw_num_or_null(efaxb__jw *w, const char *key, bool known, double v) {
+    efaxb__jw_key(w, key);
+    if (known)
+        efaxb__json_num(w->buf, w->cap, &w->used, v);
+    else
+        efaxb__cat(w->buf, w->cap, &w->used, "null");
+}
+
+EFAX_PRIVATE void efaxb__jw_int(efaxb__jw *w, const char *key, long long v) {
+    efaxb__jw_key(w, key);
+    efaxb__cat(w->buf, w->cap, &w->used, "%lld", v);
+}
+
+EFAX_PRIVATE void efaxb__jw_u64(efaxb__jw *w, const char *key, uint64_t v) {
+    efaxb__jw_key(w, key);
+    efaxb__cat(w->buf, w->cap, &w->used, "%llu", (unsigned long long)v);
+}
+
+/* A value written as it is: true, false, null. */
+EFAX_PRIVATE void efaxb__jw_lit(efaxb__jw *w, const char *key, const char *literal) {
+    efaxb__jw_key(w, key);
+    efaxb__cat(w->buf, w->cap, &w->used, "%s", literal);
+}
+
+EFAX_PRIVATE void efaxb__jw_bool(efaxb__jw *w, const char *key, bool v) {
+    efaxb__jw_lit(w, key, v ? "true" : "false");
+}
+
+/* Opens an object ('{') or an array ('['); efaxb__jw_close ends it. */
+EFAX_PRIVATE void efaxb__jw_open(efaxb__jw *w, const char *key, char bracket) {
+    efaxb__jw_key(w, key);
+    efaxb__cat(w->buf, w->cap, &w->used, "%c", bracket);
+}
+
+EFAX_PRIVATE void efaxb__jw_close(efaxb__jw *w, char bracket) {
+    efaxb__cat(w->buf, w->cap, &w->used, "%c", bracket);
+}
+
+/* Writes more keys into the object that ends text (the run's metadata, written before): false when
+   text does not end in one. */
+EFAX_PRIVATE bool efaxb__jw_reopen(efaxb__jw *w, char *text, size_t cap) {
+    w->buf = text;
+    w->cap = cap;
+    w->used = strlen(text);
+    if (!w->used || text[w->used - 1] != '}') return false;
+    text[--w->used] = 0;
+    return true;
+}
+
 /* Every rank's NICs and how they were chosen (efax_ctx_init: given, nearest the GPU, on the
    NUMA node): rank 0 keeps them for the header, one line per distinct choice. Collective. */
 EFAX_PRIVATE int efaxb__gather_nic_choice(efax_report *r, const efax_ctx *ctx, efax_boot *boot) {
@@ -1338,9 +1415,100 @@ EFAX_PRIVATE void efaxb__print_nic_semantics(const efax_ctx *ctx) {
                emu_names);
 }
 
+/* The run's metadata, repeated in every JSON record so each stands alone: "run":{...} with what
+   ran where (versions, provider, hosts, NICs, every rank's NIC choice, capabilities), the options
+   and the command, and the environment that steers libfabric, efax and CUDA (never the token). */
+EFAX_PRIVATE void efaxb__run_meta(efax_report *r, const efax_opts *o, efax_ctx *ctx, efax_boot *boot,
+                                  const char *time_utc) {
+    extern char **environ;
+    efaxb__jw w = {r->meta, sizeof r->meta, 0};
+    char text[1024], ver[64];
+    size_t tu = 0;
+    char **e;
+    int i;
+    efaxb__jw_open(&w, "run", '{');
+    efaxb__jw_str(&w, "efax", EFAX_VERSION_STRING);
+    snprintf(text, sizeof text, "%u.%u", FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
+    efaxb__jw_str(&w, "libfabric", text);
+    efaxb__jw_str(&w, "time", time_utc);
+    efaxb__jw_int(&w, "ranks", boot ? boot->size : 1);
+    efaxb__jw_str(&w, "provider", ctx ? efax_ctx_provider(ctx) : "-");
+    efaxb__jw_str(&w, "provider_choice", ctx ? efax_ctx_provider_choice(ctx) : "-");
+    if (ctx && efax_ctx_mem_note(ctx)[0]) efaxb__jw_str(&w, "device_memory", efax_ctx_mem_note(ctx));
+    efaxb__jw_open(&w, "hosts", '[');
+    for (i = 0; boot && i < boot->size; i++) {
+        int j;
+        for (j = 0; j < i; j++)
+            if (!strcmp(boot->hosts[j], boot->hosts[i])) break;
+        if (j == i) efaxb__jw_str(&w, NULL, boot->hosts[i]);
+    }
+    efaxb__jw_close(&w, ']');
+    efaxb__jw_open(&w, "nics", '[');
+    for (i = 0; ctx && i < efax_ctx_nnics(ctx); i++) {
+        const efax_nic_info *n = efax_ctx_nic(ctx, i);
+        efaxb__jw_open(&w, NULL, '{');
+        efaxb__jw_str(&w, "name", n->name);
+        efaxb__jw_str(&w, "pci", n->pci);
+        efaxb__jw_num(&w, "link_gbps", n->link_gbps);
+        efaxb__jw_int(&w, "numa", n->numa);
+        efaxb__jw_bool(&w, "sas", n->msg_order & FI_ORDER_SAS);
+        efaxb__jw_lit(&w, "efa_shm", efaxb__tri(n->efa_shm));
+        efaxb__jw_lit(&w, "emulated_write", efaxb__tri(n->emulated_write));
+        efaxb__jw_lit(&w, "cuda_api", efaxb__tri(n->cuda_api));
+        efaxb__jw_lit(&w, "gpudirect", efaxb__tri(n->gpudirect));
+        efaxb__jw_close(&w, '}');
+    }
+    efaxb__jw_close(&w, ']');
+    efaxb__jw_str(&w, "nic_choice", ctx && efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
+    efaxb__jw_open(&w, "rank_nics", '['); /* every rank's NICs and why */
+    for (i = 0; r->nic_choice && boot && i < boot->size; i++) {
+        if (w.used + 2 * EFAXB__CHOICE_LEN > w.cap / 2) { /* room for the command and env */
+            snprintf(text, sizeof text, "(ranks %d-%d: see the header)", i, boot->size - 1);
+            efaxb__jw_str(&w, NULL, text);
+            break;
+        }
+        efaxb__jw_str(&w, NULL, r->nic_choice[i]);
+    }
+    efaxb__jw_close(&w, ']');
+    if (ctx) {
+        const efax_caps *c = efax_ctx_caps(ctx);
+        efaxb__jw_lit(&w, "gpudirect", efaxb__tri(c->gpudirect));
+        efaxb__jw_u64(&w, "max_write", efax_ctx_max_chunk(ctx));
+        efaxb__jw_lit(&w, "unsolicited_write_recv", efaxb__tri(c->unsolicited_write_recv));
+        if (efax_ctx_peer_note(ctx)[0]) efaxb__jw_str(&w, "ranks_differ", efax_ctx_peer_note(ctx));
+        if (c->prov == EFAX_PROV_EFA || c->direct) {
+            efaxb__jw_str(&w, "fabric", c->direct ? "efa-direct" : "efa");
+            efaxb__jw_u64(&w, "max_send", c->max_send);
+        }
+    }
+    if (efaxb__efa_installer(ver, sizeof ver)) efaxb__jw_str(&w, "efa_installer", ver);
+    efaxb__jw_bool(&w, "huge_pages", ctx && efax_ctx_huge_pages(ctx));
+    efaxb__jw_int(&w, "window", o->window);
+    efaxb__jw_bool(&w, "one_slot", o->one_slot);
+    efaxb__jw_u64(&w, "chunk", o->chunk);
+    efaxb__jw_bool(&w, "check", o->check);
+    text[0] = 0;
+    for (i = 0; i < o->argc; i++) efaxb__cat(text, sizeof text, &tu, "%s%s", i ? " " : "", o->argv[i]);
+    efaxb__jw_str(&w, "command", text);
+    efaxb__jw_open(&w, "env", '{');
+    for (e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        char key[128];
+        if (!eq ||
+            (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5) && strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21)) ||
+            (size_t)(eq - *e) >= sizeof key)
+            continue;
+        if (!strncmp(*e, "EFAX_TOKEN=", 11)) continue; /* a secret */
+        memcpy(key, *e, (size_t)(eq - *e));
+        key[eq - *e] = 0;
+        efaxb__jw_str(&w, key, eq + 1);
+    }
+    efaxb__jw_close(&w, '}');
+    efaxb__jw_close(&w, '}');
+}
+
 EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *driver, const char *memory,
                               efax_ctx *ctx, efax_boot *boot) {
-    size_t u = 0;
     int i;
     char tbuf[64];
     time_t now = time(NULL);
@@ -1369,110 +1537,7 @@ EFAX_API int efax_report_init(efax_report *r, const efax_opts *o, const char *dr
     }
     gmtime_r(&now, &tmv);
     strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-    /* the run's metadata, repeated in every JSON record so each stands alone */
-    efaxb__cat(r->meta, sizeof r->meta, &u,
-               "\"run\":{\"efax\":\"%s\",\"libfabric\":\"%u.%u\",\"time\":\"%s\",\"ranks\":%d,",
-               EFAX_VERSION_STRING, FI_MAJOR(fi_version()), FI_MINOR(fi_version()), tbuf,
-               boot ? boot->size : 1);
-    efaxb__cat(r->meta, sizeof r->meta, &u, "\"provider\":");
-    efaxb__json_str(r->meta, sizeof r->meta, &u, ctx ? efax_ctx_provider(ctx) : "-");
-    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"provider_choice\":");
-    efaxb__json_str(r->meta, sizeof r->meta, &u, ctx ? efax_ctx_provider_choice(ctx) : "-");
-    if (ctx && efax_ctx_mem_note(ctx)[0]) {
-        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"device_memory\":");
-        efaxb__json_str(r->meta, sizeof r->meta, &u, efax_ctx_mem_note(ctx));
-    }
-    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"hosts\":[");
-    for (i = 0; boot && i < boot->size; i++) {
-        int j;
-        for (j = 0; j < i; j++)
-            if (!strcmp(boot->hosts[j], boot->hosts[i])) break;
-        if (j < i) continue;
-        if (i) efaxb__cat(r->meta, sizeof r->meta, &u, ",");
-        efaxb__json_str(r->meta, sizeof r->meta, &u, boot->hosts[i]);
-    }
-    efaxb__cat(r->meta, sizeof r->meta, &u, "],\"nics\":[");
-    for (i = 0; ctx && i < efax_ctx_nnics(ctx); i++) {
-        const efax_nic_info *n = efax_ctx_nic(ctx, i);
-        efaxb__cat(r->meta, sizeof r->meta, &u, "%s{\"name\":", i ? "," : "");
-        efaxb__json_str(r->meta, sizeof r->meta, &u, n->name);
-        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"pci\":");
-        efaxb__json_str(r->meta, sizeof r->meta, &u, n->pci);
-        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"link_gbps\":");
-        efaxb__json_num(r->meta, sizeof r->meta, &u, n->link_gbps);
-        efaxb__cat(r->meta, sizeof r->meta, &u,
-                   ",\"numa\":%d,\"sas\":%s,\"efa_shm\":%s,\"emulated_write\":%s,\"cuda_api\":%s,"
-                   "\"gpudirect\":%s}",
-                   n->numa, n->msg_order & FI_ORDER_SAS ? "true" : "false", efaxb__tri(n->efa_shm),
-                   efaxb__tri(n->emulated_write), efaxb__tri(n->cuda_api), efaxb__tri(n->gpudirect));
-    }
-    efaxb__cat(r->meta, sizeof r->meta, &u, "],\"nic_choice\":");
-    efaxb__json_str(r->meta, sizeof r->meta, &u,
-                    ctx && efax_ctx_nic_choice(ctx)[0] ? efax_ctx_nic_choice(ctx) : "-");
-    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"rank_nics\":["); /* every rank's NICs and why */
-    for (i = 0; r->nic_choice && boot && i < boot->size; i++) {
-        if (i) efaxb__cat(r->meta, sizeof r->meta, &u, ",");
-        if (u + 2 * EFAXB__CHOICE_LEN > sizeof r->meta / 2) { /* room for the command and env */
-            efaxb__cat(r->meta, sizeof r->meta, &u, "\"(ranks %d-%d: see the header)\"", i, boot->size - 1);
-            break;
-        }
-        efaxb__json_str(r->meta, sizeof r->meta, &u, r->nic_choice[i]);
-    }
-    efaxb__cat(r->meta, sizeof r->meta, &u, "]");
-    if (ctx) {
-        const efax_caps *c = efax_ctx_caps(ctx);
-        efaxb__cat(r->meta, sizeof r->meta, &u,
-                   ",\"gpudirect\":%s,\"max_write\":%llu,\"unsolicited_write_recv\":%s",
-                   efaxb__tri(c->gpudirect), (unsigned long long)efax_ctx_max_chunk(ctx),
-                   efaxb__tri(c->unsolicited_write_recv));
-        if (efax_ctx_peer_note(ctx)[0]) {
-            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"ranks_differ\":");
-            efaxb__json_str(r->meta, sizeof r->meta, &u, efax_ctx_peer_note(ctx));
-        }
-        if (c->prov == EFAX_PROV_EFA || c->direct)
-            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"fabric\":\"%s\",\"max_send\":%llu",
-                       c->direct ? "efa-direct" : "efa", (unsigned long long)c->max_send);
-    }
-    {
-        char ver[64];
-        if (efaxb__efa_installer(ver, sizeof ver)) {
-            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"efa_installer\":");
-            efaxb__json_str(r->meta, sizeof r->meta, &u, ver);
-        }
-    }
-    efaxb__cat(r->meta, sizeof r->meta, &u,
-               ",\"huge_pages\":%s,\"window\":%d,\"one_slot\":%s,\"chunk\":%llu,\"check\":%s,\"command\":",
-               ctx && efax_ctx_huge_pages(ctx) ? "true" : "false", o->window, o->one_slot ? "true" : "false",
-               (unsigned long long)o->chunk, o->check ? "true" : "false");
-    {
-        char cmd[1024];
-        size_t cu = 0;
-        cmd[0] = 0;
-        for (i = 0; i < o->argc; i++) efaxb__cat(cmd, sizeof cmd, &cu, "%s%s", i ? " " : "", o->argv[i]);
-        efaxb__json_str(r->meta, sizeof r->meta, &u, cmd);
-    }
-    efaxb__cat(r->meta, sizeof r->meta, &u, ",\"env\":{");
-    {
-        int k = 0;
-        char **e;
-        for (e = environ; e && *e; e++) {
-            const char *eq = strchr(*e, '=');
-            char key[128];
-            if (!eq ||
-                (strncmp(*e, "FI_", 3) && strncmp(*e, "EFAX_", 5) &&
-                 strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21)) ||
-                (size_t)(eq - *e) >= sizeof key)
-                continue;
-            if (!strncmp(*e, "EFAX_TOKEN=", 11)) continue; /* a secret */
-            memcpy(key, *e, (size_t)(eq - *e));
-            key[eq - *e] = 0;
-            if (k++) efaxb__cat(r->meta, sizeof r->meta, &u, ",");
-            efaxb__json_str(r->meta, sizeof r->meta, &u, key);
-            efaxb__cat(r->meta, sizeof r->meta, &u, ":");
-            efaxb__json_str(r->meta, sizeof r->meta, &u, eq + 1);
-        }
-    }
-    efaxb__cat(r->meta, sizeof r->meta, &u, "}}");
+    efaxb__run_meta(r, o, ctx, boot, tbuf);
     if (r->csv)
         fprintf(r->csv,
                 "driver,variant,kind,provider,memory,mem_path,size,iters,window,peers,gbps,gbs,pct_line,line_"
@@ -1578,91 +1643,59 @@ EFAX_API void efax_report_add(efax_report *r, const efax_result *res) {
                    res->wrong == 1 ? "" : "s");
     }
     if (r->json) {
-        efaxb__cat(buf, sizeof buf, &u, "{\"schema\":1,\"driver\":");
-        efaxb__json_str(buf, sizeof buf, &u, r->driver);
-        efaxb__cat(buf, sizeof buf, &u, ",\"variant\":");
-        efaxb__json_str(buf, sizeof buf, &u, res->variant);
-        efaxb__cat(buf, sizeof buf, &u, ",\"kind\":");
-        efaxb__json_str(buf, sizeof buf, &u, efax_result_kind_name(res->kind));
-        efaxb__cat(buf, sizeof buf, &u, ",\"provider\":");
-        efaxb__json_str(buf, sizeof buf, &u, r->ctx ? efax_ctx_provider(r->ctx) : "-");
-        efaxb__cat(buf, sizeof buf, &u, ",\"memory\":");
-        efaxb__json_str(buf, sizeof buf, &u, res->memory);
-        efaxb__cat(buf, sizeof buf, &u, ",\"mem_path\":");
-        efaxb__json_str(buf, sizeof buf, &u, res->mem_path);
-        if (r->ceiling_gbps > 0) {
-            efaxb__cat(buf, sizeof buf, &u, ",\"ceiling_gbps\":");
-            efaxb__json_num(buf, sizeof buf, &u, r->ceiling_gbps);
-        }
-        efaxb__cat(buf, sizeof buf, &u, ",\"size\":%llu,\"iters\":%d,\"window\":%d,\"peers\":%d,\"seconds\":",
-                   (unsigned long long)res->size, res->iters, res->window, res->peers);
-        efaxb__json_num(buf, sizeof buf, &u, res->seconds);
-        efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"gbps\":", (unsigned long long)res->bytes);
-        efaxb__json_num(buf, sizeof buf, &u, res->gbps);
-        efaxb__cat(buf, sizeof buf, &u, ",\"gbs\":");
-        efaxb__json_num(buf, sizeof buf, &u, res->gbps / 8);
-        if (r->msg_rate) {
-            efaxb__cat(buf, sizeof buf, &u, ",\"mmsgs\":");
-            efaxb__json_num(buf, sizeof buf, &u, res->mmsgs);
-        }
-        efaxb__cat(buf, sizeof buf, &u, ",\"line_gbps\":");
-        if (res->line_gbps > 0)
-            efaxb__json_num(buf, sizeof buf, &u, res->line_gbps);
-        else
-            efaxb__cat(buf, sizeof buf, &u, "null");
-        efaxb__cat(buf, sizeof buf, &u, ",\"pct_line\":");
-        if (res->line_gbps > 0)
-            efaxb__json_num(buf, sizeof buf, &u, efaxb__pct(res));
-        else
-            efaxb__cat(buf, sizeof buf, &u, "null");
-        efaxb__cat(buf, sizeof buf, &u, ",\"lat_us\":{\"min\":");
-        efaxb__json_num(buf, sizeof buf, &u, res->lat_us.min);
-        efaxb__cat(buf, sizeof buf, &u, ",\"p50\":");
-        efaxb__json_num(buf, sizeof buf, &u, res->lat_us.p50);
-        efaxb__cat(buf, sizeof buf, &u, ",\"avg\":");
-        efaxb__json_num(buf, sizeof buf, &u, res->lat_us.avg);
-        efaxb__cat(buf, sizeof buf, &u, ",\"p99\":");
-        efaxb__json_num(buf, sizeof buf, &u, res->lat_us.p99);
-        efaxb__cat(buf, sizeof buf, &u, ",\"max\":");
-        efaxb__json_num(buf, sizeof buf, &u, res->lat_us.max);
-        efaxb__cat(buf, sizeof buf, &u, "},\"wrong\":");
+        efaxb__jw w = {buf, sizeof buf, 0};
+        char idle[sizeof res->nic_idle], *tok, *save = NULL;
+        efaxb__jw_open(&w, NULL, '{');
+        efaxb__jw_int(&w, "schema", 1);
+        efaxb__jw_str(&w, "driver", r->driver);
+        efaxb__jw_str(&w, "variant", res->variant);
+        efaxb__jw_str(&w, "kind", efax_result_kind_name(res->kind));
+        efaxb__jw_str(&w, "provider", r->ctx ? efax_ctx_provider(r->ctx) : "-");
+        efaxb__jw_str(&w, "memory", res->memory);
+        efaxb__jw_str(&w, "mem_path", res->mem_path);
+        if (r->ceiling_gbps > 0) efaxb__jw_num(&w, "ceiling_gbps", r->ceiling_gbps);
+        efaxb__jw_u64(&w, "size", res->size);
+        efaxb__jw_int(&w, "iters", res->iters);
+        efaxb__jw_int(&w, "window", res->window);
+        efaxb__jw_int(&w, "peers", res->peers);
+        efaxb__jw_num(&w, "seconds", res->seconds);
+        efaxb__jw_u64(&w, "bytes", res->bytes);
+        efaxb__jw_num(&w, "gbps", res->gbps);
+        efaxb__jw_num(&w, "gbs", res->gbps / 8);
+        if (r->msg_rate) efaxb__jw_num(&w, "mmsgs", res->mmsgs);
+        efaxb__jw_num_or_null(&w, "line_gbps", res->line_gbps > 0, res->line_gbps);
+        efaxb__jw_num_or_null(&w, "pct_line", res->line_gbps > 0, efaxb__pct(res));
+        efaxb__jw_open(&w, "lat_us", '{');
+        efaxb__jw_num(&w, "min", res->lat_us.min);
+        efaxb__jw_num(&w, "p50", res->lat_us.p50);
+        efaxb__jw_num(&w, "avg", res->lat_us.avg);
+        efaxb__jw_num(&w, "p99", res->lat_us.p99);
+        efaxb__jw_num(&w, "max", res->lat_us.max);
+        efaxb__jw_close(&w, '}');
         if (res->wrong < 0)
-            efaxb__cat(buf, sizeof buf, &u, "null");
+            efaxb__jw_lit(&w, "wrong", "null");
         else
-            efaxb__cat(buf, sizeof buf, &u, "%lld", (long long)res->wrong);
+            efaxb__jw_int(&w, "wrong", (long long)res->wrong);
         if (res->kind == EFAX_RESULT_ALLTOALL) {
-            efaxb__cat(buf, sizeof buf, &u, ",\"algbw_gbs\":");
-            efaxb__json_num(buf, sizeof buf, &u, res->algbw_gbs);
-            efaxb__cat(buf, sizeof buf, &u, ",\"busbw_gbs\":");
-            efaxb__json_num(buf, sizeof buf, &u, res->busbw_gbs);
+            efaxb__jw_num(&w, "algbw_gbs", res->algbw_gbs);
+            efaxb__jw_num(&w, "busbw_gbs", res->busbw_gbs);
         }
-        efaxb__cat(buf, sizeof buf, &u, ",\"nics\":[");
+        efaxb__jw_open(&w, "nics", '[');
         for (i = 0; i < res->nnic; i++) {
-            efaxb__cat(buf, sizeof buf, &u, "%s{\"name\":", i ? "," : "");
-            efaxb__json_str(buf, sizeof buf, &u, res->nic[i].name);
-            efaxb__cat(buf, sizeof buf, &u, ",\"bytes\":%llu,\"ops\":%llu}",
-                       (unsigned long long)res->nic[i].bytes, (unsigned long long)res->nic[i].ops);
+            efaxb__jw_open(&w, NULL, '{');
+            efaxb__jw_str(&w, "name", res->nic[i].name);
+            efaxb__jw_u64(&w, "bytes", res->nic[i].bytes);
+            efaxb__jw_u64(&w, "ops", res->nic[i].ops);
+            efaxb__jw_close(&w, '}');
         }
-        efaxb__cat(buf, sizeof buf, &u, "],\"nic_spread\":");
-        if (res->nic_spread > 0)
-            efaxb__json_num(buf, sizeof buf, &u, res->nic_spread);
-        else
-            efaxb__cat(buf, sizeof buf, &u, "null");
-        efaxb__cat(buf, sizeof buf, &u, ",\"nics_idle\":[");
-        {
-            char idle[sizeof res->nic_idle], *tok, *save = NULL;
-            int k = 0;
-            snprintf(idle, sizeof idle, "%s", res->nic_idle);
-            for (tok = strtok_r(idle, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                if (k++) efaxb__cat(buf, sizeof buf, &u, ",");
-                efaxb__json_str(buf, sizeof buf, &u, tok);
-            }
-        }
-        efaxb__cat(buf, sizeof buf, &u, "]");
-        if (res->wire[0]) {
-            efaxb__cat(buf, sizeof buf, &u, ",\"wire\":");
-            efaxb__json_str(buf, sizeof buf, &u, res->wire);
-        }
+        efaxb__jw_close(&w, ']');
+        efaxb__jw_num_or_null(&w, "nic_spread", res->nic_spread > 0, res->nic_spread);
+        efaxb__jw_open(&w, "nics_idle", '[');
+        snprintf(idle, sizeof idle, "%s", res->nic_idle);
+        for (tok = strtok_r(idle, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+            efaxb__jw_str(&w, NULL, tok);
+        efaxb__jw_close(&w, ']');
+        if (res->wire[0]) efaxb__jw_str(&w, "wire", res->wire);
         fputs(buf, r->json);
         if (r->nic_json_len) fputs(r->nic_json, r->json); /* "counted", "nic_counters", "tcp_counters" */
         u = 0;
@@ -2144,7 +2177,7 @@ EFAX_PRIVATE int efaxb__cold_header(efax_bench *b) {
     efax_report *r = b->rep;
     int i, q, rc, n = efax_ctx_nnics(&b->ctx), slow = 0;
     double worst = -1;
-    size_t u;
+    efaxb__jw w;
     if (!b->connected || !b->cnt) return 0;
     mine = (efaxb__cold_nic *)calloc(EFAX_MAX_NICS, sizeof *mine);
     all = (efaxb__cold_nic *)calloc((size_t)b->size * EFAX_MAX_NICS, sizeof *all);
@@ -2194,31 +2227,25 @@ EFAX_PRIVATE int efaxb__cold_header(efax_bench *b) {
                    worst);
         fflush(stdout);
     }
-    /* the JSON: ,"cold":{"nics":[...],"slowest":{...}} inside "run" */
-    u = strlen(r->meta);
-    if (u > 0 && r->meta[u - 1] == '}') {
-        u--;
-        efaxb__cat(r->meta, sizeof r->meta, &u, ",\"cold\":{\"nics\":[");
+    /* the JSON: "cold":{"nics":[...],"slowest_rank":...} inside "run" */
+    if (efaxb__jw_reopen(&w, r->meta, sizeof r->meta)) {
+        efaxb__jw_open(&w, "cold", '{');
+        efaxb__jw_open(&w, "nics", '[');
         for (i = 0; i < n; i++) {
-            efaxb__cat(r->meta, sizeof r->meta, &u, "%s{\"name\":", i ? "," : "");
-            efaxb__json_str(r->meta, sizeof r->meta, &u, all[i].name);
-            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"open_ms\":");
-            efaxb__json_num(r->meta, sizeof r->meta, &u, all[i].open_ms);
-            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"connect_ms\":");
-            efaxb__json_num(r->meta, sizeof r->meta, &u, all[i].connect_ms);
-            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"register_ms\":");
-            efaxb__json_num(r->meta, sizeof r->meta, &u, all[i].reg_ms);
-            efaxb__cat(r->meta, sizeof r->meta, &u, ",\"regions\":%u,\"first_message_ms\":", all[i].regs);
-            if (all[i].first_ms < 0)
-                efaxb__cat(r->meta, sizeof r->meta, &u, "null}");
-            else {
-                efaxb__json_num(r->meta, sizeof r->meta, &u, all[i].first_ms);
-                efaxb__cat(r->meta, sizeof r->meta, &u, "}");
-            }
+            efaxb__jw_open(&w, NULL, '{');
+            efaxb__jw_str(&w, "name", all[i].name);
+            efaxb__jw_num(&w, "open_ms", all[i].open_ms);
+            efaxb__jw_num(&w, "connect_ms", all[i].connect_ms);
+            efaxb__jw_num(&w, "register_ms", all[i].reg_ms);
+            efaxb__jw_u64(&w, "regions", all[i].regs);
+            efaxb__jw_num_or_null(&w, "first_message_ms", all[i].first_ms >= 0, all[i].first_ms);
+            efaxb__jw_close(&w, '}');
         }
-        efaxb__cat(r->meta, sizeof r->meta, &u, "],\"slowest_rank\":%d,\"slowest_ms\":", slow);
-        efaxb__json_num(r->meta, sizeof r->meta, &u, worst);
-        efaxb__cat(r->meta, sizeof r->meta, &u, "}}");
+        efaxb__jw_close(&w, ']');
+        efaxb__jw_int(&w, "slowest_rank", slow);
+        efaxb__jw_num(&w, "slowest_ms", worst);
+        efaxb__jw_close(&w, '}');
+        efaxb__jw_close(&w, '}');
     }
     free(all);
     return 0;
@@ -2630,8 +2657,8 @@ EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
     }
     if (b->cuda_note[0] && b->rank == 0 && !b->o.quiet) printf("# CUDA in libfabric: %s\n", b->cuda_note);
     if (b->proof && b->rank == 0) {
-        size_t pu = strlen(b->rep->meta);
         const char *line = b->proof;
+        efaxb__jw w;
         if (!b->o.quiet)
             printf(
                 "# device RDMA write after the warm-up (each NIC's rdma_write_bytes against what this rank "
@@ -2642,11 +2669,9 @@ EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
             printf("#   %.*s\n", len, line);
             line += len + (line[len] == '\n');
         }
-        if (pu > 0 && b->rep->meta[pu - 1] == '}') { /* "device_write" inside "run" */
-            pu--;
-            efaxb__cat(b->rep->meta, sizeof b->rep->meta, &pu, ",\"device_write\":");
-            efaxb__json_str(b->rep->meta, sizeof b->rep->meta, &pu, b->proof);
-            efaxb__cat(b->rep->meta, sizeof b->rep->meta, &pu, "}");
+        if (efaxb__jw_reopen(&w, b->rep->meta, sizeof b->rep->meta)) { /* "device_write" inside "run" */
+            efaxb__jw_str(&w, "device_write", b->proof);
+            efaxb__jw_close(&w, '}');
         }
     }
     if ((rc = efaxb__cold_header(b))) return rc; /* collective */
