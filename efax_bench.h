@@ -2599,19 +2599,20 @@ EFAX_PRIVATE void efaxb__hs_copy(efax_buf *dst, uint64_t doff, const efax_buf *s
 }
 
 EFAX_API const efax_mem_ops *efax_bench_mem_staged(void) {
-    /* in the fields' order (name, label, alloc, release, fill, poison, check, copy, settle, mark,
-       marked): C++17 has no designated initializers */
-    static const efax_mem_ops ops = {"host",
-                                     "",
-                                     efaxb__hs_alloc,
-                                     efaxb__hs_release,
-                                     efaxb__hs_fill,
-                                     efaxb__hs_poison,
-                                     efaxb__hs_check,
-                                     efaxb__hs_copy,
-                                     NULL,
-                                     NULL,
-                                     NULL};
+    /* in efax_mem_ops' order, each field named: C++17 (g++, nvcc) has no designated initializers */
+    static const efax_mem_ops ops = {
+        "host",            /* name */
+        "",                /* label */
+        efaxb__hs_alloc,   /* alloc */
+        efaxb__hs_release, /* release */
+        efaxb__hs_fill,    /* fill */
+        efaxb__hs_poison,  /* poison */
+        efaxb__hs_check,   /* check */
+        efaxb__hs_copy,    /* copy */
+        NULL,              /* settle */
+        NULL,              /* mark */
+        NULL,              /* marked */
+    };
     return &ops;
 }
 

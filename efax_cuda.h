@@ -1208,25 +1208,37 @@ EFAX_PRIVATE int efax__dev_buf_settle(efax_buf *b) {
 }
 
 EFAX_API const efax_mem_ops *efax_mem_pinned(void) { /* host memory's pattern and copy on pinned pages */
-    static const efax_mem_ops ops = {"pinned",
-                                     "Pin",
-                                     efax__pinned_alloc,
-                                     efax__pinned_release,
-                                     efax__host_fill,
-                                     efax__host_poison,
-                                     efax__host_check,
-                                     efax__host_copy,
-                                     NULL,
-                                     NULL,
-                                     NULL};
+    /* in efax_mem_ops' order, each field named: C++17 (g++, nvcc) has no designated initializers */
+    static const efax_mem_ops ops = {
+        "pinned",             /* name */
+        "Pin",                /* label */
+        efax__pinned_alloc,   /* alloc */
+        efax__pinned_release, /* release */
+        efax__host_fill,      /* fill */
+        efax__host_poison,    /* poison */
+        efax__host_check,     /* check */
+        efax__host_copy,      /* copy */
+        NULL,                 /* settle: the CPU's stores are visible at once */
+        NULL,                 /* mark */
+        NULL,                 /* marked */
+    };
     return &ops;
 }
 
 EFAX_API const efax_mem_ops *efax_mem_device(void) {
-    static const efax_mem_ops ops = {"device",          "DMA",           efax__dev_alloc,
-                                     efax__dev_release, efax__dev_fill,  efax__dev_poison,
-                                     efax__dev_check,   efax__dev_copy,  efax__dev_buf_settle,
-                                     efax__dev_mark,    efax__dev_marked};
+    static const efax_mem_ops ops = {
+        "device",             /* name */
+        "DMA",                /* label */
+        efax__dev_alloc,      /* alloc */
+        efax__dev_release,    /* release */
+        efax__dev_fill,       /* fill */
+        efax__dev_poison,     /* poison */
+        efax__dev_check,      /* check */
+        efax__dev_copy,       /* copy */
+        efax__dev_buf_settle, /* settle: the provider's copies into the GPU done */
+        efax__dev_mark,       /* mark */
+        efax__dev_marked,     /* marked */
+    };
     return &ops;
 }
 
