@@ -4448,10 +4448,11 @@ EFAX_PRIVATE int efax__close_batch(efax_ctx *ctx, efax__nic *n, efax_seg *s, uin
     }
 }
 
-/* The provider refused the queue's head for now (or its bytes are not ready yet). When that is its peer's doing (a connection still
-   opening, or a peer gone: tcp refuses so until it knows), the peers behind it must not wait on it:
-   every queued segment of that peer goes behind the others', in its order (efa orders nothing
-   between writes anyway). Returns whether another peer's segment is at the head now. */
+/* The provider refused the queue's head for now, or its bytes are not ready yet. When that is its
+   peer's doing (a connection still opening, or a peer gone: tcp refuses so until it knows), the
+   peers behind it must not wait on it: every queued segment of that peer goes behind the others',
+   in its order (efa orders nothing between writes anyway). Returns whether another peer's segment
+   is at the head now. */
 EFAX_PRIVATE bool efax__pend_rotate(efax__nic *n) {
     int peer = n->pend_head->x->peer;
     efax_seg *keep_h = NULL, *keep_t = NULL, *move_h = NULL, *move_t = NULL, *s, *next;
