@@ -314,7 +314,8 @@ typedef struct efax_ctx_desc {
     int timeout_ms;       /* every wait's limit (0: $EFAX_TIMEOUT_MS, else EFAX_TIMEOUT_MS_DEFAULT) */
     int imm_tags;         /* immediate-data tags counted per peer (0: EFAX_IMM_TAGS_DEFAULT; at most
                              EFAX_IMM_MAX_TAGS) */
-    bool hmem;            /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it */
+    bool hmem;            /* ask for FI_HMEM (device memory registration); efax_cuda.h sets it. Not
+                             asked when mem_path is "staged": staged memory is host memory to the NIC */
     bool fi_more;         /* post batches with FI_MORE on all but the last (default off) */
     int shm_split;        /* shm on libfabric 2.x: a write with immediate data of at least this many
                              bytes, host memory on both sides, is copied half by the writer and half
@@ -2654,6 +2655,10 @@ EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, ef
     if ((rc = efax__timeout_default(&d->timeout_ms))) return rc;
     if (!d->nics || !*d->nics) d->nics = getenv("EFAX_NICS");
     if (!d->mem_path) d->mem_path = getenv("EFAX_MEM_PATH");
+    /* staged device memory is host memory to the provider, so it needs no FI_HMEM; and shm turns its
+       cross-memory copies off for every transfer of an endpoint that asks FI_HMEM (prov/shm smr_ep.c),
+       moving host memory through its bounce buffers at a fraction of the rate */
+    if (d->hmem && d->mem_path && !strcmp(d->mem_path, "staged")) d->hmem = false;
     if ((rc = efax__env(EFAX__ENV_EFA_SHM, &v))) return rc;
     d->efa_shm = d->efa_shm || v;
     if (d->no_cuda_api && d->cuda_api > 0) {
