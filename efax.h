@@ -1547,6 +1547,8 @@ struct efax_op {
     struct fi_rma_iov riov;
     void *desc;
     int split;        /* EFAX__SPLIT_*: a half of a split write, or its marker */
+    uint32_t imm;     /* a split write's: the immediate data its marker carries (with its cell's index
+                         into a staged region) */
     efax_op *partner; /* the other half while both are in flight */
 };
 
@@ -4305,12 +4307,14 @@ EFAX_PRIVATE int efax__post_tx(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_
    copy at once, on two cores: the second half goes first, as a write the target copies
    (FI_DELIVERY_COMPLETE keeps it off the fast path; it carries no immediate data), then the
    writer copies the first half; once both have completed, a zero-byte write carries the
-   immediate data (the marker), so the target counts one arrival per chunk, as for any write.
+   immediate data (the marker: imm, which names the cell of a staged target), so the target
+   counts one arrival per chunk, as for any write. A staged source or target splits as host
+   memory does: the NICs see its host staging buffer (a source's bytes are out before the post).
    1.17's shm cannot overlap them: its fast path holds the target region's lock through the
    copy (smr_generic_rma), and the target holds that lock through its own (smr_progress_cmd).
    Returns 0 (both halves handed over, or the writer's queued on n->retry), -FI_EAGAIN
    (nothing posted) or an error (nothing posted). */
-EFAX_PRIVATE int efax__post_split(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len) {
+EFAX_PRIVATE int efax__post_split(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint64_t len, uint32_t imm) {
     efax_xfer *x = s->x;
     efax_op *mine = n->free_ops, *theirs = mine ? mine->next : NULL;
     uint64_t off = s->off + s->posted, first = (len / 2 + 4095) & ~(uint64_t)4095;
@@ -4322,6 +4326,7 @@ EFAX_PRIVATE int efax__post_split(efax_ctx *ctx, efax__nic *n, efax_seg *s, uint
     n->free_ops = theirs->next;
     efax__op_fill(ctx, mine, x, s->nic, off, first);
     mine->split = theirs->split = EFAX__SPLIT_HALF;
+    mine->imm = theirs->imm = imm;
     mine->partner = theirs;
     theirs->partner = mine;
     n->inflight++;
@@ -4349,7 +4354,7 @@ EFAX_PRIVATE void efax__post_retry(efax_ctx *ctx, efax__nic *n) {
             const efax__route *rt = efax__route_to(ctx, x->peer, op->nic);
             rc = op->split == EFAX__SPLIT_HALF
                      ? efax__writemsg(n, op, rt->fa, FI_COMPLETION, 0)
-                     : (int)efax__fi_inject_writedata(n, op->iov.iov_base, 0, x->imm, rt->fa, op->riov.addr,
+                     : (int)efax__fi_inject_writedata(n, op->iov.iov_base, 0, op->imm, rt->fa, op->riov.addr,
                                                       op->riov.key);
             if (rc == -FI_EAGAIN) {
                 n->stats.eagain++;
@@ -4540,10 +4545,10 @@ EFAX_PRIVATE int efax__post_nic(efax_ctx *ctx, efax__nic *n) {
             if (rc != -FI_EAGAIN) goto failed;
             /* the inject buffer is full: post it normally (its completion frees the space) */
         }
-        if (n->split_min && len >= n->split_min && x->op == EFAX_OP_WRITE && x->has_imm && !x->cell_seq &&
-            x->lmr->direct && (x->rmr->remote[x->peer].flags & EFAX_RMR_HOST) &&
+        if (n->split_min && len >= n->split_min && x->op == EFAX_OP_WRITE && x->has_imm &&
+            x->lmr->iface == 0 && (x->rmr->remote[x->peer].flags & EFAX_RMR_HOST) &&
             n->inflight + 2 <= n->window && !n->retry && !open) {
-            rc = efax__post_split(ctx, n, s, len);
+            rc = efax__post_split(ctx, n, s, len, imm);
             if (rc == -FI_EAGAIN) {
                 n->stats.eagain++;
                 break;
