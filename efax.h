@@ -1243,6 +1243,10 @@ EFAX_API int efax_ctx_route_in(const efax_ctx *ctx, int peer, int peer_nic);
 
 // >>topology --------------------------------------------------------------------------------
 
+/* Reads one sysfs (or /proc) value into buf (at most len - 1 bytes), trailing newlines and spaces cut.
+   Returns 0, or -FI_ENOENT when the file cannot be opened. Thread safe. */
+EFAX_API int efax_read_sysfs(const char *path, char *buf, size_t len);
+
 /* Lists the NICs `provider` offers on this host (RDM endpoints with messages, tagged
    messages and RMA), one entry per domain. provider: a name such as "efa", "tcp", "shm";
    NULL picks as efax_ctx_init does. out: array of `max` entries (may be NULL to count).
@@ -1769,7 +1773,6 @@ extern "C" {
    host ones do. Nothing else private is used outside efax.h: efax_cuda.h uses these and public
    functions, efax_bench.h public functions alone (tests/run.sh, header/internal-boundary). */
 EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src);       /* bounded strcpy */
-EFAX_PRIVATE int efax__read_sysfs(const char *path, char *buf, size_t len); /* one sysfs value */
 EFAX_PRIVATE void efax__idle(int got, unsigned *idle);                      /* a wait's spin, then yield */
 /* registers host memory b->ptr[0..len) for a CPU-addressable kind; b->path becomes path */
 EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path);
@@ -7841,10 +7844,10 @@ EFAX_PRIVATE int efax__getinfo(const char *prov, bool hmem, struct fi_info **out
     return rc;
 }
 
-EFAX_PRIVATE int efax__read_sysfs(const char *path, char *buf, size_t len) {
+EFAX_API int efax_read_sysfs(const char *path, char *buf, size_t len) {
     FILE *f = fopen(path, "r");
     size_t n;
-    if (!f) return -1;
+    if (!f) return -FI_ENOENT;
     n = fread(buf, 1, len - 1, f);
     fclose(f);
     buf[n] = 0;
@@ -7902,7 +7905,7 @@ EFAX_PRIVATE void efax__fill_info(const struct fi_info *fi, efax_nic_info *n) {
     if (!n->pci[0]) efax__if_pci(n->name, n->pci, sizeof n->pci);
     if (n->link_gbps == 0) {
         snprintf(path, sizeof path, "%s/sys/class/net/%s/speed", efax_topo_sysfs_root(), n->name);
-        if (!efax__read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0) n->link_gbps = atoi(buf) / 1000.0;
+        if (!efax_read_sysfs(path, buf, sizeof buf) && atoi(buf) > 0) n->link_gbps = atoi(buf) / 1000.0;
     }
     /* A network interface with no device behind it (veth, bridge, tun, lo) reports a nominal
        speed (a veth says 10 Gbit/s) that no link enforces: the line rate is unknown there. */
@@ -7931,7 +7934,7 @@ EFAX_API int efax_topo_efa_devices(char *names, size_t len) {
     while ((de = readdir(dp))) {
         if (de->d_name[0] == '.') continue;
         snprintf(path, sizeof path, "%s/%s/device/vendor", dir, de->d_name);
-        if (efax__read_sysfs(path, vendor, sizeof vendor) || strcmp(vendor, "0x1d0f")) continue;
+        if (efax_read_sysfs(path, vendor, sizeof vendor) || strcmp(vendor, "0x1d0f")) continue;
         n++;
         if (names && u < len) u += (size_t)snprintf(names + u, len - u, "%s%s", u ? "," : "", de->d_name);
     }
@@ -7954,9 +7957,9 @@ EFAX_API int efax_topo_gpus(const char *root, char (*pci)[16], int max) {
     while ((de = readdir(dp)) && n < 64) {
         if (!efax__is_pci(de->d_name)) continue;
         snprintf(path, sizeof path, "%s/%s/vendor", dir, de->d_name);
-        if (efax__read_sysfs(path, v, sizeof v) || strcmp(v, "0x10de")) continue;
+        if (efax_read_sysfs(path, v, sizeof v) || strcmp(v, "0x10de")) continue;
         snprintf(path, sizeof path, "%s/%s/class", dir, de->d_name);
-        if (efax__read_sysfs(path, c, sizeof c) || strncmp(c, "0x03", 4)) continue;
+        if (efax_read_sysfs(path, c, sizeof c) || strncmp(c, "0x03", 4)) continue;
         efax__copy(found[n++], 16, de->d_name);
     }
     closedir(dp);
@@ -7969,7 +7972,7 @@ EFAX_API int efax_topo_pci_numa(const char *root, const char *pci) {
     char path[PATH_MAX], buf[32];
     if (!pci || !efax__is_pci(pci)) return -1;
     snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s/numa_node", root ? root : "", pci);
-    return efax__read_sysfs(path, buf, sizeof buf) ? -1 : atoi(buf);
+    return efax_read_sysfs(path, buf, sizeof buf) ? -1 : atoi(buf);
 }
 
 /* The PCI components of a device's sysfs path, from its host bridge ("pci0000:00") down:
@@ -8313,10 +8316,10 @@ EFAX_PRIVATE int efax__osc_dir(efax_os_counters *c, const char *dir) {
         /* hw_counters/lifespan is how long the kernel caches the values (ms), not a counter (Linux
            drivers/infiniband/core/sysfs.c, hw_stat lifespan) */
         if (!strcmp(de->d_name, "lifespan")) {
-            if (!efax__read_sysfs(path, buf, sizeof buf)) c->lifespan_ms = atoi(buf) > 0 ? atoi(buf) : 0;
+            if (!efax_read_sysfs(path, buf, sizeof buf)) c->lifespan_ms = atoi(buf) > 0 ? atoi(buf) : 0;
             continue;
         }
-        if (efax__read_sysfs(path, buf, sizeof buf) || !isdigit((unsigned char)buf[0])) continue;
+        if (efax_read_sysfs(path, buf, sizeof buf) || !isdigit((unsigned char)buf[0])) continue;
         errno = 0;
         v = strtoull(buf, &end, 10);
         if (errno || *end) continue;

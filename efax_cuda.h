@@ -601,9 +601,9 @@ EFAX_API int efax_cuda_gpu_info(int device, const efax_nic_info *nics, int nnics
     efax__gpu_pci(device, out->pci, sizeof out->pci);
     if (out->pci[0]) {
         snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", out->pci);
-        if (!efax__read_sysfs(path, buf, sizeof buf)) out->numa = atoi(buf);
+        if (!efax_read_sysfs(path, buf, sizeof buf)) out->numa = atoi(buf);
         snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/local_cpulist", out->pci);
-        if (efax__read_sysfs(path, out->cpus, sizeof out->cpus)) out->cpus[0] = 0;
+        if (efax_read_sysfs(path, out->cpus, sizeof out->cpus)) out->cpus[0] = 0;
     }
     if (out->pci[0] && efax__nvml_open(&nv)) {
         void *h = NULL;
@@ -653,7 +653,7 @@ EFAX_API int efax_cuda_pin_near(int device) {
     int n = 0;
     efax__gpu_pci(device, pci, sizeof pci);
     snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/local_cpulist", pci);
-    if (!pci[0] || efax__read_sysfs(path, list, sizeof list)) return -FI_ENOSYS;
+    if (!pci[0] || efax_read_sysfs(path, list, sizeof list)) return -FI_ENOSYS;
     CPU_ZERO(&set);
     for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int a = atoi(tok), b = strchr(tok, '-') ? atoi(strchr(tok, '-') + 1) : a;
