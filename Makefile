@@ -36,7 +36,7 @@ NVFLAGS ?= -O2 -g -arch=sm_90 -Xcompiler -Wall,-Wextra -Werror all-warnings
 CUDA_LIBS := -ldl
 
 DRIVERS      := info doctor rails bootstrap pingpong sendrecv write all2all incast stream kvcache
-TESTS        := unit xfer_test any_memory instr_idle arrivals peers
+TESTS        := unit xfer_test any_memory instr_idle arrivals peers defaults
 CUDA_DRIVERS := sendrecv_cuda write_cuda all2all_cuda incast_cuda stream_cuda kvcache_cuda doctor_cuda affinity queue proxy ipc
 CUDA_TESTS   := cuda_test gpu_share
 

@@ -238,6 +238,9 @@ EFAX_API uint64_t efax_now_ns(void);
 #define EFAX_TIMEOUT_MS_DEFAULT 30000
 #define EFAX_WINDOW_DEFAULT 256  /* operations in flight per NIC, when the provider allows as many */
 #define EFAX_IMM_TAGS_DEFAULT 64 /* immediate-data tags counted per peer */
+/* shm on libfabric 2.x: the smallest write the writer and the target copy half each, at once (the
+   crossover below which two copies cost more than they save; docs/journal.md has the runs) */
+#define EFAX_SHM_SPLIT_DEFAULT (512 << 10)
 
 /* The instant timeout_ms from now, on efax_now_ns's clock; timeout_ms < 0: the library's limit
    ($EFAX_TIMEOUT_MS, else EFAX_TIMEOUT_MS_DEFAULT). Thread safe. */
@@ -320,7 +323,7 @@ typedef struct efax_ctx_desc {
     int shm_split;        /* shm on libfabric 2.x: a write with immediate data of at least this many
                              bytes, host memory on both sides, is copied half by the writer and half
                              by the target at once (two cores; see efax__post_split). 0:
-                             $EFAX_SHM_SPLIT, else 512 KiB; -1: never */
+                             $EFAX_SHM_SPLIT, else EFAX_SHM_SPLIT_DEFAULT; -1: never */
     int huge_pages;       /* host buffers efax allocates (efax_ctx_host_alloc): 1 ask for transparent
                              huge pages from 2 MiB up, -1 never, 0: $EFAX_HUGE_PAGES, else yes
                              unless a NIC is tcp */
@@ -1772,8 +1775,8 @@ extern "C" {
    topology and its proxy loop on these private functions, so that they behave exactly as the
    host ones do. Nothing else private is used outside efax.h: efax_cuda.h uses these and public
    functions, efax_bench.h public functions alone (tests/run.sh, header/internal-boundary). */
-EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src);       /* bounded strcpy */
-EFAX_PRIVATE void efax__idle(int got, unsigned *idle);                      /* a wait's spin, then yield */
+EFAX_PRIVATE void efax__copy(char *dst, size_t cap, const char *src); /* bounded strcpy */
+EFAX_PRIVATE void efax__idle(int got, unsigned *idle);                /* a wait's spin, then yield */
 /* registers host memory b->ptr[0..len) for a CPU-addressable kind; b->path becomes path */
 EFAX_PRIVATE int efax__buf_reg_cpu(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access, const char *path);
 /* the host kind's pattern operations (efax_mem_ops), for kinds the CPU addresses */
@@ -2003,7 +2006,7 @@ static const struct {
     {"EFAX_EFA_SHM", 0, 0, 1, "0 or 1"},
     {"EFAX_CUDA_API", -1, 0, 1, "0 or 1"}, /* unset: the provider's default (efax__ctx_defaults) */
     {"EFAX_EFA_UNSOLICITED_WRITE_RECV", 1, 0, 1, "0 or 1"},
-    {"EFAX_SHM_SPLIT", 512 << 10, 0, INT_MAX, "bytes (0: never split)"},
+    {"EFAX_SHM_SPLIT", EFAX_SHM_SPLIT_DEFAULT, 0, INT_MAX, "bytes (0: never split)"},
     {"EFAX_HUGE_PAGES", -1, 0, 1, "0 or 1"},
     {"EFAX_GDR_FLUSH", -1, 0, 1, "0 or 1"}, /* efax_cuda.h's (efax_env_setting); unset: by the GPU */
     /* unset: sized by the window (efax__cq_plan); at least EFAX__CQ_MIN */
@@ -2638,8 +2641,7 @@ EFAX_PRIVATE void efax__close_nic(efax__nic *n) {
    $EFAX_CUDA_API (unset: the default; 1 permit; 0 forbid; no_cuda_api is cuda_api -1), efa's
    unsolicited write recv from $EFAX_EFA_UNSOLICITED_WRITE_RECV, else off where
    FI_EFA_USE_UNSOLICITED_WRITE_RECV switches it off, else on (efa's own default, what aws-ofi-nccl
-   runs; the same on every rank or refused), shm_split $EFAX_SHM_SPLIT or 512 KiB (the crossover:
-   2.6.0 on the 2-core machine, split slower at 64-128 KiB, level at 256 KiB, 1.3-1.7x from 512 KiB),
+   runs; the same on every rank or refused), shm_split $EFAX_SHM_SPLIT or EFAX_SHM_SPLIT_DEFAULT,
    huge_pages $EFAX_HUGE_PAGES or by the NICs (efax__ctx_open). */
 EFAX_PRIVATE int efax__ctx_defaults(efax_ctx *ctx, const efax_ctx_desc *desc, efax_ctx_desc *d) {
     int rc, v;

@@ -493,12 +493,9 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
    (efax_expect_writes); into a staged region, whose cells are taken by writer and tag as they land,
    message m has tag m (plus msgs times seq mod the sets of msgs). EFAX_BENCH_TAG_ACK2 is a second
    confirmation word: the exchange's odd iterations' when it confirms a window behind
-   (efax_bench_xchg.confirm_behind), sendrecv's Stream's second half's.
-   (The exchange confirming in halves too, a writer starting each half of the next iteration on the
-   half's word, was measured against one word per iteration: no faster on tcp or shm at 8 B - 32 KiB,
-   pinned, three interleaved rounds; 26 more own instructions per write. Not kept. On a host whose
-   cores hold still, confirming a window behind wrote small messages over shm faster, on both
-   libfabric lines: 8-128 B 1.06-1.71x, 512 B 0.98-1.23x, 2 KiB 0.94-1.04x; docs/journal.md.) */
+   (efax_bench_xchg.confirm_behind), sendrecv's Stream's second half's. One confirmation word per
+   iteration, not one per half: halves cost own instructions on every write and gained nothing
+   (docs/journal.md has the runs of both, and of confirming a window behind). */
 enum {
     EFAX_BENCH_TAG_ACK = 1,
     EFAX_BENCH_TAG_READY = 2,

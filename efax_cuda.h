@@ -896,9 +896,8 @@ EFAX_PRIVATE int efax__dev_settle(void *u, int timeout_ms) {
 }
 
 /* The order in which device-memory paths are tried, and why; the context's mem_path
-   (EFAX_MEM_PATH=dmabuf|hmem|staged) forces one (*forced). On shm (libfabric 2.6.0, two H200s)
-   dmabuf and hmem measured the same to 1.5% at every size from 1 MiB to 256 MiB (README), so one
-   order serves every provider. */
+   (EFAX_MEM_PATH=dmabuf|hmem|staged) forces one (*forced). One order serves every provider: on shm
+   dmabuf and hmem move device memory alike (docs/journal.md), and on efa it is aws-ofi-nccl's. */
 EFAX_PRIVATE const char *efax__dev_paths(const efax_ctx *ctx, const char **why, bool *forced) {
     const char *force = efax_ctx_mem_path(ctx);
     *forced = *force != 0;
@@ -1159,11 +1158,9 @@ EFAX_PRIVATE void efax__dev_copy(efax_buf *dst, uint64_t doff, const efax_buf *s
     /* On a stream of its own, and by the SMs rather than a copy engine: shm's IPC copies of the
        transfers in flight run on the copy engines, and a local cudaMemcpy there ran after them
        (all2all's own chunk made its iterations last the two copies end to end). By an eighth of
-       the SMs: the copy then still finishes well inside the transfers it overlaps (a 128 MiB
-       chunk in ~130 us beside ~340 us over NVLink), and leaves the memory to the link's pulls:
-       all2all busbw on two H200s at 256 MiB, 4 iterations in flight, 341-344 GB/s by all 132
-       SMs, 361-364 by 16 or 32, 347-350 by the copy engine (docs/journal.md, 2026-11-26).
-       efax_buf_settle waits for it. */
+       the SMs: the copy then still finishes well inside the transfers it overlaps, and leaves the
+       memory to the link's pulls, which all the SMs or the copy engine did not (docs/journal.md has
+       the runs). efax_buf_settle waits for it. */
     if (!s->copy_s && EFAX_CUDA(cudaStreamCreateWithFlags(&s->copy_s, cudaStreamNonBlocking))) return;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, s->device) != cudaSuccess)
         sms = 0, (void)cudaGetLastError();

@@ -1,7 +1,7 @@
 /* any_memory — a newcomer's program that hands efax every struct it fills as garbage: efax_boot,
    efax_ctx, efax_buf, efax_xfer and efax_expect are malloc'd and (unless --undefined) filled with
    0xA5 bytes, as an uninitialised stack struct may hold them. efax must set every field it reads
-   (issue #34: efax_write read its hooks back out of the efax_xfer it was starting, and jumped to
+   (efax_write once read its hooks back out of the efax_xfer it was starting, and jumped to
    0xA5A5A5A5A5A5A5A5). Rank 0 writes a checked message to rank 1 and sends it another; rank 1
    expects the write and receives the send into one struct each; every byte is checked, then both
    go again through the same structs. With --undefined the structs stay as malloc left them, so

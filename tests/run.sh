@@ -245,6 +245,30 @@ done
 if has_provider tcp; then t readme/program-wrong-byte 120 readme_program_run tcp wrong; fi
 # --- every relative link in the README and docs/ names a file that exists (and a heading in it)
 t docs/links 30 python3 tests/doc_links.py README.md docs/*.md
+# every default named once in efax.h (tests/defaults.c prints them as the library resolves them) reads
+# the same in the drivers' --help, docs/manual.md and efax.h's top comment
+defaults_agree() {
+  local d bad=0 help
+  # the library's defaults, not this suite's settings (it sets EFAX_TIMEOUT_MS, for one)
+  d=$(env $(env | sed -n 's/^\(EFAX_[A-Z_]*\)=.*/-u \1/p') "$B/defaults") || return 1
+  val() { sed -n "s/^$1=//p" <<<"$d"; }
+  help=$("$B/write" --help 2>&1)
+  has() { grep -qF -- "$2" <<<"$1" || { echo "missing: $2 (in $3)"; bad=1; }; }
+  has "$help" "fail any wait longer than this (default $(val timeout_ms))" "write --help"
+  has "$help" "most bytes one post carries (default $(val chunk_policy))" "write --help"
+  has "$(cat docs/manual.md)" "how long any wait lasts before it fails (default $(val timeout_ms);" docs/manual.md
+  has "$(cat docs/manual.md)" "half each, at once (default $(val shm_split);" docs/manual.md
+  has "$(cat docs/manual.md)" "a write of $(val shm_split_kib) KiB or more" docs/manual.md
+  has "$(cat docs/manual.md)" "up to **$(val imm_window) sequences** (\`EFAX_IMM_WINDOW\`)" docs/manual.md
+  has "$(cat docs/manual.md)" "the window ($(val imm_window); $(val stage_window) into staged regions)" docs/manual.md
+  has "$(cat docs/manual.md)" "a sequence $(val imm_window) or more ahead" docs/manual.md
+  has "$(cat efax.h)" "(default EFAX_TIMEOUT_MS_DEFAULT: $(val timeout_ms))" "efax.h's top comment"
+  has "$(cat efax.h)" "(default $(val max_nics): a p5 has 32 EFA devices)" "efax.h's top comment"
+  echo "$d" | tr '\n' ' '; echo
+  return $bad
+}
+export -f defaults_agree
+t docs/defaults-agree 30 defaults_agree
 # the manual's core calls are at most 30, each declared in efax.h, and tests/peers.c (a transfer engine's
 # program: peers that come and go, regions as bytes, writes, arrivals) calls nothing else of efax but
 # the memory helpers it fills and checks bytes with

@@ -641,7 +641,7 @@ static void test_faults(void) {
     }
 }
 
-/* #29 item 8: a completion queue holds two windows, the control receives and room for peers' writes
+/* A completion queue holds two windows, the control receives and room for peers' writes
    (16384 by default); a given size shrinks the window so that at least half of what control leaves
    is room for incoming writes */
 static void test_cq_size(void) {

@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
         {"incast", 0, EFAX_OPT_FLAG, &incast, 0, 0, NULL, NULL,
          "every other rank writes --max bytes / (ranks - 1) to rank 0 at once, in --chunk posts, while rank "
          "0 does not poll for 300 ms; rank 0 expects all of it at once, which must fit its completion queue "
-         "or fail, named (#29 item 8)"},
+         "or fail, named"},
         {"fi-more", 0, EFAX_OPT_FLAG, &fi_more, 0, 0, NULL, NULL,
          "post batches with FI_MORE (efax_ctx_desc.fi_more)"},
         {"lost-inject", 0, EFAX_OPT_FLAG, &lost_inject, 0, 0, NULL, NULL,
@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
     }
 
     if (incast) {
-        /* #29 item 8: peers' writes with immediate data land in rank 0's completion queue without
+        /* Peers' writes with immediate data land in rank 0's completion queue without
            consuming a receive there (efa: unsolicited write recv), and a writer's writes complete
            once placed, whether rank 0 polled or not: only what rank 0 expects bounds them. Rank 0
            announces every writer's chunks, stops polling for 300 ms while they write, then takes
@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
     }
 
     if (lost_inject) {
-        /* #29 item 6. EFAX_FAULTS=injectfail=2: the fault layer drops the second inject the provider
+        /* EFAX_FAULTS=injectfail=2: the fault layer drops the second inject the provider
            takes (after the warmup's notification): rank 0's 8-byte send, which efax counts done at
            once, and an error entry with no context (as efa's) surfaces polls later. Rank 0 then waits
            for a receive that only that send would have caused: the wait must end on the lost send
