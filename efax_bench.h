@@ -3766,7 +3766,6 @@ EFAX_PRIVATE int efaxb__doc_cold_start(efax_doctor *d, efax_ctx_desc cd, const c
     return rc;
 }
 
-/* NUMA node this process is bound to (every CPU it may run on in one node), or -1. */
 /* The NUMA node of a CPU (<sysfs>/devices/system/cpu/cpuN/nodeK), or -1. */
 EFAX_PRIVATE int efaxb__doc_cpu_node(int cpu) {
     char path[PATH_MAX];
@@ -3777,6 +3776,7 @@ EFAX_PRIVATE int efaxb__doc_cpu_node(int cpu) {
     return -1;
 }
 
+/* The NUMA node this process is bound to (every CPU it may run on in one node), or -1. */
 EFAX_PRIVATE int efaxb__doc_my_numa(void) {
     cpu_set_t set;
     int node = -1;
@@ -3791,6 +3791,7 @@ EFAX_PRIVATE int efaxb__doc_my_numa(void) {
     return node;
 }
 
+/* How many NUMA nodes the host has (<sysfs>/devices/system/node/nodeK). */
 EFAX_PRIVATE int efaxb__doc_numa_nodes(void) {
     char path[PATH_MAX];
     int n = 0;
@@ -4294,6 +4295,9 @@ EFAX_PRIVATE int efaxb__doc_pci_gpus(void) {
     return n;
 }
 
+/* With efax_cuda.h included first, each GPU is checked here rather than in the cuda glue below:
+   the check opens a context, registers device memory and writes into it as the NIC checks do, with
+   this section's helpers (efaxb__doc_cold_start), which the glue comes after. */
 #ifdef EFAX_CUDA_H
 EFAX_PRIVATE void efaxb__doc_check_gpu(efax_doctor *d, int g, const char *prov, const efax_nic_info *nics,
                                        int nn) {

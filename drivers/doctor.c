@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
         {"timeout", 0, EFAX_OPT_INT, &d.timeout_ms, 100, 3600000, NULL, "MS",
          "how long each check waits (default 10000)"},
         EFAX_OPT_END};
-    static efax_boot job;
+    efax_boot job;
     efax_boot_desc bd;
     FILE *jf = NULL, *cf = NULL;
     int rc;
