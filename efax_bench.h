@@ -3566,13 +3566,14 @@ EFAX_API int efax_rails_rounds(efax_rails *r) {
 
 EFAX_API int efax_rails_confirm(efax_rails *r) {
     size_t pairs = (size_t)r->boot.size * (size_t)r->boot.size;
-    int *redo = (int *)calloc(pairs, sizeof(int)),
-        *all = (int *)calloc(pairs * (size_t)r->boot.size, sizeof(int));
+    int *redo = (int *)calloc(pairs, sizeof(int));
+    int *all = (int *)calloc(pairs * (size_t)r->boot.size, sizeof(int)); /* every rank's list */
     int rc = redo && all ? 0 : -FI_ENOMEM;
+    /* rank 0 alone holds the rails' results, so it decides which directions run again */
     if (!rc && r->boot.rank == 0 && efaxb__rails_judge(r))
         for (int i = 0; i < r->npath; i++)
             if (r->paths[i].slow) redo[r->paths[i].from * r->boot.size + r->paths[i].to] = 1;
-    /* rank 0's list, to every rank */
+    /* rank 0's list, to every rank (the others' are empty) */
     if (!rc) rc = efax_boot_allgather(&r->boot, redo, pairs * sizeof(int), all, -1);
     for (int a = 0; a < r->boot.size && !rc; a++)
         for (int b = 0; b < r->boot.size && !rc; b++) {
