@@ -468,6 +468,130 @@ EFAX_API int efax_bench_lat_pairs(efax_bench *b, efax_result *res, const char *n
    of the ranks' whole loops (the sum of its times). Returns 0, -FI_ENOMEM or the bootstrap's error. */
 EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *loop_us);
 
+// >>rails -----------------------------------------------------------------------------------
+
+/* The slow-rail finder (drivers/rails.c): which rail is slow or losing packets. For every pair of
+   hosts, in both directions, every NIC alone and then all of them together (Split), interleaved
+   over rounds; each NIC's best rate against the median NIC of its direction and the line rate, and
+   what the OS counted over its runs (packets sent again or dropped: an efa device's hw_counters, a
+   tcp rail's interface statistics and the host's TCP retransmits; efa's SRD events). One rank per
+   host. Rank 0 prints and writes everything. In steps:
+       efax_rails_open      the job, the context, the buffers and the outputs; the header
+       efax_rails_warmup    every pair, both ways, every NIC alone, not recorded
+       efax_rails_rounds    the recorded rounds
+       efax_rails_confirm   one more round for the directions with a NIC slow in every round
+       efax_rails_verdicts  the table, the flags and the suspects
+       efax_rails_close     everything freed; the exit status
+   The state is the finder's alone (no efax_bench): its context asks the tags its windows need, and
+   its measurements are pairs of ranks, not a sweep. */
+
+#define EFAX_RAILS_ALL (-1)     /* a rail's NIC: every NIC at once (Split) */
+#define EFAX_RAILS_MAX_ROUNDS 8 /* the most rounds efax_rails_desc.rounds may ask */
+
+/* What the finder measures and when it flags. efax_rails_desc_init sets the defaults. */
+typedef struct efax_rails_desc {
+    uint64_t size;               /* bytes per write (1M) */
+    uint64_t bytes;              /* bytes each NIC moves per measurement (0: half a second at the line
+                                    rate, at least 8M, else 256M) */
+    int window;                  /* writes per iteration; two iterations in flight (8) */
+    int rounds;                  /* interleaved rounds; a NIC's best counts (2) */
+    int timeout_ms;              /* each wait's limit (0: EFAX_TIMEOUT_MS) */
+    double slow;                 /* flag a NIC below this ratio of its direction's median NIC (0.8) */
+    double lossy;                /* flag a NIC whose OS counts more than this share of its packets resent or
+                                    dropped (0.01) */
+    double line_gbps;            /* one NIC's line rate (0: $EFAX_LINE_GBPS, else the provider's) */
+    bool expect_healthy;         /* efax_rails_close: a flagged path exits 1 */
+    bool quiet;                  /* no line per measurement, only the table */
+    const char *provider, *nics; /* efax_ctx_desc's (NULL: its defaults) */
+    const char *json, *csv;      /* rank 0's JSON Lines and CSV files (NULL: none) */
+} efax_rails_desc;
+
+/* One directed rail: host `from`'s NIC to host `to`'s NIC of the same index (or every NIC at once),
+   over the measurements of the run. */
+typedef struct efax_rail_result {
+    int from, to, nic;                      /* ranks; NIC index or EFAX_RAILS_ALL */
+    double gbps[EFAX_RAILS_MAX_ROUNDS + 2]; /* per round, and the confirmation round (index rounds) */
+    uint64_t lost, sent, bytes;             /* OS: packets resent or dropped, packets sent; bytes moved */
+    double best;                            /* the best round's Gbps (the confirmation round's included) */
+    double x_median;                        /* best over its direction's median NIC; every NIC at once:
+                                               over the NICs' sum */
+    double pct_line;                        /* best in % of the line rate; -1 when unknown */
+    double median, line;                    /* its direction's median NIC; the line rate (0: unknown) */
+    bool slow, lossy;                       /* the verdicts (one NIC alone only) */
+    uint64_t events;                        /* efa's SRD events on either end's NICs */
+    char wire[200]; /* the first measurement's counters that moved, with their verdict */
+} efax_rail_result;
+
+typedef struct efaxb__rails_sample efaxb__rails_sample; /* what a rank saw in one measurement (private) */
+
+/* A running finder. Must not move between efax_rails_open and efax_rails_close; large (its boot
+   and context), so better static than on a stack. Zero it before efax_rails_open. */
+typedef struct efax_rails {
+    efax_rails_desc d;
+    efax_boot boot;
+    efax_ctx ctx;
+    int nnic;
+    uint64_t iters;          /* iterations of one NIC's measurement (d.bytes over the window) */
+    efax_rail_result *paths; /* rank 0: every rail measured, in the order first measured */
+    int npath;
+    char names[EFAX_MAX_NICS][72]; /* efax_rails_nic_name's */
+    /* private */
+    bool booted;
+    efax_buf src, dst;
+    efax_xfer *xs;
+    efax_expect *ex;
+    size_t slen; /* bytes of one sample */
+    efaxb__rails_sample *mine, *all;
+    FILE *jf, *cf;
+} efax_rails;
+
+/* Sets d to the defaults (1M writes, window 8, 2 rounds, slow 0.8, lossy 0.01). Thread safe. */
+EFAX_API void efax_rails_desc_init(efax_rails_desc *d);
+
+/* Step 1: joins the job (efax_boot_init), checks that there are two hosts or more and one rank per
+   host, opens the context on d's provider and NICs, connects and warms it, allocates the buffers,
+   opens rank 0's outputs and prints the header there. d is copied. Collective. Returns 0,
+   -EFAX_E_USAGE (said on stderr) or the first failure's code; whatever it returns, end with
+   efax_rails_close. Not thread safe: one thread drives a finder. */
+EFAX_API int efax_rails_open(efax_rails *r, const efax_rails_desc *d);
+
+/* One measurement: rank `from` writes `iters` iterations of the window to rank `to` over NIC `nic`
+   (EFAX_RAILS_ALL: every NIC at once, Split), each end reading its OS counters around it; every
+   rank takes the barrier and the gather. With round >= 0 rank 0 files it under its rail as that
+   round (r->d.rounds: the confirmation round), prints it (not quiet) and writes its JSON record.
+   Collective. Returns 0 or a negative code. Not thread safe. */
+EFAX_API int efax_rails_measure(efax_rails *r, int from, int to, int nic, uint64_t iters, int round);
+
+/* Step 2: every pair, both ways, every NIC alone, two iterations each, not recorded (TCP opens its
+   window). Collective. Returns 0 or a negative code. Not thread safe. */
+EFAX_API int efax_rails_warmup(efax_rails *r);
+
+/* Step 3: r->d.rounds rounds over every pair, both ways, each NIC alone then every NIC at once
+   (moving as much per NIC as alone); odd rounds backwards, so that no end is always first.
+   Collective. Returns 0 or a negative code. Not thread safe. */
+EFAX_API int efax_rails_rounds(efax_rails *r);
+
+/* Step 4: the directions where rank 0 found a NIC slow in every round measure every NIC alone once
+   more (a rail slowed by a moment of the host's load recovers, a slow one stays slow). Collective.
+   Returns 0 or a negative code. Not thread safe. */
+EFAX_API int efax_rails_confirm(efax_rails *r);
+
+/* Step 5: rank 0 judges every rail (r->paths' verdicts), prints the table, the summary, the flagged
+   rails, the counters that moved and the suspects, and writes the paths to JSON and CSV; *flagged
+   gets the flagged rails on every rank. Collective. Returns 0 or the bootstrap's error. Not thread
+   safe. */
+EFAX_API int efax_rails_verdicts(efax_rails *r, int *flagged);
+
+/* Step 6: closes the outputs, frees the buffers, the context and the boot. Returns the exit status:
+   efax_exit_code(rc) for rc != 0, else 1 when flagged and d.expect_healthy, else 0. Safe on a zeroed
+   finder. Not thread safe. */
+EFAX_API int efax_rails_close(efax_rails *r, int rc, int flagged);
+
+/* NIC k's name in the finder's output ("all" for EFAX_RAILS_ALL; "name#k" where one name is listed
+   twice, as --nics lo,lo opens two endpoints on one device). Pure, so thread safe; after
+   efax_rails_open. */
+EFAX_API const char *efax_rails_nic_name(const efax_rails *r, int k);
+
 // >>exchange --------------------------------------------------------------------------------
 
 /* An exchange is a step's writes between ranks, both sides run by the harness, as fabtests'
@@ -684,6 +808,7 @@ EFAX_API int efax_bench_gpu(const char *driver);
 #include <string.h>
 #include <stdarg.h>
 #include <limits.h>
+#include <errno.h>
 #include <sched.h>
 #include <unistd.h>
 #include <dirent.h>
@@ -2991,6 +3116,585 @@ EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *l
     }
     free(all);
     return rc;
+}
+
+// >>rails (implementation) -------------------------------------------------------------------
+
+/* ACK 1, 2 and DATA 3.. by iteration parity: two iterations are in flight, each with its own tags */
+enum { EFAXB__RAILS_ACK = 1, EFAXB__RAILS_DATA = 3 };
+
+/* What one rank saw during one measurement: the writer's time, and every rank's OS counters over
+   the NICs it used (a delta each; the last one is the host's TCP counters when it has them). */
+struct efaxb__rails_sample {
+    double us;
+    uint64_t bytes;
+    int nos;
+    efax_nic_stats own[EFAX_MAX_NICS]; /* efax's own counters over the measurement */
+    efax_os_counters os[1];            /* [nos]: really nnic + 1 of them (allocated so) */
+};
+
+EFAX_API void efax_rails_desc_init(efax_rails_desc *d) {
+    memset(d, 0, sizeof *d);
+    d->size = 1 << 20;
+    d->window = 8;
+    d->rounds = 2;
+    d->slow = 0.8;
+    d->lossy = 0.01;
+}
+
+EFAX_API const char *efax_rails_nic_name(const efax_rails *r, int k) {
+    return k == EFAX_RAILS_ALL ? "all" : r->names[k];
+}
+
+EFAX_PRIVATE const char *efaxb__rails_host(const efax_rails *r, int rank) {
+    return efax_ctx_host(&r->ctx, rank);
+}
+
+EFAX_PRIVATE efaxb__rails_sample *efaxb__rails_at(const efax_rails *r, efaxb__rails_sample *base, int rank) {
+    return (efaxb__rails_sample *)((char *)base + (size_t)rank * r->slen);
+}
+
+/* Message m of iteration i from `from` to `to`, as both sides describe it. */
+EFAX_PRIVATE void efaxb__rails_msg(const efax_rails *r, efax_write_desc *w, int from, int to, int nic,
+                                   uint64_t i, int m) {
+    memset(w, 0, sizeof *w);
+    w->from = from;
+    w->to = to;
+    w->src = &r->src.mr;
+    w->dst = &r->dst.mr;
+    w->src_off = w->dst_off = ((i % 2) * (uint64_t)r->d.window + (uint64_t)m) * r->d.size;
+    w->size = r->d.size;
+    w->mode = nic == EFAX_RAILS_ALL ? EFAX_MODE_SPLIT : EFAX_MODE_SINGLE;
+    w->nic = nic == EFAX_RAILS_ALL ? 0 : nic; /* Single's NIC */
+    w->chunk = 0; /* the library's policy, as every driver's writes between them */
+    w->tag = EFAXB__RAILS_DATA + (int)(i % 2) * r->d.window + m;
+    w->seq = (uint32_t)i;
+}
+
+/* The writer: iters iterations of window messages, two iterations in flight. */
+EFAX_PRIVATE int efaxb__rails_writer(efax_rails *r, int to, int nic, uint64_t iters, double *us) {
+    int W = r->d.window, rc = 0;
+    uint64_t t0 = efax_now_ns();
+    efax_write_desc w;
+    for (uint64_t i = 0; i < iters && !rc; i++) {
+        if (i >= 2)
+            rc = efax_wait_imm(&r->ctx, to, EFAXB__RAILS_ACK + (int)(i % 2), (uint32_t)(i - 2), 1, -1);
+        for (int m = 0; m < W && !rc; m++) {
+            efax_xfer *x = &r->xs[(i % 2) * (uint64_t)W + (uint64_t)m];
+            if (i >= 2) rc = efax_wait(&r->ctx, x, -1);
+            efaxb__rails_msg(r, &w, r->boot.rank, to, nic, i, m);
+            if (!rc) rc = efax_write(&r->ctx, x, &w, NULL);
+        }
+    }
+    for (uint64_t i = iters > 2 ? iters - 2 : 0; i < iters && !rc; i++)
+        rc = efax_wait_imm(&r->ctx, to, EFAXB__RAILS_ACK + (int)(i % 2), (uint32_t)i, 1, -1);
+    *us = (double)(efax_now_ns() - t0) / 1e3;
+    for (int k = 0; k < 2 * W && !rc; k++)
+        if (r->xs[k].op) rc = efax_wait(&r->ctx, &r->xs[k], -1);
+    return rc;
+}
+
+/* The target: takes each iteration's messages and confirms on the rail being measured. */
+EFAX_PRIVATE int efaxb__rails_target(efax_rails *r, int from, int nic, uint64_t iters) {
+    int W = r->d.window, rc = 0;
+    for (uint64_t i = 0; i < iters && !rc; i++) {
+        efax_write_desc w;
+        for (int m = 0; m < W && !rc; m++) {
+            efaxb__rails_msg(r, &w, from, r->boot.rank, nic, i, m);
+            rc = efax_expect_write(&r->ctx, &r->ex[m], &w);
+        }
+        for (int m = 0; m < W && !rc; m++) rc = efax_expect_wait(&r->ctx, &r->ex[m], -1);
+        if (!rc) {
+            int k = nic == EFAX_RAILS_ALL ? 0 : nic;
+            rc = efax_notify_nic(&r->ctx, from, k, EFAXB__RAILS_ACK + (int)(i % 2), (uint32_t)i);
+        }
+    }
+    return rc;
+}
+
+/* The OS counters of the NICs a measurement uses (and the host's TCP counters), into s. */
+EFAX_PRIVATE void efaxb__rails_read_os(const efax_rails *r, int nic, efaxb__rails_sample *s) {
+    s->nos = 0;
+    for (int k = 0; k < r->nnic; k++) {
+        efax_os_counters *c = &s->os[s->nos];
+        if (nic != EFAX_RAILS_ALL && k != nic) continue;
+        if (efax_os_counters_nic(efax_ctx_nic(&r->ctx, k), c) == 0) s->nos++;
+    }
+    if (efax_os_counters_tcp(&s->os[s->nos]) == 0) s->nos++;
+}
+
+/* What the OS says the wire lost during a measurement: *lost packets (or TCP segments) sent again
+   or dropped, by the writer and the target; *sent what the writer sent. Where the host counts TCP
+   (a tcp rail), sent is the writer's TCP segments, since an interface counts a 64 KiB GSO packet
+   as one; else (efa) the NICs' packets. */
+EFAX_PRIVATE void efaxb__rails_loss(const efax_rails *r, int a, int b, uint64_t *lost, uint64_t *sent) {
+    bool tcp = false;
+    *lost = *sent = 0;
+    for (int side = 0; side < 2; side++) {
+        const efaxb__rails_sample *s = efaxb__rails_at(r, r->all, side ? b : a);
+        for (int i = 0; i < s->nos; i++) {
+            uint64_t l = 0, n = 0;
+            if (strcmp(s->os[i].source, "tcp") || efax_os_counters_loss(&s->os[i], &l, &n)) continue;
+            *lost += l;
+            if (side) continue;
+            *sent += n;
+            tcp = true;
+        }
+    }
+    for (int side = 0; side < 2; side++) {
+        const efaxb__rails_sample *s = efaxb__rails_at(r, r->all, side ? b : a);
+        for (int i = 0; i < s->nos; i++) {
+            uint64_t l = 0, n = 0;
+            if (!strcmp(s->os[i].source, "tcp") || efax_os_counters_loss(&s->os[i], &l, &n)) continue;
+            *lost += l;
+            if (!side && !tcp) *sent += n;
+        }
+    }
+}
+
+/* A sample's OS counters as a JSON array (efaxb__os_json each). */
+EFAX_PRIVATE void efaxb__rails_os_json(char **buf, size_t *cap, size_t *u, const efaxb__rails_sample *s) {
+    efaxb__grow(buf, cap, u, "[");
+    for (int i = 0; i < s->nos; i++) {
+        if (i) efaxb__grow(buf, cap, u, ",");
+        efaxb__os_json(buf, cap, u, &s->os[i]);
+    }
+    efaxb__grow(buf, cap, u, "]");
+}
+
+/* The rail (a, b, nic) in r->paths, added when it is new. */
+EFAX_PRIVATE efax_rail_result *efaxb__rails_path(efax_rails *r, int a, int b, int nic) {
+    efax_rail_result *p;
+    for (int i = 0; i < r->npath; i++)
+        if (r->paths[i].from == a && r->paths[i].to == b && r->paths[i].nic == nic) return &r->paths[i];
+    p = &r->paths[r->npath++];
+    memset(p, 0, sizeof *p);
+    p->from = a;
+    p->to = b;
+    p->nic = nic;
+    return p;
+}
+
+/* Rank 0: the SRD events the NICs' own counters say happened in the gathered samples of a and b, added
+   to p, and the first ones that moved, with their verdict, into p->wire. */
+EFAX_PRIVATE void efaxb__rails_events(efax_rails *r, efax_rail_result *p, int a, int b) {
+    static const char *const srd[] = {"retrans_timeout_events", "impaired_remote_conn_events",
+                                      "unresponsive_remote_events"};
+    for (int side = 0; side < 2; side++) {
+        const efaxb__rails_sample *s = efaxb__rails_at(r, r->all, side ? b : a);
+        for (int i = 0; i < s->nos; i++) {
+            char what[160];
+            if (!efax_os_counters_events(&s->os[i], what, sizeof what)) continue;
+            for (int k = 0; k < 3; k++)
+                if (efax_os_counter(&s->os[i], srd[k]) > 0)
+                    p->events += (uint64_t)efax_os_counter(&s->os[i], srd[k]);
+            if (!p->wire[0])
+                snprintf(p->wire, sizeof p->wire, "%s %s: %s", efaxb__rails_host(r, side ? b : a),
+                         s->os[i].dev, what);
+        }
+    }
+}
+
+/* Rank 0: files one measurement under its rail, prints it, writes its JSON record. */
+EFAX_PRIVATE void efaxb__rails_record(efax_rails *r, int round, int a, int b, int nic) {
+    const efaxb__rails_sample *w = efaxb__rails_at(r, r->all, a), *t = efaxb__rails_at(r, r->all, b);
+    efax_rail_result *p = efaxb__rails_path(r, a, b, nic);
+    const char *name = efax_rails_nic_name(r, nic), *ha = efaxb__rails_host(r, a),
+               *hb = efaxb__rails_host(r, b);
+    uint64_t lost, sent;
+    double g = w->us > 0 ? (double)w->bytes * 8 / (w->us * 1e3) : 0;
+    char *js = NULL;
+    size_t cap = 0, u = 0;
+    efaxb__rails_loss(r, a, b, &lost, &sent);
+    efaxb__rails_events(r, p, a, b);
+    p->gbps[round] = g;
+    p->lost += lost;
+    p->sent += sent;
+    p->bytes += w->bytes;
+    if (!r->d.quiet)
+        printf("  %s %d  %s %s -> %s %s: %8.3f Gbps  (%llu MiB in %.0f ms; OS: %llu of %llu packets "
+               "resent or dropped)\n",
+               round < r->d.rounds ? "round" : "confirm", round + 1, ha, name, hb, name, g,
+               (unsigned long long)(w->bytes >> 20), w->us / 1e3, (unsigned long long)lost,
+               (unsigned long long)sent);
+    if (!r->jf) return;
+    efaxb__grow(
+        &js, &cap, &u,
+        "\"kind\":\"measurement\",\"round\":%d,\"confirm\":%s,\"from\":\"%s\",\"to\":\"%s\",\"nic\":\"%s\","
+        "\"bytes\":%llu,\"seconds\":%.6g,\"gbps\":%.6g,\"lost\":%llu,\"sent\":%llu,\"nics\":[",
+        round + 1, round < r->d.rounds ? "false" : "true", ha, hb, name, (unsigned long long)w->bytes,
+        w->us / 1e6, g, (unsigned long long)lost, (unsigned long long)sent);
+    for (int k = 0; k < r->nnic; k++)
+        efaxb__grow(&js, &cap, &u,
+                    "%s{\"name\":\"%s\",\"tx_bytes\":%llu,\"tx_ops\":%llu,\"eagain\":%llu,\"rx_bytes\":%llu,"
+                    "\"rx_ops\":%llu}",
+                    k ? "," : "", efax_rails_nic_name(r, k), (unsigned long long)w->own[k].tx_bytes,
+                    (unsigned long long)w->own[k].tx_ops, (unsigned long long)w->own[k].eagain,
+                    (unsigned long long)t->own[k].rx_bytes, (unsigned long long)t->own[k].rx_ops);
+    efaxb__grow(&js, &cap, &u, "],\"os_writer\":");
+    efaxb__rails_os_json(&js, &cap, &u, w);
+    efaxb__grow(&js, &cap, &u, ",\"os_target\":");
+    efaxb__rails_os_json(&js, &cap, &u, t);
+    if (js) efax_bench_jsonl(r->jf, "rails", "%s", js);
+    free(js);
+}
+
+EFAX_API int efax_rails_measure(efax_rails *r, int a, int b, int nic, uint64_t iters, int round) {
+    efaxb__rails_sample *before = (efaxb__rails_sample *)calloc(1, r->slen), *s = r->mine;
+    int rc, me = r->boot.rank;
+    if (!before) return -FI_ENOMEM;
+    memset(s, 0, r->slen);
+    if ((rc = efax_boot_barrier(&r->boot, EFAX_TURN_MS))) goto out;
+    if (me == a || me == b) {
+        efaxb__rails_read_os(r, nic, before);
+        efax_ctx_stats_reset(&r->ctx);
+        rc = me == a ? efaxb__rails_writer(r, b, nic, iters, &s->us) : efaxb__rails_target(r, a, nic, iters);
+        efaxb__rails_read_os(r, nic, s);
+        for (int k = 0; k < r->nnic; k++) s->own[k] = efax_ctx_stats(&r->ctx, k);
+        for (int i = 0; i < s->nos && i < before->nos; i++)
+            efax_os_counters_delta(&before->os[i], &s->os[i], &s->os[i]);
+        s->bytes = iters * (uint64_t)r->d.window * r->d.size;
+    }
+    if (rc) goto out;
+    rc = efax_boot_allgather(&r->boot, s, r->slen, r->all, -1);
+    if (!rc && round >= 0 && me == 0) {
+        efaxb__rails_record(r, round, a, b, nic);
+        fflush(stdout);
+    }
+out:
+    free(before);
+    return rc;
+}
+
+/* One NIC's line rate: the option, else $EFAX_LINE_GBPS, else the provider's; 0 when unknown. */
+EFAX_PRIVATE double efaxb__rails_line(const efax_rails *r, int k) {
+    const char *e = getenv("EFAX_LINE_GBPS");
+    if (r->d.line_gbps > 0) return r->d.line_gbps;
+    if (e && *e && strtod(e, NULL) > 0) return strtod(e, NULL);
+    return efax_ctx_nic(&r->ctx, k)->link_gbps;
+}
+
+/* Whether rank 0 flags rail p. */
+EFAX_PRIVATE bool efaxb__rails_flagged(const efax_rail_result *p) { return p->slow || p->lossy || p->events; }
+
+/* Rank 0: every rail's best round (the confirmation round included), its ratio to its direction's
+   median NIC and to the line rate, and its flags. Returns how many rails are slow. */
+EFAX_PRIVATE int efaxb__rails_judge(efax_rails *r) {
+    int slow = 0;
+    for (int i = 0; i < r->npath; i++) {
+        efax_rail_result *p = &r->paths[i];
+        p->best = 0;
+        for (int k = 0; k <= r->d.rounds; k++)
+            if (p->gbps[k] > p->best) p->best = p->gbps[k];
+    }
+    for (int i = 0; i < r->npath; i++) {
+        efax_rail_result *p = &r->paths[i];
+        double v[EFAX_MAX_NICS], med = 0, line = p->nic == EFAX_RAILS_ALL ? 0 : efaxb__rails_line(r, p->nic);
+        int n = 0;
+        for (int j = 0; j < r->npath; j++)
+            if (r->paths[j].from == p->from && r->paths[j].to == p->to && r->paths[j].nic != EFAX_RAILS_ALL)
+                v[n++] = r->paths[j].best;
+        qsort(v, (size_t)n, sizeof v[0], efaxb__cmp_double);
+        if (n) med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+        p->median = med;
+        p->line = line;
+        if (p->nic == EFAX_RAILS_ALL) {
+            double sum = 0;
+            for (int j = 0; j < n; j++) sum += v[j];
+            p->x_median = sum > 0 ? p->best / sum : 0; /* every NIC at once: its share of the NICs' sum */
+        } else {
+            p->x_median = med > 0 ? p->best / med : 0;
+            /* one NIC has no median to fall short of: then the line rate, when known */
+            p->slow = n > 1 ? p->x_median < r->d.slow : line > 0 && p->best < r->d.slow * line;
+            p->lossy = p->lost >= 20 && p->sent > 0 && (double)p->lost > r->d.lossy * (double)p->sent;
+            slow += p->slow;
+        }
+        p->pct_line = line > 0 ? 100 * p->best / line : -1;
+    }
+    return slow;
+}
+
+/* Rank 0: rail p's row of the table, its JSON record and CSV row. Returns whether it is flagged. */
+EFAX_PRIVATE int efaxb__rails_row(efax_rails *r, const efax_rail_result *p) {
+    const char *name = efax_rails_nic_name(r, p->nic), *ha = efaxb__rails_host(r, p->from);
+    const char *hb = efaxb__rails_host(r, p->to);
+    char dir[80], loss[48], pct[16] = "-", xm[16] = "-", verdict[160] = "ok";
+    snprintf(dir, sizeof dir, "%s -> %s", ha, hb);
+    if (p->sent)
+        snprintf(loss, sizeof loss, "%llu/%llu (%.2f%%)", (unsigned long long)p->lost,
+                 (unsigned long long)p->sent, 100.0 * (double)p->lost / (double)p->sent);
+    else
+        snprintf(loss, sizeof loss, "-");
+    if (p->pct_line >= 0) snprintf(pct, sizeof pct, "%.1f", p->pct_line);
+    if (p->nic != EFAX_RAILS_ALL) snprintf(xm, sizeof xm, "%.2f", p->x_median);
+    if (efaxb__rails_flagged(p))
+        snprintf(verdict, sizeof verdict, "FLAGGED %s%s%s%s%s: %s %s -> %s %s", p->slow ? "SLOW" : "",
+                 p->slow && (p->lossy || p->events) ? "+" : "", p->lossy ? "LOSSY" : "",
+                 p->lossy && p->events ? "+" : "", p->events ? "SRD" : "", ha, name, hb, name);
+    else if (p->nic == EFAX_RAILS_ALL)
+        snprintf(verdict, sizeof verdict, "every NIC at once: %.0f%% of the NICs' sum", 100 * p->x_median);
+    printf("%-24s %-8s %10.3f %9s %7s %22s  %s\n", dir, name, p->best, xm, pct, loss, verdict);
+    efax_bench_jsonl(
+        r->jf, "rails",
+        "\"kind\":\"path\",\"from\":\"%s\",\"to\":\"%s\",\"nic\":\"%s\",\"gbps\":%.6g,\"x_median\":%.6g,"
+        "\"median_gbps\":%.6g,\"line_gbps\":%.6g,\"pct_line\":%.6g,\"lost\":%llu,\"sent\":%llu,"
+        "\"slow\":%s,\"lossy\":%s,\"srd_events\":%llu,\"wire\":\"%s\"",
+        ha, hb, name, p->best, p->x_median, p->median, p->line, p->pct_line, (unsigned long long)p->lost,
+        (unsigned long long)p->sent, p->slow ? "true" : "false", p->lossy ? "true" : "false",
+        (unsigned long long)p->events, p->wire);
+    if (r->cf)
+        fprintf(r->cf, "%s,%s,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%llu,%llu,%d,%d\n", ha, hb, name, p->best,
+                p->x_median, p->median, p->line, p->pct_line, (unsigned long long)p->lost,
+                (unsigned long long)p->sent, p->slow, p->lossy);
+    return efaxb__rails_flagged(p);
+}
+
+/* Rank 0, when rails were flagged: which ends explain them. A host's NIC is a suspect in a role
+   (sending, receiving) when every rail it takes part in so is flagged; with two hosts both ends of
+   a rail always are, and only a third host tells them apart. Prints them; writes the JSON summary. */
+EFAX_PRIVATE void efaxb__rails_suspects(efax_rails *r, int flagged) {
+    char list[1024] = "";
+    size_t u = 0;
+    int n = 0;
+    for (int h = 0; h < r->boot.size; h++)
+        for (int k = 0; k < r->nnic; k++)
+            for (int role = 0; role < 2; role++) {
+                const char *name = efax_rails_nic_name(r, k), *how = role ? "receiving" : "sending";
+                int in = 0, bad = 0;
+                for (int i = 0; i < r->npath; i++) {
+                    const efax_rail_result *p = &r->paths[i];
+                    if (p->nic != k || (role ? p->to : p->from) != h) continue;
+                    in++;
+                    bad += efaxb__rails_flagged(p);
+                }
+                if (!in || bad < in) continue;
+                if (u < sizeof list)
+                    u += (size_t)snprintf(list + u, sizeof list - u, "%s\"%s %s %s\"", n ? "," : "",
+                                          efaxb__rails_host(r, h), name, how);
+                printf("# suspect: %s %s, %s (%d of %d path(s) flagged)\n", efaxb__rails_host(r, h), name,
+                       how, in, in);
+                n++;
+            }
+    if (flagged && r->boot.size == 2)
+        printf("# with two hosts both ends of a flagged rail are suspects: a third host (or another peer) "
+               "tells them apart\n");
+    if (flagged && !n) printf("# no one NIC explains every flag: look at the flagged paths above\n");
+    efax_bench_jsonl(r->jf, "rails", "\"kind\":\"summary\",\"flagged\":%d,\"paths\":%d,\"suspects\":[%s]",
+                     flagged, r->npath, list);
+}
+
+/* Rank 0: the verdicts, printed and written. Returns how many rails were flagged. */
+EFAX_PRIVATE int efaxb__rails_report(efax_rails *r) {
+    int flagged = 0;
+    efaxb__rails_judge(r);
+    printf(
+        "\n# rails: each NIC alone (its best of %d rounds, and of a confirmation round where one was slow) "
+        "against the median NIC of its direction, and the line rate\n",
+        r->d.rounds);
+    printf("%-24s %-8s %10s %9s %7s %22s  %s\n", "from -> to", "NIC", "Gbps", "x median", "%line",
+           "OS: resent/dropped", "verdict");
+    if (r->cf)
+        fprintf(r->cf, "from,to,nic,gbps,x_median,median_gbps,line_gbps,pct_line,lost,sent,slow,lossy\n");
+    for (int i = 0; i < r->npath; i++) flagged += efaxb__rails_row(r, &r->paths[i]);
+    if (flagged)
+        printf("\n# rails: %d path(s) FLAGGED\n", flagged);
+    else
+        printf("\n# rails: every rail healthy (none below %.0f%% of the median, none losing over %.2g%% "
+               "of its packets)\n",
+               100 * r->d.slow, 100 * r->d.lossy);
+    for (int i = 0; i < r->npath && flagged; i++) {
+        const efax_rail_result *p = &r->paths[i];
+        const char *name = efax_rails_nic_name(r, p->nic);
+        if (!efaxb__rails_flagged(p)) continue;
+        printf("# FLAGGED %s %s -> %s %s:%s%s%s\n", efaxb__rails_host(r, p->from), name,
+               efaxb__rails_host(r, p->to), name, p->slow ? " slow" : "", p->lossy ? " losing packets" : "",
+               p->events ? " SRD events" : "");
+    }
+    for (int i = 0; i < r->npath; i++) { /* every rail whose NICs' counters moved, with their verdict */
+        const efax_rail_result *p = &r->paths[i];
+        const char *name = efax_rails_nic_name(r, p->nic);
+        if (p->wire[0])
+            printf("# counters moved on %s %s -> %s %s: %s\n", efaxb__rails_host(r, p->from), name,
+                   efaxb__rails_host(r, p->to), name, p->wire);
+    }
+    efaxb__rails_suspects(r, flagged);
+    return flagged;
+}
+
+/* Whether the job runs one rank per host; else rank 0 says which two ranks share one. */
+EFAX_PRIVATE bool efaxb__rails_one_per_host(const efax_rails *r) {
+    for (int i = 0; i < r->boot.size; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(r->boot.hosts[i], r->boot.hosts[j])) {
+                if (r->boot.rank == 0)
+                    fprintf(stderr,
+                            "rails: ranks %d and %d both run on %s: start one rank per host (mpirun --map-by "
+                            "node, srun --ntasks-per-node=1)\n",
+                            j, i, r->boot.hosts[i]);
+                return false;
+            }
+    return true;
+}
+
+/* The context, its NICs' names, the buffers, the samples and the rails. */
+EFAX_PRIVATE int efaxb__rails_setup(efax_rails *r) {
+    efax_ctx_desc cd;
+    size_t len = 2 * (size_t)r->d.window * (size_t)r->d.size, n = (size_t)r->boot.size;
+    int rc;
+    memset(&cd, 0, sizeof cd);
+    cd.provider = r->d.provider;
+    cd.nics = r->d.nics;
+    cd.timeout_ms = r->d.timeout_ms;
+    cd.imm_tags = EFAXB__RAILS_DATA + 2 * r->d.window + 1;
+    if (cd.imm_tags < 64) cd.imm_tags = 0;
+    if (!efaxb__rails_one_per_host(r)) return -EFAX_E_USAGE;
+    if ((rc = efax_ctx_init(&r->ctx, &cd)) || (rc = efax_ctx_connect(&r->ctx, &r->boot)) ||
+        (rc = efax_ctx_warmup(&r->ctx)))
+        return rc;
+    r->nnic = efax_ctx_nnics(&r->ctx);
+    for (int k = 0; k < r->nnic; k++) {
+        const char *name = efax_ctx_nic(&r->ctx, k)->name;
+        int twice = 0;
+        for (int j = 0; j < r->nnic; j++) twice |= j != k && !strcmp(efax_ctx_nic(&r->ctx, j)->name, name);
+        snprintf(r->names[k], sizeof r->names[k], twice ? "%s#%d" : "%s", name, k);
+    }
+    if ((rc = efax_buf_alloc(&r->ctx, &r->src, efax_mem_host(), len, EFAX_MR_WRITE_SRC))) return rc;
+    if ((rc = efax_buf_alloc(&r->ctx, &r->dst, efax_mem_host(), len, EFAX_MR_WRITE_DST))) return rc;
+    if ((rc = efax_mr_exchange(&r->dst.mr, &r->boot))) return rc;
+    /* a sample holds nnic + 1 counter sets: one is in its struct */
+    r->slen = sizeof(efaxb__rails_sample) + (size_t)r->nnic * sizeof(efax_os_counters);
+    r->xs = (efax_xfer *)calloc(2 * (size_t)r->d.window, sizeof *r->xs);
+    r->ex = (efax_expect *)calloc((size_t)r->d.window, sizeof *r->ex);
+    r->mine = (efaxb__rails_sample *)calloc(1, r->slen);
+    r->all = (efaxb__rails_sample *)calloc(n, r->slen);
+    r->paths = (efax_rail_result *)calloc(n * n * (size_t)(r->nnic + 1), sizeof *r->paths);
+    return r->xs && r->ex && r->mine && r->all && r->paths ? 0 : -FI_ENOMEM;
+}
+
+/* Rank 0: opens --json and --csv (saying which cannot be) and prints the header. */
+EFAX_PRIVATE int efaxb__rails_outputs(efax_rails *r) {
+    if (r->d.json && !(r->jf = fopen(r->d.json, "w"))) {
+        fprintf(stderr, "rails: --json %s: cannot open: %s\n", r->d.json, strerror(errno));
+        return -EFAX_E_USAGE;
+    }
+    if (r->d.csv && !(r->cf = fopen(r->d.csv, "w"))) {
+        fprintf(stderr, "rails: --csv %s: cannot open: %s\n", r->d.csv, strerror(errno));
+        return -EFAX_E_USAGE;
+    }
+    printf("# efax rails %s: %d hosts, %d NIC(s) each (%s", EFAX_VERSION_STRING, r->boot.size, r->nnic,
+           efax_ctx_provider(&r->ctx));
+    for (int k = 0; k < r->nnic; k++) printf("%s%s", k ? "," : ": ", efax_rails_nic_name(r, k));
+    printf("); %llu MiB per NIC per measurement (%llu x %d writes of %llu KiB), %d rounds, flags below "
+           "%.0f%% of "
+           "the median or above %.2g%% lost\n",
+           (unsigned long long)((r->iters * (uint64_t)r->d.window * r->d.size) >> 20),
+           (unsigned long long)r->iters, r->d.window, (unsigned long long)(r->d.size >> 10), r->d.rounds,
+           100 * r->d.slow, 100 * r->d.lossy);
+    fflush(stdout);
+    return 0;
+}
+
+EFAX_API int efax_rails_open(efax_rails *r, const efax_rails_desc *d) {
+    efax_boot_desc bd;
+    uint64_t per;
+    int rc;
+    r->d = *d;
+    if (d->size < 1 || d->window < 1 || d->rounds < 1 || d->rounds > EFAX_RAILS_MAX_ROUNDS) {
+        fprintf(stderr, "rails: size and window must be 1 or more, rounds 1 to %d\n", EFAX_RAILS_MAX_ROUNDS);
+        return -EFAX_E_USAGE;
+    }
+    memset(&bd, 0, sizeof bd);
+    if ((rc = efax_boot_init(&r->boot, &bd))) return rc;
+    r->booted = true;
+    if (r->boot.size < 2) {
+        fprintf(stderr,
+                "rails: needs two hosts or more (one rank each): mpirun -H a,b --map-by node ./rails\n");
+        return -EFAX_E_USAGE;
+    }
+    if ((rc = efaxb__rails_setup(r))) return rc;
+    if (!r->d.bytes) {
+        double line = efaxb__rails_line(r, 0);
+        r->d.bytes = line > 0 ? (uint64_t)(line * 1e9 / 8 * 0.5) : 256ull << 20;
+        if (r->d.bytes < 8ull << 20) r->d.bytes = 8ull << 20;
+    }
+    per = r->d.size * (uint64_t)r->d.window;
+    r->iters = (r->d.bytes + per - 1) / per;
+    return r->boot.rank == 0 ? efaxb__rails_outputs(r) : 0;
+}
+
+EFAX_API int efax_rails_warmup(efax_rails *r) {
+    int rc = 0;
+    for (int a = 0; a < r->boot.size && !rc; a++)
+        for (int b = 0; b < r->boot.size && !rc; b++)
+            for (int k = 0; k < r->nnic && !rc && a != b; k++) rc = efax_rails_measure(r, a, b, k, 2, -1);
+    return rc;
+}
+
+EFAX_API int efax_rails_rounds(efax_rails *r) {
+    int rc = 0, n = r->nnic;
+    for (int round = 0; round < r->d.rounds && !rc; round++)
+        for (int a = 0; a < r->boot.size && !rc; a++)
+            for (int b = 0; b < r->boot.size && !rc; b++) {
+                if (a == b) continue;
+                for (int j = 0; j <= n && !rc; j++) {
+                    int nic = round % 2 ? (j == 0 ? EFAX_RAILS_ALL : n - j) : (j == n ? EFAX_RAILS_ALL : j);
+                    /* every NIC at once: each moves as much as alone */
+                    uint64_t iters = nic == EFAX_RAILS_ALL ? r->iters * (uint64_t)n : r->iters;
+                    rc = efax_rails_measure(r, a, b, nic, iters, round);
+                }
+            }
+    return rc;
+}
+
+EFAX_API int efax_rails_confirm(efax_rails *r) {
+    size_t pairs = (size_t)r->boot.size * (size_t)r->boot.size;
+    int *redo = (int *)calloc(pairs, sizeof(int));
+    int *all = (int *)calloc(pairs * (size_t)r->boot.size, sizeof(int)); /* every rank's list */
+    int rc = redo && all ? 0 : -FI_ENOMEM;
+    /* rank 0 alone holds the rails' results, so it decides which directions run again */
+    if (!rc && r->boot.rank == 0 && efaxb__rails_judge(r))
+        for (int i = 0; i < r->npath; i++)
+            if (r->paths[i].slow) redo[r->paths[i].from * r->boot.size + r->paths[i].to] = 1;
+    /* rank 0's list, to every rank (the others' are empty) */
+    if (!rc) rc = efax_boot_allgather(&r->boot, redo, pairs * sizeof(int), all, -1);
+    for (int a = 0; a < r->boot.size && !rc; a++)
+        for (int b = 0; b < r->boot.size && !rc; b++) {
+            if (!all[a * r->boot.size + b]) continue;
+            for (int k = 0; k < r->nnic && !rc; k++)
+                rc = efax_rails_measure(r, a, b, k, r->iters, r->d.rounds);
+        }
+    free(redo);
+    free(all);
+    return rc;
+}
+
+EFAX_API int efax_rails_verdicts(efax_rails *r, int *flagged) {
+    int64_t sum = 0;
+    int rc = efax_boot_sum(&r->boot, r->boot.rank == 0 ? efaxb__rails_report(r) : 0, &sum, -1);
+    *flagged = rc ? 0 : (int)sum;
+    return rc;
+}
+
+EFAX_API int efax_rails_close(efax_rails *r, int rc, int flagged) {
+    if (r->jf) fclose(r->jf);
+    if (r->cf) fclose(r->cf);
+    r->jf = r->cf = NULL;
+    efax_buf_free(&r->dst);
+    efax_buf_free(&r->src);
+    efax_ctx_deinit(&r->ctx);
+    if (r->booted) efax_boot_deinit(&r->boot);
+    r->booted = false;
+    free(r->xs);
+    free(r->ex);
+    free(r->mine);
+    free(r->all);
+    free(r->paths);
+    r->xs = NULL;
+    r->ex = NULL;
+    r->mine = r->all = NULL;
+    r->paths = NULL;
+    if (rc) return efax_exit_code(rc);
+    return flagged && r->d.expect_healthy ? 1 : 0;
 }
 
 // >>exchange (implementation) ----------------------------------------------------------------
