@@ -260,6 +260,40 @@ EFAX_API void efax_result_init(efax_result *res, const char *variant, const char
 EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
                                double line_gbps);
 
+// >>driver helpers --------------------------------------------------------------------------
+
+/* What the drivers' experiments share beyond the sweep: each driver states its experiment in steps,
+   and the loops, checks and tables those steps run live here. */
+typedef struct efax_bench efax_bench; /* the steps section says what they hold */
+typedef struct efax_bench_step efax_bench_step;
+
+/* Two-sided messages between rank 0 and one other rank at a time (sendrecv), in two variants.
+   Stream: rank 0 keeps a window of messages in flight, the other rank receives them all and confirms;
+   an iteration is timed from its first send to that confirmation (without -c and with a window of two
+   or more, the window's halves are confirmed apart and each half of the next iteration leaves as the
+   same half of this one is confirmed: an iteration's time runs from the end of the one before).
+   RoundTrip: one message and its answer of the same size. Messages are planned over the NICs by the
+   step's mode; each piece's immediate data names it (message << 8 | segment), so no arrival order is
+   assumed, and with -c every piece is checked to have arrived exactly once and every byte checked. */
+typedef struct efax_bench_sends {
+    efax_buf *srcs[3], *dsts[3]; /* per memory kind: max(--window, 2) slots of -e bytes each */
+    efax_xfer *tx, *rx;          /* room for the sends and receives in flight */
+    double *lat;                 /* rank 0: a variant's iteration times over every turn (microseconds) */
+} efax_bench_sends;
+
+/* Allocates s's buffers (every memory kind, registered for sending and receiving; destinations
+   poisoned), its operations and its times, all freed by efax_bench_close. Call after
+   efax_bench_connect. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_sends_open(efax_bench *b, efax_bench_sends *s);
+
+/* One turn of step st's variant (roundtrip, else Stream) between rank 0 and rank k: the receives are
+   posted, a barrier, then st->warmup untimed and st->iters timed iterations. Collective: every rank
+   calls it (ranks other than 0 and k take the barrier alone). Appends rank 0's iteration times at
+   s->lat[*nlat] and advances *nlat; adds the wrong bytes this rank found (-c) to *wrong. Returns 0 or
+   a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_sendrecv(efax_bench *b, efax_bench_sends *s, const efax_bench_step *st,
+                                 bool roundtrip, int k, int *nlat, int64_t *wrong);
+
 // >>steps -----------------------------------------------------------------------------------
 
 typedef struct efax_bench_xchg efax_bench_xchg; /* the exchange section says what it holds */
@@ -2249,6 +2283,309 @@ EFAX_PRIVATE int efaxb__cold_header(efax_bench *b) {
     }
     free(all);
     return 0;
+}
+
+// >>driver helpers (implementation) ---------------------------------------------------------
+
+/* Operations posted and not yet waited for. */
+typedef struct efaxb__ops {
+    efax_xfer *x;
+    int n;
+} efaxb__ops;
+
+/* One turn of efax_bench_sendrecv: the variant, the current memory kind's buffers, the lists. */
+typedef struct efaxb__sr {
+    efax_bench *b;
+    const efax_bench_step *st;
+    bool rt;                   /* RoundTrip, else Stream */
+    bool halves;               /* Stream without -c, W >= 2: two halves in flight */
+    int W;                     /* messages per iteration: --window for Stream, 1 */
+    uint64_t t_end;            /* halves: when the last iteration ended (efax_now_ns) */
+    efax_buf *src, *dst;       /* the step's memory kind's */
+    efaxb__ops tx, rx;         /* the operations posted and not yet waited for */
+    efaxb__ops txh[2], rxh[2]; /* halves: each half's, in tx's and rx's storage */
+    double *lat;               /* rank 0's times, nlat of them */
+    int nlat;
+    int64_t wrong; /* the bytes this rank found wrong */
+} efaxb__sr;
+
+/* The fields every send of a window from buf to peer shares. */
+EFAX_PRIVATE void efaxb__sr_send_desc(efax_send_desc *sd, int peer, efax_buf *buf) {
+    memset(sd, 0, sizeof *sd);
+    sd->to = peer;
+    sd->src = &buf->mr;
+    sd->has_imm = true;
+}
+
+/* Posts one piece of message m, segment s, as a send (sd: its fixed fields; from offset off of its
+   source) onto list l. Its immediate data is m << 8 | s, naming the piece. */
+EFAX_PRIVATE int efaxb__sr_send_piece(efaxb__sr *r, efax_send_desc *sd, uint64_t off,
+                                      const efax_plan_seg *seg, uint64_t m, int s, efaxb__ops *l) {
+    sd->nic = seg->nic;
+    sd->src_off = off + seg->off;
+    sd->size = seg->len;
+    sd->imm = (uint32_t)m << 8 | (uint32_t)s;
+    return efax_send(&r->b->ctx, &l->x[l->n++], sd);
+}
+
+/* efaxb__sr_post_range's loop where every message goes whole through one NIC (Single mode): the same
+   post but for its slot, without the loop over pieces, as what a small message costs to post is what
+   the message rate measures. */
+EFAX_PRIVATE int efaxb__sr_post_whole(efaxb__sr *r, bool send, int peer, efax_buf *buf,
+                                      const efax_plan_seg *seg, int slot0, int m0, int m1, efaxb__ops *l) {
+    efax_ctx *ctx = &r->b->ctx;
+    efax_xfer *x = l->x + l->n;
+    int rc = 0, m = m0;
+    if (send) {
+        efax_send_desc sd;
+        efaxb__sr_send_desc(&sd, peer, buf);
+        sd.nic = seg->nic;
+        sd.size = seg->len;
+        for (; m < m1 && !rc; m++) {
+            sd.src_off = efax_bench_slot_off(r->b, (uint64_t)(slot0 + m), r->st->size) + seg->off;
+            sd.imm = (uint32_t)m << 8; /* piece 0 of message m, as efaxb__sr_send_piece names it */
+            rc = efax_send(ctx, x++, &sd);
+        }
+    } else {
+        int nic = efax_ctx_route_in(ctx, peer, seg->nic);
+        for (; m < m1 && !rc; m++) {
+            uint64_t off = efax_bench_slot_off(r->b, (uint64_t)(slot0 + m), r->st->size) + seg->off;
+            rc = efax_recv(ctx, x++, nic, &buf->mr, off, seg->len);
+        }
+    }
+    l->n = (int)(x - l->x); /* the failed one too, as efaxb__sr_post_range counts it */
+    return rc;
+}
+
+/* Posts the sends (or, on the other side, the receives) of messages m0 .. m1-1 of iteration seq onto list
+   l, planned by the step's mode: message m is number seq * W + m in slot slot0 + m of buf. A receive
+   is posted on the NIC its piece arrives at. */
+EFAX_PRIVATE int efaxb__sr_post_range(efaxb__sr *r, bool send, int peer, efax_buf *buf, uint64_t seq,
+                                      int slot0, int m0, int m1, efaxb__ops *l) {
+    efax_plan_seg seg[EFAX_MAX_NICS];
+    int rnic[EFAX_MAX_NICS]; /* a receive's NIC: where the peer's NIC of its segment sends to */
+    efax_send_desc sd;
+    efax_ctx *ctx = &r->b->ctx;
+    uint64_t size = r->st->size;
+    efax_mode mode = r->st->mode;
+    int nn = send ? efax_ctx_nnics(ctx) : efax_ctx_peer_nnics(ctx, peer), rc = 0;
+    /* Single mode plans every message alike, in one piece: planned once, posted whole */
+    if (mode == EFAX_MODE_SINGLE && m0 < m1 &&
+        efax_plan(size, nn, mode, seq * (uint64_t)r->W + (uint64_t)m0, 0, 0, seg) == 1)
+        return efaxb__sr_post_whole(r, send, peer, buf, seg, slot0, m0, m1, l);
+    efaxb__sr_send_desc(&sd, peer, buf);
+    for (uint64_t m = (uint64_t)m0; m < (uint64_t)m1 && !rc; m++) {
+        uint64_t off = efax_bench_slot_off(r->b, (uint64_t)slot0 + m, size);
+        int ns = efax_plan(size, nn, mode, seq * (uint64_t)r->W + m, 0, 0, seg);
+        if (ns < 0) return ns;
+        for (int s = 0; s < ns && !send; s++) rnic[s] = efax_ctx_route_in(ctx, peer, seg[s].nic);
+        if (send) {
+            for (int s = 0; s < ns && !rc; s++) rc = efaxb__sr_send_piece(r, &sd, off, &seg[s], m, s, l);
+            continue;
+        }
+        for (int s = 0; s < ns && !rc; s++)
+            rc = efax_recv(ctx, &l->x[l->n++], rnic[s], &buf->mr, off + seg[s].off, seg[s].len);
+    }
+    return rc;
+}
+
+/* The W messages of iteration seq, on the list of their direction. */
+EFAX_PRIVATE int efaxb__sr_post(efaxb__sr *r, bool send, int peer, efax_buf *buf, uint64_t seq, int slot0) {
+    return efaxb__sr_post_range(r, send, peer, buf, seq, slot0, 0, r->W, send ? &r->tx : &r->rx);
+}
+
+/* Half h of a Stream's window: messages [W/2, W) for h = 1, [0, W/2) for h = 0; its sends (or receives)
+   of iteration seq onto the half's list. */
+EFAX_PRIVATE int efaxb__sr_post_half(efaxb__sr *r, bool send, int peer, efax_buf *buf, uint64_t seq, int h) {
+    int mid = r->W / 2;
+    return efaxb__sr_post_range(r, send, peer, buf, seq, 0, h ? mid : 0, h ? r->W : mid,
+                                send ? &r->txh[h] : &r->rxh[h]);
+}
+
+/* The tag that confirms half h. */
+EFAX_PRIVATE int efaxb__sr_half_tag(int h) { return h ? EFAX_BENCH_TAG_ACK2 : EFAX_BENCH_TAG_ACK; }
+
+/* With -c, on rank k: the first n receives took each piece of the W messages of iteration seq exactly once
+   (their immediate data names them). Returns the bytes of receives that did not. */
+EFAX_PRIVATE int64_t efaxb__sr_check_pieces(efaxb__sr *r, uint64_t seq, int n) {
+    efax_plan_seg seg[EFAX_MAX_NICS];
+    unsigned char *seen = (unsigned char *)calloc((size_t)r->W * EFAX_MAX_NICS, 1);
+    int nn = efax_ctx_peer_nnics(&r->b->ctx, 0);
+    int64_t wrong = 0;
+    for (int i = 0; i < n; i++) {
+        const efax_xfer *x = &r->rx.x[i];
+        uint32_t m = (uint32_t)x->rx_data >> 8, s = (uint32_t)x->rx_data & 0xff;
+        int ns = m < (uint32_t)r->W
+                     ? efax_plan(r->st->size, nn, r->st->mode, seq * (uint64_t)r->W + m, 0, 0, seg)
+                     : 0;
+        if (seen && x->rx_has_data && s < (uint32_t)ns && !seen[m * EFAX_MAX_NICS + s]++ &&
+            x->rx_len == seg[s].len)
+            continue;
+        if (!wrong)
+            fprintf(stderr,
+                    "%s: rank %d: receive %d took piece %u of message %u (immediate data %#llx, "
+                    "%llu bytes): not one of this iteration's, or taken twice\n",
+                    r->b->d.driver, r->b->rank, i, s, m, (unsigned long long)x->rx_data,
+                    (unsigned long long)x->rx_len);
+        wrong += (int64_t)(x->len ? x->len : 1);
+    }
+    free(seen);
+    return wrong;
+}
+
+/* Waits for a list's operations; empties it. */
+EFAX_PRIVATE int efaxb__sr_wait(efaxb__sr *r, efaxb__ops *l) {
+    int rc = 0;
+    for (int i = 0; i < l->n && !rc; i++) rc = efax_wait(&r->b->ctx, &l->x[i], -1);
+    l->n = 0;
+    return rc;
+}
+
+/* Checks (with -c) what `from` sent into the W slots from slot0, counts the wrong bytes, and clears them.
+   Every message of iteration seq carries pattern (from, seq): which slot took it is not checked, as no
+   order is assumed (efaxb__sr_check_pieces). */
+EFAX_PRIVATE void efaxb__sr_check_slots(efaxb__sr *r, int from, uint64_t seq, int slot0) {
+    uint64_t size = r->st->size;
+    for (int m = 0; m < r->W; m++) {
+        uint64_t off = (uint64_t)(slot0 + m) * size;
+        r->wrong += (int64_t)r->dst->ops->check(r->dst, off, size, from, seq * 1000);
+        r->dst->ops->poison(r->dst, off, size);
+    }
+}
+
+/* Rank 0's iteration seq with rank k: W messages, timed until k confirmed them (Stream) or answered
+   (RoundTrip). */
+EFAX_PRIVATE int efaxb__sr_send_iter(efaxb__sr *r, int k, uint64_t seq, bool timed) {
+    bool rt = r->rt, c = r->b->o.check;
+    int slot = rt ? (int)(seq & 1) : 0, rc = 0;
+    uint64_t size = r->st->size, t0;
+    for (int m = 0; c && m < r->W; m++) r->src->ops->fill(r->src, (uint64_t)m * size, size, 0, seq * 1000);
+    if (c && !rt && seq > 0)
+        rc = efax_wait_imm(&r->b->ctx, k, EFAX_BENCH_TAG_READY, (uint32_t)seq - 1, 1, -1);
+    t0 = efax_now_ns();
+    if (rt && !rc) rc = efaxb__sr_post(r, false, k, r->dst, seq, slot);
+    if (!rc) rc = efaxb__sr_post(r, true, k, r->src, seq, 0);
+    if (!rc && rt) rc = efaxb__sr_wait(r, &r->rx);
+    if (!rc && !rt) rc = efax_wait_imm(&r->b->ctx, k, EFAX_BENCH_TAG_ACK, (uint32_t)seq, 1, -1);
+    if (timed) r->lat[r->nlat++] = (double)(efax_now_ns() - t0) / 1e3;
+    if (!rc) rc = efaxb__sr_wait(r, &r->tx);
+    if (!rc && c && rt) efaxb__sr_check_slots(r, k, seq, slot);
+    return rc;
+}
+
+/* Rank 0's iteration seq of a Stream in halves: both halves of seq are out (the first iteration sends
+   them); as each half is confirmed, its sends are done here too and the same half of seq + 1 goes, unless
+   seq is the last. Timed from the end of the iteration before (the first: from its first send). */
+EFAX_PRIVATE int efaxb__sr_send_halves(efaxb__sr *r, int k, uint64_t seq, bool first, bool last, bool timed) {
+    int rc = 0;
+    uint64_t t;
+    if (first) r->t_end = efax_now_ns();
+    for (int h = 0; first && h < 2 && !rc; h++) rc = efaxb__sr_post_half(r, true, k, r->src, seq, h);
+    for (int h = 0; h < 2 && !rc; h++) {
+        rc = efax_wait_imm(&r->b->ctx, k, efaxb__sr_half_tag(h), (uint32_t)seq, 1, -1);
+        if (!rc) rc = efaxb__sr_wait(r, &r->txh[h]);
+        if (!rc && !last) rc = efaxb__sr_post_half(r, true, k, r->src, seq + 1, h);
+    }
+    t = efax_now_ns();
+    if (timed) r->lat[r->nlat++] = (double)(t - r->t_end) / 1e3;
+    r->t_end = t;
+    return rc;
+}
+
+/* Rank k's iteration seq of a Stream in halves: as each half's receives complete, the same half's
+   receives of seq + 1 go up (unless seq is the last), then its confirmation. Untagged receives take
+   messages in the order they were posted, so the halves' receives fill in order whatever order the
+   messages arrive in; a half confirmed when its receives are done leaves at most W messages out. */
+EFAX_PRIVATE int efaxb__sr_answer_halves(efaxb__sr *r, uint64_t seq, bool more) {
+    int rc = 0;
+    for (int h = 0; h < 2 && !rc; h++) {
+        rc = efaxb__sr_wait(r, &r->rxh[h]);
+        if (!rc && more) rc = efaxb__sr_post_half(r, false, 0, r->dst, seq + 1, h);
+        if (!rc) rc = efax_notify(&r->b->ctx, 0, efaxb__sr_half_tag(h), (uint32_t)seq);
+    }
+    return rc;
+}
+
+/* Rank k's iteration seq: the next receives go up before the answer (a checked Stream's after its
+   check); the answer comes from our own send buffer. */
+EFAX_PRIVATE int efaxb__sr_answer_iter(efaxb__sr *r, int k, uint64_t seq, bool more) {
+    bool rt = r->rt, c = r->b->o.check;
+    int slot = rt ? (int)(seq & 1) : 0, nrx = r->rx.n, rc = efaxb__sr_wait(r, &r->rx);
+    uint64_t size = r->st->size;
+    if (!rc && c && !rt) r->wrong += efaxb__sr_check_pieces(r, seq, nrx);
+    if (!rc && more && (rt || !c)) rc = efaxb__sr_post(r, false, 0, r->dst, seq + 1, slot ^ rt);
+    if (!rc && rt) rc = efaxb__sr_post(r, true, 0, r->src, seq, slot);
+    if (!rc && !rt) rc = efax_notify(&r->b->ctx, 0, EFAX_BENCH_TAG_ACK, (uint32_t)seq);
+    if (!rc && rt) rc = efaxb__sr_wait(r, &r->tx);
+    if (!rc && c) efaxb__sr_check_slots(r, 0, seq, slot);
+    if (!rc && c && rt) /* the next answer */
+        r->src->ops->fill(r->src, (uint64_t)(slot ^ 1) * size, size, k, (seq + 1) * 1000);
+    if (!rc && c && !rt && more) rc = efaxb__sr_post(r, false, 0, r->dst, seq + 1, 0);
+    if (!rc && c && !rt) rc = efax_notify(&r->b->ctx, 0, EFAX_BENCH_TAG_READY, (uint32_t)seq);
+    return rc;
+}
+
+/* The turn's loop, every rank: rank k's first receives, the barrier, rank 0's and rank k's iterations. */
+EFAX_PRIVATE int efaxb__sr_turn(efaxb__sr *r, int k) {
+    int warm = r->st->warmup, last = r->st->iters + warm - 1, me = r->b->rank, rc = 0;
+    bool rt = r->rt, c = r->b->o.check;
+    if (me == k && r->halves)
+        for (int h = 0; h < 2 && !rc; h++) rc = efaxb__sr_post_half(r, false, 0, r->dst, 0, h);
+    else if (me == k)
+        rc = efaxb__sr_post(r, false, 0, r->dst, 0, 0);
+    if (!rc && me == k && c && rt) r->src->ops->fill(r->src, 0, r->st->size, k, 0);
+    if (!rc) rc = efax_boot_barrier(&r->b->boot, EFAX_TURN_MS); /* our turn: receives are posted */
+    for (int it = -warm; it < r->st->iters && !rc && (me == 0 || me == k); it++) {
+        uint64_t seq = (uint64_t)(it + warm);
+        if (me == 0 && r->halves)
+            rc = efaxb__sr_send_halves(r, k, seq, it == -warm, seq == (uint64_t)last, it >= 0);
+        else if (me == 0)
+            rc = efaxb__sr_send_iter(r, k, seq, it >= 0);
+        else if (r->halves)
+            rc = efaxb__sr_answer_halves(r, seq, seq < (uint64_t)last);
+        else
+            rc = efaxb__sr_answer_iter(r, k, seq, seq < (uint64_t)last);
+    }
+    if (!rc && me == 0 && c && !rt)
+        rc = efax_wait_imm(&r->b->ctx, k, EFAX_BENCH_TAG_READY, (uint32_t)last, 1, -1);
+    return rc;
+}
+
+EFAX_API int efax_bench_sends_open(efax_bench *b, efax_bench_sends *s) {
+    size_t slots = b->o.window > 2 ? (size_t)b->o.window : 2, bytes = (size_t)b->o.max_size * slots;
+    size_t iters = (size_t)efax_opts_iters(&b->o, b->o.min_size) * (size_t)b->size;
+    int rc = efax_bench_bufs(b, bytes, EFAX_MR_SEND, EFAX_MR_RECV, s->srcs, s->dsts);
+    s->tx = (efax_xfer *)efax_bench_calloc(b, slots * EFAX_MAX_NICS, sizeof(efax_xfer));
+    s->rx = (efax_xfer *)efax_bench_calloc(b, slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
+    s->lat = (double *)efax_bench_calloc(b, iters, sizeof(double));
+    return rc ? rc : !s->tx || !s->rx || !s->lat ? -FI_ENOMEM : 0;
+}
+
+EFAX_API int efax_bench_sendrecv(efax_bench *b, efax_bench_sends *s, const efax_bench_step *st,
+                                 bool roundtrip, int k, int *nlat, int64_t *wrong) {
+    efaxb__sr r;
+    int rc;
+    memset(&r, 0, sizeof r);
+    r.b = b;
+    r.st = st;
+    r.rt = roundtrip;
+    r.W = roundtrip ? 1 : b->o.window;
+    r.halves = !roundtrip && r.W >= 2 && !b->o.check;
+    r.src = s->srcs[st->k];
+    r.dst = s->dsts[st->k];
+    r.tx.x = s->tx;
+    r.rx.x = s->rx;
+    /* a Stream's halves: each its messages' pieces (at most EFAX_MAX_NICS a message) in tx's and rx's */
+    for (int h = 0; h < 2; h++) {
+        r.txh[h].x = s->tx + (size_t)(h ? b->o.window / 2 : 0) * EFAX_MAX_NICS;
+        r.rxh[h].x = s->rx + (size_t)(h ? b->o.window / 2 : 0) * EFAX_MAX_NICS;
+    }
+    r.lat = s->lat;
+    r.nlat = *nlat;
+    rc = efaxb__sr_turn(&r, k);
+    *nlat = r.nlat;
+    *wrong += r.wrong;
+    return rc;
 }
 
 // >>steps (implementation) ------------------------------------------------------------------
