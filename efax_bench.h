@@ -294,6 +294,30 @@ EFAX_API int efax_bench_sends_open(efax_bench *b, efax_bench_sends *s);
 EFAX_API int efax_bench_sendrecv(efax_bench *b, efax_bench_sends *s, const efax_bench_step *st,
                                  bool roundtrip, int k, int *nlat, int64_t *wrong);
 
+/* The echo (pingpong), the programming model in its smallest form: rank 0 sends a message to rank 1,
+   which answers with one of the same size, as SEND/RECV or as RDMA WRITE with immediate data. The
+   answer comes from rank 1's own send buffer, as in fi_pingpong: answering from the buffer that just
+   received would make the peer read cache lines another core just wrote, and measure that instead of
+   the transport. With -c both sides check every byte they receive, outside the timing. */
+typedef struct efax_bench_echo {
+    efax_buf *tx, *rx; /* host memory, two halves of -e bytes each: with -c iteration parity picks one */
+    double *lat;       /* rank 0: the last echo's one-way times, half of each round trip (microseconds) */
+} efax_bench_echo;
+
+/* Allocates e's send and receive buffers (the first memory kind, registered on every NIC for sends,
+   receives and writes; the receive buffer exchanged) and its times, freed by efax_bench_close. Call
+   after efax_bench_connect. Collective. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_echo_open(efax_bench *b, efax_bench_echo *e);
+
+/* Step st's echo between rank 0 and rank 1 (writeimm: WRITE with immediate data, else SEND/RECV):
+   st->warmup untimed round trips, then st->iters timed ones, without -c back to back with one clock
+   reading each (their average is the total time over the iterations, as fi_pingpong's), with -c each
+   timed alone and checked between. Every rank calls it; ranks past 1 move nothing. Leaves in e->lat on
+   rank 0 st->iters one-way times and in *secs the round trips' total (seconds); adds the wrong bytes
+   this rank found to *wrong. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_echo_time(efax_bench *b, efax_bench_echo *e, const efax_bench_step *st, bool writeimm,
+                                  double *secs, int64_t *wrong);
+
 // >>steps -----------------------------------------------------------------------------------
 
 typedef struct efax_bench_xchg efax_bench_xchg; /* the exchange section says what it holds */
@@ -2586,6 +2610,194 @@ EFAX_API int efax_bench_sendrecv(efax_bench *b, efax_bench_sends *s, const efax_
     *nlat = r.nlat;
     *wrong += r.wrong;
     return rc;
+}
+
+/* The echo's tag: its writes are the only ones in flight. */
+enum { EFAXB__ECHO_TAG = 1 };
+
+/* One echo of efax_bench_echo: both ends' messages, as described for the step. */
+typedef struct efaxb__echo {
+    efax_ctx *ctx;
+    int me, peer;
+    bool writeimm, check;
+    uint64_t size;
+    efax_mr *tx, *rx; /* with -c each holds two halves: iteration parity picks one */
+    uint8_t *txb, *rxb;
+    efax_xfer r, s;
+    efax_send_desc sd; /* the SendRecv message in flight */
+    efax_write_desc w; /* the WriteImm message in flight */
+    uint32_t arrivals; /* chunks a WriteImm message lands in, each with the immediate data */
+} efaxb__echo;
+
+/* Which half iteration seq uses: alternating with -c (the other one is being checked or
+   refilled), always the first without (the same cache footprint as fi_pingpong's). */
+EFAX_PRIVATE uint64_t efaxb__echo_half(const efaxb__echo *e, uint64_t seq) {
+    return e->check ? (seq & 1) * e->size : 0;
+}
+
+/* The messages to the peer (ping and answer alike), described once per size: SendRecv's from our
+   send half; WriteImm's from our send half to the same receive half there. */
+EFAX_PRIVATE void efaxb__echo_describe(efaxb__echo *e) {
+    memset(&e->sd, 0, sizeof e->sd);
+    e->sd.to = e->peer;
+    e->sd.src = e->tx;
+    e->sd.size = e->size;
+    memset(&e->w, 0, sizeof e->w);
+    e->w.from = e->me;
+    e->w.to = e->peer;
+    e->w.src = e->tx;
+    e->w.dst = e->rx;
+    e->w.size = e->size;
+    e->w.mode = EFAX_MODE_SINGLE;
+    e->w.tag = EFAXB__ECHO_TAG;
+    /* the peer's message is cut as ours is: host memory both, between the same two hosts */
+    e->arrivals = efax_write_chunks(e->size, efax_ctx_peer_nnics(e->ctx, e->peer), EFAX_MODE_SINGLE,
+                                    efax_write_chunk(e->ctx, &e->w));
+}
+
+/* The SendRecv message of iteration seq: only its half changes. */
+EFAX_PRIVATE const efax_send_desc *efaxb__echo_send(efaxb__echo *e, uint64_t seq) {
+    e->sd.src_off = efaxb__echo_half(e, seq);
+    return &e->sd;
+}
+
+/* The WriteImm message of iteration seq: its halves and sequence change. */
+EFAX_PRIVATE const efax_write_desc *efaxb__echo_write(efaxb__echo *e, uint64_t seq) {
+    e->w.src_off = e->w.dst_off = efaxb__echo_half(e, seq);
+    e->w.seq = (uint32_t)seq;
+    return &e->w;
+}
+
+/* Rank 0: one round trip of iteration seq; the answer's receive is posted after the ping. */
+EFAX_PRIVATE int efaxb__echo_ping(efaxb__echo *e, uint64_t seq) {
+    int rc;
+    if (!e->writeimm) {
+        rc = efax_send(e->ctx, &e->s, efaxb__echo_send(e, seq));
+        if (!rc) rc = efax_recv(e->ctx, &e->r, 0, e->rx, efaxb__echo_half(e, seq), e->size);
+        if (!rc) rc = efax_wait(e->ctx, &e->s, -1);
+        return rc ? rc : efax_wait(e->ctx, &e->r, -1);
+    }
+    rc = efax_write(e->ctx, &e->s, efaxb__echo_write(e, seq), NULL);
+    if (!rc) rc = efax_wait_imm(e->ctx, e->peer, EFAXB__ECHO_TAG, (uint32_t)seq, e->arrivals, -1);
+    return rc ? rc : efax_wait(e->ctx, &e->s, -1);
+}
+
+/* Rank 1: answer iteration seq; for SEND/RECV the next receive is posted after the answer
+   (fi_pingpong posts it before, so every message waits for a post; here it overlaps the flight). */
+EFAX_PRIVATE int efaxb__echo_pong(efaxb__echo *e, uint64_t seq, bool last) {
+    int rc;
+    if (!e->writeimm) {
+        rc = efax_wait(e->ctx, &e->r, -1);
+        if (!rc) rc = efax_send(e->ctx, &e->s, efaxb__echo_send(e, seq));
+        if (!rc && !last) rc = efax_recv(e->ctx, &e->r, 0, e->rx, efaxb__echo_half(e, seq + 1), e->size);
+        return rc ? rc : efax_wait(e->ctx, &e->s, -1);
+    }
+    rc = efax_wait_imm(e->ctx, e->peer, EFAXB__ECHO_TAG, (uint32_t)seq, e->arrivals, -1);
+    if (!rc) rc = efax_write(e->ctx, &e->s, efaxb__echo_write(e, seq), NULL);
+    return rc ? rc : efax_wait(e->ctx, &e->s, -1);
+}
+
+/* The loop's clock: iteration it's ticks since the last stamp (warm-up iterations, it < 0, keep none). */
+EFAX_PRIVATE inline void efaxb__echo_stamp(uint64_t *prev, double *lat, int it) {
+    uint64_t t = efax_ticks();
+    if (it >= 0) lat[it] = (double)(t - *prev);
+    *prev = t;
+}
+
+/* Rank 0 without -c: the round trips back to back, one timestamp each (the loop tests/instr.sh
+   counts against fi_pingpong's: the ping, the answer's receive, the wait and the clock, nothing
+   else per iteration; SendRecv's is efaxb__echo_ping's with the first halves, the only ones without
+   -c). lat[it] gets ticks. */
+EFAX_PRIVATE int efaxb__echo_ping_all(efaxb__echo *e, int warm, int iters, double *lat) {
+    efax_ctx *ctx = e->ctx;
+    const efax_send_desc *sd = efaxb__echo_send(e, 0);
+    uint64_t prev = efax_ticks();
+    int rc = 0, it;
+    if (e->writeimm) {
+        for (it = -warm; it < iters && !rc; it++) {
+            rc = efaxb__echo_ping(e, (uint64_t)(it + warm));
+            efaxb__echo_stamp(&prev, lat, it);
+        }
+        return rc;
+    }
+    for (it = -warm; it < iters; it++) {
+        if ((rc = efax_send(ctx, &e->s, sd))) return rc;
+        if ((rc = efax_recv(ctx, &e->r, 0, e->rx, 0, e->size))) return rc;
+        /* injected: done already, no call */
+        if ((rc = efax_wait(ctx, &e->s, -1))) return rc;
+        if ((rc = efax_wait(ctx, &e->r, -1))) return rc;
+        efaxb__echo_stamp(&prev, lat, it);
+    }
+    return 0;
+}
+
+EFAX_API int efax_bench_echo_open(efax_bench *b, efax_bench_echo *e) {
+    size_t iters = (size_t)efax_opts_iters(&b->o, b->o.min_size);
+    int rc = efax_bench_buf(b, b->kinds[0], 2 * b->o.max_size, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &e->tx);
+    if (!rc) rc = efax_bench_buf(b, b->kinds[0], 2 * b->o.max_size, EFAX_MR_RECV | EFAX_MR_WRITE_DST, &e->rx);
+    if (!rc && !(e->lat = (double *)efax_bench_calloc(b, iters, sizeof *e->lat))) rc = -FI_ENOMEM;
+    return rc;
+}
+
+EFAX_API int efax_bench_echo_time(efax_bench *b, efax_bench_echo *be, const efax_bench_step *st,
+                                  bool writeimm, double *secs, int64_t *wrong) {
+    int iters = st->iters, warm = st->warmup, rc = 0;
+    bool check = b->o.check;
+    uint64_t size = st->size, ns0, tk0, prev;
+    double *lat = be->lat, us;
+    efaxb__echo e;
+    memset(&e, 0, sizeof e);
+    e.ctx = &b->ctx;
+    e.me = b->rank;
+    e.peer = b->rank == 0 ? 1 : 0;
+    e.writeimm = writeimm;
+    e.check = check;
+    e.size = size;
+    e.tx = &be->tx->mr;
+    e.rx = &be->rx->mr;
+    e.txb = (uint8_t *)be->tx->ptr;
+    e.rxb = (uint8_t *)be->rx->ptr;
+    efaxb__echo_describe(&e);
+    if (e.me == 1 && !writeimm) rc = efax_recv(e.ctx, &e.r, 0, e.rx, 0, size);
+    if (check && e.me <= 1) {
+        efax_pattern_fill(e.txb, size, 0, e.me, 0);
+        efax_poison(e.rxb, 2 * size);
+    }
+    /* the peer writes only once this side's buffer is cleared: a split shm write's first half is
+       copied by the writer itself, at once, and a late poison erased it (seen under load) */
+    if (!rc && check) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);
+    /* without -c one timestamp per round trip times them back to back (average = total time /
+       iterations, as in fi_pingpong); with -c the checks between them are excluded. efax_ticks
+       (rdtsc; cheaper than clock_gettime under a hypervisor), converted with the loop's rate. */
+    ns0 = efax_now_ns();
+    tk0 = efax_ticks();
+    prev = tk0;
+    if (!rc && e.me == 0 && !check) rc = efaxb__echo_ping_all(&e, warm, iters, lat);
+    for (int it = -warm; it < iters && e.me <= 1 && (e.me || check) && !rc; it++) {
+        uint64_t seq = (uint64_t)(it + warm), t0;
+        uint8_t *half = e.rxb + efaxb__echo_half(&e, seq);
+        if (e.me == 0) {
+            t0 = check ? efax_ticks() : prev;
+            rc = efaxb__echo_ping(&e, seq);
+            prev = efax_ticks();
+            if (it >= 0) lat[it] = (double)(prev - t0); /* ticks, converted below */
+        } else {
+            rc = efaxb__echo_pong(&e, seq, it + 1 == iters);
+        }
+        if (!check || rc) continue;
+        /* each side checks what the other sent, clears it, and prepares its next message */
+        *wrong += (int64_t)efax_pattern_check(half, size, 0, e.peer, seq, NULL);
+        efax_poison(half, size);
+        efax_pattern_fill(e.txb + efaxb__echo_half(&e, seq + 1), size, 0, e.me, seq + 1);
+    }
+    if (rc) return rc;
+    us = (double)(efax_now_ns() - ns0) / 1e3 / (double)(efax_ticks() - tk0 + 1); /* per tick */
+    *secs = 0;
+    for (int k = 0; e.me == 0 && k < iters; k++) {
+        lat[k] *= us / 2; /* one-way: half */
+        *secs += lat[k] * 2e-6;
+    }
+    return 0;
 }
 
 // >>steps (implementation) ------------------------------------------------------------------
