@@ -318,6 +318,39 @@ EFAX_API int efax_bench_echo_open(efax_bench *b, efax_bench_echo *e);
 EFAX_API int efax_bench_echo_time(efax_bench *b, efax_bench_echo *e, const efax_bench_step *st, bool writeimm,
                                   double *secs, int64_t *wrong);
 
+/* The proof of every ordered pair of ranks (bootstrap): every rank exchanges endpoint names and
+   memory keys, then sends every other rank, from each of its NICs, a SEND and a WRITE with
+   immediate data, whose bytes the receiver checks. What never arrives is marked, not fatal, so that
+   one broken pair is named rather than ending the run. */
+typedef struct efax_bench_pairs {
+    uint64_t msg; /* bytes per message */
+    /* ranks, this rank, its NICs, the most NICs of any rank, messages it receives */
+    int n, me, nn, maxn, nrx;
+    /* a source slot per (peer, NIC, op); receive slots; a write window per (peer, NIC) */
+    efax_buf *tx, *rx, *wd;
+    efax_xfer *xs;         /* the receives first, then per (peer, NIC) a WRITE and a SEND */
+    uint8_t *status, *all; /* per (sender, its NIC): what went wrong on this rank; on every rank */
+} efax_bench_pairs;
+
+/* Who is there: fills p's ranks and NICs and gathers every rank's host and NIC addresses, which rank 0
+   prints under a "# efax DRIVER VERSION: provider, ranks, bootstrap" line. msg: bytes per message.
+   Call after efax_bench_connect. Collective. Returns 0 or a negative code. Not thread-safe. */
+EFAX_API int efax_bench_pairs_meet(efax_bench *b, efax_bench_pairs *p, uint64_t msg);
+
+/* The buffers (sources filled, the rest poisoned; the write windows exchanged) and the operations of
+   p, freed by efax_bench_close. Collective. Returns 0 or a negative code. Not thread-safe. */
+EFAX_API int efax_bench_pairs_open(efax_bench *b, efax_bench_pairs *p);
+
+/* Proves every pair: receives first (each on the NIC the peer's NIC arrives at), a barrier, then to
+   every peer on every NIC a SEND and a WRITE, each with immediate data; then every arrival is checked,
+   and every rank's view gathered into p->all. Collective. Returns 0 or a negative code (a message that
+   never came is a marked failure, not an error). Not thread-safe. */
+EFAX_API int efax_bench_pairs_prove(efax_bench *b, efax_bench_pairs *p);
+
+/* Rank 0: prints the matrix of p->all (row: sender, column: receiver), each failed pair and NIC, and
+   "all N×(N−1) pairs OK" when none failed. Returns how many (pair, NIC) failed. Not thread-safe. */
+EFAX_API int efax_bench_pairs_report(const efax_bench *b, const efax_bench_pairs *p);
+
 // >>steps -----------------------------------------------------------------------------------
 
 typedef struct efax_bench_xchg efax_bench_xchg; /* the exchange section says what it holds */
@@ -2798,6 +2831,187 @@ EFAX_API int efax_bench_echo_time(efax_bench *b, efax_bench_echo *be, const efax
         *secs += lat[k] * 2e-6;
     }
     return 0;
+}
+
+/* What went wrong with a (sender, NIC)'s messages, as bits. */
+enum { EFAXB__SEND_BAD = 1, EFAXB__SEND_MISSING = 2, EFAXB__WRITE_BAD = 4, EFAXB__WRITE_MISSING = 8 };
+
+/* pattern iteration of the message rank src sends to rank dst from its NIC k (0: SEND, 1: WRITE) */
+EFAX_PRIVATE uint64_t efaxb__pairs_iter(int dst, int k, int op) {
+    return ((uint64_t)dst * EFAX_MAX_NICS + (uint64_t)k) * 2 + (uint64_t)op;
+}
+
+/* What rank j saw of rank i's messages from its NIC k, in the views gathered from every rank. */
+EFAX_PRIVATE int efaxb__pairs_seen(const efax_bench_pairs *p, int j, int i, int k) {
+    return p->all[((size_t)j * (size_t)p->n + (size_t)i) * (size_t)p->maxn + (size_t)k];
+}
+
+/* The SEND to rank j from NIC k, out of its source slot; its immediate data names (this rank, k). */
+EFAX_PRIVATE const efax_send_desc *efaxb__pairs_send(const efax_bench_pairs *p, efax_send_desc *sd, int j,
+                                                     int k) {
+    uint64_t slot = ((uint64_t)j * (uint64_t)p->nn + (uint64_t)k) * 2;
+    memset(sd, 0, sizeof *sd);
+    sd->to = j;
+    sd->nic = k;
+    sd->src = &p->tx->mr;
+    sd->src_off = slot * p->msg;
+    sd->size = p->msg;
+    sd->has_imm = true;
+    efax_imm_encode(p->me, k, 0, &sd->imm);
+    return sd;
+}
+
+/* The WRITE from rank i's NIC k to rank j: out of i's source slot into i's window slot for NIC k of
+   j's window, under tag 1 + k (0 is efax's own), sequence 1. */
+EFAX_PRIVATE const efax_write_desc *efaxb__pairs_write(const efax_bench_pairs *p, efax_write_desc *w, int i,
+                                                       int j, int k) {
+    memset(w, 0, sizeof *w);
+    w->from = i;
+    w->to = j;
+    w->src = &p->tx->mr;
+    w->src_off = (((uint64_t)j * (uint64_t)p->nn + (uint64_t)k) * 2 + 1) * p->msg;
+    w->dst = &p->wd->mr;
+    w->dst_off = ((uint64_t)i * (uint64_t)p->maxn + (uint64_t)k) * p->msg;
+    w->size = p->msg;
+    w->nic = k;
+    w->tag = 1 + k;
+    w->seq = 1;
+    return w;
+}
+
+/* What rank i's WRITE from its NIC k did in this rank's window: 0, never arrived, or data wrong. */
+EFAX_PRIVATE int efaxb__pairs_write_status(efax_bench *b, efax_bench_pairs *p, int i, int k) {
+    uint64_t off = ((uint64_t)i * (uint64_t)p->maxn + (uint64_t)k) * p->msg;
+    if (efax_wait_imm(&b->ctx, i, 1 + k, 1, 1, -1)) return EFAXB__WRITE_MISSING;
+    return p->wd->ops->check(p->wd, off, p->msg, i, efaxb__pairs_iter(p->me, k, 1)) ? EFAXB__WRITE_BAD : 0;
+}
+
+/* Whether receive i took a SEND: its sender's mark loses EFAXB__SEND_MISSING, and gains EFAXB__SEND_BAD
+   when its bytes are wrong (receives name their sender in the immediate data). */
+EFAX_PRIVATE void efaxb__pairs_send_status(efax_bench_pairs *p, int i) {
+    efax_xfer *x = &p->xs[i];
+    int src, tag;
+    uint32_t seq;
+    uint8_t *st;
+    if (!x->done || x->status || !x->rx_has_data) return;
+    efax_imm_decode((uint32_t)x->rx_data, &src, &tag, &seq);
+    if (src < 0 || src >= p->n || src == p->me || tag >= p->maxn) return;
+    st = &p->status[src * p->maxn + tag];
+    *st &= (uint8_t)~EFAXB__SEND_MISSING;
+    if (x->rx_len != p->msg ||
+        p->rx->ops->check(p->rx, (uint64_t)i * p->msg, p->msg, src, efaxb__pairs_iter(p->me, tag, 0)))
+        *st |= EFAXB__SEND_BAD;
+}
+
+/* Rank 0: one failed pair and NIC, said. */
+EFAX_PRIVATE void efaxb__pairs_say_failed(const efax_bench *b, int i, int j, int k, int f) {
+    printf("FAIL rank %d (%s) -> rank %d (%s) from NIC %d:%s%s%s%s\n", i, b->boot.hosts[i], j,
+           b->boot.hosts[j], k, f & EFAXB__SEND_MISSING ? " SEND never arrived" : "",
+           f & EFAXB__SEND_BAD ? " SEND data wrong" : "",
+           f & EFAXB__WRITE_MISSING ? " WRITE never arrived" : "",
+           f & EFAXB__WRITE_BAD ? " WRITE data wrong" : "");
+}
+
+EFAX_API int efax_bench_pairs_meet(efax_bench *b, efax_bench_pairs *p, uint64_t msg) {
+    static const char *const boots[] = {"single", "PMIx", "TCP rendezvous", "single"}; /* by efax_boot.kind */
+    char line[1024], a[128], *lines = (char *)efax_bench_calloc(b, (size_t)b->boot.size, sizeof line);
+    size_t u = (size_t)snprintf(line, sizeof line, "rank %d on %s:", b->boot.rank, b->boot.host);
+    int rc;
+    p->msg = msg;
+    p->n = b->boot.size;
+    p->me = b->boot.rank;
+    p->nn = efax_ctx_nnics(&b->ctx);
+    for (int i = 0; i < p->n;
+         i++) { /* the most NICs of any rank; this rank receives one per NIC of every peer */
+        int m = efax_ctx_peer_nnics(&b->ctx, i);
+        p->maxn = m > p->maxn ? m : p->maxn;
+        p->nrx += i != p->me ? m : 0;
+    }
+    for (int k = 0; k < p->nn && u < sizeof line; k++) {
+        const char *addr = efax_ctx_nic_addr(&b->ctx, k, a, sizeof a);
+        u += (size_t)snprintf(line + u, sizeof line - u, " %s=%s", efax_ctx_nic(&b->ctx, k)->name, addr);
+    }
+    rc = lines ? efax_boot_allgather(&b->boot, line, sizeof line, lines, -1) : -FI_ENOMEM;
+    if (rc || p->me != 0) return rc;
+    printf("# efax %s %s: provider %s, %d ranks, bootstrap %s\n", b->d.driver, EFAX_VERSION_STRING,
+           efax_ctx_nic(&b->ctx, 0)->provider, p->n, boots[b->boot.kind & 3]);
+    for (int i = 0; i < p->n; i++) printf("#   %s\n", lines + (size_t)i * sizeof line);
+    return 0;
+}
+
+EFAX_API int efax_bench_pairs_open(efax_bench *b, efax_bench_pairs *p) {
+    size_t n = (size_t)p->n, nn = (size_t)p->nn, maxn = (size_t)p->maxn, nrx = (size_t)(p->nrx ? p->nrx : 1);
+    const efax_mem_ops *host = efax_mem_host();
+    int rc = 0;
+    p->xs = (efax_xfer *)efax_bench_calloc(b, n * nn * 2 + (size_t)p->nrx + 1, sizeof *p->xs);
+    p->status = (uint8_t *)efax_bench_calloc(b, n * maxn, 1);
+    p->all = (uint8_t *)efax_bench_calloc(b, n * n * maxn, 1);
+    if (!p->xs || !p->status || !p->all) return -FI_ENOMEM;
+    rc = efax_bench_buf(b, host, n * nn * 2 * p->msg, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &p->tx);
+    if (!rc) rc = efax_bench_buf(b, host, nrx * p->msg, EFAX_MR_RECV, &p->rx);
+    if (!rc) rc = efax_bench_buf(b, host, n * maxn * p->msg, EFAX_MR_WRITE_DST, &p->wd); /* exchanged */
+    if (rc) return rc;
+    for (int s = 0; s < p->n * p->nn * 2; s++) { /* slot s: to rank s / 2nn, from NIC s / 2 % nn, op s % 2 */
+        uint64_t iter = efaxb__pairs_iter(s / (2 * p->nn), s / 2 % p->nn, s % 2);
+        p->tx->ops->fill(p->tx, (uint64_t)s * p->msg, p->msg, p->me, iter);
+    }
+    p->rx->ops->poison(p->rx, 0, nrx * p->msg); /* peers write after efax_bench_pairs_prove's barrier */
+    p->wd->ops->poison(p->wd, 0, n * maxn * p->msg);
+    return 0;
+}
+
+EFAX_API int efax_bench_pairs_prove(efax_bench *b, efax_bench_pairs *p) {
+    efax_send_desc sd;
+    efax_write_desc w;
+    int ntx = 0, rc = 0;
+    for (int i = 0, j = 0; i < p->n && !rc; i++)
+        for (int k = 0; i != p->me && k < efax_ctx_peer_nnics(&b->ctx, i) && !rc; k++, j++) {
+            int nic = efax_ctx_route_in(&b->ctx, i, k);
+            rc = efax_recv(&b->ctx, &p->xs[ntx++], nic, &p->rx->mr, (uint64_t)j * p->msg, p->msg);
+        }
+    if (!rc) rc = efax_boot_barrier(&b->boot, -1);
+    for (int j = 0; j < p->n && !rc; j++)
+        for (int k = 0; j != p->me && k < p->nn && !rc; k++) {
+            rc = efax_send(&b->ctx, &p->xs[ntx++], efaxb__pairs_send(p, &sd, j, k));
+            if (!rc) rc = efax_write(&b->ctx, &p->xs[ntx++], efaxb__pairs_write(p, &w, p->me, j, k), NULL);
+        }
+    if (rc) return rc;
+    for (int i = 0; i < ntx; i++) (void)efax_wait(&b->ctx, &p->xs[i], -1);
+    for (int i = 0; i < p->n; i++) /* each write landed in its own slot */
+        for (int k = 0; i != p->me && k < efax_ctx_peer_nnics(&b->ctx, i); k++)
+            p->status[i * p->maxn + k] =
+                (uint8_t)(EFAXB__SEND_MISSING | efaxb__pairs_write_status(b, p, i, k));
+    for (int i = 0; i < p->nrx; i++) efaxb__pairs_send_status(p, i);
+    /* every view */
+    return efax_boot_allgather(&b->boot, p->status, (size_t)p->n * (size_t)p->maxn, p->all, -1);
+}
+
+EFAX_API int efax_bench_pairs_report(const efax_bench *b, const efax_bench_pairs *p) {
+    int n = p->n, bad = 0;
+    printf("\n%-10s", "from\\to");
+    for (int j = 0; j < n; j++) printf(" %6d", j);
+    for (int i = 0; i < n; i++) { /* row i: the sender; column j: the receiver */
+        printf("\nrank %-5d", i);
+        for (int j = 0; j < n; j++) {
+            int fail = 0;
+            for (int k = 0; i != j && k < p->maxn; k++) fail |= efaxb__pairs_seen(p, j, i, k);
+            printf(" %6s", i == j ? "-" : fail ? "FAIL" : "OK");
+        }
+    }
+    printf("\n");
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            for (int k = 0; i != j && k < p->maxn; k++) {
+                int f = efaxb__pairs_seen(p, j, i, k);
+                if (!f) continue;
+                bad++;
+                efaxb__pairs_say_failed(b, i, j, k, f);
+            }
+    if (!bad)
+        printf("all %d×%d pairs OK (SEND and WRITE with immediate data on every NIC, %llu bytes each, "
+               "checked)\n",
+               n, n - 1, (unsigned long long)p->msg);
+    return bad;
 }
 
 // >>steps (implementation) ------------------------------------------------------------------
