@@ -351,6 +351,56 @@ EFAX_API int efax_bench_pairs_prove(efax_bench *b, efax_bench_pairs *p);
    "all N×(N−1) pairs OK" when none failed. Returns how many (pair, NIC) failed. Not thread-safe. */
 EFAX_API int efax_bench_pairs_report(const efax_bench *b, const efax_bench_pairs *p);
 
+/* For experiments of writers into one target region each (stream, kvcache): a source
+   (EFAX_MR_WRITE_SRC) and a destination (EFAX_MR_WRITE_DST, exchanged) of len bytes each, of step st's
+   memory kind or, staged, host memory through staging buffers (efax_bench_mem_staged); the
+   destination prepared for writes taken as they land under tags tag .. tag + ntags - 1
+   (efax_expect_prepare) and poisoned, so a check finds what did not land. Freed by efax_bench_close.
+   Collective. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_write_bufs(efax_bench *b, const efax_bench_step *st, bool staged, size_t len, int tag,
+                                   int ntags, efax_buf **src, efax_buf **dst);
+
+/* The KV-cache experiment's tables (kvcache): a cache of layers x pages pages on each side, scattered
+   through a page table on each (a permutation of the cache's pages, the same on every rank), a batch
+   and an expectation a layer, and the times of a variant's iterations. */
+typedef struct efax_bench_kv {
+    int layers, pages;
+    uint32_t *src_pages, *dst_pages; /* [layers * pages]: the page tables, one permutation each */
+    efax_batch *batch;               /* [layers] */
+    efax_expect *ex;                 /* [layers] */
+    double *post, *land;             /* [iters * layers]: microseconds after the iteration's barrier */
+    double *lat;                     /* [iters]: rank 0's first post to the decode side's word */
+} efax_bench_kv;
+
+/* Allocates kv's tables for kv->layers and kv->pages (set before), draws the page tables and opens the
+   batches; the memory is freed by efax_bench_close, the batches by efax_bench_kv_close. Returns 0 or a
+   negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_kv_open(efax_bench *b, efax_bench_kv *kv);
+
+/* With -c, every page of iteration it: fill (the prefill side, before) writes each page of src with
+   its pattern; else (the decode side, after) checks each page of dst. The pages lie where the page
+   tables put them (paged), or layer by layer in order (contiguous). Returns the wrong bytes found
+   (0 when filling). Not thread-safe. */
+EFAX_API int64_t efax_bench_kv_pages(const efax_bench_kv *kv, const efax_bench_step *st, efax_buf *src,
+                                     efax_buf *dst, int it, bool paged, bool fill);
+
+/* Closes kv's batches (before efax_bench_close). Safe on a zeroed kv. Not thread-safe. */
+EFAX_API void efax_bench_kv_close(efax_bench_kv *kv);
+
+/* The table of NICs (info): its column header line on out. Not thread-safe on a shared stream. */
+EFAX_API void efax_bench_nic_header(FILE *out);
+
+/* One NIC's row of that table on out (provider, name, PCI address, Gbit/s, NUMA node, mr_mode and mode
+   bits by name, immediate data bytes, largest message, inject size, queue sizes, HMEM, loopback), and
+   when json is not NULL its JSON Lines record (efax_bench_jsonl, under driver's name). Not thread-safe
+   on a shared stream. */
+EFAX_API void efax_bench_nic_row(FILE *out, FILE *json, const char *driver, const efax_nic_info *x);
+
+/* Single-thread memcpy bandwidth in GB/s between two buffers of size bytes, allocated as the benchmarks
+   allocate (efax_host_alloc): the ceiling of the shm provider, which copies every byte once. Best of
+   seven rounds of about 0.2 s each; 0 when the memory cannot be had. Thread-safe. */
+EFAX_API double efax_bench_memcpy_gbs(uint64_t size);
+
 // >>steps -----------------------------------------------------------------------------------
 
 typedef struct efax_bench_xchg efax_bench_xchg; /* the exchange section says what it holds */
@@ -3012,6 +3062,157 @@ EFAX_API int efax_bench_pairs_report(const efax_bench *b, const efax_bench_pairs
                "checked)\n",
                n, n - 1, (unsigned long long)p->msg);
     return bad;
+}
+
+EFAX_API int efax_bench_write_bufs(efax_bench *b, const efax_bench_step *st, bool staged, size_t len, int tag,
+                                   int ntags, efax_buf **src, efax_buf **dst) {
+    const efax_mem_ops *kind = staged ? efax_bench_mem_staged() : st->kind;
+    int rc = efax_bench_buf(b, kind, len, EFAX_MR_WRITE_SRC, src);
+    if (!rc) rc = efax_bench_buf(b, kind, len, EFAX_MR_WRITE_DST, dst);
+    for (int t = 0; t < ntags && !rc; t++) rc = efax_expect_prepare(&b->ctx, &(*dst)->mr, tag + t);
+    if (!rc) (*dst)->ops->poison(*dst, 0, len);
+    return rc;
+}
+
+/* A page table: a permutation of the cache's pages (the same on every rank: one seed). */
+EFAX_PRIVATE void efaxb__kv_shuffle(uint32_t *t, int n, uint64_t seed) {
+    for (int i = 0; i < n; i++) t[i] = (uint32_t)i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(efax_pattern_word(seed, (uint64_t)i) % (uint64_t)(i + 1));
+        uint32_t v = t[i];
+        t[i] = t[j];
+        t[j] = v;
+    }
+}
+
+EFAX_API int efax_bench_kv_open(efax_bench *b, efax_bench_kv *kv) {
+    size_t cells = (size_t)kv->layers * (size_t)kv->pages, layers = (size_t)kv->layers;
+    size_t iters = (size_t)efax_opts_iters(&b->o, 1);
+    int rc = 0;
+    kv->src_pages = (uint32_t *)efax_bench_calloc(b, cells, sizeof(uint32_t));
+    kv->dst_pages = (uint32_t *)efax_bench_calloc(b, cells, sizeof(uint32_t));
+    kv->batch = (efax_batch *)efax_bench_calloc(b, layers, sizeof(efax_batch));
+    kv->ex = (efax_expect *)efax_bench_calloc(b, layers, sizeof(efax_expect));
+    kv->post = (double *)efax_bench_calloc(b, iters * layers, sizeof(double));
+    kv->land = (double *)efax_bench_calloc(b, iters * layers, sizeof(double));
+    kv->lat = (double *)efax_bench_calloc(b, iters, sizeof(double));
+    if (!kv->src_pages || !kv->dst_pages || !kv->batch || !kv->ex || !kv->post || !kv->land || !kv->lat)
+        return -FI_ENOMEM;
+    for (int l = 0; l < kv->layers && !rc; l++) rc = efax_batch_init(&kv->batch[l], kv->pages);
+    if (rc) return rc;
+    efaxb__kv_shuffle(kv->src_pages, (int)cells, 0x5eedull);
+    efaxb__kv_shuffle(kv->dst_pages, (int)cells, 0xdecull);
+    return 0;
+}
+
+EFAX_API int64_t efax_bench_kv_pages(const efax_bench_kv *kv, const efax_bench_step *st, efax_buf *src,
+                                     efax_buf *dst, int it, bool paged, bool fill) {
+    uint64_t s = st->size;
+    int64_t wrong = 0;
+    for (int l = 0; l < kv->layers; l++)
+        for (int p = 0; p < kv->pages; p++) {
+            int i = l * kv->pages + p;
+            uint64_t so = (paged ? kv->src_pages[i] : (uint32_t)i) * s;
+            uint64_t dof = (paged ? kv->dst_pages[i] : (uint32_t)i) * s;
+            uint64_t pattern = (uint64_t)it << 32 | (uint64_t)i; /* page p of layer l, iteration it */
+            if (fill)
+                src->ops->fill(src, so, s, 0, pattern);
+            else
+                wrong += (int64_t)dst->ops->check(dst, dof, s, 0, pattern);
+        }
+    return wrong;
+}
+
+EFAX_API void efax_bench_kv_close(efax_bench_kv *kv) {
+    for (int l = 0; kv->batch && l < kv->layers; l++) efax_batch_deinit(&kv->batch[l]);
+}
+
+/* The names of the bits of v that flag[0..n-1] has, "|"-joined into buf; "-" for none. */
+EFAX_PRIVATE void efaxb__bits(char *buf, size_t len, uint64_t v, const uint64_t *flag,
+                              const char *const *name, int n) {
+    size_t u = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n; i++)
+        if (v & flag[i]) u += (size_t)snprintf(buf + u, len > u ? len - u : 0, "%s%s", u ? "|" : "", name[i]);
+    if (!u) snprintf(buf, len, "-");
+}
+
+/* A domain's mr_mode bits by name. */
+EFAX_PRIVATE void efaxb__mr_mode_str(char *buf, size_t len, uint64_t v) {
+    static const uint64_t f[] = {FI_MR_LOCAL,    FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY,
+                                 FI_MR_ENDPOINT, FI_MR_HMEM,      FI_MR_RAW,       FI_MR_RMA_EVENT};
+    static const char *const n[] = {"LOCAL",    "VIRT_ADDR", "ALLOCATED", "PROV_KEY",
+                                    "ENDPOINT", "HMEM",      "RAW",       "RMA_EVENT"};
+    efaxb__bits(buf, len, v, f, n, 8);
+}
+
+/* A provider's mode bits by name. */
+EFAX_PRIVATE void efaxb__mode_str(char *buf, size_t len, uint64_t v) {
+    /* FI_LOCAL_MR is a 1.x mode bit; 2.x deprecates it (fi_mr(3): FI_MR_LOCAL replaces it) */
+#if FI_MAJOR_VERSION < 2
+    static const uint64_t f[] = {FI_CONTEXT,    FI_CONTEXT2,   FI_ASYNC_IOV,
+                                 FI_RX_CQ_DATA, FI_MSG_PREFIX, FI_LOCAL_MR};
+#else
+    static const uint64_t f[] = {FI_CONTEXT, FI_CONTEXT2, FI_ASYNC_IOV, FI_RX_CQ_DATA, FI_MSG_PREFIX};
+#endif
+    static const char *const n[] = {"CONTEXT",    "CONTEXT2",   "ASYNC_IOV",
+                                    "RX_CQ_DATA", "MSG_PREFIX", "LOCAL_MR"};
+    efaxb__bits(buf, len, v, f, n, (int)(sizeof f / sizeof f[0]));
+}
+
+EFAX_API void efax_bench_nic_header(FILE *out) {
+    fprintf(out, "%-14s %-18s %-13s %8s %4s %-38s %-24s %4s %7s %6s %5s %5s %4s\n", "provider", "NIC", "PCI",
+            "Gbps", "numa", "mr_mode", "mode", "cqd", "max_msg", "inject", "tx", "rx", "hmem");
+}
+
+EFAX_API void efax_bench_nic_row(FILE *out, FILE *json, const char *driver, const efax_nic_info *x) {
+    char mr[96], md[64], gb[16], mm[24];
+    efaxb__mr_mode_str(mr, sizeof mr, x->mr_mode);
+    efaxb__mode_str(md, sizeof md, x->mode);
+    if (x->link_gbps > 0)
+        snprintf(gb, sizeof gb, "%.0f", x->link_gbps);
+    else
+        snprintf(gb, sizeof gb, "-");
+    efax_fmt_size(x->max_msg_size, mm, sizeof mm);
+    if (x->max_msg_size >= (1ull << 62)) snprintf(mm, sizeof mm, "inf");
+    fprintf(out, "%-14s %-18s %-13s %8s %4d %-38s %-24s %4zu %7s %6zu %5zu %5zu %4s%s\n", x->provider,
+            x->name, x->pci[0] ? x->pci : "-", gb, x->numa, mr, md, x->cq_data_size, mm, x->inject_size,
+            x->tx_size, x->rx_size, x->hmem ? "yes" : "no", x->loopback ? "  (loopback)" : "");
+    efax_bench_jsonl(
+        json, driver,
+        "\"provider\":\"%s\",\"nic\":\"%s\",\"fabric\":\"%s\",\"pci\":\"%s\",\"link_gbps\":%.6g,"
+        "\"numa\":%d,\"mr_mode\":\"%s\",\"mode\":\"%s\",\"cq_data_size\":%zu,\"max_msg_size\":%llu,"
+        "\"inject_size\":%zu,\"tx_size\":%zu,\"rx_size\":%zu,\"mr_key_size\":%zu,\"hmem\":%s,"
+        "\"loopback\":%s",
+        x->provider, x->name, x->fabric, x->pci, x->link_gbps, x->numa, mr, md, x->cq_data_size,
+        (unsigned long long)x->max_msg_size, x->inject_size, x->tx_size, x->rx_size, x->mr_key_size,
+        x->hmem ? "true" : "false", x->loopback ? "true" : "false");
+}
+
+EFAX_API double efax_bench_memcpy_gbs(uint64_t size) {
+    uint8_t *a = (uint8_t *)efax_host_alloc(size);
+    uint8_t *b = (uint8_t *)efax_host_alloc(size);
+    double best = 0;
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return 0;
+    }
+    memset(a, 1, size);
+    memset(b, 2, size);
+    for (int round = 0; round < 7; round++) {
+        uint64_t t0 = efax_now_ns(), reps = 0;
+        double gbs;
+        do {
+            memcpy(round & 1 ? a : b, round & 1 ? b : a, size);
+            reps++;
+        } while (efax_now_ns() - t0 < 200000000ull);
+        gbs = (double)(size * reps) / (double)(efax_now_ns() - t0);
+        if (gbs > best) best = gbs;
+    }
+    free(a);
+    free(b);
+    return best;
 }
 
 // >>steps (implementation) ------------------------------------------------------------------

@@ -38,8 +38,7 @@ int main(int argc, char **argv) {
     d.min_ranks = 1;
     d.cold = true;
     rc = efax_bench_open(&b, &d, argc, argv); /* its own options, the launcher */
-    if (!rc)
-        rc = efax_bench_connect(&b); /* the NICs, endpoint names; cold: the connections are what is proven */
+    if (!rc) rc = efax_bench_connect(&b); /* NICs, endpoint names; cold: the connections are what is proven */
     if (!rc) rc = efax_bench_pairs_meet(&b, &p, msg); /* who is there: rank 0 prints every rank's NICs */
     if (!rc) rc = efax_bench_pairs_open(&b, &p);      /* the buffers, filled and poisoned */
     if (!rc) rc = efax_bench_pairs_prove(&b, &p);     /* every pair, every NIC: a SEND and a WRITE */
