@@ -377,7 +377,7 @@ typedef struct efax_bench_kv {
    negative code. Not thread-safe: b's thread only. */
 EFAX_API int efax_bench_kv_open(efax_bench *b, efax_bench_kv *kv);
 
-/* With -c, every page of iteration it: fill (the prefill side, before) writes each page of src with
+/* For -c, every page of iteration it: fill (the prefill side, before) writes each page of src with
    its pattern; else (the decode side, after) checks each page of dst. The pages lie where the page
    tables put them (paged), or layer by layer in order (contiguous). Returns the wrong bytes found
    (0 when filling). Not thread-safe. */

@@ -29,7 +29,6 @@ typedef struct run {
     efax_bench_step st;
     efax_bench_kv kv; /* the page tables, batches and times */
     efax_buf *src, *dst;
-    int64_t wrong;
     bool staged; /* --staged: host memory through staging buffers, as device memory without GPUDirect */
 } run;
 
@@ -93,6 +92,7 @@ static int variant(run *r, bool paged) {
     efax_bench_kv *kv = &r->kv;
     uint64_t bytes = r->st.size * (uint64_t)kv->pages * (uint64_t)kv->layers;
     int n = r->st.iters * kv->layers, rc = 0;
+    int64_t wrong = 0; /* what the decode side found, -c */
     efax_result res;
     efax_bench_variant(b, &r->st, paged ? "Paged" : "Contig");
     for (int it = -r->st.warmup; it < r->st.iters && !rc; it++) {
@@ -100,7 +100,7 @@ static int variant(run *r, bool paged) {
         if (b->o.check && b->rank == 0) efax_bench_kv_pages(kv, &r->st, r->src, r->dst, k, paged, true);
         rc = iteration(r, k, paged);
         if (!rc && b->o.check && b->rank == 1)
-            r->wrong += efax_bench_kv_pages(kv, &r->st, r->src, r->dst, k, paged, false);
+            wrong += efax_bench_kv_pages(kv, &r->st, r->src, r->dst, k, paged, false);
     }
     efax_bench_result(&res, &r->st, r->dst, paged ? "Paged" : "Contig", EFAX_RESULT_ONEWAY, kv->pages, 1);
     /* each layer's post on rank 0 to its landing on rank 1 */
@@ -108,9 +108,7 @@ static int variant(run *r, bool paged) {
     if (rc) return rc;
     /* pages per second: the message rate's column (a page is the row's size) */
     efax_result_time(&res, kv->lat, r->st.iters, bytes, efax_bench_line(b, r->st.mode));
-    rc = efax_bench_record(b, &res, b->o.check ? r->wrong : -1);
-    r->wrong = 0;
-    return rc;
+    return efax_bench_record(b, &res, b->o.check ? wrong : -1);
 }
 
 int main(int argc, char **argv) {
