@@ -260,6 +260,147 @@ EFAX_API void efax_result_init(efax_result *res, const char *variant, const char
 EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
                                double line_gbps);
 
+// >>driver helpers --------------------------------------------------------------------------
+
+/* What the drivers' experiments share beyond the sweep: each driver states its experiment in steps,
+   and the loops, checks and tables those steps run live here. */
+typedef struct efax_bench efax_bench; /* the steps section says what they hold */
+typedef struct efax_bench_step efax_bench_step;
+
+/* Two-sided messages between rank 0 and one other rank at a time (sendrecv), in two variants.
+   Stream: rank 0 keeps a window of messages in flight, the other rank receives them all and confirms;
+   an iteration is timed from its first send to that confirmation (without -c and with a window of two
+   or more, the window's halves are confirmed apart and each half of the next iteration leaves as the
+   same half of this one is confirmed: an iteration's time runs from the end of the one before).
+   RoundTrip: one message and its answer of the same size. Messages are planned over the NICs by the
+   step's mode; each piece's immediate data names it (message << 8 | segment), so no arrival order is
+   assumed, and with -c every piece is checked to have arrived exactly once and every byte checked. */
+typedef struct efax_bench_sends {
+    efax_buf *srcs[3], *dsts[3]; /* per memory kind: max(--window, 2) slots of -e bytes each */
+    efax_xfer *tx, *rx;          /* room for the sends and receives in flight */
+    double *lat;                 /* rank 0: a variant's iteration times over every turn (microseconds) */
+} efax_bench_sends;
+
+/* Allocates s's buffers (every memory kind, registered for sending and receiving; destinations
+   poisoned), its operations and its times, all freed by efax_bench_close. Call after
+   efax_bench_connect. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_sends_open(efax_bench *b, efax_bench_sends *s);
+
+/* One turn of step st's variant (roundtrip, else Stream) between rank 0 and rank k: the receives are
+   posted, a barrier, then st->warmup untimed and st->iters timed iterations. Collective: every rank
+   calls it (ranks other than 0 and k take the barrier alone). Appends rank 0's iteration times at
+   s->lat[*nlat] and advances *nlat; adds the wrong bytes this rank found (-c) to *wrong. Returns 0 or
+   a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_sendrecv(efax_bench *b, efax_bench_sends *s, const efax_bench_step *st,
+                                 bool roundtrip, int k, int *nlat, int64_t *wrong);
+
+/* The echo (pingpong), the programming model in its smallest form: rank 0 sends a message to rank 1,
+   which answers with one of the same size, as SEND/RECV or as RDMA WRITE with immediate data. The
+   answer comes from rank 1's own send buffer, as in fi_pingpong: answering from the buffer that just
+   received would make the peer read cache lines another core just wrote, and measure that instead of
+   the transport. With -c both sides check every byte they receive, outside the timing. */
+typedef struct efax_bench_echo {
+    efax_buf *tx, *rx; /* host memory, two halves of -e bytes each: with -c iteration parity picks one */
+    double *lat;       /* rank 0: the last echo's one-way times, half of each round trip (microseconds) */
+} efax_bench_echo;
+
+/* Allocates e's send and receive buffers (the first memory kind, registered on every NIC for sends,
+   receives and writes; the receive buffer exchanged) and its times, freed by efax_bench_close. Call
+   after efax_bench_connect. Collective. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_echo_open(efax_bench *b, efax_bench_echo *e);
+
+/* Step st's echo between rank 0 and rank 1 (writeimm: WRITE with immediate data, else SEND/RECV):
+   st->warmup untimed round trips, then st->iters timed ones, without -c back to back with one clock
+   reading each (their average is the total time over the iterations, as fi_pingpong's), with -c each
+   timed alone and checked between. Every rank calls it; ranks past 1 move nothing. Leaves in e->lat on
+   rank 0 st->iters one-way times and in *secs the round trips' total (seconds); adds the wrong bytes
+   this rank found to *wrong. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_echo_time(efax_bench *b, efax_bench_echo *e, const efax_bench_step *st, bool writeimm,
+                                  double *secs, int64_t *wrong);
+
+/* The proof of every ordered pair of ranks (bootstrap): every rank exchanges endpoint names and
+   memory keys, then sends every other rank, from each of its NICs, a SEND and a WRITE with
+   immediate data, whose bytes the receiver checks. What never arrives is marked, not fatal, so that
+   one broken pair is named rather than ending the run. */
+typedef struct efax_bench_pairs {
+    uint64_t msg; /* bytes per message */
+    /* ranks, this rank, its NICs, the most NICs of any rank, messages it receives */
+    int n, me, nn, maxn, nrx;
+    /* a source slot per (peer, NIC, op); receive slots; a write window per (peer, NIC) */
+    efax_buf *tx, *rx, *wd;
+    efax_xfer *xs;         /* the receives first, then per (peer, NIC) a WRITE and a SEND */
+    uint8_t *status, *all; /* per (sender, its NIC): what went wrong on this rank; on every rank */
+} efax_bench_pairs;
+
+/* Who is there: fills p's ranks and NICs and gathers every rank's host and NIC addresses, which rank 0
+   prints under a "# efax DRIVER VERSION: provider, ranks, bootstrap" line. msg: bytes per message.
+   Call after efax_bench_connect. Collective. Returns 0 or a negative code. Not thread-safe. */
+EFAX_API int efax_bench_pairs_meet(efax_bench *b, efax_bench_pairs *p, uint64_t msg);
+
+/* The buffers (sources filled, the rest poisoned; the write windows exchanged) and the operations of
+   p, freed by efax_bench_close. Collective. Returns 0 or a negative code. Not thread-safe. */
+EFAX_API int efax_bench_pairs_open(efax_bench *b, efax_bench_pairs *p);
+
+/* Proves every pair: receives first (each on the NIC the peer's NIC arrives at), a barrier, then to
+   every peer on every NIC a SEND and a WRITE, each with immediate data; then every arrival is checked,
+   and every rank's view gathered into p->all. Collective. Returns 0 or a negative code (a message that
+   never came is a marked failure, not an error). Not thread-safe. */
+EFAX_API int efax_bench_pairs_prove(efax_bench *b, efax_bench_pairs *p);
+
+/* Rank 0: prints the matrix of p->all (row: sender, column: receiver), each failed pair and NIC, and
+   "all N×(N−1) pairs OK" when none failed. Returns how many (pair, NIC) failed. Not thread-safe. */
+EFAX_API int efax_bench_pairs_report(const efax_bench *b, const efax_bench_pairs *p);
+
+/* For experiments of writers into one target region each (stream, kvcache): a source
+   (EFAX_MR_WRITE_SRC) and a destination (EFAX_MR_WRITE_DST, exchanged) of len bytes each, of step st's
+   memory kind or, staged, host memory through staging buffers (efax_bench_mem_staged); the
+   destination prepared for writes taken as they land under tags tag .. tag + ntags - 1
+   (efax_expect_prepare) and poisoned, so a check finds what did not land. Freed by efax_bench_close.
+   Collective. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_write_bufs(efax_bench *b, const efax_bench_step *st, bool staged, size_t len, int tag,
+                                   int ntags, efax_buf **src, efax_buf **dst);
+
+/* The KV-cache experiment's tables (kvcache): a cache of layers x pages pages on each side, scattered
+   through a page table on each (a permutation of the cache's pages, the same on every rank), a batch
+   and an expectation a layer, and the times of a variant's iterations. */
+typedef struct efax_bench_kv {
+    int layers, pages;
+    uint32_t *src_pages, *dst_pages; /* [layers * pages]: the page tables, one permutation each */
+    efax_batch *batch;               /* [layers] */
+    efax_expect *ex;                 /* [layers] */
+    double *post, *land;             /* [iters * layers]: microseconds after the iteration's barrier */
+    double *lat;                     /* [iters]: rank 0's first post to the decode side's word */
+} efax_bench_kv;
+
+/* Allocates kv's tables for kv->layers and kv->pages (set before), draws the page tables and opens the
+   batches; the memory is freed by efax_bench_close, the batches by efax_bench_kv_close. Returns 0 or a
+   negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_kv_open(efax_bench *b, efax_bench_kv *kv);
+
+/* For -c, every page of iteration it: fill (the prefill side, before) writes each page of src with
+   its pattern; else (the decode side, after) checks each page of dst. The pages lie where the page
+   tables put them (paged), or layer by layer in order (contiguous). Returns the wrong bytes found
+   (0 when filling). Not thread-safe. */
+EFAX_API int64_t efax_bench_kv_pages(const efax_bench_kv *kv, const efax_bench_step *st, efax_buf *src,
+                                     efax_buf *dst, int it, bool paged, bool fill);
+
+/* Closes kv's batches (before efax_bench_close). Safe on a zeroed kv. Not thread-safe. */
+EFAX_API void efax_bench_kv_close(efax_bench_kv *kv);
+
+/* The table of NICs (info): its column header line on out. Not thread-safe on a shared stream. */
+EFAX_API void efax_bench_nic_header(FILE *out);
+
+/* One NIC's row of that table on out (provider, name, PCI address, Gbit/s, NUMA node, mr_mode and mode
+   bits by name, immediate data bytes, largest message, inject size, queue sizes, HMEM, loopback), and
+   when json is not NULL its JSON Lines record (efax_bench_jsonl, under driver's name). Not thread-safe
+   on a shared stream. */
+EFAX_API void efax_bench_nic_row(FILE *out, FILE *json, const char *driver, const efax_nic_info *x);
+
+/* Single-thread memcpy bandwidth in GB/s between two buffers of size bytes, allocated as the benchmarks
+   allocate (efax_host_alloc): the ceiling of the shm provider, which copies every byte once. Best of
+   seven rounds of about 0.2 s each; 0 when the memory cannot be had. Thread-safe. */
+EFAX_API double efax_bench_memcpy_gbs(uint64_t size);
+
 // >>steps -----------------------------------------------------------------------------------
 
 typedef struct efax_bench_xchg efax_bench_xchg; /* the exchange section says what it holds */
@@ -2456,6 +2597,837 @@ EFAX_PRIVATE int efaxb__cold_header(efax_bench *b) {
     }
     free(all);
     return 0;
+}
+
+// >>driver helpers (implementation) ---------------------------------------------------------
+
+/* Operations posted and not yet waited for. */
+typedef struct efaxb__ops {
+    efax_xfer *x;
+    int n;
+} efaxb__ops;
+
+/* One turn of efax_bench_sendrecv: the variant, the current memory kind's buffers, the lists. */
+typedef struct efaxb__sr {
+    efax_bench *b;
+    const efax_bench_step *st;
+    bool rt;                   /* RoundTrip, else Stream */
+    bool halves;               /* Stream without -c, W >= 2: two halves in flight */
+    int W;                     /* messages per iteration: --window for Stream, 1 */
+    uint64_t t_end;            /* halves: when the last iteration ended (efax_now_ns) */
+    efax_buf *src, *dst;       /* the step's memory kind's */
+    efaxb__ops tx, rx;         /* the operations posted and not yet waited for */
+    efaxb__ops txh[2], rxh[2]; /* halves: each half's, in tx's and rx's storage */
+    double *lat;               /* rank 0's times, nlat of them */
+    int nlat;
+    int64_t wrong; /* the bytes this rank found wrong */
+} efaxb__sr;
+
+/* The fields every send of a window from buf to peer shares. */
+EFAX_PRIVATE void efaxb__sr_send_desc(efax_send_desc *sd, int peer, efax_buf *buf) {
+    memset(sd, 0, sizeof *sd);
+    sd->to = peer;
+    sd->src = &buf->mr;
+    sd->has_imm = true;
+}
+
+/* Posts one piece of message m, segment s, as a send (sd: its fixed fields; from offset off of its
+   source) onto list l. Its immediate data is m << 8 | s, naming the piece. */
+EFAX_PRIVATE int efaxb__sr_send_piece(efaxb__sr *r, efax_send_desc *sd, uint64_t off,
+                                      const efax_plan_seg *seg, uint64_t m, int s, efaxb__ops *l) {
+    sd->nic = seg->nic;
+    sd->src_off = off + seg->off;
+    sd->size = seg->len;
+    sd->imm = (uint32_t)m << 8 | (uint32_t)s;
+    return efax_send(&r->b->ctx, &l->x[l->n++], sd);
+}
+
+/* efaxb__sr_post_range's loop where every message goes whole through one NIC (Single mode): the same
+   post but for its slot, without the loop over pieces, as what a small message costs to post is what
+   the message rate measures. */
+EFAX_PRIVATE int efaxb__sr_post_whole(efaxb__sr *r, bool send, int peer, efax_buf *buf,
+                                      const efax_plan_seg *seg, int slot0, int m0, int m1, efaxb__ops *l) {
+    efax_ctx *ctx = &r->b->ctx;
+    efax_xfer *x = l->x + l->n;
+    int rc = 0, m = m0;
+    if (send) {
+        efax_send_desc sd;
+        efaxb__sr_send_desc(&sd, peer, buf);
+        sd.nic = seg->nic;
+        sd.size = seg->len;
+        for (; m < m1 && !rc; m++) {
+            sd.src_off = efax_bench_slot_off(r->b, (uint64_t)(slot0 + m), r->st->size) + seg->off;
+            sd.imm = (uint32_t)m << 8; /* piece 0 of message m, as efaxb__sr_send_piece names it */
+            rc = efax_send(ctx, x++, &sd);
+        }
+    } else {
+        int nic = efax_ctx_route_in(ctx, peer, seg->nic);
+        for (; m < m1 && !rc; m++) {
+            uint64_t off = efax_bench_slot_off(r->b, (uint64_t)(slot0 + m), r->st->size) + seg->off;
+            rc = efax_recv(ctx, x++, nic, &buf->mr, off, seg->len);
+        }
+    }
+    l->n = (int)(x - l->x); /* the failed one too, as efaxb__sr_post_range counts it */
+    return rc;
+}
+
+/* Posts the sends (or, on the other side, the receives) of messages m0 .. m1-1 of iteration seq onto list
+   l, planned by the step's mode: message m is number seq * W + m in slot slot0 + m of buf. A receive
+   is posted on the NIC its piece arrives at. */
+EFAX_PRIVATE int efaxb__sr_post_range(efaxb__sr *r, bool send, int peer, efax_buf *buf, uint64_t seq,
+                                      int slot0, int m0, int m1, efaxb__ops *l) {
+    efax_plan_seg seg[EFAX_MAX_NICS];
+    int rnic[EFAX_MAX_NICS]; /* a receive's NIC: where the peer's NIC of its segment sends to */
+    efax_send_desc sd;
+    efax_ctx *ctx = &r->b->ctx;
+    uint64_t size = r->st->size;
+    efax_mode mode = r->st->mode;
+    int nn = send ? efax_ctx_nnics(ctx) : efax_ctx_peer_nnics(ctx, peer), rc = 0;
+    /* Single mode plans every message alike, in one piece: planned once, posted whole */
+    if (mode == EFAX_MODE_SINGLE && m0 < m1 &&
+        efax_plan(size, nn, mode, seq * (uint64_t)r->W + (uint64_t)m0, 0, 0, seg) == 1)
+        return efaxb__sr_post_whole(r, send, peer, buf, seg, slot0, m0, m1, l);
+    efaxb__sr_send_desc(&sd, peer, buf);
+    for (uint64_t m = (uint64_t)m0; m < (uint64_t)m1 && !rc; m++) {
+        uint64_t off = efax_bench_slot_off(r->b, (uint64_t)slot0 + m, size);
+        int ns = efax_plan(size, nn, mode, seq * (uint64_t)r->W + m, 0, 0, seg);
+        if (ns < 0) return ns;
+        for (int s = 0; s < ns && !send; s++) rnic[s] = efax_ctx_route_in(ctx, peer, seg[s].nic);
+        if (send) {
+            for (int s = 0; s < ns && !rc; s++) rc = efaxb__sr_send_piece(r, &sd, off, &seg[s], m, s, l);
+            continue;
+        }
+        for (int s = 0; s < ns && !rc; s++)
+            rc = efax_recv(ctx, &l->x[l->n++], rnic[s], &buf->mr, off + seg[s].off, seg[s].len);
+    }
+    return rc;
+}
+
+/* The W messages of iteration seq, on the list of their direction. */
+EFAX_PRIVATE int efaxb__sr_post(efaxb__sr *r, bool send, int peer, efax_buf *buf, uint64_t seq, int slot0) {
+    return efaxb__sr_post_range(r, send, peer, buf, seq, slot0, 0, r->W, send ? &r->tx : &r->rx);
+}
+
+/* Half h of a Stream's window: messages [W/2, W) for h = 1, [0, W/2) for h = 0; its sends (or receives)
+   of iteration seq onto the half's list. */
+EFAX_PRIVATE int efaxb__sr_post_half(efaxb__sr *r, bool send, int peer, efax_buf *buf, uint64_t seq, int h) {
+    int mid = r->W / 2;
+    return efaxb__sr_post_range(r, send, peer, buf, seq, 0, h ? mid : 0, h ? r->W : mid,
+                                send ? &r->txh[h] : &r->rxh[h]);
+}
+
+/* The tag that confirms half h. */
+EFAX_PRIVATE int efaxb__sr_half_tag(int h) { return h ? EFAX_BENCH_TAG_ACK2 : EFAX_BENCH_TAG_ACK; }
+
+/* With -c, on rank k: the first n receives took each piece of the W messages of iteration seq exactly once
+   (their immediate data names them). Returns the bytes of receives that did not. */
+EFAX_PRIVATE int64_t efaxb__sr_check_pieces(efaxb__sr *r, uint64_t seq, int n) {
+    efax_plan_seg seg[EFAX_MAX_NICS];
+    unsigned char *seen = (unsigned char *)calloc((size_t)r->W * EFAX_MAX_NICS, 1);
+    int nn = efax_ctx_peer_nnics(&r->b->ctx, 0);
+    int64_t wrong = 0;
+    for (int i = 0; i < n; i++) {
+        const efax_xfer *x = &r->rx.x[i];
+        uint32_t m = (uint32_t)x->rx_data >> 8, s = (uint32_t)x->rx_data & 0xff;
+        int ns = m < (uint32_t)r->W
+                     ? efax_plan(r->st->size, nn, r->st->mode, seq * (uint64_t)r->W + m, 0, 0, seg)
+                     : 0;
+        if (seen && x->rx_has_data && s < (uint32_t)ns && !seen[m * EFAX_MAX_NICS + s]++ &&
+            x->rx_len == seg[s].len)
+            continue;
+        if (!wrong)
+            fprintf(stderr,
+                    "%s: rank %d: receive %d took piece %u of message %u (immediate data %#llx, "
+                    "%llu bytes): not one of this iteration's, or taken twice\n",
+                    r->b->d.driver, r->b->rank, i, s, m, (unsigned long long)x->rx_data,
+                    (unsigned long long)x->rx_len);
+        wrong += (int64_t)(x->len ? x->len : 1);
+    }
+    free(seen);
+    return wrong;
+}
+
+/* Waits for a list's operations; empties it. */
+EFAX_PRIVATE int efaxb__sr_wait(efaxb__sr *r, efaxb__ops *l) {
+    int rc = 0;
+    for (int i = 0; i < l->n && !rc; i++) rc = efax_wait(&r->b->ctx, &l->x[i], -1);
+    l->n = 0;
+    return rc;
+}
+
+/* Checks (with -c) what `from` sent into the W slots from slot0, counts the wrong bytes, and clears them.
+   Every message of iteration seq carries pattern (from, seq): which slot took it is not checked, as no
+   order is assumed (efaxb__sr_check_pieces). */
+EFAX_PRIVATE void efaxb__sr_check_slots(efaxb__sr *r, int from, uint64_t seq, int slot0) {
+    uint64_t size = r->st->size;
+    for (int m = 0; m < r->W; m++) {
+        uint64_t off = (uint64_t)(slot0 + m) * size;
+        r->wrong += (int64_t)r->dst->ops->check(r->dst, off, size, from, seq * 1000);
+        r->dst->ops->poison(r->dst, off, size);
+    }
+}
+
+/* Rank 0's iteration seq with rank k: W messages, timed until k confirmed them (Stream) or answered
+   (RoundTrip). */
+EFAX_PRIVATE int efaxb__sr_send_iter(efaxb__sr *r, int k, uint64_t seq, bool timed) {
+    bool rt = r->rt, c = r->b->o.check;
+    int slot = rt ? (int)(seq & 1) : 0, rc = 0;
+    uint64_t size = r->st->size, t0;
+    for (int m = 0; c && m < r->W; m++) r->src->ops->fill(r->src, (uint64_t)m * size, size, 0, seq * 1000);
+    if (c && !rt && seq > 0)
+        rc = efax_wait_imm(&r->b->ctx, k, EFAX_BENCH_TAG_READY, (uint32_t)seq - 1, 1, -1);
+    t0 = efax_now_ns();
+    if (rt && !rc) rc = efaxb__sr_post(r, false, k, r->dst, seq, slot);
+    if (!rc) rc = efaxb__sr_post(r, true, k, r->src, seq, 0);
+    if (!rc && rt) rc = efaxb__sr_wait(r, &r->rx);
+    if (!rc && !rt) rc = efax_wait_imm(&r->b->ctx, k, EFAX_BENCH_TAG_ACK, (uint32_t)seq, 1, -1);
+    if (timed) r->lat[r->nlat++] = (double)(efax_now_ns() - t0) / 1e3;
+    if (!rc) rc = efaxb__sr_wait(r, &r->tx);
+    if (!rc && c && rt) efaxb__sr_check_slots(r, k, seq, slot);
+    return rc;
+}
+
+/* Rank 0's iteration seq of a Stream in halves: both halves of seq are out (the first iteration sends
+   them); as each half is confirmed, its sends are done here too and the same half of seq + 1 goes, unless
+   seq is the last. Timed from the end of the iteration before (the first: from its first send). */
+EFAX_PRIVATE int efaxb__sr_send_halves(efaxb__sr *r, int k, uint64_t seq, bool first, bool last, bool timed) {
+    int rc = 0;
+    uint64_t t;
+    if (first) r->t_end = efax_now_ns();
+    for (int h = 0; first && h < 2 && !rc; h++) rc = efaxb__sr_post_half(r, true, k, r->src, seq, h);
+    for (int h = 0; h < 2 && !rc; h++) {
+        rc = efax_wait_imm(&r->b->ctx, k, efaxb__sr_half_tag(h), (uint32_t)seq, 1, -1);
+        if (!rc) rc = efaxb__sr_wait(r, &r->txh[h]);
+        if (!rc && !last) rc = efaxb__sr_post_half(r, true, k, r->src, seq + 1, h);
+    }
+    t = efax_now_ns();
+    if (timed) r->lat[r->nlat++] = (double)(t - r->t_end) / 1e3;
+    r->t_end = t;
+    return rc;
+}
+
+/* Rank k's iteration seq of a Stream in halves: as each half's receives complete, the same half's
+   receives of seq + 1 go up (unless seq is the last), then its confirmation. Untagged receives take
+   messages in the order they were posted, so the halves' receives fill in order whatever order the
+   messages arrive in; a half confirmed when its receives are done leaves at most W messages out. */
+EFAX_PRIVATE int efaxb__sr_answer_halves(efaxb__sr *r, uint64_t seq, bool more) {
+    int rc = 0;
+    for (int h = 0; h < 2 && !rc; h++) {
+        rc = efaxb__sr_wait(r, &r->rxh[h]);
+        if (!rc && more) rc = efaxb__sr_post_half(r, false, 0, r->dst, seq + 1, h);
+        if (!rc) rc = efax_notify(&r->b->ctx, 0, efaxb__sr_half_tag(h), (uint32_t)seq);
+    }
+    return rc;
+}
+
+/* Rank k's iteration seq: the next receives go up before the answer (a checked Stream's after its
+   check); the answer comes from our own send buffer. */
+EFAX_PRIVATE int efaxb__sr_answer_iter(efaxb__sr *r, int k, uint64_t seq, bool more) {
+    bool rt = r->rt, c = r->b->o.check;
+    int slot = rt ? (int)(seq & 1) : 0, nrx = r->rx.n, rc = efaxb__sr_wait(r, &r->rx);
+    uint64_t size = r->st->size;
+    if (!rc && c && !rt) r->wrong += efaxb__sr_check_pieces(r, seq, nrx);
+    if (!rc && more && (rt || !c)) rc = efaxb__sr_post(r, false, 0, r->dst, seq + 1, slot ^ rt);
+    if (!rc && rt) rc = efaxb__sr_post(r, true, 0, r->src, seq, slot);
+    if (!rc && !rt) rc = efax_notify(&r->b->ctx, 0, EFAX_BENCH_TAG_ACK, (uint32_t)seq);
+    if (!rc && rt) rc = efaxb__sr_wait(r, &r->tx);
+    if (!rc && c) efaxb__sr_check_slots(r, 0, seq, slot);
+    if (!rc && c && rt) /* the next answer */
+        r->src->ops->fill(r->src, (uint64_t)(slot ^ 1) * size, size, k, (seq + 1) * 1000);
+    if (!rc && c && !rt && more) rc = efaxb__sr_post(r, false, 0, r->dst, seq + 1, 0);
+    if (!rc && c && !rt) rc = efax_notify(&r->b->ctx, 0, EFAX_BENCH_TAG_READY, (uint32_t)seq);
+    return rc;
+}
+
+/* The turn's loop, every rank: rank k's first receives, the barrier, rank 0's and rank k's iterations. */
+EFAX_PRIVATE int efaxb__sr_turn(efaxb__sr *r, int k) {
+    int warm = r->st->warmup, last = r->st->iters + warm - 1, me = r->b->rank, rc = 0;
+    bool rt = r->rt, c = r->b->o.check;
+    if (me == k && r->halves)
+        for (int h = 0; h < 2 && !rc; h++) rc = efaxb__sr_post_half(r, false, 0, r->dst, 0, h);
+    else if (me == k)
+        rc = efaxb__sr_post(r, false, 0, r->dst, 0, 0);
+    if (!rc && me == k && c && rt) r->src->ops->fill(r->src, 0, r->st->size, k, 0);
+    if (!rc) rc = efax_boot_barrier(&r->b->boot, EFAX_TURN_MS); /* our turn: receives are posted */
+    for (int it = -warm; it < r->st->iters && !rc && (me == 0 || me == k); it++) {
+        uint64_t seq = (uint64_t)(it + warm);
+        if (me == 0 && r->halves)
+            rc = efaxb__sr_send_halves(r, k, seq, it == -warm, seq == (uint64_t)last, it >= 0);
+        else if (me == 0)
+            rc = efaxb__sr_send_iter(r, k, seq, it >= 0);
+        else if (r->halves)
+            rc = efaxb__sr_answer_halves(r, seq, seq < (uint64_t)last);
+        else
+            rc = efaxb__sr_answer_iter(r, k, seq, seq < (uint64_t)last);
+    }
+    if (!rc && me == 0 && c && !rt)
+        rc = efax_wait_imm(&r->b->ctx, k, EFAX_BENCH_TAG_READY, (uint32_t)last, 1, -1);
+    return rc;
+}
+
+EFAX_API int efax_bench_sends_open(efax_bench *b, efax_bench_sends *s) {
+    size_t slots = b->o.window > 2 ? (size_t)b->o.window : 2, bytes = (size_t)b->o.max_size * slots;
+    size_t iters = (size_t)efax_opts_iters(&b->o, b->o.min_size) * (size_t)b->size;
+    int rc = efax_bench_bufs(b, bytes, EFAX_MR_SEND, EFAX_MR_RECV, s->srcs, s->dsts);
+    s->tx = (efax_xfer *)efax_bench_calloc(b, slots * EFAX_MAX_NICS, sizeof(efax_xfer));
+    s->rx = (efax_xfer *)efax_bench_calloc(b, slots * EFAX_MAX_NICS * 2, sizeof(efax_xfer));
+    s->lat = (double *)efax_bench_calloc(b, iters, sizeof(double));
+    return rc ? rc : !s->tx || !s->rx || !s->lat ? -FI_ENOMEM : 0;
+}
+
+EFAX_API int efax_bench_sendrecv(efax_bench *b, efax_bench_sends *s, const efax_bench_step *st,
+                                 bool roundtrip, int k, int *nlat, int64_t *wrong) {
+    efaxb__sr r;
+    int rc;
+    memset(&r, 0, sizeof r);
+    r.b = b;
+    r.st = st;
+    r.rt = roundtrip;
+    r.W = roundtrip ? 1 : b->o.window;
+    r.halves = !roundtrip && r.W >= 2 && !b->o.check;
+    r.src = s->srcs[st->k];
+    r.dst = s->dsts[st->k];
+    r.tx.x = s->tx;
+    r.rx.x = s->rx;
+    /* a Stream's halves: each its messages' pieces (at most EFAX_MAX_NICS a message) in tx's and rx's */
+    for (int h = 0; h < 2; h++) {
+        r.txh[h].x = s->tx + (size_t)(h ? b->o.window / 2 : 0) * EFAX_MAX_NICS;
+        r.rxh[h].x = s->rx + (size_t)(h ? b->o.window / 2 : 0) * EFAX_MAX_NICS;
+    }
+    r.lat = s->lat;
+    r.nlat = *nlat;
+    rc = efaxb__sr_turn(&r, k);
+    *nlat = r.nlat;
+    *wrong += r.wrong;
+    return rc;
+}
+
+/* The echo's tag: its writes are the only ones in flight. */
+enum { EFAXB__ECHO_TAG = 1 };
+
+/* One echo of efax_bench_echo: both ends' messages, as described for the step. */
+typedef struct efaxb__echo {
+    efax_ctx *ctx;
+    int me, peer;
+    bool writeimm, check;
+    uint64_t size;
+    efax_mr *tx, *rx; /* with -c each holds two halves: iteration parity picks one */
+    uint8_t *txb, *rxb;
+    efax_xfer r, s;
+    efax_send_desc sd; /* the SendRecv message in flight */
+    efax_write_desc w; /* the WriteImm message in flight */
+    uint32_t arrivals; /* chunks a WriteImm message lands in, each with the immediate data */
+} efaxb__echo;
+
+/* Which half iteration seq uses: alternating with -c (the other one is being checked or
+   refilled), always the first without (the same cache footprint as fi_pingpong's). */
+EFAX_PRIVATE uint64_t efaxb__echo_half(const efaxb__echo *e, uint64_t seq) {
+    return e->check ? (seq & 1) * e->size : 0;
+}
+
+/* The messages to the peer (ping and answer alike), described once per size: SendRecv's from our
+   send half; WriteImm's from our send half to the same receive half there. */
+EFAX_PRIVATE void efaxb__echo_describe(efaxb__echo *e) {
+    memset(&e->sd, 0, sizeof e->sd);
+    e->sd.to = e->peer;
+    e->sd.src = e->tx;
+    e->sd.size = e->size;
+    memset(&e->w, 0, sizeof e->w);
+    e->w.from = e->me;
+    e->w.to = e->peer;
+    e->w.src = e->tx;
+    e->w.dst = e->rx;
+    e->w.size = e->size;
+    e->w.mode = EFAX_MODE_SINGLE;
+    e->w.tag = EFAXB__ECHO_TAG;
+    /* the peer's message is cut as ours is: host memory both, between the same two hosts */
+    e->arrivals = efax_write_chunks(e->size, efax_ctx_peer_nnics(e->ctx, e->peer), EFAX_MODE_SINGLE,
+                                    efax_write_chunk(e->ctx, &e->w));
+}
+
+/* The SendRecv message of iteration seq: only its half changes. */
+EFAX_PRIVATE const efax_send_desc *efaxb__echo_send(efaxb__echo *e, uint64_t seq) {
+    e->sd.src_off = efaxb__echo_half(e, seq);
+    return &e->sd;
+}
+
+/* The WriteImm message of iteration seq: its halves and sequence change. */
+EFAX_PRIVATE const efax_write_desc *efaxb__echo_write(efaxb__echo *e, uint64_t seq) {
+    e->w.src_off = e->w.dst_off = efaxb__echo_half(e, seq);
+    e->w.seq = (uint32_t)seq;
+    return &e->w;
+}
+
+/* Rank 0: one round trip of iteration seq; the answer's receive is posted after the ping. */
+EFAX_PRIVATE int efaxb__echo_ping(efaxb__echo *e, uint64_t seq) {
+    int rc;
+    if (!e->writeimm) {
+        rc = efax_send(e->ctx, &e->s, efaxb__echo_send(e, seq));
+        if (!rc) rc = efax_recv(e->ctx, &e->r, 0, e->rx, efaxb__echo_half(e, seq), e->size);
+        if (!rc) rc = efax_wait(e->ctx, &e->s, -1);
+        return rc ? rc : efax_wait(e->ctx, &e->r, -1);
+    }
+    rc = efax_write(e->ctx, &e->s, efaxb__echo_write(e, seq), NULL);
+    if (!rc) rc = efax_wait_imm(e->ctx, e->peer, EFAXB__ECHO_TAG, (uint32_t)seq, e->arrivals, -1);
+    return rc ? rc : efax_wait(e->ctx, &e->s, -1);
+}
+
+/* Rank 1: answer iteration seq; for SEND/RECV the next receive is posted after the answer
+   (fi_pingpong posts it before, so every message waits for a post; here it overlaps the flight). */
+EFAX_PRIVATE int efaxb__echo_pong(efaxb__echo *e, uint64_t seq, bool last) {
+    int rc;
+    if (!e->writeimm) {
+        rc = efax_wait(e->ctx, &e->r, -1);
+        if (!rc) rc = efax_send(e->ctx, &e->s, efaxb__echo_send(e, seq));
+        if (!rc && !last) rc = efax_recv(e->ctx, &e->r, 0, e->rx, efaxb__echo_half(e, seq + 1), e->size);
+        return rc ? rc : efax_wait(e->ctx, &e->s, -1);
+    }
+    rc = efax_wait_imm(e->ctx, e->peer, EFAXB__ECHO_TAG, (uint32_t)seq, e->arrivals, -1);
+    if (!rc) rc = efax_write(e->ctx, &e->s, efaxb__echo_write(e, seq), NULL);
+    return rc ? rc : efax_wait(e->ctx, &e->s, -1);
+}
+
+/* The loop's clock: iteration it's ticks since the last stamp (warm-up iterations, it < 0, keep none). */
+EFAX_PRIVATE inline void efaxb__echo_stamp(uint64_t *prev, double *lat, int it) {
+    uint64_t t = efax_ticks();
+    if (it >= 0) lat[it] = (double)(t - *prev);
+    *prev = t;
+}
+
+/* A function whose frame stays out of its caller's: a timed loop keeps its values in registers
+   rather than sharing them with the setup around it. */
+#if defined(__GNUC__)
+#define EFAXB__NOINLINE __attribute__((noinline))
+#else
+#define EFAXB__NOINLINE
+#endif
+
+/* Rank 0 without -c: the round trips back to back, one timestamp each (the loop tests/instr.sh
+   counts against fi_pingpong's: the ping, the answer's receive, the wait and the clock, nothing
+   else per iteration; SendRecv's is efaxb__echo_ping's with the first halves, the only ones without
+   -c). lat[it] gets ticks. */
+EFAX_PRIVATE EFAXB__NOINLINE int efaxb__echo_ping_all(efaxb__echo *e, int warm, int iters, double *lat) {
+    efax_ctx *ctx = e->ctx;
+    const efax_send_desc *sd = efaxb__echo_send(e, 0);
+    uint64_t prev = efax_ticks();
+    int rc = 0, it;
+    if (e->writeimm) {
+        for (it = -warm; it < iters && !rc; it++) {
+            rc = efaxb__echo_ping(e, (uint64_t)(it + warm));
+            efaxb__echo_stamp(&prev, lat, it);
+        }
+        return rc;
+    }
+    for (it = -warm; it < iters; it++) {
+        if ((rc = efax_send(ctx, &e->s, sd))) return rc;
+        if ((rc = efax_recv(ctx, &e->r, 0, e->rx, 0, e->size))) return rc;
+        /* injected: done already, no call */
+        if ((rc = efax_wait(ctx, &e->s, -1))) return rc;
+        if ((rc = efax_wait(ctx, &e->r, -1))) return rc;
+        efaxb__echo_stamp(&prev, lat, it);
+    }
+    return 0;
+}
+
+EFAX_API int efax_bench_echo_open(efax_bench *b, efax_bench_echo *e) {
+    size_t iters = (size_t)efax_opts_iters(&b->o, b->o.min_size);
+    int rc = efax_bench_buf(b, b->kinds[0], 2 * b->o.max_size, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &e->tx);
+    if (!rc) rc = efax_bench_buf(b, b->kinds[0], 2 * b->o.max_size, EFAX_MR_RECV | EFAX_MR_WRITE_DST, &e->rx);
+    if (!rc && !(e->lat = (double *)efax_bench_calloc(b, iters, sizeof *e->lat))) rc = -FI_ENOMEM;
+    return rc;
+}
+
+EFAX_API int efax_bench_echo_time(efax_bench *b, efax_bench_echo *be, const efax_bench_step *st,
+                                  bool writeimm, double *secs, int64_t *wrong) {
+    int iters = st->iters, warm = st->warmup, rc = 0;
+    bool check = b->o.check;
+    uint64_t size = st->size, ns0, tk0, prev;
+    double *lat = be->lat, us;
+    efaxb__echo e;
+    memset(&e, 0, sizeof e);
+    e.ctx = &b->ctx;
+    e.me = b->rank;
+    e.peer = b->rank == 0 ? 1 : 0;
+    e.writeimm = writeimm;
+    e.check = check;
+    e.size = size;
+    e.tx = &be->tx->mr;
+    e.rx = &be->rx->mr;
+    e.txb = (uint8_t *)be->tx->ptr;
+    e.rxb = (uint8_t *)be->rx->ptr;
+    efaxb__echo_describe(&e);
+    if (e.me == 1 && !writeimm) rc = efax_recv(e.ctx, &e.r, 0, e.rx, 0, size);
+    if (check && e.me <= 1) {
+        efax_pattern_fill(e.txb, size, 0, e.me, 0);
+        efax_poison(e.rxb, 2 * size);
+    }
+    /* the peer writes only once this side's buffer is cleared: a split shm write's first half is
+       copied by the writer itself, at once, and a late poison erased it (seen under load) */
+    if (!rc && check) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);
+    /* without -c one timestamp per round trip times them back to back (average = total time /
+       iterations, as in fi_pingpong); with -c the checks between them are excluded. efax_ticks
+       (rdtsc; cheaper than clock_gettime under a hypervisor), converted with the loop's rate. */
+    ns0 = efax_now_ns();
+    tk0 = efax_ticks();
+    prev = tk0;
+    if (!rc && e.me == 0 && !check) rc = efaxb__echo_ping_all(&e, warm, iters, lat);
+    for (int it = -warm; it < iters && e.me <= 1 && (e.me || check) && !rc; it++) {
+        uint64_t seq = (uint64_t)(it + warm), t0;
+        uint8_t *half = e.rxb + efaxb__echo_half(&e, seq);
+        if (e.me == 0) {
+            t0 = check ? efax_ticks() : prev;
+            rc = efaxb__echo_ping(&e, seq);
+            prev = efax_ticks();
+            if (it >= 0) lat[it] = (double)(prev - t0); /* ticks, converted below */
+        } else {
+            rc = efaxb__echo_pong(&e, seq, it + 1 == iters);
+        }
+        if (!check || rc) continue;
+        /* each side checks what the other sent, clears it, and prepares its next message */
+        *wrong += (int64_t)efax_pattern_check(half, size, 0, e.peer, seq, NULL);
+        efax_poison(half, size);
+        efax_pattern_fill(e.txb + efaxb__echo_half(&e, seq + 1), size, 0, e.me, seq + 1);
+    }
+    if (rc) return rc;
+    us = (double)(efax_now_ns() - ns0) / 1e3 / (double)(efax_ticks() - tk0 + 1); /* per tick */
+    *secs = 0;
+    for (int k = 0; e.me == 0 && k < iters; k++) {
+        lat[k] *= us / 2; /* one-way: half */
+        *secs += lat[k] * 2e-6;
+    }
+    return 0;
+}
+
+/* What went wrong with a (sender, NIC)'s messages, as bits. */
+enum { EFAXB__SEND_BAD = 1, EFAXB__SEND_MISSING = 2, EFAXB__WRITE_BAD = 4, EFAXB__WRITE_MISSING = 8 };
+
+/* pattern iteration of the message rank src sends to rank dst from its NIC k (0: SEND, 1: WRITE) */
+EFAX_PRIVATE uint64_t efaxb__pairs_iter(int dst, int k, int op) {
+    return ((uint64_t)dst * EFAX_MAX_NICS + (uint64_t)k) * 2 + (uint64_t)op;
+}
+
+/* What rank j saw of rank i's messages from its NIC k, in the views gathered from every rank. */
+EFAX_PRIVATE int efaxb__pairs_seen(const efax_bench_pairs *p, int j, int i, int k) {
+    return p->all[((size_t)j * (size_t)p->n + (size_t)i) * (size_t)p->maxn + (size_t)k];
+}
+
+/* The SEND to rank j from NIC k, out of its source slot; its immediate data names (this rank, k). */
+EFAX_PRIVATE const efax_send_desc *efaxb__pairs_send(const efax_bench_pairs *p, efax_send_desc *sd, int j,
+                                                     int k) {
+    uint64_t slot = ((uint64_t)j * (uint64_t)p->nn + (uint64_t)k) * 2;
+    memset(sd, 0, sizeof *sd);
+    sd->to = j;
+    sd->nic = k;
+    sd->src = &p->tx->mr;
+    sd->src_off = slot * p->msg;
+    sd->size = p->msg;
+    sd->has_imm = true;
+    efax_imm_encode(p->me, k, 0, &sd->imm);
+    return sd;
+}
+
+/* The WRITE from rank i's NIC k to rank j: out of i's source slot into i's window slot for NIC k of
+   j's window, under tag 1 + k (0 is efax's own), sequence 1. */
+EFAX_PRIVATE const efax_write_desc *efaxb__pairs_write(const efax_bench_pairs *p, efax_write_desc *w, int i,
+                                                       int j, int k) {
+    memset(w, 0, sizeof *w);
+    w->from = i;
+    w->to = j;
+    w->src = &p->tx->mr;
+    w->src_off = (((uint64_t)j * (uint64_t)p->nn + (uint64_t)k) * 2 + 1) * p->msg;
+    w->dst = &p->wd->mr;
+    w->dst_off = ((uint64_t)i * (uint64_t)p->maxn + (uint64_t)k) * p->msg;
+    w->size = p->msg;
+    w->nic = k;
+    w->tag = 1 + k;
+    w->seq = 1;
+    return w;
+}
+
+/* What rank i's WRITE from its NIC k did in this rank's window: 0, never arrived, or data wrong. */
+EFAX_PRIVATE int efaxb__pairs_write_status(efax_bench *b, efax_bench_pairs *p, int i, int k) {
+    uint64_t off = ((uint64_t)i * (uint64_t)p->maxn + (uint64_t)k) * p->msg;
+    if (efax_wait_imm(&b->ctx, i, 1 + k, 1, 1, -1)) return EFAXB__WRITE_MISSING;
+    return p->wd->ops->check(p->wd, off, p->msg, i, efaxb__pairs_iter(p->me, k, 1)) ? EFAXB__WRITE_BAD : 0;
+}
+
+/* Whether receive i took a SEND: its sender's mark loses EFAXB__SEND_MISSING, and gains EFAXB__SEND_BAD
+   when its bytes are wrong (receives name their sender in the immediate data). */
+EFAX_PRIVATE void efaxb__pairs_send_status(efax_bench_pairs *p, int i) {
+    efax_xfer *x = &p->xs[i];
+    int src, tag;
+    uint32_t seq;
+    uint8_t *st;
+    if (!x->done || x->status || !x->rx_has_data) return;
+    efax_imm_decode((uint32_t)x->rx_data, &src, &tag, &seq);
+    if (src < 0 || src >= p->n || src == p->me || tag >= p->maxn) return;
+    st = &p->status[src * p->maxn + tag];
+    *st &= (uint8_t)~EFAXB__SEND_MISSING;
+    if (x->rx_len != p->msg ||
+        p->rx->ops->check(p->rx, (uint64_t)i * p->msg, p->msg, src, efaxb__pairs_iter(p->me, tag, 0)))
+        *st |= EFAXB__SEND_BAD;
+}
+
+/* Rank 0: one failed pair and NIC, said. */
+EFAX_PRIVATE void efaxb__pairs_say_failed(const efax_bench *b, int i, int j, int k, int f) {
+    printf("FAIL rank %d (%s) -> rank %d (%s) from NIC %d:%s%s%s%s\n", i, b->boot.hosts[i], j,
+           b->boot.hosts[j], k, f & EFAXB__SEND_MISSING ? " SEND never arrived" : "",
+           f & EFAXB__SEND_BAD ? " SEND data wrong" : "",
+           f & EFAXB__WRITE_MISSING ? " WRITE never arrived" : "",
+           f & EFAXB__WRITE_BAD ? " WRITE data wrong" : "");
+}
+
+EFAX_API int efax_bench_pairs_meet(efax_bench *b, efax_bench_pairs *p, uint64_t msg) {
+    static const char *const boots[] = {"single", "PMIx", "TCP rendezvous", "single"}; /* by efax_boot.kind */
+    char line[1024], a[128], *lines = (char *)efax_bench_calloc(b, (size_t)b->boot.size, sizeof line);
+    size_t u = (size_t)snprintf(line, sizeof line, "rank %d on %s:", b->boot.rank, b->boot.host);
+    int rc;
+    p->msg = msg;
+    p->n = b->boot.size;
+    p->me = b->boot.rank;
+    p->nn = efax_ctx_nnics(&b->ctx);
+    for (int i = 0; i < p->n;
+         i++) { /* the most NICs of any rank; this rank receives one per NIC of every peer */
+        int m = efax_ctx_peer_nnics(&b->ctx, i);
+        p->maxn = m > p->maxn ? m : p->maxn;
+        p->nrx += i != p->me ? m : 0;
+    }
+    for (int k = 0; k < p->nn && u < sizeof line; k++) {
+        const char *addr = efax_ctx_nic_addr(&b->ctx, k, a, sizeof a);
+        u += (size_t)snprintf(line + u, sizeof line - u, " %s=%s", efax_ctx_nic(&b->ctx, k)->name, addr);
+    }
+    rc = lines ? efax_boot_allgather(&b->boot, line, sizeof line, lines, -1) : -FI_ENOMEM;
+    if (rc || p->me != 0) return rc;
+    printf("# efax %s %s: provider %s, %d ranks, bootstrap %s\n", b->d.driver, EFAX_VERSION_STRING,
+           efax_ctx_nic(&b->ctx, 0)->provider, p->n, boots[b->boot.kind & 3]);
+    for (int i = 0; i < p->n; i++) printf("#   %s\n", lines + (size_t)i * sizeof line);
+    return 0;
+}
+
+EFAX_API int efax_bench_pairs_open(efax_bench *b, efax_bench_pairs *p) {
+    size_t n = (size_t)p->n, nn = (size_t)p->nn, maxn = (size_t)p->maxn, nrx = (size_t)(p->nrx ? p->nrx : 1);
+    const efax_mem_ops *host = efax_mem_host();
+    int rc = 0;
+    p->xs = (efax_xfer *)efax_bench_calloc(b, n * nn * 2 + (size_t)p->nrx + 1, sizeof *p->xs);
+    p->status = (uint8_t *)efax_bench_calloc(b, n * maxn, 1);
+    p->all = (uint8_t *)efax_bench_calloc(b, n * n * maxn, 1);
+    if (!p->xs || !p->status || !p->all) return -FI_ENOMEM;
+    rc = efax_bench_buf(b, host, n * nn * 2 * p->msg, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &p->tx);
+    if (!rc) rc = efax_bench_buf(b, host, nrx * p->msg, EFAX_MR_RECV, &p->rx);
+    if (!rc) rc = efax_bench_buf(b, host, n * maxn * p->msg, EFAX_MR_WRITE_DST, &p->wd); /* exchanged */
+    if (rc) return rc;
+    for (int s = 0; s < p->n * p->nn * 2; s++) { /* slot s: to rank s / 2nn, from NIC s / 2 % nn, op s % 2 */
+        uint64_t iter = efaxb__pairs_iter(s / (2 * p->nn), s / 2 % p->nn, s % 2);
+        p->tx->ops->fill(p->tx, (uint64_t)s * p->msg, p->msg, p->me, iter);
+    }
+    p->rx->ops->poison(p->rx, 0, nrx * p->msg); /* peers write after efax_bench_pairs_prove's barrier */
+    p->wd->ops->poison(p->wd, 0, n * maxn * p->msg);
+    return 0;
+}
+
+EFAX_API int efax_bench_pairs_prove(efax_bench *b, efax_bench_pairs *p) {
+    efax_send_desc sd;
+    efax_write_desc w;
+    int ntx = 0, rc = 0;
+    for (int i = 0, j = 0; i < p->n && !rc; i++)
+        for (int k = 0; i != p->me && k < efax_ctx_peer_nnics(&b->ctx, i) && !rc; k++, j++) {
+            int nic = efax_ctx_route_in(&b->ctx, i, k);
+            rc = efax_recv(&b->ctx, &p->xs[ntx++], nic, &p->rx->mr, (uint64_t)j * p->msg, p->msg);
+        }
+    if (!rc) rc = efax_boot_barrier(&b->boot, -1);
+    for (int j = 0; j < p->n && !rc; j++)
+        for (int k = 0; j != p->me && k < p->nn && !rc; k++) {
+            rc = efax_send(&b->ctx, &p->xs[ntx++], efaxb__pairs_send(p, &sd, j, k));
+            if (!rc) rc = efax_write(&b->ctx, &p->xs[ntx++], efaxb__pairs_write(p, &w, p->me, j, k), NULL);
+        }
+    if (rc) return rc;
+    for (int i = 0; i < ntx; i++) (void)efax_wait(&b->ctx, &p->xs[i], -1);
+    for (int i = 0; i < p->n; i++) /* each write landed in its own slot */
+        for (int k = 0; i != p->me && k < efax_ctx_peer_nnics(&b->ctx, i); k++)
+            p->status[i * p->maxn + k] =
+                (uint8_t)(EFAXB__SEND_MISSING | efaxb__pairs_write_status(b, p, i, k));
+    for (int i = 0; i < p->nrx; i++) efaxb__pairs_send_status(p, i);
+    /* every view */
+    return efax_boot_allgather(&b->boot, p->status, (size_t)p->n * (size_t)p->maxn, p->all, -1);
+}
+
+EFAX_API int efax_bench_pairs_report(const efax_bench *b, const efax_bench_pairs *p) {
+    int n = p->n, bad = 0;
+    printf("\n%-10s", "from\\to");
+    for (int j = 0; j < n; j++) printf(" %6d", j);
+    for (int i = 0; i < n; i++) { /* row i: the sender; column j: the receiver */
+        printf("\nrank %-5d", i);
+        for (int j = 0; j < n; j++) {
+            int fail = 0;
+            for (int k = 0; i != j && k < p->maxn; k++) fail |= efaxb__pairs_seen(p, j, i, k);
+            printf(" %6s", i == j ? "-" : fail ? "FAIL" : "OK");
+        }
+    }
+    printf("\n");
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            for (int k = 0; i != j && k < p->maxn; k++) {
+                int f = efaxb__pairs_seen(p, j, i, k);
+                if (!f) continue;
+                bad++;
+                efaxb__pairs_say_failed(b, i, j, k, f);
+            }
+    if (!bad)
+        printf("all %d×%d pairs OK (SEND and WRITE with immediate data on every NIC, %llu bytes each, "
+               "checked)\n",
+               n, n - 1, (unsigned long long)p->msg);
+    return bad;
+}
+
+EFAX_API int efax_bench_write_bufs(efax_bench *b, const efax_bench_step *st, bool staged, size_t len, int tag,
+                                   int ntags, efax_buf **src, efax_buf **dst) {
+    const efax_mem_ops *kind = staged ? efax_bench_mem_staged() : st->kind;
+    int rc = efax_bench_buf(b, kind, len, EFAX_MR_WRITE_SRC, src);
+    if (!rc) rc = efax_bench_buf(b, kind, len, EFAX_MR_WRITE_DST, dst);
+    for (int t = 0; t < ntags && !rc; t++) rc = efax_expect_prepare(&b->ctx, &(*dst)->mr, tag + t);
+    if (!rc) (*dst)->ops->poison(*dst, 0, len);
+    return rc;
+}
+
+/* A page table: a permutation of the cache's pages (the same on every rank: one seed). */
+EFAX_PRIVATE void efaxb__kv_shuffle(uint32_t *t, int n, uint64_t seed) {
+    for (int i = 0; i < n; i++) t[i] = (uint32_t)i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(efax_pattern_word(seed, (uint64_t)i) % (uint64_t)(i + 1));
+        uint32_t v = t[i];
+        t[i] = t[j];
+        t[j] = v;
+    }
+}
+
+EFAX_API int efax_bench_kv_open(efax_bench *b, efax_bench_kv *kv) {
+    size_t cells = (size_t)kv->layers * (size_t)kv->pages, layers = (size_t)kv->layers;
+    size_t iters = (size_t)efax_opts_iters(&b->o, 1);
+    int rc = 0;
+    kv->src_pages = (uint32_t *)efax_bench_calloc(b, cells, sizeof(uint32_t));
+    kv->dst_pages = (uint32_t *)efax_bench_calloc(b, cells, sizeof(uint32_t));
+    kv->batch = (efax_batch *)efax_bench_calloc(b, layers, sizeof(efax_batch));
+    kv->ex = (efax_expect *)efax_bench_calloc(b, layers, sizeof(efax_expect));
+    kv->post = (double *)efax_bench_calloc(b, iters * layers, sizeof(double));
+    kv->land = (double *)efax_bench_calloc(b, iters * layers, sizeof(double));
+    kv->lat = (double *)efax_bench_calloc(b, iters, sizeof(double));
+    if (!kv->src_pages || !kv->dst_pages || !kv->batch || !kv->ex || !kv->post || !kv->land || !kv->lat)
+        return -FI_ENOMEM;
+    for (int l = 0; l < kv->layers && !rc; l++) rc = efax_batch_init(&kv->batch[l], kv->pages);
+    if (rc) return rc;
+    efaxb__kv_shuffle(kv->src_pages, (int)cells, 0x5eedull);
+    efaxb__kv_shuffle(kv->dst_pages, (int)cells, 0xdecull);
+    return 0;
+}
+
+EFAX_API int64_t efax_bench_kv_pages(const efax_bench_kv *kv, const efax_bench_step *st, efax_buf *src,
+                                     efax_buf *dst, int it, bool paged, bool fill) {
+    uint64_t s = st->size;
+    int64_t wrong = 0;
+    for (int l = 0; l < kv->layers; l++)
+        for (int p = 0; p < kv->pages; p++) {
+            int i = l * kv->pages + p;
+            uint64_t so = (paged ? kv->src_pages[i] : (uint32_t)i) * s;
+            uint64_t dof = (paged ? kv->dst_pages[i] : (uint32_t)i) * s;
+            uint64_t pattern = (uint64_t)it << 32 | (uint64_t)i; /* page p of layer l, iteration it */
+            if (fill)
+                src->ops->fill(src, so, s, 0, pattern);
+            else
+                wrong += (int64_t)dst->ops->check(dst, dof, s, 0, pattern);
+        }
+    return wrong;
+}
+
+EFAX_API void efax_bench_kv_close(efax_bench_kv *kv) {
+    for (int l = 0; kv->batch && l < kv->layers; l++) efax_batch_deinit(&kv->batch[l]);
+}
+
+/* The names of the bits of v that flag[0..n-1] has, "|"-joined into buf; "-" for none. */
+EFAX_PRIVATE void efaxb__bits(char *buf, size_t len, uint64_t v, const uint64_t *flag,
+                              const char *const *name, int n) {
+    size_t u = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n; i++)
+        if (v & flag[i]) u += (size_t)snprintf(buf + u, len > u ? len - u : 0, "%s%s", u ? "|" : "", name[i]);
+    if (!u) snprintf(buf, len, "-");
+}
+
+/* A domain's mr_mode bits by name. */
+EFAX_PRIVATE void efaxb__mr_mode_str(char *buf, size_t len, uint64_t v) {
+    static const uint64_t f[] = {FI_MR_LOCAL,    FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY,
+                                 FI_MR_ENDPOINT, FI_MR_HMEM,      FI_MR_RAW,       FI_MR_RMA_EVENT};
+    static const char *const n[] = {"LOCAL",    "VIRT_ADDR", "ALLOCATED", "PROV_KEY",
+                                    "ENDPOINT", "HMEM",      "RAW",       "RMA_EVENT"};
+    efaxb__bits(buf, len, v, f, n, 8);
+}
+
+/* A provider's mode bits by name. */
+EFAX_PRIVATE void efaxb__mode_str(char *buf, size_t len, uint64_t v) {
+    /* FI_LOCAL_MR is a 1.x mode bit; 2.x deprecates it (fi_mr(3): FI_MR_LOCAL replaces it) */
+#if FI_MAJOR_VERSION < 2
+    static const uint64_t f[] = {FI_CONTEXT,    FI_CONTEXT2,   FI_ASYNC_IOV,
+                                 FI_RX_CQ_DATA, FI_MSG_PREFIX, FI_LOCAL_MR};
+#else
+    static const uint64_t f[] = {FI_CONTEXT, FI_CONTEXT2, FI_ASYNC_IOV, FI_RX_CQ_DATA, FI_MSG_PREFIX};
+#endif
+    static const char *const n[] = {"CONTEXT",    "CONTEXT2",   "ASYNC_IOV",
+                                    "RX_CQ_DATA", "MSG_PREFIX", "LOCAL_MR"};
+    efaxb__bits(buf, len, v, f, n, (int)(sizeof f / sizeof f[0]));
+}
+
+EFAX_API void efax_bench_nic_header(FILE *out) {
+    fprintf(out, "%-14s %-18s %-13s %8s %4s %-38s %-24s %4s %7s %6s %5s %5s %4s\n", "provider", "NIC", "PCI",
+            "Gbps", "numa", "mr_mode", "mode", "cqd", "max_msg", "inject", "tx", "rx", "hmem");
+}
+
+EFAX_API void efax_bench_nic_row(FILE *out, FILE *json, const char *driver, const efax_nic_info *x) {
+    char mr[96], md[64], gb[16], mm[24];
+    efaxb__mr_mode_str(mr, sizeof mr, x->mr_mode);
+    efaxb__mode_str(md, sizeof md, x->mode);
+    if (x->link_gbps > 0)
+        snprintf(gb, sizeof gb, "%.0f", x->link_gbps);
+    else
+        snprintf(gb, sizeof gb, "-");
+    efax_fmt_size(x->max_msg_size, mm, sizeof mm);
+    if (x->max_msg_size >= (1ull << 62)) snprintf(mm, sizeof mm, "inf");
+    fprintf(out, "%-14s %-18s %-13s %8s %4d %-38s %-24s %4zu %7s %6zu %5zu %5zu %4s%s\n", x->provider,
+            x->name, x->pci[0] ? x->pci : "-", gb, x->numa, mr, md, x->cq_data_size, mm, x->inject_size,
+            x->tx_size, x->rx_size, x->hmem ? "yes" : "no", x->loopback ? "  (loopback)" : "");
+    efax_bench_jsonl(
+        json, driver,
+        "\"provider\":\"%s\",\"nic\":\"%s\",\"fabric\":\"%s\",\"pci\":\"%s\",\"link_gbps\":%.6g,"
+        "\"numa\":%d,\"mr_mode\":\"%s\",\"mode\":\"%s\",\"cq_data_size\":%zu,\"max_msg_size\":%llu,"
+        "\"inject_size\":%zu,\"tx_size\":%zu,\"rx_size\":%zu,\"mr_key_size\":%zu,\"hmem\":%s,"
+        "\"loopback\":%s",
+        x->provider, x->name, x->fabric, x->pci, x->link_gbps, x->numa, mr, md, x->cq_data_size,
+        (unsigned long long)x->max_msg_size, x->inject_size, x->tx_size, x->rx_size, x->mr_key_size,
+        x->hmem ? "true" : "false", x->loopback ? "true" : "false");
+}
+
+EFAX_API double efax_bench_memcpy_gbs(uint64_t size) {
+    uint8_t *a = (uint8_t *)efax_host_alloc(size);
+    uint8_t *b = (uint8_t *)efax_host_alloc(size);
+    double best = 0;
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return 0;
+    }
+    memset(a, 1, size);
+    memset(b, 2, size);
+    for (int round = 0; round < 7; round++) {
+        uint64_t t0 = efax_now_ns(), reps = 0;
+        double gbs;
+        do {
+            memcpy(round & 1 ? a : b, round & 1 ? b : a, size);
+            reps++;
+        } while (efax_now_ns() - t0 < 200000000ull);
+        gbs = (double)(size * reps) / (double)(efax_now_ns() - t0);
+        if (gbs > best) best = gbs;
+    }
+    free(a);
+    free(b);
+    return best;
 }
 
 // >>steps (implementation) ------------------------------------------------------------------

@@ -119,17 +119,6 @@ static int measure(run *r) {
     return rc;
 }
 
-/* The ring's buffers for memory kind st.kind (--staged: host memory through staging buffers). */
-static int ring(run *r) {
-    const efax_mem_ops *kind = r->staged ? efax_bench_mem_staged() : r->st.kind;
-    size_t len = (size_t)r->slots * (size_t)r->b.o.max_size;
-    int rc = efax_bench_buf(&r->b, kind, len, EFAX_MR_WRITE_SRC, &r->src);
-    if (!rc) rc = efax_bench_buf(&r->b, kind, len, EFAX_MR_WRITE_DST, &r->dst);
-    if (!rc) rc = efax_expect_prepare(&r->b.ctx, &r->dst->mr, TAG_DATA); /* staged: cells as they land */
-    if (!rc) r->dst->ops->poison(r->dst, 0, len);
-    return rc;
-}
-
 int main(int argc, char **argv) {
     run r;
     efax_bench_desc d;
@@ -141,6 +130,7 @@ int main(int argc, char **argv) {
         EFAX_OPT_END,
     };
     int rc, kind = -1;
+    size_t len; /* the ring's bytes */
     memset(&r, 0, sizeof r);
     memset(&d, 0, sizeof d);
     r.slots = 4;
@@ -155,13 +145,18 @@ int main(int argc, char **argv) {
     if (!rc && r.staged && strcmp(r.b.kinds[0]->name, "host"))
         rc = efax_bench_usage(&r.b, "--staged stages host memory: leave --mem at host");
     if (!rc) rc = efax_bench_connect(&r.b); /* NICs, connections, warm-up */
-    if (!rc && !(r.xs = (efax_xfer *)efax_bench_calloc(&r.b, (size_t)r.slots, sizeof *r.xs))) rc = -FI_ENOMEM;
-    if (!rc &&
-        !(r.lat = (double *)efax_bench_calloc(&r.b, (size_t)efax_opts_iters(&r.b.o, 1), sizeof(double))))
-        rc = -FI_ENOMEM;
+    if (!rc) {                              /* a write a slot; a step's times */
+        r.xs = (efax_xfer *)efax_bench_calloc(&r.b, (size_t)r.slots, sizeof *r.xs);
+        r.lat = (double *)efax_bench_calloc(&r.b, (size_t)efax_opts_iters(&r.b.o, 1), sizeof(double));
+        rc = r.xs && r.lat ? 0 : -FI_ENOMEM;
+    }
     if (!rc) rc = efax_bench_begin(&r.b, NULL); /* the report's header (and the GPU ceiling) */
+    len = (size_t)r.slots * (size_t)r.b.o.max_size;
     while (!rc && efax_bench_next(&r.b, &r.st, &rc)) {
-        if (r.st.k != kind && !(rc = ring(&r))) kind = r.st.k;
+        /* the ring's buffers, once a memory kind (staged: cells taken as they land) */
+        if (r.st.k != kind &&
+            !(rc = efax_bench_write_bufs(&r.b, &r.st, r.staged, len, TAG_DATA, 1, &r.src, &r.dst)))
+            kind = r.st.k;
         if (!rc) rc = measure(&r);
     }
     return efax_bench_close(&r.b, rc);
