@@ -36,6 +36,11 @@
        efax_bench_record    one result: wrong bytes summed over the ranks, rank 0 reports it
        efax_bench_close     everything freed, in order; the exit status
 
+   The sections after the steps and the exchange: what more than one experiment does (driver
+   helpers: sendrecv's and pingpong's two-sided loops, bootstrap's pair proof, kvcache's pages), and
+   the two health tools, whole, so that a program can run them itself: the rail finder (rails) and
+   the host's preflight (doctor). Their drivers are the recipes that call them.
+
    License: MIT (see efax.h).
 */
 #ifndef EFAX_BENCH_H
@@ -260,147 +265,6 @@ EFAX_API void efax_result_init(efax_result *res, const char *variant, const char
 EFAX_API void efax_result_time(efax_result *res, double *lat_us, int n, uint64_t bytes_per_iter,
                                double line_gbps);
 
-// >>driver helpers --------------------------------------------------------------------------
-
-/* What the drivers' experiments share beyond the sweep: each driver states its experiment in steps,
-   and the loops, checks and tables those steps run live here. */
-typedef struct efax_bench efax_bench; /* the steps section says what they hold */
-typedef struct efax_bench_step efax_bench_step;
-
-/* Two-sided messages between rank 0 and one other rank at a time (sendrecv), in two variants.
-   Stream: rank 0 keeps a window of messages in flight, the other rank receives them all and confirms;
-   an iteration is timed from its first send to that confirmation (without -c and with a window of two
-   or more, the window's halves are confirmed apart and each half of the next iteration leaves as the
-   same half of this one is confirmed: an iteration's time runs from the end of the one before).
-   RoundTrip: one message and its answer of the same size. Messages are planned over the NICs by the
-   step's mode; each piece's immediate data names it (message << 8 | segment), so no arrival order is
-   assumed, and with -c every piece is checked to have arrived exactly once and every byte checked. */
-typedef struct efax_bench_sends {
-    efax_buf *srcs[3], *dsts[3]; /* per memory kind: max(--window, 2) slots of -e bytes each */
-    efax_xfer *tx, *rx;          /* room for the sends and receives in flight */
-    double *lat;                 /* rank 0: a variant's iteration times over every turn (microseconds) */
-} efax_bench_sends;
-
-/* Allocates s's buffers (every memory kind, registered for sending and receiving; destinations
-   poisoned), its operations and its times, all freed by efax_bench_close. Call after
-   efax_bench_connect. Returns 0 or a negative code. Not thread-safe: b's thread only. */
-EFAX_API int efax_bench_sends_open(efax_bench *b, efax_bench_sends *s);
-
-/* One turn of step st's variant (roundtrip, else Stream) between rank 0 and rank k: the receives are
-   posted, a barrier, then st->warmup untimed and st->iters timed iterations. Collective: every rank
-   calls it (ranks other than 0 and k take the barrier alone). Appends rank 0's iteration times at
-   s->lat[*nlat] and advances *nlat; adds the wrong bytes this rank found (-c) to *wrong. Returns 0 or
-   a negative code. Not thread-safe: b's thread only. */
-EFAX_API int efax_bench_sendrecv(efax_bench *b, efax_bench_sends *s, const efax_bench_step *st,
-                                 bool roundtrip, int k, int *nlat, int64_t *wrong);
-
-/* The echo (pingpong), the programming model in its smallest form: rank 0 sends a message to rank 1,
-   which answers with one of the same size, as SEND/RECV or as RDMA WRITE with immediate data. The
-   answer comes from rank 1's own send buffer, as in fi_pingpong: answering from the buffer that just
-   received would make the peer read cache lines another core just wrote, and measure that instead of
-   the transport. With -c both sides check every byte they receive, outside the timing. */
-typedef struct efax_bench_echo {
-    efax_buf *tx, *rx; /* host memory, two halves of -e bytes each: with -c iteration parity picks one */
-    double *lat;       /* rank 0: the last echo's one-way times, half of each round trip (microseconds) */
-} efax_bench_echo;
-
-/* Allocates e's send and receive buffers (the first memory kind, registered on every NIC for sends,
-   receives and writes; the receive buffer exchanged) and its times, freed by efax_bench_close. Call
-   after efax_bench_connect. Collective. Returns 0 or a negative code. Not thread-safe: b's thread only. */
-EFAX_API int efax_bench_echo_open(efax_bench *b, efax_bench_echo *e);
-
-/* Step st's echo between rank 0 and rank 1 (writeimm: WRITE with immediate data, else SEND/RECV):
-   st->warmup untimed round trips, then st->iters timed ones, without -c back to back with one clock
-   reading each (their average is the total time over the iterations, as fi_pingpong's), with -c each
-   timed alone and checked between. Every rank calls it; ranks past 1 move nothing. Leaves in e->lat on
-   rank 0 st->iters one-way times and in *secs the round trips' total (seconds); adds the wrong bytes
-   this rank found to *wrong. Returns 0 or a negative code. Not thread-safe: b's thread only. */
-EFAX_API int efax_bench_echo_time(efax_bench *b, efax_bench_echo *e, const efax_bench_step *st, bool writeimm,
-                                  double *secs, int64_t *wrong);
-
-/* The proof of every ordered pair of ranks (bootstrap): every rank exchanges endpoint names and
-   memory keys, then sends every other rank, from each of its NICs, a SEND and a WRITE with
-   immediate data, whose bytes the receiver checks. What never arrives is marked, not fatal, so that
-   one broken pair is named rather than ending the run. */
-typedef struct efax_bench_pairs {
-    uint64_t msg; /* bytes per message */
-    /* ranks, this rank, its NICs, the most NICs of any rank, messages it receives */
-    int n, me, nn, maxn, nrx;
-    /* a source slot per (peer, NIC, op); receive slots; a write window per (peer, NIC) */
-    efax_buf *tx, *rx, *wd;
-    efax_xfer *xs;         /* the receives first, then per (peer, NIC) a WRITE and a SEND */
-    uint8_t *status, *all; /* per (sender, its NIC): what went wrong on this rank; on every rank */
-} efax_bench_pairs;
-
-/* Who is there: fills p's ranks and NICs and gathers every rank's host and NIC addresses, which rank 0
-   prints under a "# efax DRIVER VERSION: provider, ranks, bootstrap" line. msg: bytes per message.
-   Call after efax_bench_connect. Collective. Returns 0 or a negative code. Not thread-safe. */
-EFAX_API int efax_bench_pairs_meet(efax_bench *b, efax_bench_pairs *p, uint64_t msg);
-
-/* The buffers (sources filled, the rest poisoned; the write windows exchanged) and the operations of
-   p, freed by efax_bench_close. Collective. Returns 0 or a negative code. Not thread-safe. */
-EFAX_API int efax_bench_pairs_open(efax_bench *b, efax_bench_pairs *p);
-
-/* Proves every pair: receives first (each on the NIC the peer's NIC arrives at), a barrier, then to
-   every peer on every NIC a SEND and a WRITE, each with immediate data; then every arrival is checked,
-   and every rank's view gathered into p->all. Collective. Returns 0 or a negative code (a message that
-   never came is a marked failure, not an error). Not thread-safe. */
-EFAX_API int efax_bench_pairs_prove(efax_bench *b, efax_bench_pairs *p);
-
-/* Rank 0: prints the matrix of p->all (row: sender, column: receiver), each failed pair and NIC, and
-   "all N×(N−1) pairs OK" when none failed. Returns how many (pair, NIC) failed. Not thread-safe. */
-EFAX_API int efax_bench_pairs_report(const efax_bench *b, const efax_bench_pairs *p);
-
-/* For experiments of writers into one target region each (stream, kvcache): a source
-   (EFAX_MR_WRITE_SRC) and a destination (EFAX_MR_WRITE_DST, exchanged) of len bytes each, of step st's
-   memory kind or, staged, host memory through staging buffers (efax_bench_mem_staged); the
-   destination prepared for writes taken as they land under tags tag .. tag + ntags - 1
-   (efax_expect_prepare) and poisoned, so a check finds what did not land. Freed by efax_bench_close.
-   Collective. Returns 0 or a negative code. Not thread-safe: b's thread only. */
-EFAX_API int efax_bench_write_bufs(efax_bench *b, const efax_bench_step *st, bool staged, size_t len, int tag,
-                                   int ntags, efax_buf **src, efax_buf **dst);
-
-/* The KV-cache experiment's tables (kvcache): a cache of layers x pages pages on each side, scattered
-   through a page table on each (a permutation of the cache's pages, the same on every rank), a batch
-   and an expectation a layer, and the times of a variant's iterations. */
-typedef struct efax_bench_kv {
-    int layers, pages;
-    uint32_t *src_pages, *dst_pages; /* [layers * pages]: the page tables, one permutation each */
-    efax_batch *batch;               /* [layers] */
-    efax_expect *ex;                 /* [layers] */
-    double *post, *land;             /* [iters * layers]: microseconds after the iteration's barrier */
-    double *lat;                     /* [iters]: rank 0's first post to the decode side's word */
-} efax_bench_kv;
-
-/* Allocates kv's tables for kv->layers and kv->pages (set before), draws the page tables and opens the
-   batches; the memory is freed by efax_bench_close, the batches by efax_bench_kv_close. Returns 0 or a
-   negative code. Not thread-safe: b's thread only. */
-EFAX_API int efax_bench_kv_open(efax_bench *b, efax_bench_kv *kv);
-
-/* For -c, every page of iteration it: fill (the prefill side, before) writes each page of src with
-   its pattern; else (the decode side, after) checks each page of dst. The pages lie where the page
-   tables put them (paged), or layer by layer in order (contiguous). Returns the wrong bytes found
-   (0 when filling). Not thread-safe. */
-EFAX_API int64_t efax_bench_kv_pages(const efax_bench_kv *kv, const efax_bench_step *st, efax_buf *src,
-                                     efax_buf *dst, int it, bool paged, bool fill);
-
-/* Closes kv's batches (before efax_bench_close). Safe on a zeroed kv. Not thread-safe. */
-EFAX_API void efax_bench_kv_close(efax_bench_kv *kv);
-
-/* The table of NICs (info): its column header line on out. Not thread-safe on a shared stream. */
-EFAX_API void efax_bench_nic_header(FILE *out);
-
-/* One NIC's row of that table on out (provider, name, PCI address, Gbit/s, NUMA node, mr_mode and mode
-   bits by name, immediate data bytes, largest message, inject size, queue sizes, HMEM, loopback), and
-   when json is not NULL its JSON Lines record (efax_bench_jsonl, under driver's name). Not thread-safe
-   on a shared stream. */
-EFAX_API void efax_bench_nic_row(FILE *out, FILE *json, const char *driver, const efax_nic_info *x);
-
-/* Single-thread memcpy bandwidth in GB/s between two buffers of size bytes, allocated as the benchmarks
-   allocate (efax_host_alloc): the ceiling of the shm provider, which copies every byte once. Best of
-   seven rounds of about 0.2 s each; 0 when the memory cannot be had. Thread-safe. */
-EFAX_API double efax_bench_memcpy_gbs(uint64_t size);
-
 // >>steps -----------------------------------------------------------------------------------
 
 typedef struct efax_bench_xchg efax_bench_xchg; /* the exchange section says what it holds */
@@ -609,6 +473,261 @@ EFAX_API int efax_bench_lat_pairs(efax_bench *b, efax_result *res, const char *n
    of the ranks' whole loops (the sum of its times). Returns 0, -FI_ENOMEM or the bootstrap's error. */
 EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *loop_us);
 
+// >>exchange --------------------------------------------------------------------------------
+
+/* An exchange is a step's writes between ranks, both sides run by the harness, as fabtests'
+   bandwidth_rma() owns its timed loop: a driver says who writes to whom and how much; the harness
+   numbers the tags and sequences, fills the sources, starts the writes, announces and awaits them
+   on the targets, confirms, checks every byte (-c), clears and tells the writers, so that a writer
+   and its target cannot disagree. Per iteration, on each rank:
+       -c: wait until every target cleared the last iteration's bytes (EFAX_BENCH_TAG_READY),
+           then fill this iteration's sources                                        (untimed)
+       write to every target; copy to itself (from == to); announce and await every writer's
+       writes (one context timeout for all); confirmed: tell each writer (EFAX_BENCH_TAG_ACK) and
+       wait for each target's word (confirm_behind: the word of the iteration before);
+       unconfirmed: wait for this rank's own writes                                  (timed)
+       -c: check and clear what landed, tell each writer                             (untimed)
+   Message m of an iteration from rank f to rank t leaves f's source at slot s = (per_target ?
+   t * msgs + m : m) and lands in t's destination at slot (per_writer ? f * msgs + m : m), slots
+   being the step's message size apart (all at 0 with --one-slot: efax_bench_slot_off); its bytes
+   are the pattern of (f, seq << 24 | s), so that a byte of another iteration, writer or message
+   shows; it rotates over the NICs from index seq * msgs + f + s. Its tag is one of the msgs tags of
+   its memory kind (unconfirmed: twice as many), which start at EFAX_BENCH_TAG_DATA plus those of
+   the kinds before it: into an ordinary region every message of a writer's iteration has the same,
+   the kind's tag (seq mod its tags), and the target announces and awaits them as one
+   (efax_expect_writes); into a staged region, whose cells are taken by writer and tag as they land,
+   message m has tag m (plus msgs times seq mod the sets of msgs). EFAX_BENCH_TAG_ACK2 is a second
+   confirmation word: the exchange's odd iterations' when it confirms a window behind
+   (efax_bench_xchg.confirm_behind), sendrecv's Stream's second half's. One confirmation word per
+   iteration, not one per half: halves cost own instructions on every write and gained nothing
+   (docs/journal.md has the runs of both, and of confirming a window behind). */
+enum {
+    EFAX_BENCH_TAG_ACK = 1,
+    EFAX_BENCH_TAG_READY = 2,
+    EFAX_BENCH_TAG_ACK2 = 3,
+    EFAX_BENCH_TAG_DATA = 4,
+};
+
+/* The layout of a driver's exchange, fixed for the run (efax_bench_desc.xchg). */
+struct efax_bench_xchg {
+    int msgs;               /* the most messages one rank writes another per iteration (0: --window) */
+    bool per_target;        /* a source region per target (all-to-all); else every target the same */
+    bool per_writer;        /* a destination region per writer (incast, all-to-all); else one */
+    bool unconfirmed;       /* no confirmations: every rank times its own iterations, each ending when
+                         its writes completed and its writers' landed (all-to-all); else a
+                         writer's iteration ends when every target confirmed */
+    bool window_iterations; /* unconfirmed: --window N is iterations in flight, up to
+                               EFAX_BUF_MARKS (1 with -c, whose fills and checks separate them) */
+    bool confirm_behind;    /* confirmed, a window behind: a writer starts iteration i + 1 before i's
+                               confirmation comes, then waits for it, so that the link does not idle for
+                               a confirmation's round trip between windows (fi_rma_bw's writer waits for
+                               none); at most two iterations' messages are unconfirmed, and an
+                               iteration's time runs from the confirmation before. Not with -c (it checks
+                               each iteration apart), a poster, a staged destination (its cells are
+                               taken by tag), or one message an iteration (a write's time to its
+                               confirmation is what that measures) */
+    uint64_t bytes;         /* each buffer's size (0: the slots that messages of -e bytes need) */
+    /* unconfirmed, every rank writing every other, one message each, more than two ranks: a rank's
+       writes leave one at a time, the next rank on first, write k + pace of a phase once this rank's
+       own arrival k is in place or has arrived (pace_gate; efaxb__paced says why); 0: all at once;
+       < 0: EFAX_BENCH_PACE for device memory from messages of EFAX_BENCH_PACE_MIN bytes, else 0 */
+    int pace;
+    int pace_gate; /* EFAX_BENCH_GATE_*: when arrival k lets write k + pace leave */
+};
+
+/* When a paced write may leave: once the arrival pace before it is in place (LANDED: each GPU then
+   reads one peer at a time, but waits for that arrival's end to be seen and the next write to
+   reach its target), once it has arrived (ARRIVED: its copy has started here, so the next one queues
+   behind it and no GPU waits, while ranks that drift apart may read one peer together), or AUTO:
+   ARRIVED below EFAX_BENCH_GATE_LANDED bytes a message, LANDED from there, where a copy outlasts
+   that wait. */
+enum { EFAX_BENCH_GATE_AUTO = 0, EFAX_BENCH_GATE_LANDED, EFAX_BENCH_GATE_ARRIVED };
+
+/* The pace the exchange takes when efax_bench_xchg.pace is below 0, for device memory, from messages
+   of EFAX_BENCH_PACE_MIN bytes; the gate's threshold (docs/journal.md has the runs that chose them). */
+#define EFAX_BENCH_PACE 1
+#define EFAX_BENCH_PACE_MIN (4ull << 20)
+#define EFAX_BENCH_GATE_LANDED (16ull << 20)
+
+/* A writer that posts through something other than this rank's context (efax_cuda.h's proxy, whose
+   thread drives the context meanwhile): it starts the writes as described and waits for notices. */
+typedef struct efax_bench_poster {
+    int (*post)(void *user, const efax_write_desc *w, int n); /* starts an iteration's writes */
+    /* waits for the notice (tag, seq) from rank peer (timeout_ms < 0: the context's); *t_ns: when it
+       came (efax_now_ns) */
+    int (*wait)(void *user, int peer, int tag, uint32_t seq, int timeout_ms, uint64_t *t_ns);
+    int (*finish)(void *user); /* waits until the writes it started completed at this end */
+    void *user;
+} efax_bench_poster;
+
+/* What one step of the sweep moves. */
+typedef struct efax_bench_moves {
+    /* whether rank `from` writes to rank `to` (from == to: a local copy). Every rank asks about every
+       pair, so the answer may depend on nothing but the arguments and user */
+    bool (*writes)(const void *user, int from, int to, int nranks);
+    const void *user;
+    uint64_t size;                   /* bytes per message (0: the step's) */
+    int msgs;                        /* messages per writer and target (0: the layout's) */
+    const efax_bench_poster *poster; /* this rank's writes (NULL: efax_write on b->ctx) */
+} efax_bench_moves;
+
+/* Runs step st's exchange: the buffers of st's memory kind, st->warmup untimed iterations and
+   st->iters timed ones after a barrier. Collective (ranks that move nothing take the barrier).
+   Appends this rank's iteration times (microseconds) at lat[*nlat] and advances *nlat where it
+   times: on a writer (confirmed), on every rank that moves anything (unconfirmed); adds the wrong
+   bytes it found to *wrong. Returns 0 or a negative code (logged). */
+EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv,
+                                 double *lat, int *nlat, int64_t *wrong);
+
+/* Iterations in flight in step st's exchange: --window where the layout takes it
+   (efax_bench_xchg.window_iterations) and st's memory is not staged (staged cells are copied in
+   one iteration at a time), else 1. With more than one, a rank starts iteration i + N - 1 as
+   iteration i begins, and iteration i ends once its writers' bytes and its own chunk are in place
+   (efax_buf_mark / efax_buf_marked), later iterations moving meanwhile: an iteration's time runs
+   from the end of the one before. Pure. */
+EFAX_API int efax_bench_in_flight(const efax_bench *b, const efax_bench_step *st);
+
+// >>driver helpers --------------------------------------------------------------------------
+
+/* What the drivers' experiments share beyond the sweep: each driver states its experiment in steps,
+   and the loops, checks and tables those steps run live here. */
+typedef struct efax_bench efax_bench; /* the steps section says what they hold */
+typedef struct efax_bench_step efax_bench_step;
+
+/* Two-sided messages between rank 0 and one other rank at a time (sendrecv), in two variants.
+   Stream: rank 0 keeps a window of messages in flight, the other rank receives them all and confirms;
+   an iteration is timed from its first send to that confirmation (without -c and with a window of two
+   or more, the window's halves are confirmed apart and each half of the next iteration leaves as the
+   same half of this one is confirmed: an iteration's time runs from the end of the one before).
+   RoundTrip: one message and its answer of the same size. Messages are planned over the NICs by the
+   step's mode; each piece's immediate data names it (message << 8 | segment), so no arrival order is
+   assumed, and with -c every piece is checked to have arrived exactly once and every byte checked. */
+typedef struct efax_bench_sends {
+    efax_buf *srcs[3], *dsts[3]; /* per memory kind: max(--window, 2) slots of -e bytes each */
+    efax_xfer *tx, *rx;          /* room for the sends and receives in flight */
+    double *lat;                 /* rank 0: a variant's iteration times over every turn (microseconds) */
+} efax_bench_sends;
+
+/* Allocates s's buffers (every memory kind, registered for sending and receiving; destinations
+   poisoned), its operations and its times, all freed by efax_bench_close. Call after
+   efax_bench_connect. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_sends_open(efax_bench *b, efax_bench_sends *s);
+
+/* One turn of step st's variant (roundtrip, else Stream) between rank 0 and rank k: the receives are
+   posted, a barrier, then st->warmup untimed and st->iters timed iterations. Collective: every rank
+   calls it (ranks other than 0 and k take the barrier alone). Appends rank 0's iteration times at
+   s->lat[*nlat] and advances *nlat; adds the wrong bytes this rank found (-c) to *wrong. Returns 0 or
+   a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_sendrecv(efax_bench *b, efax_bench_sends *s, const efax_bench_step *st,
+                                 bool roundtrip, int k, int *nlat, int64_t *wrong);
+
+/* The echo (pingpong), the programming model in its smallest form: rank 0 sends a message to rank 1,
+   which answers with one of the same size, as SEND/RECV or as RDMA WRITE with immediate data. The
+   answer comes from rank 1's own send buffer, as in fi_pingpong: answering from the buffer that just
+   received would make the peer read cache lines another core just wrote, and measure that instead of
+   the transport. With -c both sides check every byte they receive, outside the timing. */
+typedef struct efax_bench_echo {
+    efax_buf *tx, *rx; /* host memory, two halves of -e bytes each: with -c iteration parity picks one */
+    double *lat;       /* rank 0: the last echo's one-way times, half of each round trip (microseconds) */
+} efax_bench_echo;
+
+/* Allocates e's send and receive buffers (the first memory kind, registered on every NIC for sends,
+   receives and writes; the receive buffer exchanged) and its times, freed by efax_bench_close. Call
+   after efax_bench_connect. Collective. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_echo_open(efax_bench *b, efax_bench_echo *e);
+
+/* Step st's echo between rank 0 and rank 1 (writeimm: WRITE with immediate data, else SEND/RECV):
+   st->warmup untimed round trips, then st->iters timed ones, without -c back to back with one clock
+   reading each (their average is the total time over the iterations, as fi_pingpong's), with -c each
+   timed alone and checked between. Every rank calls it; ranks past 1 move nothing. Leaves in e->lat on
+   rank 0 st->iters one-way times and in *secs the round trips' total (seconds); adds the wrong bytes
+   this rank found to *wrong. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_echo_time(efax_bench *b, efax_bench_echo *e, const efax_bench_step *st, bool writeimm,
+                                  double *secs, int64_t *wrong);
+
+/* The proof of every ordered pair of ranks (bootstrap): every rank exchanges endpoint names and
+   memory keys, then sends every other rank, from each of its NICs, a SEND and a WRITE with
+   immediate data, whose bytes the receiver checks. What never arrives is marked, not fatal, so that
+   one broken pair is named rather than ending the run. */
+typedef struct efax_bench_pairs {
+    uint64_t msg; /* bytes per message */
+    /* ranks, this rank, its NICs, the most NICs of any rank, messages it receives */
+    int n, me, nn, maxn, nrx;
+    /* a source slot per (peer, NIC, op); receive slots; a write window per (peer, NIC) */
+    efax_buf *tx, *rx, *wd;
+    efax_xfer *xs;         /* the receives first, then per (peer, NIC) a WRITE and a SEND */
+    uint8_t *status, *all; /* per (sender, its NIC): what went wrong on this rank; on every rank */
+} efax_bench_pairs;
+
+/* Who is there: fills p's ranks and NICs and gathers every rank's host and NIC addresses, which rank 0
+   prints under a "# efax DRIVER VERSION: provider, ranks, bootstrap" line. msg: bytes per message.
+   Call after efax_bench_connect. Collective. Returns 0 or a negative code. Not thread-safe. */
+EFAX_API int efax_bench_pairs_meet(efax_bench *b, efax_bench_pairs *p, uint64_t msg);
+
+/* The buffers (sources filled, the rest poisoned; the write windows exchanged) and the operations of
+   p, freed by efax_bench_close. Collective. Returns 0 or a negative code. Not thread-safe. */
+EFAX_API int efax_bench_pairs_open(efax_bench *b, efax_bench_pairs *p);
+
+/* Proves every pair: receives first (each on the NIC the peer's NIC arrives at), a barrier, then to
+   every peer on every NIC a SEND and a WRITE, each with immediate data; then every arrival is checked,
+   and every rank's view gathered into p->all. Collective. Returns 0 or a negative code (a message that
+   never came is a marked failure, not an error). Not thread-safe. */
+EFAX_API int efax_bench_pairs_prove(efax_bench *b, efax_bench_pairs *p);
+
+/* Rank 0: prints the matrix of p->all (row: sender, column: receiver), each failed pair and NIC, and
+   "all N×(N−1) pairs OK" when none failed. Returns how many (pair, NIC) failed. Not thread-safe. */
+EFAX_API int efax_bench_pairs_report(const efax_bench *b, const efax_bench_pairs *p);
+
+/* For experiments of writers into one target region each (stream, kvcache): a source
+   (EFAX_MR_WRITE_SRC) and a destination (EFAX_MR_WRITE_DST, exchanged) of len bytes each, of step st's
+   memory kind or, staged, host memory through staging buffers (efax_bench_mem_staged); the
+   destination prepared for writes taken as they land under tags tag .. tag + ntags - 1
+   (efax_expect_prepare) and poisoned, so a check finds what did not land. Freed by efax_bench_close.
+   Collective. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_write_bufs(efax_bench *b, const efax_bench_step *st, bool staged, size_t len, int tag,
+                                   int ntags, efax_buf **src, efax_buf **dst);
+
+/* The KV-cache experiment's tables (kvcache): a cache of layers x pages pages on each side, scattered
+   through a page table on each (a permutation of the cache's pages, the same on every rank), a batch
+   and an expectation a layer, and the times of a variant's iterations. */
+typedef struct efax_bench_kv {
+    int layers, pages;
+    uint32_t *src_pages, *dst_pages; /* [layers * pages]: the page tables, one permutation each */
+    efax_batch *batch;               /* [layers] */
+    efax_expect *ex;                 /* [layers] */
+    double *post, *land;             /* [iters * layers]: microseconds after the iteration's barrier */
+    double *lat;                     /* [iters]: rank 0's first post to the decode side's word */
+} efax_bench_kv;
+
+/* Allocates kv's tables for kv->layers and kv->pages (set before), draws the page tables and opens the
+   batches; the memory is freed by efax_bench_close, the batches by efax_bench_kv_close. Returns 0 or a
+   negative code. Not thread-safe: b's thread only. */
+EFAX_API int efax_bench_kv_open(efax_bench *b, efax_bench_kv *kv);
+
+/* For -c, every page of iteration it: fill (the prefill side, before) writes each page of src with
+   its pattern; else (the decode side, after) checks each page of dst. The pages lie where the page
+   tables put them (paged), or layer by layer in order (contiguous). Returns the wrong bytes found
+   (0 when filling). Not thread-safe. */
+EFAX_API int64_t efax_bench_kv_pages(const efax_bench_kv *kv, const efax_bench_step *st, efax_buf *src,
+                                     efax_buf *dst, int it, bool paged, bool fill);
+
+/* Closes kv's batches (before efax_bench_close). Safe on a zeroed kv. Not thread-safe. */
+EFAX_API void efax_bench_kv_close(efax_bench_kv *kv);
+
+/* The table of NICs (info): its column header line on out. Not thread-safe on a shared stream. */
+EFAX_API void efax_bench_nic_header(FILE *out);
+
+/* One NIC's row of that table on out (provider, name, PCI address, Gbit/s, NUMA node, mr_mode and mode
+   bits by name, immediate data bytes, largest message, inject size, queue sizes, HMEM, loopback), and
+   when json is not NULL its JSON Lines record (efax_bench_jsonl, under driver's name). Not thread-safe
+   on a shared stream. */
+EFAX_API void efax_bench_nic_row(FILE *out, FILE *json, const char *driver, const efax_nic_info *x);
+
+/* Single-thread memcpy bandwidth in GB/s between two buffers of size bytes, allocated as the benchmarks
+   allocate (efax_host_alloc): the ceiling of the shm provider, which copies every byte once. Best of
+   seven rounds of about 0.2 s each; 0 when the memory cannot be had. Thread-safe. */
+EFAX_API double efax_bench_memcpy_gbs(uint64_t size);
+
 // >>rails -----------------------------------------------------------------------------------
 
 /* The slow-rail finder (drivers/rails.c): which rail is slow or losing packets. For every pair of
@@ -732,120 +851,6 @@ EFAX_API int efax_rails_close(efax_rails *r, int rc, int flagged);
    twice, as --nics lo,lo opens two endpoints on one device). Pure, so thread safe; after
    efax_rails_open. */
 EFAX_API const char *efax_rails_nic_name(const efax_rails *r, int k);
-
-// >>exchange --------------------------------------------------------------------------------
-
-/* An exchange is a step's writes between ranks, both sides run by the harness, as fabtests'
-   bandwidth_rma() owns its timed loop: a driver says who writes to whom and how much; the harness
-   numbers the tags and sequences, fills the sources, starts the writes, announces and awaits them
-   on the targets, confirms, checks every byte (-c), clears and tells the writers, so that a writer
-   and its target cannot disagree. Per iteration, on each rank:
-       -c: wait until every target cleared the last iteration's bytes (EFAX_BENCH_TAG_READY),
-           then fill this iteration's sources                                        (untimed)
-       write to every target; copy to itself (from == to); announce and await every writer's
-       writes (one context timeout for all); confirmed: tell each writer (EFAX_BENCH_TAG_ACK) and
-       wait for each target's word (confirm_behind: the word of the iteration before);
-       unconfirmed: wait for this rank's own writes                                  (timed)
-       -c: check and clear what landed, tell each writer                             (untimed)
-   Message m of an iteration from rank f to rank t leaves f's source at slot s = (per_target ?
-   t * msgs + m : m) and lands in t's destination at slot (per_writer ? f * msgs + m : m), slots
-   being the step's message size apart (all at 0 with --one-slot: efax_bench_slot_off); its bytes
-   are the pattern of (f, seq << 24 | s), so that a byte of another iteration, writer or message
-   shows; it rotates over the NICs from index seq * msgs + f + s. Its tag is one of the msgs tags of
-   its memory kind (unconfirmed: twice as many), which start at EFAX_BENCH_TAG_DATA plus those of
-   the kinds before it: into an ordinary region every message of a writer's iteration has the same,
-   the kind's tag (seq mod its tags), and the target announces and awaits them as one
-   (efax_expect_writes); into a staged region, whose cells are taken by writer and tag as they land,
-   message m has tag m (plus msgs times seq mod the sets of msgs). EFAX_BENCH_TAG_ACK2 is a second
-   confirmation word: the exchange's odd iterations' when it confirms a window behind
-   (efax_bench_xchg.confirm_behind), sendrecv's Stream's second half's. One confirmation word per
-   iteration, not one per half: halves cost own instructions on every write and gained nothing
-   (docs/journal.md has the runs of both, and of confirming a window behind). */
-enum {
-    EFAX_BENCH_TAG_ACK = 1,
-    EFAX_BENCH_TAG_READY = 2,
-    EFAX_BENCH_TAG_ACK2 = 3,
-    EFAX_BENCH_TAG_DATA = 4,
-};
-
-/* The layout of a driver's exchange, fixed for the run (efax_bench_desc.xchg). */
-struct efax_bench_xchg {
-    int msgs;               /* the most messages one rank writes another per iteration (0: --window) */
-    bool per_target;        /* a source region per target (all-to-all); else every target the same */
-    bool per_writer;        /* a destination region per writer (incast, all-to-all); else one */
-    bool unconfirmed;       /* no confirmations: every rank times its own iterations, each ending when
-                         its writes completed and its writers' landed (all-to-all); else a
-                         writer's iteration ends when every target confirmed */
-    bool window_iterations; /* unconfirmed: --window N is iterations in flight, up to
-                               EFAX_BUF_MARKS (1 with -c, whose fills and checks separate them) */
-    bool confirm_behind;    /* confirmed, a window behind: a writer starts iteration i + 1 before i's
-                               confirmation comes, then waits for it, so that the link does not idle for
-                               a confirmation's round trip between windows (fi_rma_bw's writer waits for
-                               none); at most two iterations' messages are unconfirmed, and an
-                               iteration's time runs from the confirmation before. Not with -c (it checks
-                               each iteration apart), a poster, a staged destination (its cells are
-                               taken by tag), or one message an iteration (a write's time to its
-                               confirmation is what that measures) */
-    uint64_t bytes;         /* each buffer's size (0: the slots that messages of -e bytes need) */
-    /* unconfirmed, every rank writing every other, one message each, more than two ranks: a rank's
-       writes leave one at a time, the next rank on first, write k + pace of a phase once this rank's
-       own arrival k is in place or has arrived (pace_gate; efaxb__paced says why); 0: all at once;
-       < 0: EFAX_BENCH_PACE for device memory from messages of EFAX_BENCH_PACE_MIN bytes, else 0 */
-    int pace;
-    int pace_gate; /* EFAX_BENCH_GATE_*: when arrival k lets write k + pace leave */
-};
-
-/* When a paced write may leave: once the arrival pace before it is in place (LANDED: each GPU then
-   reads one peer at a time, but waits for that arrival's end to be seen and the next write to
-   reach its target), once it has arrived (ARRIVED: its copy has started here, so the next one queues
-   behind it and no GPU waits, while ranks that drift apart may read one peer together), or AUTO:
-   ARRIVED below EFAX_BENCH_GATE_LANDED bytes a message, LANDED from there, where a copy outlasts
-   that wait. */
-enum { EFAX_BENCH_GATE_AUTO = 0, EFAX_BENCH_GATE_LANDED, EFAX_BENCH_GATE_ARRIVED };
-
-/* The pace the exchange takes when efax_bench_xchg.pace is below 0, for device memory, from messages
-   of EFAX_BENCH_PACE_MIN bytes; the gate's threshold (docs/journal.md has the runs that chose them). */
-#define EFAX_BENCH_PACE 1
-#define EFAX_BENCH_PACE_MIN (4ull << 20)
-#define EFAX_BENCH_GATE_LANDED (16ull << 20)
-
-/* A writer that posts through something other than this rank's context (efax_cuda.h's proxy, whose
-   thread drives the context meanwhile): it starts the writes as described and waits for notices. */
-typedef struct efax_bench_poster {
-    int (*post)(void *user, const efax_write_desc *w, int n); /* starts an iteration's writes */
-    /* waits for the notice (tag, seq) from rank peer (timeout_ms < 0: the context's); *t_ns: when it
-       came (efax_now_ns) */
-    int (*wait)(void *user, int peer, int tag, uint32_t seq, int timeout_ms, uint64_t *t_ns);
-    int (*finish)(void *user); /* waits until the writes it started completed at this end */
-    void *user;
-} efax_bench_poster;
-
-/* What one step of the sweep moves. */
-typedef struct efax_bench_moves {
-    /* whether rank `from` writes to rank `to` (from == to: a local copy). Every rank asks about every
-       pair, so the answer may depend on nothing but the arguments and user */
-    bool (*writes)(const void *user, int from, int to, int nranks);
-    const void *user;
-    uint64_t size;                   /* bytes per message (0: the step's) */
-    int msgs;                        /* messages per writer and target (0: the layout's) */
-    const efax_bench_poster *poster; /* this rank's writes (NULL: efax_write on b->ctx) */
-} efax_bench_moves;
-
-/* Runs step st's exchange: the buffers of st's memory kind, st->warmup untimed iterations and
-   st->iters timed ones after a barrier. Collective (ranks that move nothing take the barrier).
-   Appends this rank's iteration times (microseconds) at lat[*nlat] and advances *nlat where it
-   times: on a writer (confirmed), on every rank that moves anything (unconfirmed); adds the wrong
-   bytes it found to *wrong. Returns 0 or a negative code (logged). */
-EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv,
-                                 double *lat, int *nlat, int64_t *wrong);
-
-/* Iterations in flight in step st's exchange: --window where the layout takes it
-   (efax_bench_xchg.window_iterations) and st's memory is not staged (staged cells are copied in
-   one iteration at a time), else 1. With more than one, a rank starts iteration i + N - 1 as
-   iteration i begins, and iteration i ends once its writers' bytes and its own chunk are in place
-   (efax_buf_mark / efax_buf_marked), later iterations moving meanwhile: an iteration's time runs
-   from the end of the one before. Pure. */
-EFAX_API int efax_bench_in_flight(const efax_bench *b, const efax_bench_step *st);
 
 // >>doctor ----------------------------------------------------------------------------------
 
@@ -2599,6 +2604,1180 @@ EFAX_PRIVATE int efaxb__cold_header(efax_bench *b) {
     return 0;
 }
 
+// >>steps (implementation) ------------------------------------------------------------------
+
+EFAX_API int efax_bench_usage(const efax_bench *b, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s\n", b->d.driver, msg); /* one write: ranks' lines do not interleave */
+    return -EFAX_E_USAGE;
+}
+
+EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, char **argv) {
+    efax_boot_desc bd;
+    char err[256] = "";
+    int rc, min;
+    memset(b, 0, sizeof *b);
+    b->d = *d;
+    if (!(b->bufs = (efax_buf *)calloc(EFAX_BENCH_BUFS, sizeof *b->bufs))) return -FI_ENOMEM;
+    efax_opts_init(&b->o);
+    if (d->min_size) b->o.min_size = d->min_size;
+    if (d->max_size) b->o.max_size = d->max_size;
+    if (d->factor > 1) b->o.factor = d->factor;
+    if (d->window) b->o.window = d->window;
+#ifdef EFAX_CUDA_H
+    b->o.mem = d->mem ? d->mem : "all";
+#endif
+    rc = d->own_options ? efax_args_parse(argc, argv, d->extra, d->driver, d->about, err, sizeof err)
+                        : efax_opts_parse(&b->o, argc, argv, d->extra, d->driver, d->about, err, sizeof err);
+    if (rc == 1) return EFAX_BENCH_DONE;
+    if (rc) return efax_bench_usage(b, "%s", err);
+    if (d->modes) b->o.modes = d->modes; /* the experiment's, not --mode's */
+    if (d->own_table) b->o.quiet = true;
+    if (d->xchg && d->xchg->window_iterations && b->o.window > EFAX_BUF_MARKS)
+        return efax_bench_usage(b, "--window %d: at most %d iterations in flight", b->o.window,
+                                EFAX_BUF_MARKS);
+    if (b->o.one_slot && b->o.check)
+        return efax_bench_usage(b, "--one-slot with -c: every message lands on the same bytes, so -c "
+                                   "could not tell one from another; drop --one-slot to check");
+    if (d->xchg && d->xchg->window_iterations && b->o.window > 1 && b->o.check)
+        return efax_bench_usage(
+            b,
+            "--window %d with -c: -c fills and checks every iteration apart, one in flight; "
+            "drop --window to check, or -c to measure iterations in flight",
+            b->o.window);
+#ifdef EFAX_CUDA_H
+    rc = efax_cuda_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
+#else
+    rc = efax_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
+#endif
+    if (rc < 0) return efax_bench_usage(b, "%s", err);
+    if (d->one_kind && b->nk > 1)
+        return efax_bench_usage(b, "--mem: name one memory kind (host, pin or dma)");
+#ifdef EFAX_CUDA_H
+    if (d->gpu && !efax_bench_gpu(d->driver)) return EFAX_BENCH_DONE;
+#endif
+    if (!b->nk) {
+        printf("# %s\n", err);
+        return EFAX_BENCH_DONE;
+    }
+    memset(&bd, 0, sizeof bd);
+    bd.timeout_ms = b->o.timeout_ms;
+    if ((rc = efax_boot_init(&b->boot, &bd))) return rc;
+    b->rank = b->boot.rank, b->size = b->boot.size;
+    min = d->min_ranks > 0 ? d->min_ranks : 2;
+    if (b->size < min || (d->max_ranks > 0 && b->size > d->max_ranks)) {
+        const char *how = d->max_ranks == min ? "exactly" : "at least";
+        return efax_bench_usage(b, "needs %s %d ranks, not %d (e.g. mpirun -np %d %s)", how, min, b->size,
+                                min, argv[0]);
+    }
+    if (err[0] && b->rank == 0) printf("# %s\n", err); /* kinds this machine cannot run */
+    return 0;
+}
+
+/* The exchange's messages per writer and target (efax_bench_xchg.msgs, resolved). */
+EFAX_PRIVATE int efaxb__msgs(const efax_bench *b) {
+    return b->d.xchg->msgs > 0 ? b->d.xchg->msgs : b->o.window;
+}
+
+/* The most iterations in flight in any step (efax_bench_in_flight). */
+EFAX_PRIVATE int efaxb__depth(const efax_bench *b) { return b->d.xchg->window_iterations ? b->o.window : 1; }
+
+/* The exchange's data tags of one memory kind: msgs, unconfirmed twice per iteration in flight
+   (a rank ending iteration i has started up to i + depth - 1, and a peer that took those may end
+   them and start up to i + 2 depth - 1 before this rank consumed i's arrivals). */
+EFAX_PRIVATE int efaxb__kind_tags(const efax_bench *b) {
+    return efaxb__msgs(b) * (b->d.xchg->unconfirmed ? 2 * efaxb__depth(b) : 1);
+}
+
+/* The exchange's buffers, their tags prepared for staged writes, and the state of its messages. */
+EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
+    const efax_bench_xchg *l = b->d.xchg;
+    size_t n = (size_t)b->size, msgs = (size_t)efaxb__msgs(b), max = (size_t)b->o.max_size;
+    size_t src = l->bytes ? (size_t)l->bytes : max * msgs * (l->per_target ? n : 1);
+    size_t dst = l->bytes ? (size_t)l->bytes : max * msgs * (l->per_writer ? n : 1);
+    int rc = 0;
+    for (int k = 0; k < b->nk && !rc; k++) {
+        if (!(rc = efax_bench_buf(b, b->kinds[k], src, EFAX_MR_WRITE_SRC, &b->xsrc[k])))
+            rc = efax_bench_buf(b, b->kinds[k], dst, EFAX_MR_WRITE_DST, &b->xdst[k]);
+        if (!rc) b->xdst[k]->ops->poison(b->xdst[k], 0, dst);
+        for (int q = 0; q < efaxb__kind_tags(b) && !rc; q++)
+            rc = efax_expect_prepare(&b->ctx, &b->xdst[k]->mr,
+                                     EFAX_BENCH_TAG_DATA + k * efaxb__kind_tags(b) + q);
+    }
+    b->xs = (efax_xfer *)efax_bench_calloc(b, n * msgs * (size_t)efaxb__depth(b), sizeof *b->xs);
+    b->ex = (efax_expect *)efax_bench_calloc(b, n * msgs * (size_t)efaxb__depth(b), sizeof *b->ex);
+    b->xland = (unsigned char *)efax_bench_calloc(b, n * (size_t)efaxb__depth(b), 1);
+    b->xw = (efax_write_desc *)efax_bench_calloc(b, 2 * n * msgs, sizeof *b->xw);
+    b->lat = (double *)efax_bench_calloc(b, (size_t)efax_opts_iters(&b->o, 1) * n, sizeof *b->lat);
+    if (rc) return rc;
+    return !b->xs || !b->ex || !b->xland || !b->xw || !b->lat ? -FI_ENOMEM : 0;
+}
+
+/* A run of host memory alone on a host with NVIDIA GPUs: libfabric makes no CUDA call. efa probes
+   GPUDirect support at its start with a cudaMalloc on the current device (prov/efa/src/efa_hmem.c
+   efa_hmem_info_check_p2p_support_cuda), which makes a CUDA context on GPU 0 in every rank that binds
+   no GPU: 8 host-memory ranks would crowd GPU 0. FI_HMEM=system (src/hmem.c ofi_hmem_init: the
+   interfaces libfabric initializes) leaves CUDA out, so efa has nothing to probe. Set before the first
+   libfabric call of the process (efax_ctx_init's), unless the user set FI_HMEM; efax_bench_begin says
+   so. A rank with device memory binds its GPU first (efax_cuda_use), so the probe lands there. */
+EFAX_PRIVATE void efaxb__cuda_probe_off(efax_bench *b) {
+    int k, gpus = efax_topo_gpus(efax_topo_sysfs_root(), NULL, 0);
+    for (k = 0; k < b->nk; k++)
+        if (b->kinds[k] != efax_mem_host()) return;
+    if (!gpus) return;
+    if (getenv("FI_HMEM")) {
+        snprintf(b->cuda_note, sizeof b->cuda_note,
+                 "host memory only on a host with %d NVIDIA GPU(s); FI_HMEM=%s is yours, so libfabric may "
+                 "initialize CUDA (efa's probe makes a context on the current GPU)",
+                 gpus, getenv("FI_HMEM"));
+        return;
+    }
+    setenv("FI_HMEM", "system", 0);
+    snprintf(
+        b->cuda_note, sizeof b->cuda_note,
+        "off (FI_HMEM=system): host memory only on a host with %d NVIDIA GPU(s), so efa's start-up probe "
+        "makes no CUDA context on GPU 0 in every rank",
+        gpus);
+}
+
+/* The proof that writes move by the device's RDMA write, after the warm-up: every rank writes
+   EFAXB__PROOF bytes on each of its NICs to the next rank, and holds what each NIC's own counter of
+   bytes sent by RDMA write (efa's hw_counters rdma_write_bytes) grew by against them
+   (efax_os_write_verdict): efa emulates writes with messages without saying so where the device, the
+   driver or a peer lacks what RDMA write needs (rdm/efa_rdm_rma.h efa_rdm_rma_should_write_using_rdma:
+   the unsolicited-write-recv setting the CQ got, not the one efax set, decides), and the EFA NCCL
+   recipes pass a run only if the hardware counters moved. The kernel caches these counters for their
+   lifespan, so each reading waits that long first. Runs where any rank's NIC has the counter;
+   collective. Rank 0 keeps every rank's verdicts in b->proof. */
+#define EFAXB__PROOF (1u << 20)
+#define EFAXB__PROOF_SEQ 64 /* the first messages' sequences are NIC indices below it */
+EFAX_PRIVATE int efaxb__write_proof(efax_bench *b) {
+    int n = efax_ctx_nnics(&b->ctx), k, rc, to = (b->rank + 1) % b->size,
+        from = (b->rank + b->size - 1) % b->size;
+    int wn = efax_ctx_peer_nnics(&b->ctx, from), life = 0, i;
+    int64_t any = 0;
+    efax_os_counters *before = NULL, after;
+    efax_buf src, dst;
+    efax_xfer *xs = NULL;
+    efax_expect *ex = NULL;
+    char mine[2560], *all = NULL;
+    size_t u = 0;
+    struct timespec ts;
+    memset(&src, 0, sizeof src);
+    memset(&dst, 0, sizeof dst);
+    mine[0] = 0;
+    if (b->size < 2) return 0;
+    before = (efax_os_counters *)calloc((size_t)n, sizeof *before);
+    if (!before) return -FI_ENOMEM;
+    for (k = 0; k < n; k++) {
+        if (efax_os_counters_nic(efax_ctx_nic(&b->ctx, k), &before[k]) == 0 &&
+            efax_os_counter(&before[k], "rdma_write_bytes") >= 0)
+            any = 1;
+        if (before[k].lifespan_ms > life) life = before[k].lifespan_ms;
+    }
+    if ((rc = efax_boot_sum(&b->boot, any, &any, -1)) || !any) goto out;
+    xs = (efax_xfer *)calloc((size_t)n, sizeof *xs);
+    ex = (efax_expect *)calloc((size_t)(wn > 0 ? wn : 1), sizeof *ex);
+    if (!xs || !ex) rc = -FI_ENOMEM;
+    if (!rc) rc = efax_buf_alloc(&b->ctx, &src, efax_mem_host(), EFAXB__PROOF, EFAX_MR_WRITE_SRC);
+    if (!rc) rc = efax_buf_alloc(&b->ctx, &dst, efax_mem_host(), EFAXB__PROOF, EFAX_MR_WRITE_DST);
+    if (!rc) rc = efax_mr_exchange(&dst.mr, &b->boot);
+    if (rc) goto out;
+    if (life > 1000) life = 1000;
+    ts.tv_sec = 0;
+    ts.tv_nsec = (long)(life + 1) * 1000000L;
+    if ((rc = efax_boot_barrier(&b->boot, -1))) goto out;
+    if (life) nanosleep(&ts, NULL);
+    for (k = 0; k < n; k++) efax_os_counters_nic(efax_ctx_nic(&b->ctx, k), &before[k]);
+    for (k = 0; k < n + wn && !rc; k++) {
+        efax_write_desc w;
+        memset(&w, 0, sizeof w);
+        w.from = k < n ? b->rank : from;
+        w.to = k < n ? to : b->rank;
+        w.src = &src.mr;
+        w.dst = &dst.mr;
+        w.size = EFAXB__PROOF / (uint64_t)(k < n ? n : wn);
+        w.dst_off = (uint64_t)(k < n ? k : k - n) * w.size;
+        w.src_off = w.dst_off;
+        w.nic = k < n ? k : k - n;
+        w.tag = EFAX_BENCH_TAG_ACK;
+        w.seq = EFAXB__PROOF_SEQ + (uint32_t)w.nic;
+        rc = k < n ? efax_write(&b->ctx, &xs[k], &w, NULL) : efax_expect_write(&b->ctx, &ex[k - n], &w);
+    }
+    for (k = 0; k < wn && !rc; k++) rc = efax_expect_wait(&b->ctx, &ex[k], -1);
+    for (k = 0; k < n && !rc; k++) rc = efax_wait(&b->ctx, &xs[k], -1);
+    if (!rc) rc = efax_boot_barrier(&b->boot, -1);
+    if (rc) goto out;
+    if (life) nanosleep(&ts, NULL);
+    for (k = 0; k < n; k++) {
+        char why[160];
+        const char *v = "cannot tell";
+        efax_os_counters_nic(efax_ctx_nic(&b->ctx, k), &after);
+        efax_os_counters_delta(&before[k], &after, &after);
+        i = efax_os_write_verdict(&after, EFAXB__PROOF / (uint64_t)n, why, sizeof why);
+        v = i == 1 ? "yes" : i == 0 ? "EMULATED" : v;
+        if (u < sizeof mine)
+            u += (size_t)snprintf(mine + u, sizeof mine - u, "%s%s %s (%s)", u ? "; " : "",
+                                  efax_ctx_nic(&b->ctx, k)->name, v, why);
+    }
+    all = (char *)calloc((size_t)b->size, sizeof mine);
+    if (!all) rc = -FI_ENOMEM;
+    if (!rc) rc = efax_boot_allgather(&b->boot, mine, sizeof mine, all, -1);
+    if (!rc && b->rank == 0 && (b->proof = (char *)calloc((size_t)b->size, sizeof mine + 128))) {
+        size_t pu = 0, cap = (size_t)b->size * (sizeof mine + 128);
+        for (i = 0; i < b->size && pu < cap; i++) {
+            all[(size_t)(i + 1) * sizeof mine - 1] = 0; /* a peer's text ends inside its slot */
+            pu += (size_t)snprintf(b->proof + pu, cap - pu, "rank %d (%.64s): %s\n", i, b->boot.hosts[i],
+                                   all + (size_t)i * sizeof mine);
+        }
+    }
+out:
+    efax_buf_free(&dst);
+    efax_buf_free(&src);
+    free(before);
+    free(xs);
+    free(ex);
+    free(all);
+    return rc;
+}
+
+EFAX_API int efax_bench_connect(efax_bench *b) {
+    efax_ctx_desc cd;
+    int rc, tags = b->d.xchg ? EFAX_BENCH_TAG_DATA + b->nk * efaxb__kind_tags(b) : 0;
+    memset(&cd, 0, sizeof cd);
+    cd.provider = b->o.provider;
+    cd.nics = b->o.nics;
+    cd.local_rank = b->boot.local_rank;
+    cd.timeout_ms = b->o.timeout_ms;
+    cd.efa_shm = b->o.efa_shm;
+    cd.no_cuda_api = b->o.no_cuda_api;
+    cd.cuda_api = b->o.cuda_api ? 1 : 0;
+    cd.local_size = b->boot.local_size;
+    cd.imm_tags = tags > 64 ? tags : 0;
+    efaxb__cuda_probe_off(b);
+#ifdef EFAX_CUDA_H
+    if ((rc = efax_cuda_use(b->kinds, b->nk, b->boot.local_rank, &cd.hmem))) return rc; /* this rank's GPU */
+    efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
+#endif
+    b->connected = true; /* efax_ctx_deinit is safe on a half-opened context */
+    if ((rc = efax_ctx_init(&b->ctx, &cd)) || (rc = efax_ctx_connect(&b->ctx, &b->boot))) return rc;
+    if (b->d.modes && efax_ctx_nnics(&b->ctx) == 1) b->o.modes &= 1u << EFAX_MODE_SINGLE;
+    if (b->d.sends && b->o.max_size > efax_ctx_caps(&b->ctx)->max_send) {
+        uint64_t most = efax_ctx_caps(&b->ctx)->max_send;
+        char m[32];
+        efax_fmt_size(most, m, sizeof m);
+        if (b->o.min_size > most)
+            return efax_bench_usage(
+                b, "-b: %s carries messages of at most %s (FI_OPT_MAX_MSG_SIZE); -b %s or less",
+                efax_ctx_provider(&b->ctx), m, m);
+        b->sends_cut = b->o.max_size; /* efax_bench_begin says so */
+        b->o.max_size = most;
+    }
+    if (!b->d.cold && (rc = efaxb__first_messages(b))) return rc; /* the cold start's first messages */
+    if (!b->d.cold && (rc = efax_ctx_warmup(&b->ctx))) return rc;
+    if (!b->d.cold && (rc = efaxb__write_proof(b))) return rc; /* where a NIC counts its RDMA writes */
+    return b->d.xchg ? efaxb__xchg_init(b) : 0;
+}
+
+/* efax_bench_mem_staged: the bytes live in b->ptr, the NICs see bounce (same offsets). */
+typedef struct efaxb__hstage {
+    uint8_t *bounce;
+    unsigned long asks;
+} efaxb__hstage;
+
+EFAX_PRIVATE int efaxb__hs_out_begin(void *u, uint64_t off, uint64_t len, uint64_t unit) {
+    efax_buf *b = (efax_buf *)u;
+    (void)unit;
+    memcpy(((efaxb__hstage *)b->impl)->bounce + off, (uint8_t *)b->ptr + off, len);
+    return 0;
+}
+EFAX_PRIVATE bool efaxb__hs_out_ready(void *u, uint64_t off, uint64_t len) {
+    (void)off, (void)len;
+    return (++((efaxb__hstage *)((efax_buf *)u)->impl)->asks & 1) == 0;
+}
+EFAX_PRIVATE int efaxb__hs_in(void *u, uint64_t off, uint64_t len) {
+    efax_buf *b = (efax_buf *)u;
+    memcpy((uint8_t *)b->ptr + off, ((efaxb__hstage *)b->impl)->bounce + off, len);
+    return 0;
+}
+EFAX_PRIVATE int efaxb__hs_out(void *u, uint64_t off, uint64_t len) {
+    return efaxb__hs_out_begin(u, off, len, 0);
+}
+EFAX_PRIVATE int efaxb__hs_in_wait(void *u, int timeout_ms) {
+    (void)u, (void)timeout_ms;
+    return 0;
+}
+static const efax_stage_ops efaxb__hs_ops = {efaxb__hs_out_begin, efaxb__hs_out_ready, efaxb__hs_in,
+                                             efaxb__hs_in_wait,   efaxb__hs_out,       efaxb__hs_in};
+
+EFAX_PRIVATE int efaxb__hs_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
+    efaxb__hstage *h = (efaxb__hstage *)calloc(1, sizeof *h);
+    efax_mr_desc md;
+    b->impl = h;
+    if (!h || !(b->ptr = efax_host_alloc(len)) || !(h->bounce = (uint8_t *)efax_host_alloc(len)))
+        return -FI_ENOMEM;
+    snprintf(b->path, sizeof b->path, "staged");
+    if (!ctx) return 0;
+    memset(&md, 0, sizeof md);
+    md.ptr = h->bounce;
+    md.len = len;
+    md.access = access;
+    md.stage = &efaxb__hs_ops;
+    md.stage_user = b;
+    return efax_mr_reg(ctx, &b->mr, &md);
+}
+EFAX_PRIVATE void efaxb__hs_release(efax_buf *b) {
+    efaxb__hstage *h = (efaxb__hstage *)b->impl;
+    if (h) free(h->bounce);
+    free(h);
+    free(b->ptr);
+}
+/* the bytes live in host memory, b->ptr: the pattern and copies are the host kind's */
+EFAX_PRIVATE void efaxb__hs_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
+    efax_mem_host()->fill(b, off, len, rank, iter);
+}
+EFAX_PRIVATE void efaxb__hs_poison(efax_buf *b, uint64_t off, uint64_t len) {
+    efax_mem_host()->poison(b, off, len);
+}
+EFAX_PRIVATE uint64_t efaxb__hs_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
+    return efax_mem_host()->check(b, off, len, rank, iter);
+}
+EFAX_PRIVATE void efaxb__hs_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff,
+                                 uint64_t len) {
+    efax_mem_host()->copy(dst, doff, src, soff, len);
+}
+
+EFAX_API const efax_mem_ops *efax_bench_mem_staged(void) {
+    /* in efax_mem_ops' order, each field named: C++17 (g++, nvcc) has no designated initializers */
+    static const efax_mem_ops ops = {
+        "host",            /* name */
+        "",                /* label */
+        efaxb__hs_alloc,   /* alloc */
+        efaxb__hs_release, /* release */
+        efaxb__hs_fill,    /* fill */
+        efaxb__hs_poison,  /* poison */
+        efaxb__hs_check,   /* check */
+        efaxb__hs_copy,    /* copy */
+        NULL,              /* settle */
+        NULL,              /* mark */
+        NULL,              /* marked */
+    };
+    return &ops;
+}
+
+EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access,
+                            efax_buf **out) {
+    efax_buf *buf;
+    int rc;
+    if (b->nbuf == EFAX_BENCH_BUFS) return -FI_ENOMEM;
+    buf = &b->bufs[b->nbuf++];
+    if ((rc = efax_buf_alloc(b->connected ? &b->ctx : NULL, buf, kind, len, access))) return rc;
+    if (b->connected && (access & EFAX_MR_WRITE_DST) && (rc = efax_mr_exchange(&buf->mr, &b->boot)))
+        return rc;
+    *out = buf;
+    return 0;
+}
+
+EFAX_API void *efax_bench_calloc(efax_bench *b, size_t n, size_t size) {
+    void *p;
+    if (b->nalloc == EFAX_BENCH_ALLOCS || !(p = calloc(n ? n : 1, size ? size : 1))) return NULL;
+    return b->allocs[b->nalloc++] = p;
+}
+
+#ifdef EFAX_CUDA_H
+EFAX_PRIVATE int efaxb__ceiling(efax_bench *b, size_t bytes);
+#endif
+
+EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
+    char names[64];
+    int rc;
+    if (!memory) memory = efax_mem_names(b->kinds, b->nk, names, sizeof names);
+    if (!(b->rep = (efax_report *)calloc(1, sizeof *b->rep))) return -FI_ENOMEM;
+    b->begun = true;
+    if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot)))
+        return rc;
+    b->rep->msg_rate = b->d.msg_rate;
+    if (b->sends_cut && b->rank == 0 && !b->o.quiet) {
+        char m[32], e[32];
+        printf(
+            "# sizes above %s left out (-e %s): %s carries messages of at most %s (FI_OPT_MAX_MSG_SIZE%s)\n",
+            efax_fmt_size(b->o.max_size, m, sizeof m), efax_fmt_size(b->sends_cut, e, sizeof e),
+            efax_ctx_caps(&b->ctx)->direct ? "efa-direct" : efax_ctx_provider(&b->ctx), m,
+            efax_ctx_caps(&b->ctx)->direct ? ": the device's MTU" : "");
+    }
+    if (b->cuda_note[0] && b->rank == 0 && !b->o.quiet) printf("# CUDA in libfabric: %s\n", b->cuda_note);
+    if (b->proof && b->rank == 0) {
+        const char *line = b->proof;
+        efaxb__jw w;
+        if (!b->o.quiet)
+            printf(
+                "# device RDMA write after the warm-up (each NIC's rdma_write_bytes against what this rank "
+                "wrote on it, %u KiB a rank):\n",
+                EFAXB__PROOF >> 10);
+        while (!b->o.quiet && *line) {
+            int len = (int)strcspn(line, "\n");
+            printf("#   %.*s\n", len, line);
+            line += len + (line[len] == '\n');
+        }
+        if (efaxb__jw_reopen(&w, b->rep->meta, sizeof b->rep->meta)) { /* "device_write" inside "run" */
+            efaxb__jw_str(&w, "device_write", b->proof);
+            efaxb__jw_close(&w, '}');
+        }
+    }
+    if ((rc = efaxb__cold_header(b))) return rc; /* collective */
+#ifdef EFAX_CUDA_H
+    if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efaxb__ceiling(b, 256u << 20);
+#endif
+    return 0;
+}
+
+/* The first mode of --mode at or after m; EFAX_MODE_COUNT when none. */
+EFAX_PRIVATE int efaxb__mode_from(const efax_bench *b, int m) {
+    while (m < EFAX_MODE_COUNT && !(b->o.modes & (1u << m))) m++;
+    return m;
+}
+
+/* The soak's decision at the end of a sweep: rank 0 says whether the time is up, every rank
+   follows. Returns 1 (sweep again), 0 or a negative code. */
+EFAX_PRIVATE int efaxb__again(efax_bench *b) {
+    int64_t go, any = 0;
+    int rc;
+    if (!(b->o.duration_s > 0)) return 0;
+    b->sweeps++;
+    go = b->rank == 0 && (double)(efax_now_ns() - b->t_start) / 1e9 < b->o.duration_s;
+    if (b->rank == 0)
+        fprintf(stderr, "# sweep %llu done after %.0f s, rss %ld KiB\n", (unsigned long long)b->sweeps,
+                (double)(efax_now_ns() - b->t_start) / 1e9, efaxb__rss_kib());
+    if ((rc = efax_boot_sum(&b->boot, go, &any, EFAX_TURN_MS))) return rc;
+    return any > 0;
+}
+
+EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc) {
+    int again;
+    if (!st->started) {
+        st->started = true;
+        b->t_start = efax_now_ns();
+        st->size = b->o.min_size;
+        st->mode = (efax_mode)efaxb__mode_from(b, 0);
+        st->k = 0;
+    } else if (++st->k == b->nk) { /* the next mode, or the next size */
+        st->k = 0;
+        st->mode = (efax_mode)efaxb__mode_from(b, st->mode + 1);
+        if (st->mode == EFAX_MODE_COUNT) {
+            if (b->begun) efax_report_row(b->rep);
+            st->mode = (efax_mode)efaxb__mode_from(b, 0);
+            if (!(st->size = efax_opts_next_size(&b->o, st->size))) {
+                if ((again = efaxb__again(b)) <= 0) {
+                    if (again < 0) *rc = again;
+                    return false;
+                }
+                st->size = b->o.min_size;
+            }
+        }
+    }
+    if (st->mode == EFAX_MODE_COUNT || !b->nk) return false;
+    st->kind = b->kinds[st->k];
+    st->iters = efax_opts_iters(&b->o, st->size);
+    st->warmup = efax_opts_warmup(&b->o, st->size);
+    if (b->connected) efax_ctx_stats_reset(&b->ctx);
+    efaxb__count_begin(b);
+    if (b->begun)
+        efax_report_progress(b->rep, "%s %llu bytes", efax_mode_label(st->mode),
+                             (unsigned long long)st->size);
+    return true;
+}
+
+EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode) {
+    return efaxb__line_rate(&b->ctx, &b->o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b->ctx));
+}
+
+EFAX_API uint64_t efax_bench_slot_off(const efax_bench *b, uint64_t slot, uint64_t size) {
+    return b->o.one_slot ? 0 : slot * size;
+}
+
+/* Gathers every rank's `iters` times (collective). On rank 0: lat[it] becomes the slowest rank's
+   time of iteration it, and *all (free it) every rank's times, rank r's at all + r*iters; NULL
+   elsewhere. Returns 0, -FI_ENOMEM or the bootstrap's error. */
+EFAX_PRIVATE int efaxb__gather_slowest(efax_bench *b, double *lat, int iters, double **all) {
+    double *a = (double *)calloc((size_t)iters * (size_t)b->size + 1, sizeof(double));
+    int rc =
+        a ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, a, EFAX_TURN_MS) : -FI_ENOMEM;
+    if (rc || b->rank != 0) {
+        free(a);
+        return rc;
+    }
+    for (int q = 0; q < b->size; q++)
+        for (int it = 0; it < iters; it++)
+            if (a[(size_t)q * (size_t)iters + (size_t)it] > lat[it])
+                lat[it] = a[(size_t)q * (size_t)iters + (size_t)it];
+    *all = a;
+    return 0;
+}
+
+EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers,
+                                uint64_t bytes, double line) {
+    double line_per_host = line * (b->boot.local_size > 0 ? b->boot.local_size : 1), *all = NULL, sum = 0,
+           host_sum = 0;
+    size_t u = strlen(res->extra);
+    int rc = efaxb__gather_slowest(b, lat, iters, &all);
+    if (rc || b->rank != 0) return rc;
+    printf("#   %s %llu bytes:", res->variant, (unsigned long long)res->size);
+    u += (size_t)snprintf(res->extra + u, sizeof res->extra - u, "\"ranks\":[");
+    for (int w = 0; w < writers; w++) {
+        const char *host = b->boot.hosts[w];
+        double t = 0, g;
+        for (int it = 0; it < iters; it++) t += all[(size_t)w * (size_t)iters + (size_t)it];
+        g = t > 0 ? (double)bytes * iters * 8 / (t * 1e3) : 0;
+        sum += g, host_sum += g;
+        printf(" rank %d (%s) %.3f Gbps", w, host, g);
+        u += (size_t)snprintf(res->extra + u, sizeof res->extra - u,
+                              "%s{\"rank\":%d,\"host\":\"%s\",\"gbps\":%.6g}", w ? "," : "", w, host, g);
+        if (w + 1 < writers && !strcmp(b->boot.hosts[w + 1], host)) continue; /* not its host's last writer */
+        printf("; host %s %.3f Gbps", host, host_sum);
+        if (line_per_host > 0) printf(" = %.1f%% of the rails it used", 100 * host_sum / line_per_host);
+        host_sum = 0;
+    }
+    snprintf(res->extra + u, sizeof res->extra - u, "]");
+    printf("; all %.3f Gbps\n", sum);
+    free(all);
+    return 0;
+}
+
+EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf,
+                                const char *suffix, efax_result_kind kind, int window, int peers) {
+    char label[sizeof res->variant];
+    snprintf(label, sizeof label, "%s%s%s%s", efax_mode_label(st->mode), st->kind->label, suffix ? " " : "",
+             suffix ? suffix : "");
+    efax_result_init(res, label, st->kind->name, buf->path, kind, st->size, window, peers);
+}
+
+EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong) {
+    int64_t total = 0;
+    int rc = efax_boot_sum(&b->boot, wrong, &total, EFAX_TURN_MS);
+    if (!rc) rc = efaxb__count_row(b, res); /* collective: where the bytes went, every rank's NICs */
+    if (rc || b->rank != 0) return rc;
+    res->wrong = b->o.check ? total : -1;
+    if (b->connected) efaxb__result_nics(res, &b->ctx);
+    efax_report_add(b->rep, res);
+    return 0;
+}
+
+EFAX_API int efax_bench_close(efax_bench *b, int rc) {
+    int i;
+    if (rc == EFAX_BENCH_DONE)
+        rc = 0;
+    else if (!rc && b->begun)
+        rc = efax_report_status(b->rep);
+    efax_report_deinit(b->rep);
+    free(b->rep);
+    for (i = b->nbuf - 1; i >= 0; i--) efax_buf_free(&b->bufs[i]);
+    free(b->bufs);
+    for (i = 0; i < b->nalloc; i++) free(b->allocs[i]);
+    if (b->connected) efax_ctx_deinit(&b->ctx);
+    free(b->cnt);
+    free(b->proof);
+    efax_boot_deinit(&b->boot);
+    return efax_exit_code(rc);
+}
+
+EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver,
+                             const char *about) {
+    char err[256] = "";
+    int rc = efax_args_parse(argc, argv, defs, driver, about, err, sizeof err);
+    if (rc < 0) fprintf(stderr, "%s: %s\n", driver, err);
+    return rc == 1 ? EFAX_BENCH_DONE : rc;
+}
+
+EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...) {
+    va_list ap;
+    if (!f) return;
+    fprintf(f, "{\"schema\":1,\"driver\":\"%s\",", driver);
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputs("}\n", f);
+}
+
+EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const char *name) {
+    if (b->connected) efax_ctx_stats_reset(&b->ctx);
+    efaxb__count_begin(b);
+    if (b->begun)
+        efax_report_progress(b->rep, "%s %s %llu bytes", efax_mode_label(st->mode), name,
+                             (unsigned long long)st->size);
+}
+
+EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access,
+                             efax_buf **srcs, efax_buf **dsts) {
+    int rc = 0;
+    for (int k = 0; k < b->nk && !rc; k++)
+        if (!(rc = efax_bench_buf(b, b->kinds[k], len, src_access, &srcs[k])) &&
+            !(rc = efax_bench_buf(b, b->kinds[k], len, dst_access, &dsts[k])))
+            dsts[k]->ops->poison(dsts[k], 0, len);
+    return rc;
+}
+
+EFAX_API int efax_bench_lat_pairs(efax_bench *b, efax_result *res, const char *name, const double *start,
+                                  const double *end, int n, int from, int to) {
+    size_t one = 2 * (size_t)n * sizeof(double);
+    double *mine = (double *)malloc(one), *all = (double *)malloc(one * (size_t)b->size), *d;
+    int rc = -FI_ENOMEM, i;
+    if (mine && all) {
+        memcpy(mine, start, (size_t)n * sizeof(double));
+        memcpy(mine + n, end, (size_t)n * sizeof(double));
+        rc = efax_boot_allgather(&b->boot, mine, one, all, -1);
+    }
+    if (!rc && b->rank == 0 && n > 0) {
+        efax_stats st;
+        size_t u = strlen(res->extra);
+        d = mine; /* the differences, in place of this rank's own times */
+        for (i = 0; i < n; i++)
+            d[i] = all[(size_t)to * 2 * (size_t)n + (size_t)n + (size_t)i] -
+                   all[(size_t)from * 2 * (size_t)n + (size_t)i];
+        st = efax_stats_of(d, n);
+        if (u < sizeof res->extra)
+            snprintf(res->extra + u, sizeof res->extra - u,
+                     "%s\"%s\":{\"min\":%.3f,\"p50\":%.3f,\"avg\":%.3f,\"p99\":%.3f,\"max\":%.3f}",
+                     u ? "," : "", name, st.min, st.p50, st.avg, st.p99, st.max);
+        if (!b->o.quiet)
+            printf("#   %s %llu bytes: %s p50 %.2f us, p99 %.2f us (rank %d to rank %d, %d samples)\n",
+                   res->variant, (unsigned long long)res->size, name, st.p50, st.p99, from, to, n);
+    }
+    free(mine);
+    free(all);
+    return rc;
+}
+
+EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *loop_us) {
+    double *all = NULL;
+    int rc = efaxb__gather_slowest(b, lat, iters, &all);
+    *loop_us = 0;
+    for (int q = 0; all && q < b->size; q++) {
+        double sum = 0;
+        for (int it = 0; it < iters; it++) sum += all[(size_t)q * (size_t)iters + (size_t)it];
+        if (sum > *loop_us) *loop_us = sum;
+    }
+    free(all);
+    return rc;
+}
+
+// >>exchange (implementation) ----------------------------------------------------------------
+
+/* One step's exchange as this rank runs it: its buffers, what it writes and takes, and where. */
+typedef struct efaxb__xstep {
+    efax_bench *b;
+    const efax_bench_step *st;
+    const efax_bench_moves *mv;
+    efax_buf *src, *dst;
+    uint64_t size;
+    int msgs, me, tag0; /* tag0: the data tags of the step's memory kind */
+    int tag_sets;       /* tag sets, iterations apart (efaxb__kind_tags over efaxb__msgs) */
+    int tag_stride;     /* tags a set spans: efaxb__msgs, or 1 where a writer's messages share one */
+    int tag_per_msg;    /* 1: each message its own tag (a staged dst); 0: a writer's share one, and
+                           the target announces and awaits them as one (efax_expect_writes) */
+    int *to, nto;       /* the ranks it writes to, from the next one on */
+    int *from, nfrom;   /* the ranks that write to it, from the last one back */
+    bool self;          /* it writes to itself: a local copy */
+    int depth;          /* iterations in flight (efax_bench_in_flight) */
+    bool behind;        /* confirmed a window behind (efax_bench_xchg.confirm_behind, where it applies) */
+    uint64_t first;     /* the phase's (warm-up or timed) first iteration */
+    uint64_t end;       /* the iteration after the phase's last */
+    uint64_t posted;    /* with depth > 1: the iterations started so far */
+    uint64_t t_end;     /* with depth > 1: when the last iteration ended; behind: when the last
+                           confirmation came (efax_now_ns) */
+    int pace;           /* efax_bench_xchg.pace as this step takes it (0: every write at once) */
+    bool arrived;       /* paced: a write leaves on an arrival, not once it landed (EFAX_BENCH_GATE_*) */
+    uint64_t s_post;    /* paced: the next write to leave, counted over the phase's iterations:
+                           iteration it's write to its k-th target is it x targets + k */
+    uint64_t s_first;   /* paced: the phase's first write (or the iteration's, one in flight) */
+} efaxb__xstep;
+
+/* The source slot of message m to rank t, and the destination slot of message m from rank f. */
+EFAX_PRIVATE uint64_t efaxb__sslot(const efaxb__xstep *x, int t, int m) {
+    return (uint64_t)m + (x->b->d.xchg->per_target ? (uint64_t)t * (uint64_t)x->msgs : 0);
+}
+EFAX_PRIVATE uint64_t efaxb__dslot(const efaxb__xstep *x, int f, int m) {
+    return (uint64_t)m + (x->b->d.xchg->per_writer ? (uint64_t)f * (uint64_t)x->msgs : 0);
+}
+
+/* The pattern iteration of the bytes in source slot s in iteration seq. */
+EFAX_PRIVATE uint64_t efaxb__pattern(uint64_t seq, uint64_t s) { return seq << 24 | s; }
+
+/* The tag of iteration seq's message 0: the tag sets take turns by iteration. Once an iteration,
+   not once a message: a 64-bit division costs tens of cycles, a small message a few hundred. */
+EFAX_PRIVATE int efaxb__tag_base(const efaxb__xstep *x, uint64_t seq) {
+    return x->tag0 + (x->tag_sets > 1 ? (int)(seq % (uint64_t)x->tag_sets) * x->tag_stride : 0);
+}
+
+/* The messages w[0..msgs) of one writer to one target (as efaxb__msg described them) become
+   iteration seq's, whose message 0 has tag tag_base (efaxb__tag_base): what changes with it. The
+   layout read once: through w's stores the compiler would read it again for every message. */
+EFAX_PRIVATE void efaxb__msgs_seq(const efaxb__xstep *x, efax_write_desc *w, uint64_t seq, int tag_base) {
+    int msgs = x->msgs, tag_step = x->tag_per_msg;
+    uint64_t index = seq * (uint64_t)msgs + (uint64_t)w->from + efaxb__sslot(x, w->to, 0); /* message 0's */
+    for (int m = 0; m < msgs; m++) {
+        w[m].index = index + (uint64_t)m; /* the source slots of a pair follow each other */
+        w[m].tag = tag_base + m * tag_step;
+        w[m].seq = (uint32_t)seq;
+    }
+}
+
+/* Message m from rank f to rank t, as both sides describe it, but for what changes with the
+   iteration (efaxb__msgs_seq). The exchange describes each message once and then only changes its
+   iteration: a desc costs as much as the write it starts (a memset of it). */
+EFAX_PRIVATE void efaxb__msg(const efaxb__xstep *x, efax_write_desc *w, int f, int t, int m) {
+    memset(w, 0, sizeof *w);
+    w->from = f;
+    w->to = t;
+    w->src = &x->src->mr;
+    w->src_off = efax_bench_slot_off(x->b, efaxb__sslot(x, t, m), x->size);
+    w->dst = &x->dst->mr;
+    w->dst_off = efax_bench_slot_off(x->b, efaxb__dslot(x, f, m), x->size);
+    w->size = x->size;
+    w->mode = x->st->mode;
+    w->chunk = x->b->o.chunk; /* 0: efax_write_chunk's policy, the same on both sides */
+}
+
+/* How long a writer waits for a target's confirmation: longer than the target waits for the
+   writes (one timeout), so when a rail dies the side that can see which one speaks first. */
+EFAX_PRIVATE int efaxb__confirm_ms(const efax_ctx *ctx) {
+    int t = efax_ctx_timeout_ms(ctx);
+    return t > INT_MAX / 5 * 4 ? INT_MAX : t / 4 * 5;
+}
+
+/* Waits for the notice (tag, seq) from rank peer, through the poster when there is one. */
+EFAX_PRIVATE int efaxb__notice(const efaxb__xstep *x, int peer, int tag, uint32_t seq, int timeout_ms,
+                               uint64_t *t_ns) {
+    const efax_bench_poster *p = x->mv->poster;
+    int rc;
+    if (p) return p->wait(p->user, peer, tag, seq, timeout_ms, t_ns);
+    rc = efax_wait_imm(&x->b->ctx, peer, tag, seq, 1, timeout_ms);
+    *t_ns = efax_now_ns();
+    return rc;
+}
+
+/* -c: this iteration's bytes in every source slot this rank writes from. */
+EFAX_PRIVATE void efaxb__fill(const efaxb__xstep *x, uint64_t seq) {
+    int ntargets = x->b->d.xchg->per_target ? x->nto + x->self : x->nto + x->self > 0;
+    for (int i = 0; i < ntargets; i++) {
+        int t = i < x->nto ? x->to[i] : x->me;
+        for (int m = 0; m < x->msgs; m++) {
+            uint64_t s = efaxb__sslot(x, t, m);
+            x->src->ops->fill(x->src, s * x->size, x->size, x->me, efaxb__pattern(seq, s));
+        }
+    }
+}
+
+/* The writes of iteration seq from every writer into this rank: announced (a writer's messages
+   as one where they share a tag), then awaited with one context timeout for all, so that this side
+   gives up before a writer's confirmation wait; settled (in place), or only arrived
+   (efax_expect_arrived: device memory may be copying in). Settled once, after every writer's
+   arrived: a settle waits for the GPU without driving the context, so one settle a writer held
+   back the copies of the writes still to come behind each earlier one's. */
+EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
+    efax_ctx *ctx = &x->b->ctx;
+    efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b); /* efaxb__describe's */
+    efax_expect *ex = x->b->ex;
+    uint64_t deadline;
+    int rc = 0, tag_base = efaxb__tag_base(x, seq), nex = x->tag_per_msg ? x->nfrom * x->msgs : x->nfrom;
+    for (int i = 0; i < x->nfrom && !rc; i++) {
+        efax_write_desc *w = &in[i * x->msgs];
+        efaxb__msgs_seq(x, w, seq, tag_base);
+        if (!x->tag_per_msg)
+            rc = efax_expect_writes(ctx, &ex[i], w, x->msgs);
+        else
+            for (int m = 0; m < x->msgs && !rc; m++) rc = efax_expect_write(ctx, &ex[i * x->msgs + m], &w[m]);
+    }
+    if (settle && !x->dst->mr.settle) /* the batch's one timeout counts from here */
+        return rc ? rc : efax_expect_wait_all(ctx, ex, nex, efax_ctx_timeout_ms(ctx));
+    deadline = efax_deadline_ns(efax_ctx_timeout_ms(ctx));
+    for (int i = 0; i < nex && !rc; i++) {
+        rc = efax_expect_arrived(ctx, &ex[i], efax_remaining_ms(deadline));
+    }
+    return rc || !settle ? rc : efax_buf_settle(x->dst);
+}
+
+/* -c: counts the wrong bytes of what landed from every writer (and the local copy), clears them,
+   and tells each writer its bytes may come again. */
+EFAX_PRIVATE int efaxb__check(const efaxb__xstep *x, uint64_t seq, int64_t *wrong) {
+    int rc = 0;
+    for (int i = 0; i < x->nfrom + x->self; i++) {
+        int f = i < x->nfrom ? x->from[i] : x->me;
+        for (int m = 0; m < x->msgs; m++) {
+            uint64_t off = efaxb__dslot(x, f, m) * x->size, s = efaxb__sslot(x, x->me, m);
+            *wrong += (int64_t)x->dst->ops->check(x->dst, off, x->size, f, efaxb__pattern(seq, s));
+            x->dst->ops->poison(x->dst, off, x->size);
+        }
+    }
+    for (int i = 0; i < x->nfrom && !rc; i++)
+        rc = efax_notify(&x->b->ctx, x->from[i], EFAX_BENCH_TAG_READY, (uint32_t)seq);
+    return rc;
+}
+
+/* Describes every message of the step once: this rank's writes (b->xw from 0), the writes into it
+   (from size * msgs on), as iteration 0's. */
+EFAX_PRIVATE void efaxb__describe(const efaxb__xstep *x) {
+    efax_write_desc *out = x->b->xw, *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b);
+    for (int i = 0; i < x->nto; i++) {
+        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &out[i * x->msgs + m], x->me, x->to[i], m);
+        efaxb__msgs_seq(x, &out[i * x->msgs], 0, efaxb__tag_base(x, 0));
+    }
+    for (int i = 0; i < x->nfrom; i++) {
+        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &in[i * x->msgs + m], x->from[i], x->me, m);
+        efaxb__msgs_seq(x, &in[i * x->msgs], 0, efaxb__tag_base(x, 0));
+    }
+}
+
+/* Starts iteration seq: its writes (through the poster when there is one, *posted then set; else
+   on the transfers of its place in the window) and its own chunk's copy. */
+EFAX_PRIVATE int efaxb__start(const efaxb__xstep *x, uint64_t seq, bool *posted) {
+    efax_bench *b = x->b;
+    const efax_bench_poster *p = x->mv->poster;
+    efax_xfer *xs = b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
+    int rc = 0, nw = 0, tag_base = efaxb__tag_base(x, seq);
+    for (int i = 0; i < x->nto; i++, nw += x->msgs) efaxb__msgs_seq(x, &b->xw[nw], seq, tag_base);
+    if (p && nw && !(rc = p->post(p->user, b->xw, nw))) *posted = true;
+    for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(&b->ctx, &xs[i], &b->xw[i], NULL);
+    for (int m = 0; x->self && m < x->msgs && !rc; m++)
+        efax_buf_copy(x->dst, efax_bench_slot_off(b, efaxb__dslot(x, x->me, m), x->size), x->src,
+                      efax_bench_slot_off(b, efaxb__sslot(x, x->me, m), x->size), x->size);
+    return rc;
+}
+
+/* The word that confirms iteration seq: confirmed a window behind, two iterations' may be on their
+   way at once, so they take two tags in turn. */
+EFAX_PRIVATE int efaxb__ack_tag(const efaxb__xstep *x, uint64_t seq) {
+    return x->behind && (seq & 1) ? EFAX_BENCH_TAG_ACK2 : EFAX_BENCH_TAG_ACK;
+}
+
+/* Waits for every target's word confirming iteration seq, and appends its time at us[*nus]: from
+   the confirmation before (x->t_end) to this one. */
+EFAX_PRIVATE int efaxb__confirmed(efaxb__xstep *x, uint64_t seq, double *us, int *nus) {
+    const efax_ctx *ctx = &x->b->ctx;
+    uint64_t t = 0;
+    int rc = 0;
+    for (int i = 0; i < x->nto && !rc; i++)
+        rc = efaxb__notice(x, x->to[i], efaxb__ack_tag(x, seq), (uint32_t)seq, efaxb__confirm_ms(ctx), &t);
+    if (!rc) us[(*nus)++] = (double)(t - x->t_end) / 1e3;
+    x->t_end = t;
+    return rc;
+}
+
+/* A writer's confirmations a window behind, once iteration seq's writes are out: seq - 1's (none at
+   the phase's first iteration, whose start t0 the first time counts from) and at the phase's last
+   iteration seq's own, so that nothing is unconfirmed across a phase's barrier. */
+EFAX_PRIVATE int efaxb__confirm_behind(efaxb__xstep *x, uint64_t seq, uint64_t t0, double *us, int *nus) {
+    int rc = 0;
+    if (seq == x->first)
+        x->t_end = t0;
+    else
+        rc = efaxb__confirmed(x, seq - 1, us, nus);
+    if (!rc && seq + 1 == x->end) rc = efaxb__confirmed(x, seq, us, nus);
+    return rc;
+}
+
+/* --pace (efax_bench_xchg.pace): an all-to-all whose writes leave one peer at a time. shm's target
+   copies each write into device memory itself, one copy after another on its own stream, in the
+   order the writes reach it; with every write leaving at once, the writes of a rank that started
+   a little early reach every target first, its peers all read from it together while the other
+   GPUs' links idle, and every later step repeats it. Paced, each rank writes its targets in turn
+   (rank r: r + 1, r + 2, ...) and lets its write k + pace of the phase leave only once its own
+   arrival k (from rank r - 1 - k mod n, that rank's k-th write) is in place, which it sees locally
+   (efax_expect_arrived_test, then its copy's mark): the ranks step together, each GPU read by one peer
+   at a time, at no cost in messages. Each step then waits for its arrival's end to be seen and the
+   next write to reach its target and be issued there, which small copies do not outlast: below
+   EFAX_BENCH_GATE_LANDED the write leaves once arrival k has arrived (EFAX_BENCH_GATE_ARRIVED), which
+   still orders every target's copies step by step but queues each behind the last. Its states:
+   b->xland[arrival mod (in flight * targets)] 0 awaited, 1 arrived (its copy noted in the mark slot
+   of that index), 2 in place; an iteration's own chunk's copy has the slot after those. */
+
+/* Whether the phase's arrival s (counted as efaxb__xstep.s_post counts writes) lets the write pace
+   after it leave: in place, or (x->arrived: EFAX_BENCH_GATE_ARRIVED) arrived; those of the
+   iterations before seq are in place. */
+EFAX_PRIVATE bool efaxb__landed(const efaxb__xstep *x, uint64_t seq, uint64_t s) {
+    uint64_t nto = (uint64_t)x->nto;
+    return s < seq * nto || x->b->xland[s % ((uint64_t)x->depth * nto)] >= (x->arrived ? 1 : 2);
+}
+
+/* Starts iteration it of a paced all-to-all: announces the writes into this rank (their states
+   awaited) and starts its own chunk's copy, noted in the iteration's own slot. */
+EFAX_PRIVATE int efaxb__paced_begin(efaxb__xstep *x, uint64_t it) {
+    efax_bench *b = x->b;
+    efax_write_desc *in = b->xw + (size_t)b->size * (size_t)efaxb__msgs(b); /* efaxb__describe's */
+    uint64_t d = (uint64_t)x->depth, first = it % d * (uint64_t)x->nto;
+    unsigned own = (unsigned)(d * (uint64_t)x->nto + it % d);
+    int rc = 0, tag_base = efaxb__tag_base(x, it);
+    for (int i = 0; i < x->nfrom && !rc; i++) {
+        efaxb__msgs_seq(x, &in[i], it, tag_base);
+        rc = efax_expect_write(&b->ctx, &b->ex[first + (uint64_t)i], &in[i]);
+        b->xland[first + (uint64_t)i] = 0;
+    }
+    if (rc || !x->self) return rc;
+    efax_buf_copy(x->dst, efax_bench_slot_off(b, efaxb__dslot(x, x->me, 0), x->size), x->src,
+                  efax_bench_slot_off(b, efaxb__sslot(x, x->me, 0), x->size), x->size);
+    return efax_buf_mark(x->dst, own | EFAX_MARK_OWN);
+}
+
+/* Posts the phase's write s: iteration s / targets, to its (s mod targets)-th target. */
+EFAX_PRIVATE int efaxb__paced_post(efaxb__xstep *x, uint64_t s) {
+    efax_bench *b = x->b;
+    uint64_t nto = (uint64_t)x->nto, it = s / nto, k = s % nto;
+    efax_write_desc *w = &b->xw[k];
+    efaxb__msgs_seq(x, w, it, efaxb__tag_base(x, it));
+    return efax_write(&b->ctx, &b->xs[it % (uint64_t)x->depth * nto + k], w, NULL);
+}
+
+/* Drives a paced all-to-all until iteration seq is done: its arrivals and its own chunk in place,
+   its writes completed. Iterations up to end - 1 may start, x->depth of them in flight. */
+EFAX_PRIVATE int efaxb__paced(efaxb__xstep *x, uint64_t seq, uint64_t end) {
+    efax_bench *b = x->b;
+    efax_ctx *ctx = &b->ctx;
+    uint64_t d = (uint64_t)x->depth, nto = (uint64_t)x->nto, lim = seq + d < end ? seq + d : end, s;
+    uint64_t deadline = efax_deadline_ns(efax_ctx_timeout_ms(ctx));
+    unsigned own = (unsigned)(d * nto + seq % d), spins = 0, idle = 0;
+    int rc = 0, inplace = 0;
+    while (!rc && x->posted < lim) rc = efaxb__paced_begin(x, x->posted++);
+    while (!rc) {
+        bool done = true;
+        while (!rc && x->s_post < lim * nto &&
+               (x->s_post - x->s_first < (uint64_t)x->pace ||
+                efaxb__landed(x, seq, x->s_post - (uint64_t)x->pace)))
+            rc = efaxb__paced_post(x, x->s_post++);
+        inplace = 0;
+        for (s = seq * nto; s < x->posted * nto && !rc; s++) { /* arrivals, then their bytes in place */
+            unsigned char *st = &b->xland[s % (d * nto)];
+            unsigned slot = (unsigned)(s % (d * nto));
+            if (*st == 0 && (rc = efax_expect_arrived_test(ctx, &b->ex[slot])) == 1) {
+                *st = 1;
+                rc = efax_buf_mark(x->dst, slot | EFAX_MARK_IN);
+            }
+            if (!rc && *st == 1 && (rc = efax_buf_marked(x->dst, slot)) == 1) {
+                *st = 2;
+                rc = 0;
+            }
+            if (s < (seq + 1) * nto) {
+                inplace += *st == 2;
+                done = done && *st == 2;
+            }
+        }
+        for (uint64_t k = 0; k < nto && !rc; k++) { /* this iteration's writes */
+            const efax_xfer *w = &b->xs[seq % d * nto + k];
+            if (seq * nto + k >= x->s_post || !efax_xfer_done(w))
+                done = false;
+            else
+                rc = w->status;
+        }
+        if (!rc && done && x->self && (rc = efax_buf_marked(x->dst, own)) >= 0) { /* its own chunk */
+            done = rc == 1;
+            rc = 0;
+        }
+        if (rc || done) break;
+        if ((rc = efax_progress(ctx)) > 0)
+            rc = 0;
+        else if (!rc && ++idle >= 512) { /* as efax's waits: ranks that outnumber cores still move */
+            idle = 0;
+            sched_yield();
+        }
+        if (!rc && (++spins & 63) == 0 && efax_now_ns() > deadline) {
+            efax_log(
+                ctx, 0,
+                "iteration %llu of the paced all-to-all (--pace %d): %d of its %d arrivals in place, "
+                "%llu of its writes posted, after %d ms (a peer stopped, or a copy into device memory is "
+                "wedged)",
+                (unsigned long long)seq, x->pace, inplace, x->nfrom,
+                (unsigned long long)(x->s_post > seq * nto ? x->s_post - seq * nto : 0),
+                efax_ctx_timeout_ms(ctx));
+            rc = -FI_ETIMEDOUT;
+        }
+    }
+    return rc;
+}
+
+/* Iteration seq of a paced all-to-all with x->depth in flight (unchecked), the phase ending before
+   iteration `end`; *us: from the end of the last iteration (the phase's start for its first). */
+EFAX_PRIVATE int efaxb__iteration_paced(efaxb__xstep *x, uint64_t seq, uint64_t end, double *us) {
+    uint64_t t;
+    int rc;
+    if (x->posted <= seq) { /* the phase's first iteration: nothing in flight */
+        x->posted = seq;
+        x->s_post = seq * (uint64_t)x->nto;
+        x->s_first = x->s_post;
+        x->t_end = efax_now_ns();
+    }
+    rc = efaxb__paced(x, seq, end);
+    t = efax_now_ns();
+    *us = (double)(t - x->t_end) / 1e3;
+    x->t_end = t;
+    return rc;
+}
+
+/* One iteration on this rank; its time (as the layout defines it) appended at us[*nus] (confirmed
+   a window behind: the times of the confirmations it took, none to two). */
+EFAX_PRIVATE int efaxb__iteration(efaxb__xstep *x, uint64_t seq, double *us, int *nus, int64_t *wrong) {
+    efax_bench *b = x->b;
+    efax_ctx *ctx = &b->ctx;
+    const efax_bench_poster *p = x->mv->poster;
+    bool confirmed = !b->d.xchg->unconfirmed, posted = false;
+    uint64_t t0, t1 = 0, t;
+    int rc = 0, frc, nw = x->nto * x->msgs;
+    for (int i = 0; b->o.check && seq > 0 && i < x->nto && !rc; i++) /* every target cleared the last bytes */
+        rc = efaxb__notice(x, x->to[i], EFAX_BENCH_TAG_READY, (uint32_t)seq - 1, -1, &t);
+    if (b->o.check) efaxb__fill(x, seq);
+    t0 = efax_now_ns();
+    if (x->pace > 0) { /* its writes one peer at a time; done once its arrivals and own chunk are in place */
+        x->posted = seq;
+        x->s_post = seq * (uint64_t)x->nto;
+        x->s_first = x->s_post;
+        if (!rc) rc = efaxb__paced(x, seq, seq + 1);
+    } else {
+        if (!rc) rc = efaxb__start(x, seq, &posted);
+        if (!rc) rc = efaxb__take(x, seq, confirmed); /* settled before a confirmation says so */
+    }
+    for (int i = 0; confirmed && i < x->nfrom && !rc; i++)
+        rc = efax_notify(ctx, x->from[i], efaxb__ack_tag(x, seq), (uint32_t)seq);
+    if (x->behind && x->nto > 0 && !rc) rc = efaxb__confirm_behind(x, seq, t0, us, nus);
+    for (int i = 0; confirmed && !x->behind && i < x->nto && !rc; i++)
+        rc = efaxb__notice(x, x->to[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq, efaxb__confirm_ms(ctx), &t1);
+    if (posted && (frc = p->finish(p->user)) && !rc)
+        rc = frc; /* even after a failure: nothing may stay in flight */
+    for (int i = 0; !p && i < nw && !rc; i++) rc = efax_wait(ctx, &b->xs[i], -1);
+    if (!rc && x->pace <= 0 && (x->self || !confirmed)) /* the local copy and, unconfirmed, the arrivals */
+        rc = efax_buf_settle(x->dst);
+    if (!confirmed) t1 = efax_now_ns();
+    if (!x->behind) us[(*nus)++] = (double)(t1 - t0) / 1e3;
+    return rc || !b->o.check ? rc : efaxb__check(x, seq, wrong);
+}
+
+/* Iteration seq with x->depth in flight (unconfirmed, unchecked, no poster), the phase (warm-up or
+   timed) ending before iteration `end`: starts the iterations up to seq + depth - 1 first, then
+   awaits seq's writers' chunks and its own writes, and waits until what was noted then (the
+   copies into dst, its own chunk's) is in place while driving the context, so that the copies of
+   later iterations start meanwhile and the GPU never waits for the host between them. *us: from
+   the end of the last iteration (the phase's start for its first) to this one's. */
+EFAX_PRIVATE int efaxb__iteration_ahead(efaxb__xstep *x, uint64_t seq, uint64_t end, double *us) {
+    efax_ctx *ctx = &x->b->ctx;
+    efax_xfer *xs = x->b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
+    unsigned slot = (unsigned)(seq % (uint64_t)x->depth), spins = 0;
+    uint64_t deadline, t;
+    int rc = 0;
+    if (x->posted <= seq) { /* the phase's first iteration: nothing in flight */
+        x->posted = seq;
+        x->t_end = efax_now_ns();
+    }
+    while (!rc && x->posted < end && x->posted < seq + (uint64_t)x->depth)
+        rc = efaxb__start(x, x->posted++, NULL);
+    if (!rc) rc = efaxb__take(x, seq, false);
+    for (int i = 0; i < x->nto * x->msgs && !rc; i++) rc = efax_wait(ctx, &xs[i], -1);
+    if (!rc) rc = efax_buf_mark(x->dst, slot);
+    deadline = efax_deadline_ns(efax_ctx_timeout_ms(ctx));
+    while (!rc && !(rc = efax_buf_marked(x->dst, slot))) {
+        int p = efax_progress(ctx);
+        if (p < 0) rc = p;
+        if (!rc && (++spins & 63) == 0 && efax_now_ns() > deadline) {
+            efax_log(ctx, 0,
+                     "iteration %llu of all-to-all: the bytes that arrived did not land within %d ms (a copy "
+                     "into device memory is wedged, or the GPU is shared with work that holds it)",
+                     (unsigned long long)seq, efax_ctx_timeout_ms(ctx));
+            rc = -FI_ETIMEDOUT;
+        }
+    }
+    if (rc > 0) rc = 0;
+    t = efax_now_ns();
+    *us = (double)(t - x->t_end) / 1e3;
+    x->t_end = t;
+    return rc;
+}
+
+EFAX_API int efax_bench_in_flight(const efax_bench *b, const efax_bench_step *st) {
+    return b->d.xchg && b->xdst[st->k] && !b->xdst[st->k]->mr.stage ? efaxb__depth(b) : 1;
+}
+
+EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv,
+                                 double *lat, int *nlat, int64_t *wrong) {
+    const efax_bench_xchg *l = b->d.xchg;
+    efaxb__xstep x;
+    int n = b->size, warm = st->warmup, rc = 0;
+    bool timed;
+    memset(&x, 0, sizeof x);
+    if (!l || !b->connected)
+        return efax_bench_usage(b, "efax_bench_exchange: no exchange (efax_bench_desc.xchg) is connected");
+    x.b = b;
+    x.st = st;
+    x.mv = mv;
+    x.me = b->rank;
+    x.src = b->xsrc[st->k];
+    x.dst = b->xdst[st->k];
+    x.size = mv->size ? mv->size : st->size;
+    x.msgs = mv->msgs ? mv->msgs : efaxb__msgs(b);
+    x.tag0 = EFAX_BENCH_TAG_DATA + st->k * efaxb__kind_tags(b);
+    x.tag_per_msg = x.dst->mr.stage != NULL; /* staged cells are taken by (writer, tag) */
+    x.tag_stride = x.tag_per_msg ? efaxb__msgs(b) : 1;
+    x.tag_sets = efaxb__kind_tags(b) / x.tag_stride;
+    x.depth = mv->poster ? 1 : efax_bench_in_flight(b, st);
+    x.behind =
+        l->confirm_behind && !l->unconfirmed && !b->o.check && !mv->poster && !x.tag_per_msg && x.msgs > 1;
+    x.pace = l->pace >= 0 ? l->pace : x.dst->ops->mark && x.size >= EFAX_BENCH_PACE_MIN ? EFAX_BENCH_PACE : 0;
+    x.arrived = l->pace_gate == EFAX_BENCH_GATE_AUTO ? x.size < EFAX_BENCH_GATE_LANDED
+                                                     : l->pace_gate == EFAX_BENCH_GATE_ARRIVED;
+    if (x.msgs > efaxb__msgs(b) ||
+        (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||
+        (uint64_t)x.msgs * (l->per_writer ? (uint64_t)n : 1) * x.size > x.dst->len)
+        return efax_bench_usage(
+            b, "efax_bench_exchange: %d message(s) of %llu bytes do not fit the layout (%d, %zu bytes)",
+            x.msgs, (unsigned long long)x.size, efaxb__msgs(b), x.dst->len);
+    if (!(x.to = (int *)calloc(2 * (size_t)n, sizeof(int)))) return -FI_ENOMEM;
+    x.from = x.to + n;
+    for (int k = 1; k < n;
+         k++) { /* targets from the next rank on, writers from the last one back: spreads the load */
+        if (mv->writes(mv->user, x.me, (x.me + k) % n, n)) x.to[x.nto++] = (x.me + k) % n;
+        if (mv->writes(mv->user, (x.me + n - k) % n, x.me, n)) x.from[x.nfrom++] = (x.me + n - k) % n;
+    }
+    x.self = mv->writes(mv->user, x.me, x.me, n);
+    if (!(l->unconfirmed && !mv->poster && !x.tag_per_msg && x.msgs == 1 && n > 2 && x.nto == n - 1 &&
+          x.nfrom == n - 1 && x.depth * (x.nto + 1) <= EFAX_BUF_MARKS))
+        x.pace = 0; /* paced: an all-to-all of one message a pair, its marks in efax_buf_mark's slots */
+    timed = l->unconfirmed ? x.nto + x.nfrom + x.self > 0 : x.nto > 0;
+    for (int i = 0; b->o.check && i < x.nfrom + x.self; i++) /* what lands is checked against this */
+        for (int m = 0; m < x.msgs; m++)
+            x.dst->ops->poison(x.dst, efaxb__dslot(&x, i < x.nfrom ? x.from[i] : x.me, m) * x.size, x.size);
+    efaxb__describe(&x);
+    rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS); /* every rank's turn begins together */
+    for (int it = -warm; it < st->iters && !rc; it++) {
+        double us[2] = {0, 0};
+        int nus = 0;
+        if (it == 0) { /* the row counts the timed iterations: counters read between two barriers */
+            efaxb__timed_begin(b);
+            if ((rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS))) break;
+        }
+        if (it == -warm || it == 0) {
+            x.first = (uint64_t)(it + warm);
+            x.end = (uint64_t)(it < 0 ? warm : warm + st->iters);
+        }
+        if (x.nto + x.nfrom + x.self > 0 && x.depth > 1) {
+            if (x.pace > 0)
+                rc = efaxb__iteration_paced(&x, (uint64_t)(it + warm), x.end, &us[0]);
+            else
+                rc = efaxb__iteration_ahead(&x, (uint64_t)(it + warm), x.end, &us[0]);
+            nus = 1;
+        } else if (x.nto + x.nfrom + x.self > 0) {
+            rc = efaxb__iteration(&x, (uint64_t)(it + warm), us, &nus, wrong);
+        }
+        for (int k = 0; it >= 0 && timed && k < nus; k++) lat[(*nlat)++] = us[k];
+    }
+    if (!rc && st->iters > 0) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);
+    if (!rc && st->iters > 0) efaxb__timed_end(b);
+    for (int i = 0; b->o.check && i < x.nto && !rc;
+         i++) { /* the targets' last "cleared" notices are this step's */
+        uint64_t t;
+        rc = efaxb__notice(&x, x.to[i], EFAX_BENCH_TAG_READY, (uint32_t)(st->iters + warm - 1), -1, &t);
+    }
+    free(x.to);
+    return rc;
+}
+
 // >>driver helpers (implementation) ---------------------------------------------------------
 
 /* Operations posted and not yet waited for. */
@@ -3430,666 +4609,6 @@ EFAX_API double efax_bench_memcpy_gbs(uint64_t size) {
     return best;
 }
 
-// >>steps (implementation) ------------------------------------------------------------------
-
-EFAX_API int efax_bench_usage(const efax_bench *b, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s: %s\n", b->d.driver, msg); /* one write: ranks' lines do not interleave */
-    return -EFAX_E_USAGE;
-}
-
-EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, char **argv) {
-    efax_boot_desc bd;
-    char err[256] = "";
-    int rc, min;
-    memset(b, 0, sizeof *b);
-    b->d = *d;
-    if (!(b->bufs = (efax_buf *)calloc(EFAX_BENCH_BUFS, sizeof *b->bufs))) return -FI_ENOMEM;
-    efax_opts_init(&b->o);
-    if (d->min_size) b->o.min_size = d->min_size;
-    if (d->max_size) b->o.max_size = d->max_size;
-    if (d->factor > 1) b->o.factor = d->factor;
-    if (d->window) b->o.window = d->window;
-#ifdef EFAX_CUDA_H
-    b->o.mem = d->mem ? d->mem : "all";
-#endif
-    rc = d->own_options ? efax_args_parse(argc, argv, d->extra, d->driver, d->about, err, sizeof err)
-                        : efax_opts_parse(&b->o, argc, argv, d->extra, d->driver, d->about, err, sizeof err);
-    if (rc == 1) return EFAX_BENCH_DONE;
-    if (rc) return efax_bench_usage(b, "%s", err);
-    if (d->modes) b->o.modes = d->modes; /* the experiment's, not --mode's */
-    if (d->own_table) b->o.quiet = true;
-    if (d->xchg && d->xchg->window_iterations && b->o.window > EFAX_BUF_MARKS)
-        return efax_bench_usage(b, "--window %d: at most %d iterations in flight", b->o.window,
-                                EFAX_BUF_MARKS);
-    if (b->o.one_slot && b->o.check)
-        return efax_bench_usage(b, "--one-slot with -c: every message lands on the same bytes, so -c "
-                                   "could not tell one from another; drop --one-slot to check");
-    if (d->xchg && d->xchg->window_iterations && b->o.window > 1 && b->o.check)
-        return efax_bench_usage(
-            b,
-            "--window %d with -c: -c fills and checks every iteration apart, one in flight; "
-            "drop --window to check, or -c to measure iterations in flight",
-            b->o.window);
-#ifdef EFAX_CUDA_H
-    rc = efax_cuda_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
-#else
-    rc = efax_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
-#endif
-    if (rc < 0) return efax_bench_usage(b, "%s", err);
-    if (d->one_kind && b->nk > 1)
-        return efax_bench_usage(b, "--mem: name one memory kind (host, pin or dma)");
-#ifdef EFAX_CUDA_H
-    if (d->gpu && !efax_bench_gpu(d->driver)) return EFAX_BENCH_DONE;
-#endif
-    if (!b->nk) {
-        printf("# %s\n", err);
-        return EFAX_BENCH_DONE;
-    }
-    memset(&bd, 0, sizeof bd);
-    bd.timeout_ms = b->o.timeout_ms;
-    if ((rc = efax_boot_init(&b->boot, &bd))) return rc;
-    b->rank = b->boot.rank, b->size = b->boot.size;
-    min = d->min_ranks > 0 ? d->min_ranks : 2;
-    if (b->size < min || (d->max_ranks > 0 && b->size > d->max_ranks)) {
-        const char *how = d->max_ranks == min ? "exactly" : "at least";
-        return efax_bench_usage(b, "needs %s %d ranks, not %d (e.g. mpirun -np %d %s)", how, min, b->size,
-                                min, argv[0]);
-    }
-    if (err[0] && b->rank == 0) printf("# %s\n", err); /* kinds this machine cannot run */
-    return 0;
-}
-
-/* The exchange's messages per writer and target (efax_bench_xchg.msgs, resolved). */
-EFAX_PRIVATE int efaxb__msgs(const efax_bench *b) {
-    return b->d.xchg->msgs > 0 ? b->d.xchg->msgs : b->o.window;
-}
-
-/* The most iterations in flight in any step (efax_bench_in_flight). */
-EFAX_PRIVATE int efaxb__depth(const efax_bench *b) { return b->d.xchg->window_iterations ? b->o.window : 1; }
-
-/* The exchange's data tags of one memory kind: msgs, unconfirmed twice per iteration in flight
-   (a rank ending iteration i has started up to i + depth - 1, and a peer that took those may end
-   them and start up to i + 2 depth - 1 before this rank consumed i's arrivals). */
-EFAX_PRIVATE int efaxb__kind_tags(const efax_bench *b) {
-    return efaxb__msgs(b) * (b->d.xchg->unconfirmed ? 2 * efaxb__depth(b) : 1);
-}
-
-/* The exchange's buffers, their tags prepared for staged writes, and the state of its messages. */
-EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
-    const efax_bench_xchg *l = b->d.xchg;
-    size_t n = (size_t)b->size, msgs = (size_t)efaxb__msgs(b), max = (size_t)b->o.max_size;
-    size_t src = l->bytes ? (size_t)l->bytes : max * msgs * (l->per_target ? n : 1);
-    size_t dst = l->bytes ? (size_t)l->bytes : max * msgs * (l->per_writer ? n : 1);
-    int rc = 0;
-    for (int k = 0; k < b->nk && !rc; k++) {
-        if (!(rc = efax_bench_buf(b, b->kinds[k], src, EFAX_MR_WRITE_SRC, &b->xsrc[k])))
-            rc = efax_bench_buf(b, b->kinds[k], dst, EFAX_MR_WRITE_DST, &b->xdst[k]);
-        if (!rc) b->xdst[k]->ops->poison(b->xdst[k], 0, dst);
-        for (int q = 0; q < efaxb__kind_tags(b) && !rc; q++)
-            rc = efax_expect_prepare(&b->ctx, &b->xdst[k]->mr,
-                                     EFAX_BENCH_TAG_DATA + k * efaxb__kind_tags(b) + q);
-    }
-    b->xs = (efax_xfer *)efax_bench_calloc(b, n * msgs * (size_t)efaxb__depth(b), sizeof *b->xs);
-    b->ex = (efax_expect *)efax_bench_calloc(b, n * msgs * (size_t)efaxb__depth(b), sizeof *b->ex);
-    b->xland = (unsigned char *)efax_bench_calloc(b, n * (size_t)efaxb__depth(b), 1);
-    b->xw = (efax_write_desc *)efax_bench_calloc(b, 2 * n * msgs, sizeof *b->xw);
-    b->lat = (double *)efax_bench_calloc(b, (size_t)efax_opts_iters(&b->o, 1) * n, sizeof *b->lat);
-    if (rc) return rc;
-    return !b->xs || !b->ex || !b->xland || !b->xw || !b->lat ? -FI_ENOMEM : 0;
-}
-
-/* A run of host memory alone on a host with NVIDIA GPUs: libfabric makes no CUDA call. efa probes
-   GPUDirect support at its start with a cudaMalloc on the current device (prov/efa/src/efa_hmem.c
-   efa_hmem_info_check_p2p_support_cuda), which makes a CUDA context on GPU 0 in every rank that binds
-   no GPU: 8 host-memory ranks would crowd GPU 0. FI_HMEM=system (src/hmem.c ofi_hmem_init: the
-   interfaces libfabric initializes) leaves CUDA out, so efa has nothing to probe. Set before the first
-   libfabric call of the process (efax_ctx_init's), unless the user set FI_HMEM; efax_bench_begin says
-   so. A rank with device memory binds its GPU first (efax_cuda_use), so the probe lands there. */
-EFAX_PRIVATE void efaxb__cuda_probe_off(efax_bench *b) {
-    int k, gpus = efax_topo_gpus(efax_topo_sysfs_root(), NULL, 0);
-    for (k = 0; k < b->nk; k++)
-        if (b->kinds[k] != efax_mem_host()) return;
-    if (!gpus) return;
-    if (getenv("FI_HMEM")) {
-        snprintf(b->cuda_note, sizeof b->cuda_note,
-                 "host memory only on a host with %d NVIDIA GPU(s); FI_HMEM=%s is yours, so libfabric may "
-                 "initialize CUDA (efa's probe makes a context on the current GPU)",
-                 gpus, getenv("FI_HMEM"));
-        return;
-    }
-    setenv("FI_HMEM", "system", 0);
-    snprintf(
-        b->cuda_note, sizeof b->cuda_note,
-        "off (FI_HMEM=system): host memory only on a host with %d NVIDIA GPU(s), so efa's start-up probe "
-        "makes no CUDA context on GPU 0 in every rank",
-        gpus);
-}
-
-/* The proof that writes move by the device's RDMA write, after the warm-up: every rank writes
-   EFAXB__PROOF bytes on each of its NICs to the next rank, and holds what each NIC's own counter of
-   bytes sent by RDMA write (efa's hw_counters rdma_write_bytes) grew by against them
-   (efax_os_write_verdict): efa emulates writes with messages without saying so where the device, the
-   driver or a peer lacks what RDMA write needs (rdm/efa_rdm_rma.h efa_rdm_rma_should_write_using_rdma:
-   the unsolicited-write-recv setting the CQ got, not the one efax set, decides), and the EFA NCCL
-   recipes pass a run only if the hardware counters moved. The kernel caches these counters for their
-   lifespan, so each reading waits that long first. Runs where any rank's NIC has the counter;
-   collective. Rank 0 keeps every rank's verdicts in b->proof. */
-#define EFAXB__PROOF (1u << 20)
-#define EFAXB__PROOF_SEQ 64 /* the first messages' sequences are NIC indices below it */
-EFAX_PRIVATE int efaxb__write_proof(efax_bench *b) {
-    int n = efax_ctx_nnics(&b->ctx), k, rc, to = (b->rank + 1) % b->size,
-        from = (b->rank + b->size - 1) % b->size;
-    int wn = efax_ctx_peer_nnics(&b->ctx, from), life = 0, i;
-    int64_t any = 0;
-    efax_os_counters *before = NULL, after;
-    efax_buf src, dst;
-    efax_xfer *xs = NULL;
-    efax_expect *ex = NULL;
-    char mine[2560], *all = NULL;
-    size_t u = 0;
-    struct timespec ts;
-    memset(&src, 0, sizeof src);
-    memset(&dst, 0, sizeof dst);
-    mine[0] = 0;
-    if (b->size < 2) return 0;
-    before = (efax_os_counters *)calloc((size_t)n, sizeof *before);
-    if (!before) return -FI_ENOMEM;
-    for (k = 0; k < n; k++) {
-        if (efax_os_counters_nic(efax_ctx_nic(&b->ctx, k), &before[k]) == 0 &&
-            efax_os_counter(&before[k], "rdma_write_bytes") >= 0)
-            any = 1;
-        if (before[k].lifespan_ms > life) life = before[k].lifespan_ms;
-    }
-    if ((rc = efax_boot_sum(&b->boot, any, &any, -1)) || !any) goto out;
-    xs = (efax_xfer *)calloc((size_t)n, sizeof *xs);
-    ex = (efax_expect *)calloc((size_t)(wn > 0 ? wn : 1), sizeof *ex);
-    if (!xs || !ex) rc = -FI_ENOMEM;
-    if (!rc) rc = efax_buf_alloc(&b->ctx, &src, efax_mem_host(), EFAXB__PROOF, EFAX_MR_WRITE_SRC);
-    if (!rc) rc = efax_buf_alloc(&b->ctx, &dst, efax_mem_host(), EFAXB__PROOF, EFAX_MR_WRITE_DST);
-    if (!rc) rc = efax_mr_exchange(&dst.mr, &b->boot);
-    if (rc) goto out;
-    if (life > 1000) life = 1000;
-    ts.tv_sec = 0;
-    ts.tv_nsec = (long)(life + 1) * 1000000L;
-    if ((rc = efax_boot_barrier(&b->boot, -1))) goto out;
-    if (life) nanosleep(&ts, NULL);
-    for (k = 0; k < n; k++) efax_os_counters_nic(efax_ctx_nic(&b->ctx, k), &before[k]);
-    for (k = 0; k < n + wn && !rc; k++) {
-        efax_write_desc w;
-        memset(&w, 0, sizeof w);
-        w.from = k < n ? b->rank : from;
-        w.to = k < n ? to : b->rank;
-        w.src = &src.mr;
-        w.dst = &dst.mr;
-        w.size = EFAXB__PROOF / (uint64_t)(k < n ? n : wn);
-        w.dst_off = (uint64_t)(k < n ? k : k - n) * w.size;
-        w.src_off = w.dst_off;
-        w.nic = k < n ? k : k - n;
-        w.tag = EFAX_BENCH_TAG_ACK;
-        w.seq = EFAXB__PROOF_SEQ + (uint32_t)w.nic;
-        rc = k < n ? efax_write(&b->ctx, &xs[k], &w, NULL) : efax_expect_write(&b->ctx, &ex[k - n], &w);
-    }
-    for (k = 0; k < wn && !rc; k++) rc = efax_expect_wait(&b->ctx, &ex[k], -1);
-    for (k = 0; k < n && !rc; k++) rc = efax_wait(&b->ctx, &xs[k], -1);
-    if (!rc) rc = efax_boot_barrier(&b->boot, -1);
-    if (rc) goto out;
-    if (life) nanosleep(&ts, NULL);
-    for (k = 0; k < n; k++) {
-        char why[160];
-        const char *v = "cannot tell";
-        efax_os_counters_nic(efax_ctx_nic(&b->ctx, k), &after);
-        efax_os_counters_delta(&before[k], &after, &after);
-        i = efax_os_write_verdict(&after, EFAXB__PROOF / (uint64_t)n, why, sizeof why);
-        v = i == 1 ? "yes" : i == 0 ? "EMULATED" : v;
-        if (u < sizeof mine)
-            u += (size_t)snprintf(mine + u, sizeof mine - u, "%s%s %s (%s)", u ? "; " : "",
-                                  efax_ctx_nic(&b->ctx, k)->name, v, why);
-    }
-    all = (char *)calloc((size_t)b->size, sizeof mine);
-    if (!all) rc = -FI_ENOMEM;
-    if (!rc) rc = efax_boot_allgather(&b->boot, mine, sizeof mine, all, -1);
-    if (!rc && b->rank == 0 && (b->proof = (char *)calloc((size_t)b->size, sizeof mine + 128))) {
-        size_t pu = 0, cap = (size_t)b->size * (sizeof mine + 128);
-        for (i = 0; i < b->size && pu < cap; i++) {
-            all[(size_t)(i + 1) * sizeof mine - 1] = 0; /* a peer's text ends inside its slot */
-            pu += (size_t)snprintf(b->proof + pu, cap - pu, "rank %d (%.64s): %s\n", i, b->boot.hosts[i],
-                                   all + (size_t)i * sizeof mine);
-        }
-    }
-out:
-    efax_buf_free(&dst);
-    efax_buf_free(&src);
-    free(before);
-    free(xs);
-    free(ex);
-    free(all);
-    return rc;
-}
-
-EFAX_API int efax_bench_connect(efax_bench *b) {
-    efax_ctx_desc cd;
-    int rc, tags = b->d.xchg ? EFAX_BENCH_TAG_DATA + b->nk * efaxb__kind_tags(b) : 0;
-    memset(&cd, 0, sizeof cd);
-    cd.provider = b->o.provider;
-    cd.nics = b->o.nics;
-    cd.local_rank = b->boot.local_rank;
-    cd.timeout_ms = b->o.timeout_ms;
-    cd.efa_shm = b->o.efa_shm;
-    cd.no_cuda_api = b->o.no_cuda_api;
-    cd.cuda_api = b->o.cuda_api ? 1 : 0;
-    cd.local_size = b->boot.local_size;
-    cd.imm_tags = tags > 64 ? tags : 0;
-    efaxb__cuda_probe_off(b);
-#ifdef EFAX_CUDA_H
-    if ((rc = efax_cuda_use(b->kinds, b->nk, b->boot.local_rank, &cd.hmem))) return rc; /* this rank's GPU */
-    efax_cuda_near(&cd); /* device memory: the NICs nearest this GPU */
-#endif
-    b->connected = true; /* efax_ctx_deinit is safe on a half-opened context */
-    if ((rc = efax_ctx_init(&b->ctx, &cd)) || (rc = efax_ctx_connect(&b->ctx, &b->boot))) return rc;
-    if (b->d.modes && efax_ctx_nnics(&b->ctx) == 1) b->o.modes &= 1u << EFAX_MODE_SINGLE;
-    if (b->d.sends && b->o.max_size > efax_ctx_caps(&b->ctx)->max_send) {
-        uint64_t most = efax_ctx_caps(&b->ctx)->max_send;
-        char m[32];
-        efax_fmt_size(most, m, sizeof m);
-        if (b->o.min_size > most)
-            return efax_bench_usage(
-                b, "-b: %s carries messages of at most %s (FI_OPT_MAX_MSG_SIZE); -b %s or less",
-                efax_ctx_provider(&b->ctx), m, m);
-        b->sends_cut = b->o.max_size; /* efax_bench_begin says so */
-        b->o.max_size = most;
-    }
-    if (!b->d.cold && (rc = efaxb__first_messages(b))) return rc; /* the cold start's first messages */
-    if (!b->d.cold && (rc = efax_ctx_warmup(&b->ctx))) return rc;
-    if (!b->d.cold && (rc = efaxb__write_proof(b))) return rc; /* where a NIC counts its RDMA writes */
-    return b->d.xchg ? efaxb__xchg_init(b) : 0;
-}
-
-/* efax_bench_mem_staged: the bytes live in b->ptr, the NICs see bounce (same offsets). */
-typedef struct efaxb__hstage {
-    uint8_t *bounce;
-    unsigned long asks;
-} efaxb__hstage;
-
-EFAX_PRIVATE int efaxb__hs_out_begin(void *u, uint64_t off, uint64_t len, uint64_t unit) {
-    efax_buf *b = (efax_buf *)u;
-    (void)unit;
-    memcpy(((efaxb__hstage *)b->impl)->bounce + off, (uint8_t *)b->ptr + off, len);
-    return 0;
-}
-EFAX_PRIVATE bool efaxb__hs_out_ready(void *u, uint64_t off, uint64_t len) {
-    (void)off, (void)len;
-    return (++((efaxb__hstage *)((efax_buf *)u)->impl)->asks & 1) == 0;
-}
-EFAX_PRIVATE int efaxb__hs_in(void *u, uint64_t off, uint64_t len) {
-    efax_buf *b = (efax_buf *)u;
-    memcpy((uint8_t *)b->ptr + off, ((efaxb__hstage *)b->impl)->bounce + off, len);
-    return 0;
-}
-EFAX_PRIVATE int efaxb__hs_out(void *u, uint64_t off, uint64_t len) {
-    return efaxb__hs_out_begin(u, off, len, 0);
-}
-EFAX_PRIVATE int efaxb__hs_in_wait(void *u, int timeout_ms) {
-    (void)u, (void)timeout_ms;
-    return 0;
-}
-static const efax_stage_ops efaxb__hs_ops = {efaxb__hs_out_begin, efaxb__hs_out_ready, efaxb__hs_in,
-                                             efaxb__hs_in_wait,   efaxb__hs_out,       efaxb__hs_in};
-
-EFAX_PRIVATE int efaxb__hs_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
-    efaxb__hstage *h = (efaxb__hstage *)calloc(1, sizeof *h);
-    efax_mr_desc md;
-    b->impl = h;
-    if (!h || !(b->ptr = efax_host_alloc(len)) || !(h->bounce = (uint8_t *)efax_host_alloc(len)))
-        return -FI_ENOMEM;
-    snprintf(b->path, sizeof b->path, "staged");
-    if (!ctx) return 0;
-    memset(&md, 0, sizeof md);
-    md.ptr = h->bounce;
-    md.len = len;
-    md.access = access;
-    md.stage = &efaxb__hs_ops;
-    md.stage_user = b;
-    return efax_mr_reg(ctx, &b->mr, &md);
-}
-EFAX_PRIVATE void efaxb__hs_release(efax_buf *b) {
-    efaxb__hstage *h = (efaxb__hstage *)b->impl;
-    if (h) free(h->bounce);
-    free(h);
-    free(b->ptr);
-}
-/* the bytes live in host memory, b->ptr: the pattern and copies are the host kind's */
-EFAX_PRIVATE void efaxb__hs_fill(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
-    efax_mem_host()->fill(b, off, len, rank, iter);
-}
-EFAX_PRIVATE void efaxb__hs_poison(efax_buf *b, uint64_t off, uint64_t len) {
-    efax_mem_host()->poison(b, off, len);
-}
-EFAX_PRIVATE uint64_t efaxb__hs_check(efax_buf *b, uint64_t off, uint64_t len, int rank, uint64_t iter) {
-    return efax_mem_host()->check(b, off, len, rank, iter);
-}
-EFAX_PRIVATE void efaxb__hs_copy(efax_buf *dst, uint64_t doff, const efax_buf *src, uint64_t soff,
-                                 uint64_t len) {
-    efax_mem_host()->copy(dst, doff, src, soff, len);
-}
-
-EFAX_API const efax_mem_ops *efax_bench_mem_staged(void) {
-    /* in efax_mem_ops' order, each field named: C++17 (g++, nvcc) has no designated initializers */
-    static const efax_mem_ops ops = {
-        "host",            /* name */
-        "",                /* label */
-        efaxb__hs_alloc,   /* alloc */
-        efaxb__hs_release, /* release */
-        efaxb__hs_fill,    /* fill */
-        efaxb__hs_poison,  /* poison */
-        efaxb__hs_check,   /* check */
-        efaxb__hs_copy,    /* copy */
-        NULL,              /* settle */
-        NULL,              /* mark */
-        NULL,              /* marked */
-    };
-    return &ops;
-}
-
-EFAX_API int efax_bench_buf(efax_bench *b, const efax_mem_ops *kind, size_t len, unsigned access,
-                            efax_buf **out) {
-    efax_buf *buf;
-    int rc;
-    if (b->nbuf == EFAX_BENCH_BUFS) return -FI_ENOMEM;
-    buf = &b->bufs[b->nbuf++];
-    if ((rc = efax_buf_alloc(b->connected ? &b->ctx : NULL, buf, kind, len, access))) return rc;
-    if (b->connected && (access & EFAX_MR_WRITE_DST) && (rc = efax_mr_exchange(&buf->mr, &b->boot)))
-        return rc;
-    *out = buf;
-    return 0;
-}
-
-EFAX_API void *efax_bench_calloc(efax_bench *b, size_t n, size_t size) {
-    void *p;
-    if (b->nalloc == EFAX_BENCH_ALLOCS || !(p = calloc(n ? n : 1, size ? size : 1))) return NULL;
-    return b->allocs[b->nalloc++] = p;
-}
-
-#ifdef EFAX_CUDA_H
-EFAX_PRIVATE int efaxb__ceiling(efax_bench *b, size_t bytes);
-#endif
-
-EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
-    char names[64];
-    int rc;
-    if (!memory) memory = efax_mem_names(b->kinds, b->nk, names, sizeof names);
-    if (!(b->rep = (efax_report *)calloc(1, sizeof *b->rep))) return -FI_ENOMEM;
-    b->begun = true;
-    if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot)))
-        return rc;
-    b->rep->msg_rate = b->d.msg_rate;
-    if (b->sends_cut && b->rank == 0 && !b->o.quiet) {
-        char m[32], e[32];
-        printf(
-            "# sizes above %s left out (-e %s): %s carries messages of at most %s (FI_OPT_MAX_MSG_SIZE%s)\n",
-            efax_fmt_size(b->o.max_size, m, sizeof m), efax_fmt_size(b->sends_cut, e, sizeof e),
-            efax_ctx_caps(&b->ctx)->direct ? "efa-direct" : efax_ctx_provider(&b->ctx), m,
-            efax_ctx_caps(&b->ctx)->direct ? ": the device's MTU" : "");
-    }
-    if (b->cuda_note[0] && b->rank == 0 && !b->o.quiet) printf("# CUDA in libfabric: %s\n", b->cuda_note);
-    if (b->proof && b->rank == 0) {
-        const char *line = b->proof;
-        efaxb__jw w;
-        if (!b->o.quiet)
-            printf(
-                "# device RDMA write after the warm-up (each NIC's rdma_write_bytes against what this rank "
-                "wrote on it, %u KiB a rank):\n",
-                EFAXB__PROOF >> 10);
-        while (!b->o.quiet && *line) {
-            int len = (int)strcspn(line, "\n");
-            printf("#   %.*s\n", len, line);
-            line += len + (line[len] == '\n');
-        }
-        if (efaxb__jw_reopen(&w, b->rep->meta, sizeof b->rep->meta)) { /* "device_write" inside "run" */
-            efaxb__jw_str(&w, "device_write", b->proof);
-            efaxb__jw_close(&w, '}');
-        }
-    }
-    if ((rc = efaxb__cold_header(b))) return rc; /* collective */
-#ifdef EFAX_CUDA_H
-    if (b->connected && efax_cuda_wants_hmem(b->kinds, b->nk)) return efaxb__ceiling(b, 256u << 20);
-#endif
-    return 0;
-}
-
-/* The first mode of --mode at or after m; EFAX_MODE_COUNT when none. */
-EFAX_PRIVATE int efaxb__mode_from(const efax_bench *b, int m) {
-    while (m < EFAX_MODE_COUNT && !(b->o.modes & (1u << m))) m++;
-    return m;
-}
-
-/* The soak's decision at the end of a sweep: rank 0 says whether the time is up, every rank
-   follows. Returns 1 (sweep again), 0 or a negative code. */
-EFAX_PRIVATE int efaxb__again(efax_bench *b) {
-    int64_t go, any = 0;
-    int rc;
-    if (!(b->o.duration_s > 0)) return 0;
-    b->sweeps++;
-    go = b->rank == 0 && (double)(efax_now_ns() - b->t_start) / 1e9 < b->o.duration_s;
-    if (b->rank == 0)
-        fprintf(stderr, "# sweep %llu done after %.0f s, rss %ld KiB\n", (unsigned long long)b->sweeps,
-                (double)(efax_now_ns() - b->t_start) / 1e9, efaxb__rss_kib());
-    if ((rc = efax_boot_sum(&b->boot, go, &any, EFAX_TURN_MS))) return rc;
-    return any > 0;
-}
-
-EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc) {
-    int again;
-    if (!st->started) {
-        st->started = true;
-        b->t_start = efax_now_ns();
-        st->size = b->o.min_size;
-        st->mode = (efax_mode)efaxb__mode_from(b, 0);
-        st->k = 0;
-    } else if (++st->k == b->nk) { /* the next mode, or the next size */
-        st->k = 0;
-        st->mode = (efax_mode)efaxb__mode_from(b, st->mode + 1);
-        if (st->mode == EFAX_MODE_COUNT) {
-            if (b->begun) efax_report_row(b->rep);
-            st->mode = (efax_mode)efaxb__mode_from(b, 0);
-            if (!(st->size = efax_opts_next_size(&b->o, st->size))) {
-                if ((again = efaxb__again(b)) <= 0) {
-                    if (again < 0) *rc = again;
-                    return false;
-                }
-                st->size = b->o.min_size;
-            }
-        }
-    }
-    if (st->mode == EFAX_MODE_COUNT || !b->nk) return false;
-    st->kind = b->kinds[st->k];
-    st->iters = efax_opts_iters(&b->o, st->size);
-    st->warmup = efax_opts_warmup(&b->o, st->size);
-    if (b->connected) efax_ctx_stats_reset(&b->ctx);
-    efaxb__count_begin(b);
-    if (b->begun)
-        efax_report_progress(b->rep, "%s %llu bytes", efax_mode_label(st->mode),
-                             (unsigned long long)st->size);
-    return true;
-}
-
-EFAX_API double efax_bench_line(const efax_bench *b, efax_mode mode) {
-    return efaxb__line_rate(&b->ctx, &b->o, mode == EFAX_MODE_SINGLE ? 1 : efax_ctx_nnics(&b->ctx));
-}
-
-EFAX_API uint64_t efax_bench_slot_off(const efax_bench *b, uint64_t slot, uint64_t size) {
-    return b->o.one_slot ? 0 : slot * size;
-}
-
-/* Gathers every rank's `iters` times (collective). On rank 0: lat[it] becomes the slowest rank's
-   time of iteration it, and *all (free it) every rank's times, rank r's at all + r*iters; NULL
-   elsewhere. Returns 0, -FI_ENOMEM or the bootstrap's error. */
-EFAX_PRIVATE int efaxb__gather_slowest(efax_bench *b, double *lat, int iters, double **all) {
-    double *a = (double *)calloc((size_t)iters * (size_t)b->size + 1, sizeof(double));
-    int rc =
-        a ? efax_boot_allgather(&b->boot, lat, sizeof(double) * (size_t)iters, a, EFAX_TURN_MS) : -FI_ENOMEM;
-    if (rc || b->rank != 0) {
-        free(a);
-        return rc;
-    }
-    for (int q = 0; q < b->size; q++)
-        for (int it = 0; it < iters; it++)
-            if (a[(size_t)q * (size_t)iters + (size_t)it] > lat[it])
-                lat[it] = a[(size_t)q * (size_t)iters + (size_t)it];
-    *all = a;
-    return 0;
-}
-
-EFAX_API int efax_bench_writers(efax_bench *b, efax_result *res, double *lat, int iters, int writers,
-                                uint64_t bytes, double line) {
-    double line_per_host = line * (b->boot.local_size > 0 ? b->boot.local_size : 1), *all = NULL, sum = 0,
-           host_sum = 0;
-    size_t u = strlen(res->extra);
-    int rc = efaxb__gather_slowest(b, lat, iters, &all);
-    if (rc || b->rank != 0) return rc;
-    printf("#   %s %llu bytes:", res->variant, (unsigned long long)res->size);
-    u += (size_t)snprintf(res->extra + u, sizeof res->extra - u, "\"ranks\":[");
-    for (int w = 0; w < writers; w++) {
-        const char *host = b->boot.hosts[w];
-        double t = 0, g;
-        for (int it = 0; it < iters; it++) t += all[(size_t)w * (size_t)iters + (size_t)it];
-        g = t > 0 ? (double)bytes * iters * 8 / (t * 1e3) : 0;
-        sum += g, host_sum += g;
-        printf(" rank %d (%s) %.3f Gbps", w, host, g);
-        u += (size_t)snprintf(res->extra + u, sizeof res->extra - u,
-                              "%s{\"rank\":%d,\"host\":\"%s\",\"gbps\":%.6g}", w ? "," : "", w, host, g);
-        if (w + 1 < writers && !strcmp(b->boot.hosts[w + 1], host)) continue; /* not its host's last writer */
-        printf("; host %s %.3f Gbps", host, host_sum);
-        if (line_per_host > 0) printf(" = %.1f%% of the rails it used", 100 * host_sum / line_per_host);
-        host_sum = 0;
-    }
-    snprintf(res->extra + u, sizeof res->extra - u, "]");
-    printf("; all %.3f Gbps\n", sum);
-    free(all);
-    return 0;
-}
-
-EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, const efax_buf *buf,
-                                const char *suffix, efax_result_kind kind, int window, int peers) {
-    char label[sizeof res->variant];
-    snprintf(label, sizeof label, "%s%s%s%s", efax_mode_label(st->mode), st->kind->label, suffix ? " " : "",
-             suffix ? suffix : "");
-    efax_result_init(res, label, st->kind->name, buf->path, kind, st->size, window, peers);
-}
-
-EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong) {
-    int64_t total = 0;
-    int rc = efax_boot_sum(&b->boot, wrong, &total, EFAX_TURN_MS);
-    if (!rc) rc = efaxb__count_row(b, res); /* collective: where the bytes went, every rank's NICs */
-    if (rc || b->rank != 0) return rc;
-    res->wrong = b->o.check ? total : -1;
-    if (b->connected) efaxb__result_nics(res, &b->ctx);
-    efax_report_add(b->rep, res);
-    return 0;
-}
-
-EFAX_API int efax_bench_close(efax_bench *b, int rc) {
-    int i;
-    if (rc == EFAX_BENCH_DONE)
-        rc = 0;
-    else if (!rc && b->begun)
-        rc = efax_report_status(b->rep);
-    efax_report_deinit(b->rep);
-    free(b->rep);
-    for (i = b->nbuf - 1; i >= 0; i--) efax_buf_free(&b->bufs[i]);
-    free(b->bufs);
-    for (i = 0; i < b->nalloc; i++) free(b->allocs[i]);
-    if (b->connected) efax_ctx_deinit(&b->ctx);
-    free(b->cnt);
-    free(b->proof);
-    efax_boot_deinit(&b->boot);
-    return efax_exit_code(rc);
-}
-
-EFAX_API int efax_bench_args(int argc, char **argv, const efax_optdef *defs, const char *driver,
-                             const char *about) {
-    char err[256] = "";
-    int rc = efax_args_parse(argc, argv, defs, driver, about, err, sizeof err);
-    if (rc < 0) fprintf(stderr, "%s: %s\n", driver, err);
-    return rc == 1 ? EFAX_BENCH_DONE : rc;
-}
-
-EFAX_API void efax_bench_jsonl(FILE *f, const char *driver, const char *fmt, ...) {
-    va_list ap;
-    if (!f) return;
-    fprintf(f, "{\"schema\":1,\"driver\":\"%s\",", driver);
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fputs("}\n", f);
-}
-
-EFAX_API void efax_bench_variant(efax_bench *b, const efax_bench_step *st, const char *name) {
-    if (b->connected) efax_ctx_stats_reset(&b->ctx);
-    efaxb__count_begin(b);
-    if (b->begun)
-        efax_report_progress(b->rep, "%s %s %llu bytes", efax_mode_label(st->mode), name,
-                             (unsigned long long)st->size);
-}
-
-EFAX_API int efax_bench_bufs(efax_bench *b, size_t len, unsigned src_access, unsigned dst_access,
-                             efax_buf **srcs, efax_buf **dsts) {
-    int rc = 0;
-    for (int k = 0; k < b->nk && !rc; k++)
-        if (!(rc = efax_bench_buf(b, b->kinds[k], len, src_access, &srcs[k])) &&
-            !(rc = efax_bench_buf(b, b->kinds[k], len, dst_access, &dsts[k])))
-            dsts[k]->ops->poison(dsts[k], 0, len);
-    return rc;
-}
-
-EFAX_API int efax_bench_lat_pairs(efax_bench *b, efax_result *res, const char *name, const double *start,
-                                  const double *end, int n, int from, int to) {
-    size_t one = 2 * (size_t)n * sizeof(double);
-    double *mine = (double *)malloc(one), *all = (double *)malloc(one * (size_t)b->size), *d;
-    int rc = -FI_ENOMEM, i;
-    if (mine && all) {
-        memcpy(mine, start, (size_t)n * sizeof(double));
-        memcpy(mine + n, end, (size_t)n * sizeof(double));
-        rc = efax_boot_allgather(&b->boot, mine, one, all, -1);
-    }
-    if (!rc && b->rank == 0 && n > 0) {
-        efax_stats st;
-        size_t u = strlen(res->extra);
-        d = mine; /* the differences, in place of this rank's own times */
-        for (i = 0; i < n; i++)
-            d[i] = all[(size_t)to * 2 * (size_t)n + (size_t)n + (size_t)i] -
-                   all[(size_t)from * 2 * (size_t)n + (size_t)i];
-        st = efax_stats_of(d, n);
-        if (u < sizeof res->extra)
-            snprintf(res->extra + u, sizeof res->extra - u,
-                     "%s\"%s\":{\"min\":%.3f,\"p50\":%.3f,\"avg\":%.3f,\"p99\":%.3f,\"max\":%.3f}",
-                     u ? "," : "", name, st.min, st.p50, st.avg, st.p99, st.max);
-        if (!b->o.quiet)
-            printf("#   %s %llu bytes: %s p50 %.2f us, p99 %.2f us (rank %d to rank %d, %d samples)\n",
-                   res->variant, (unsigned long long)res->size, name, st.p50, st.p99, from, to, n);
-    }
-    free(mine);
-    free(all);
-    return rc;
-}
-
-EFAX_API int efax_bench_slowest(efax_bench *b, double *lat, int iters, double *loop_us) {
-    double *all = NULL;
-    int rc = efaxb__gather_slowest(b, lat, iters, &all);
-    *loop_us = 0;
-    for (int q = 0; all && q < b->size; q++) {
-        double sum = 0;
-        for (int it = 0; it < iters; it++) sum += all[(size_t)q * (size_t)iters + (size_t)it];
-        if (sum > *loop_us) *loop_us = sum;
-    }
-    free(all);
-    return rc;
-}
-
 // >>rails (implementation) -------------------------------------------------------------------
 
 /* ACK 1, 2 and DATA 3.. by iteration parity: two iterations are in flight, each with its own tags */
@@ -4667,520 +5186,6 @@ EFAX_API int efax_rails_close(efax_rails *r, int rc, int flagged) {
     r->paths = NULL;
     if (rc) return efax_exit_code(rc);
     return flagged && r->d.expect_healthy ? 1 : 0;
-}
-
-// >>exchange (implementation) ----------------------------------------------------------------
-
-/* One step's exchange as this rank runs it: its buffers, what it writes and takes, and where. */
-typedef struct efaxb__xstep {
-    efax_bench *b;
-    const efax_bench_step *st;
-    const efax_bench_moves *mv;
-    efax_buf *src, *dst;
-    uint64_t size;
-    int msgs, me, tag0; /* tag0: the data tags of the step's memory kind */
-    int tag_sets;       /* tag sets, iterations apart (efaxb__kind_tags over efaxb__msgs) */
-    int tag_stride;     /* tags a set spans: efaxb__msgs, or 1 where a writer's messages share one */
-    int tag_per_msg;    /* 1: each message its own tag (a staged dst); 0: a writer's share one, and
-                           the target announces and awaits them as one (efax_expect_writes) */
-    int *to, nto;       /* the ranks it writes to, from the next one on */
-    int *from, nfrom;   /* the ranks that write to it, from the last one back */
-    bool self;          /* it writes to itself: a local copy */
-    int depth;          /* iterations in flight (efax_bench_in_flight) */
-    bool behind;        /* confirmed a window behind (efax_bench_xchg.confirm_behind, where it applies) */
-    uint64_t first;     /* the phase's (warm-up or timed) first iteration */
-    uint64_t end;       /* the iteration after the phase's last */
-    uint64_t posted;    /* with depth > 1: the iterations started so far */
-    uint64_t t_end;     /* with depth > 1: when the last iteration ended; behind: when the last
-                           confirmation came (efax_now_ns) */
-    int pace;           /* efax_bench_xchg.pace as this step takes it (0: every write at once) */
-    bool arrived;       /* paced: a write leaves on an arrival, not once it landed (EFAX_BENCH_GATE_*) */
-    uint64_t s_post;    /* paced: the next write to leave, counted over the phase's iterations:
-                           iteration it's write to its k-th target is it x targets + k */
-    uint64_t s_first;   /* paced: the phase's first write (or the iteration's, one in flight) */
-} efaxb__xstep;
-
-/* The source slot of message m to rank t, and the destination slot of message m from rank f. */
-EFAX_PRIVATE uint64_t efaxb__sslot(const efaxb__xstep *x, int t, int m) {
-    return (uint64_t)m + (x->b->d.xchg->per_target ? (uint64_t)t * (uint64_t)x->msgs : 0);
-}
-EFAX_PRIVATE uint64_t efaxb__dslot(const efaxb__xstep *x, int f, int m) {
-    return (uint64_t)m + (x->b->d.xchg->per_writer ? (uint64_t)f * (uint64_t)x->msgs : 0);
-}
-
-/* The pattern iteration of the bytes in source slot s in iteration seq. */
-EFAX_PRIVATE uint64_t efaxb__pattern(uint64_t seq, uint64_t s) { return seq << 24 | s; }
-
-/* The tag of iteration seq's message 0: the tag sets take turns by iteration. Once an iteration,
-   not once a message: a 64-bit division costs tens of cycles, a small message a few hundred. */
-EFAX_PRIVATE int efaxb__tag_base(const efaxb__xstep *x, uint64_t seq) {
-    return x->tag0 + (x->tag_sets > 1 ? (int)(seq % (uint64_t)x->tag_sets) * x->tag_stride : 0);
-}
-
-/* The messages w[0..msgs) of one writer to one target (as efaxb__msg described them) become
-   iteration seq's, whose message 0 has tag tag_base (efaxb__tag_base): what changes with it. The
-   layout read once: through w's stores the compiler would read it again for every message. */
-EFAX_PRIVATE void efaxb__msgs_seq(const efaxb__xstep *x, efax_write_desc *w, uint64_t seq, int tag_base) {
-    int msgs = x->msgs, tag_step = x->tag_per_msg;
-    uint64_t index = seq * (uint64_t)msgs + (uint64_t)w->from + efaxb__sslot(x, w->to, 0); /* message 0's */
-    for (int m = 0; m < msgs; m++) {
-        w[m].index = index + (uint64_t)m; /* the source slots of a pair follow each other */
-        w[m].tag = tag_base + m * tag_step;
-        w[m].seq = (uint32_t)seq;
-    }
-}
-
-/* Message m from rank f to rank t, as both sides describe it, but for what changes with the
-   iteration (efaxb__msgs_seq). The exchange describes each message once and then only changes its
-   iteration: a desc costs as much as the write it starts (a memset of it). */
-EFAX_PRIVATE void efaxb__msg(const efaxb__xstep *x, efax_write_desc *w, int f, int t, int m) {
-    memset(w, 0, sizeof *w);
-    w->from = f;
-    w->to = t;
-    w->src = &x->src->mr;
-    w->src_off = efax_bench_slot_off(x->b, efaxb__sslot(x, t, m), x->size);
-    w->dst = &x->dst->mr;
-    w->dst_off = efax_bench_slot_off(x->b, efaxb__dslot(x, f, m), x->size);
-    w->size = x->size;
-    w->mode = x->st->mode;
-    w->chunk = x->b->o.chunk; /* 0: efax_write_chunk's policy, the same on both sides */
-}
-
-/* How long a writer waits for a target's confirmation: longer than the target waits for the
-   writes (one timeout), so when a rail dies the side that can see which one speaks first. */
-EFAX_PRIVATE int efaxb__confirm_ms(const efax_ctx *ctx) {
-    int t = efax_ctx_timeout_ms(ctx);
-    return t > INT_MAX / 5 * 4 ? INT_MAX : t / 4 * 5;
-}
-
-/* Waits for the notice (tag, seq) from rank peer, through the poster when there is one. */
-EFAX_PRIVATE int efaxb__notice(const efaxb__xstep *x, int peer, int tag, uint32_t seq, int timeout_ms,
-                               uint64_t *t_ns) {
-    const efax_bench_poster *p = x->mv->poster;
-    int rc;
-    if (p) return p->wait(p->user, peer, tag, seq, timeout_ms, t_ns);
-    rc = efax_wait_imm(&x->b->ctx, peer, tag, seq, 1, timeout_ms);
-    *t_ns = efax_now_ns();
-    return rc;
-}
-
-/* -c: this iteration's bytes in every source slot this rank writes from. */
-EFAX_PRIVATE void efaxb__fill(const efaxb__xstep *x, uint64_t seq) {
-    int ntargets = x->b->d.xchg->per_target ? x->nto + x->self : x->nto + x->self > 0;
-    for (int i = 0; i < ntargets; i++) {
-        int t = i < x->nto ? x->to[i] : x->me;
-        for (int m = 0; m < x->msgs; m++) {
-            uint64_t s = efaxb__sslot(x, t, m);
-            x->src->ops->fill(x->src, s * x->size, x->size, x->me, efaxb__pattern(seq, s));
-        }
-    }
-}
-
-/* The writes of iteration seq from every writer into this rank: announced (a writer's messages
-   as one where they share a tag), then awaited with one context timeout for all, so that this side
-   gives up before a writer's confirmation wait; settled (in place), or only arrived
-   (efax_expect_arrived: device memory may be copying in). Settled once, after every writer's
-   arrived: a settle waits for the GPU without driving the context, so one settle a writer held
-   back the copies of the writes still to come behind each earlier one's. */
-EFAX_PRIVATE int efaxb__take(const efaxb__xstep *x, uint64_t seq, bool settle) {
-    efax_ctx *ctx = &x->b->ctx;
-    efax_write_desc *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b); /* efaxb__describe's */
-    efax_expect *ex = x->b->ex;
-    uint64_t deadline;
-    int rc = 0, tag_base = efaxb__tag_base(x, seq), nex = x->tag_per_msg ? x->nfrom * x->msgs : x->nfrom;
-    for (int i = 0; i < x->nfrom && !rc; i++) {
-        efax_write_desc *w = &in[i * x->msgs];
-        efaxb__msgs_seq(x, w, seq, tag_base);
-        if (!x->tag_per_msg)
-            rc = efax_expect_writes(ctx, &ex[i], w, x->msgs);
-        else
-            for (int m = 0; m < x->msgs && !rc; m++) rc = efax_expect_write(ctx, &ex[i * x->msgs + m], &w[m]);
-    }
-    if (settle && !x->dst->mr.settle) /* the batch's one timeout counts from here */
-        return rc ? rc : efax_expect_wait_all(ctx, ex, nex, efax_ctx_timeout_ms(ctx));
-    deadline = efax_deadline_ns(efax_ctx_timeout_ms(ctx));
-    for (int i = 0; i < nex && !rc; i++) {
-        rc = efax_expect_arrived(ctx, &ex[i], efax_remaining_ms(deadline));
-    }
-    return rc || !settle ? rc : efax_buf_settle(x->dst);
-}
-
-/* -c: counts the wrong bytes of what landed from every writer (and the local copy), clears them,
-   and tells each writer its bytes may come again. */
-EFAX_PRIVATE int efaxb__check(const efaxb__xstep *x, uint64_t seq, int64_t *wrong) {
-    int rc = 0;
-    for (int i = 0; i < x->nfrom + x->self; i++) {
-        int f = i < x->nfrom ? x->from[i] : x->me;
-        for (int m = 0; m < x->msgs; m++) {
-            uint64_t off = efaxb__dslot(x, f, m) * x->size, s = efaxb__sslot(x, x->me, m);
-            *wrong += (int64_t)x->dst->ops->check(x->dst, off, x->size, f, efaxb__pattern(seq, s));
-            x->dst->ops->poison(x->dst, off, x->size);
-        }
-    }
-    for (int i = 0; i < x->nfrom && !rc; i++)
-        rc = efax_notify(&x->b->ctx, x->from[i], EFAX_BENCH_TAG_READY, (uint32_t)seq);
-    return rc;
-}
-
-/* Describes every message of the step once: this rank's writes (b->xw from 0), the writes into it
-   (from size * msgs on), as iteration 0's. */
-EFAX_PRIVATE void efaxb__describe(const efaxb__xstep *x) {
-    efax_write_desc *out = x->b->xw, *in = x->b->xw + (size_t)x->b->size * (size_t)efaxb__msgs(x->b);
-    for (int i = 0; i < x->nto; i++) {
-        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &out[i * x->msgs + m], x->me, x->to[i], m);
-        efaxb__msgs_seq(x, &out[i * x->msgs], 0, efaxb__tag_base(x, 0));
-    }
-    for (int i = 0; i < x->nfrom; i++) {
-        for (int m = 0; m < x->msgs; m++) efaxb__msg(x, &in[i * x->msgs + m], x->from[i], x->me, m);
-        efaxb__msgs_seq(x, &in[i * x->msgs], 0, efaxb__tag_base(x, 0));
-    }
-}
-
-/* Starts iteration seq: its writes (through the poster when there is one, *posted then set; else
-   on the transfers of its place in the window) and its own chunk's copy. */
-EFAX_PRIVATE int efaxb__start(const efaxb__xstep *x, uint64_t seq, bool *posted) {
-    efax_bench *b = x->b;
-    const efax_bench_poster *p = x->mv->poster;
-    efax_xfer *xs = b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
-    int rc = 0, nw = 0, tag_base = efaxb__tag_base(x, seq);
-    for (int i = 0; i < x->nto; i++, nw += x->msgs) efaxb__msgs_seq(x, &b->xw[nw], seq, tag_base);
-    if (p && nw && !(rc = p->post(p->user, b->xw, nw))) *posted = true;
-    for (int i = 0; !p && i < nw && !rc; i++) rc = efax_write(&b->ctx, &xs[i], &b->xw[i], NULL);
-    for (int m = 0; x->self && m < x->msgs && !rc; m++)
-        efax_buf_copy(x->dst, efax_bench_slot_off(b, efaxb__dslot(x, x->me, m), x->size), x->src,
-                      efax_bench_slot_off(b, efaxb__sslot(x, x->me, m), x->size), x->size);
-    return rc;
-}
-
-/* The word that confirms iteration seq: confirmed a window behind, two iterations' may be on their
-   way at once, so they take two tags in turn. */
-EFAX_PRIVATE int efaxb__ack_tag(const efaxb__xstep *x, uint64_t seq) {
-    return x->behind && (seq & 1) ? EFAX_BENCH_TAG_ACK2 : EFAX_BENCH_TAG_ACK;
-}
-
-/* Waits for every target's word confirming iteration seq, and appends its time at us[*nus]: from
-   the confirmation before (x->t_end) to this one. */
-EFAX_PRIVATE int efaxb__confirmed(efaxb__xstep *x, uint64_t seq, double *us, int *nus) {
-    const efax_ctx *ctx = &x->b->ctx;
-    uint64_t t = 0;
-    int rc = 0;
-    for (int i = 0; i < x->nto && !rc; i++)
-        rc = efaxb__notice(x, x->to[i], efaxb__ack_tag(x, seq), (uint32_t)seq, efaxb__confirm_ms(ctx), &t);
-    if (!rc) us[(*nus)++] = (double)(t - x->t_end) / 1e3;
-    x->t_end = t;
-    return rc;
-}
-
-/* A writer's confirmations a window behind, once iteration seq's writes are out: seq - 1's (none at
-   the phase's first iteration, whose start t0 the first time counts from) and at the phase's last
-   iteration seq's own, so that nothing is unconfirmed across a phase's barrier. */
-EFAX_PRIVATE int efaxb__confirm_behind(efaxb__xstep *x, uint64_t seq, uint64_t t0, double *us, int *nus) {
-    int rc = 0;
-    if (seq == x->first)
-        x->t_end = t0;
-    else
-        rc = efaxb__confirmed(x, seq - 1, us, nus);
-    if (!rc && seq + 1 == x->end) rc = efaxb__confirmed(x, seq, us, nus);
-    return rc;
-}
-
-/* --pace (efax_bench_xchg.pace): an all-to-all whose writes leave one peer at a time. shm's target
-   copies each write into device memory itself, one copy after another on its own stream, in the
-   order the writes reach it; with every write leaving at once, the writes of a rank that started
-   a little early reach every target first, its peers all read from it together while the other
-   GPUs' links idle, and every later step repeats it. Paced, each rank writes its targets in turn
-   (rank r: r + 1, r + 2, ...) and lets its write k + pace of the phase leave only once its own
-   arrival k (from rank r - 1 - k mod n, that rank's k-th write) is in place, which it sees locally
-   (efax_expect_arrived_test, then its copy's mark): the ranks step together, each GPU read by one peer
-   at a time, at no cost in messages. Each step then waits for its arrival's end to be seen and the
-   next write to reach its target and be issued there, which small copies do not outlast: below
-   EFAX_BENCH_GATE_LANDED the write leaves once arrival k has arrived (EFAX_BENCH_GATE_ARRIVED), which
-   still orders every target's copies step by step but queues each behind the last. Its states:
-   b->xland[arrival mod (in flight * targets)] 0 awaited, 1 arrived (its copy noted in the mark slot
-   of that index), 2 in place; an iteration's own chunk's copy has the slot after those. */
-
-/* Whether the phase's arrival s (counted as efaxb__xstep.s_post counts writes) lets the write pace
-   after it leave: in place, or (x->arrived: EFAX_BENCH_GATE_ARRIVED) arrived; those of the
-   iterations before seq are in place. */
-EFAX_PRIVATE bool efaxb__landed(const efaxb__xstep *x, uint64_t seq, uint64_t s) {
-    uint64_t nto = (uint64_t)x->nto;
-    return s < seq * nto || x->b->xland[s % ((uint64_t)x->depth * nto)] >= (x->arrived ? 1 : 2);
-}
-
-/* Starts iteration it of a paced all-to-all: announces the writes into this rank (their states
-   awaited) and starts its own chunk's copy, noted in the iteration's own slot. */
-EFAX_PRIVATE int efaxb__paced_begin(efaxb__xstep *x, uint64_t it) {
-    efax_bench *b = x->b;
-    efax_write_desc *in = b->xw + (size_t)b->size * (size_t)efaxb__msgs(b); /* efaxb__describe's */
-    uint64_t d = (uint64_t)x->depth, first = it % d * (uint64_t)x->nto;
-    unsigned own = (unsigned)(d * (uint64_t)x->nto + it % d);
-    int rc = 0, tag_base = efaxb__tag_base(x, it);
-    for (int i = 0; i < x->nfrom && !rc; i++) {
-        efaxb__msgs_seq(x, &in[i], it, tag_base);
-        rc = efax_expect_write(&b->ctx, &b->ex[first + (uint64_t)i], &in[i]);
-        b->xland[first + (uint64_t)i] = 0;
-    }
-    if (rc || !x->self) return rc;
-    efax_buf_copy(x->dst, efax_bench_slot_off(b, efaxb__dslot(x, x->me, 0), x->size), x->src,
-                  efax_bench_slot_off(b, efaxb__sslot(x, x->me, 0), x->size), x->size);
-    return efax_buf_mark(x->dst, own | EFAX_MARK_OWN);
-}
-
-/* Posts the phase's write s: iteration s / targets, to its (s mod targets)-th target. */
-EFAX_PRIVATE int efaxb__paced_post(efaxb__xstep *x, uint64_t s) {
-    efax_bench *b = x->b;
-    uint64_t nto = (uint64_t)x->nto, it = s / nto, k = s % nto;
-    efax_write_desc *w = &b->xw[k];
-    efaxb__msgs_seq(x, w, it, efaxb__tag_base(x, it));
-    return efax_write(&b->ctx, &b->xs[it % (uint64_t)x->depth * nto + k], w, NULL);
-}
-
-/* Drives a paced all-to-all until iteration seq is done: its arrivals and its own chunk in place,
-   its writes completed. Iterations up to end - 1 may start, x->depth of them in flight. */
-EFAX_PRIVATE int efaxb__paced(efaxb__xstep *x, uint64_t seq, uint64_t end) {
-    efax_bench *b = x->b;
-    efax_ctx *ctx = &b->ctx;
-    uint64_t d = (uint64_t)x->depth, nto = (uint64_t)x->nto, lim = seq + d < end ? seq + d : end, s;
-    uint64_t deadline = efax_deadline_ns(efax_ctx_timeout_ms(ctx));
-    unsigned own = (unsigned)(d * nto + seq % d), spins = 0, idle = 0;
-    int rc = 0, inplace = 0;
-    while (!rc && x->posted < lim) rc = efaxb__paced_begin(x, x->posted++);
-    while (!rc) {
-        bool done = true;
-        while (!rc && x->s_post < lim * nto &&
-               (x->s_post - x->s_first < (uint64_t)x->pace ||
-                efaxb__landed(x, seq, x->s_post - (uint64_t)x->pace)))
-            rc = efaxb__paced_post(x, x->s_post++);
-        inplace = 0;
-        for (s = seq * nto; s < x->posted * nto && !rc; s++) { /* arrivals, then their bytes in place */
-            unsigned char *st = &b->xland[s % (d * nto)];
-            unsigned slot = (unsigned)(s % (d * nto));
-            if (*st == 0 && (rc = efax_expect_arrived_test(ctx, &b->ex[slot])) == 1) {
-                *st = 1;
-                rc = efax_buf_mark(x->dst, slot | EFAX_MARK_IN);
-            }
-            if (!rc && *st == 1 && (rc = efax_buf_marked(x->dst, slot)) == 1) {
-                *st = 2;
-                rc = 0;
-            }
-            if (s < (seq + 1) * nto) {
-                inplace += *st == 2;
-                done = done && *st == 2;
-            }
-        }
-        for (uint64_t k = 0; k < nto && !rc; k++) { /* this iteration's writes */
-            const efax_xfer *w = &b->xs[seq % d * nto + k];
-            if (seq * nto + k >= x->s_post || !efax_xfer_done(w))
-                done = false;
-            else
-                rc = w->status;
-        }
-        if (!rc && done && x->self && (rc = efax_buf_marked(x->dst, own)) >= 0) { /* its own chunk */
-            done = rc == 1;
-            rc = 0;
-        }
-        if (rc || done) break;
-        if ((rc = efax_progress(ctx)) > 0)
-            rc = 0;
-        else if (!rc && ++idle >= 512) { /* as efax's waits: ranks that outnumber cores still move */
-            idle = 0;
-            sched_yield();
-        }
-        if (!rc && (++spins & 63) == 0 && efax_now_ns() > deadline) {
-            efax_log(
-                ctx, 0,
-                "iteration %llu of the paced all-to-all (--pace %d): %d of its %d arrivals in place, "
-                "%llu of its writes posted, after %d ms (a peer stopped, or a copy into device memory is "
-                "wedged)",
-                (unsigned long long)seq, x->pace, inplace, x->nfrom,
-                (unsigned long long)(x->s_post > seq * nto ? x->s_post - seq * nto : 0),
-                efax_ctx_timeout_ms(ctx));
-            rc = -FI_ETIMEDOUT;
-        }
-    }
-    return rc;
-}
-
-/* Iteration seq of a paced all-to-all with x->depth in flight (unchecked), the phase ending before
-   iteration `end`; *us: from the end of the last iteration (the phase's start for its first). */
-EFAX_PRIVATE int efaxb__iteration_paced(efaxb__xstep *x, uint64_t seq, uint64_t end, double *us) {
-    uint64_t t;
-    int rc;
-    if (x->posted <= seq) { /* the phase's first iteration: nothing in flight */
-        x->posted = seq;
-        x->s_post = seq * (uint64_t)x->nto;
-        x->s_first = x->s_post;
-        x->t_end = efax_now_ns();
-    }
-    rc = efaxb__paced(x, seq, end);
-    t = efax_now_ns();
-    *us = (double)(t - x->t_end) / 1e3;
-    x->t_end = t;
-    return rc;
-}
-
-/* One iteration on this rank; its time (as the layout defines it) appended at us[*nus] (confirmed
-   a window behind: the times of the confirmations it took, none to two). */
-EFAX_PRIVATE int efaxb__iteration(efaxb__xstep *x, uint64_t seq, double *us, int *nus, int64_t *wrong) {
-    efax_bench *b = x->b;
-    efax_ctx *ctx = &b->ctx;
-    const efax_bench_poster *p = x->mv->poster;
-    bool confirmed = !b->d.xchg->unconfirmed, posted = false;
-    uint64_t t0, t1 = 0, t;
-    int rc = 0, frc, nw = x->nto * x->msgs;
-    for (int i = 0; b->o.check && seq > 0 && i < x->nto && !rc; i++) /* every target cleared the last bytes */
-        rc = efaxb__notice(x, x->to[i], EFAX_BENCH_TAG_READY, (uint32_t)seq - 1, -1, &t);
-    if (b->o.check) efaxb__fill(x, seq);
-    t0 = efax_now_ns();
-    if (x->pace > 0) { /* its writes one peer at a time; done once its arrivals and own chunk are in place */
-        x->posted = seq;
-        x->s_post = seq * (uint64_t)x->nto;
-        x->s_first = x->s_post;
-        if (!rc) rc = efaxb__paced(x, seq, seq + 1);
-    } else {
-        if (!rc) rc = efaxb__start(x, seq, &posted);
-        if (!rc) rc = efaxb__take(x, seq, confirmed); /* settled before a confirmation says so */
-    }
-    for (int i = 0; confirmed && i < x->nfrom && !rc; i++)
-        rc = efax_notify(ctx, x->from[i], efaxb__ack_tag(x, seq), (uint32_t)seq);
-    if (x->behind && x->nto > 0 && !rc) rc = efaxb__confirm_behind(x, seq, t0, us, nus);
-    for (int i = 0; confirmed && !x->behind && i < x->nto && !rc; i++)
-        rc = efaxb__notice(x, x->to[i], EFAX_BENCH_TAG_ACK, (uint32_t)seq, efaxb__confirm_ms(ctx), &t1);
-    if (posted && (frc = p->finish(p->user)) && !rc)
-        rc = frc; /* even after a failure: nothing may stay in flight */
-    for (int i = 0; !p && i < nw && !rc; i++) rc = efax_wait(ctx, &b->xs[i], -1);
-    if (!rc && x->pace <= 0 && (x->self || !confirmed)) /* the local copy and, unconfirmed, the arrivals */
-        rc = efax_buf_settle(x->dst);
-    if (!confirmed) t1 = efax_now_ns();
-    if (!x->behind) us[(*nus)++] = (double)(t1 - t0) / 1e3;
-    return rc || !b->o.check ? rc : efaxb__check(x, seq, wrong);
-}
-
-/* Iteration seq with x->depth in flight (unconfirmed, unchecked, no poster), the phase (warm-up or
-   timed) ending before iteration `end`: starts the iterations up to seq + depth - 1 first, then
-   awaits seq's writers' chunks and its own writes, and waits until what was noted then (the
-   copies into dst, its own chunk's) is in place while driving the context, so that the copies of
-   later iterations start meanwhile and the GPU never waits for the host between them. *us: from
-   the end of the last iteration (the phase's start for its first) to this one's. */
-EFAX_PRIVATE int efaxb__iteration_ahead(efaxb__xstep *x, uint64_t seq, uint64_t end, double *us) {
-    efax_ctx *ctx = &x->b->ctx;
-    efax_xfer *xs = x->b->xs + (size_t)(seq % (uint64_t)x->depth) * (size_t)x->nto * (size_t)x->msgs;
-    unsigned slot = (unsigned)(seq % (uint64_t)x->depth), spins = 0;
-    uint64_t deadline, t;
-    int rc = 0;
-    if (x->posted <= seq) { /* the phase's first iteration: nothing in flight */
-        x->posted = seq;
-        x->t_end = efax_now_ns();
-    }
-    while (!rc && x->posted < end && x->posted < seq + (uint64_t)x->depth)
-        rc = efaxb__start(x, x->posted++, NULL);
-    if (!rc) rc = efaxb__take(x, seq, false);
-    for (int i = 0; i < x->nto * x->msgs && !rc; i++) rc = efax_wait(ctx, &xs[i], -1);
-    if (!rc) rc = efax_buf_mark(x->dst, slot);
-    deadline = efax_deadline_ns(efax_ctx_timeout_ms(ctx));
-    while (!rc && !(rc = efax_buf_marked(x->dst, slot))) {
-        int p = efax_progress(ctx);
-        if (p < 0) rc = p;
-        if (!rc && (++spins & 63) == 0 && efax_now_ns() > deadline) {
-            efax_log(ctx, 0,
-                     "iteration %llu of all-to-all: the bytes that arrived did not land within %d ms (a copy "
-                     "into device memory is wedged, or the GPU is shared with work that holds it)",
-                     (unsigned long long)seq, efax_ctx_timeout_ms(ctx));
-            rc = -FI_ETIMEDOUT;
-        }
-    }
-    if (rc > 0) rc = 0;
-    t = efax_now_ns();
-    *us = (double)(t - x->t_end) / 1e3;
-    x->t_end = t;
-    return rc;
-}
-
-EFAX_API int efax_bench_in_flight(const efax_bench *b, const efax_bench_step *st) {
-    return b->d.xchg && b->xdst[st->k] && !b->xdst[st->k]->mr.stage ? efaxb__depth(b) : 1;
-}
-
-EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const efax_bench_moves *mv,
-                                 double *lat, int *nlat, int64_t *wrong) {
-    const efax_bench_xchg *l = b->d.xchg;
-    efaxb__xstep x;
-    int n = b->size, warm = st->warmup, rc = 0;
-    bool timed;
-    memset(&x, 0, sizeof x);
-    if (!l || !b->connected)
-        return efax_bench_usage(b, "efax_bench_exchange: no exchange (efax_bench_desc.xchg) is connected");
-    x.b = b;
-    x.st = st;
-    x.mv = mv;
-    x.me = b->rank;
-    x.src = b->xsrc[st->k];
-    x.dst = b->xdst[st->k];
-    x.size = mv->size ? mv->size : st->size;
-    x.msgs = mv->msgs ? mv->msgs : efaxb__msgs(b);
-    x.tag0 = EFAX_BENCH_TAG_DATA + st->k * efaxb__kind_tags(b);
-    x.tag_per_msg = x.dst->mr.stage != NULL; /* staged cells are taken by (writer, tag) */
-    x.tag_stride = x.tag_per_msg ? efaxb__msgs(b) : 1;
-    x.tag_sets = efaxb__kind_tags(b) / x.tag_stride;
-    x.depth = mv->poster ? 1 : efax_bench_in_flight(b, st);
-    x.behind =
-        l->confirm_behind && !l->unconfirmed && !b->o.check && !mv->poster && !x.tag_per_msg && x.msgs > 1;
-    x.pace = l->pace >= 0 ? l->pace : x.dst->ops->mark && x.size >= EFAX_BENCH_PACE_MIN ? EFAX_BENCH_PACE : 0;
-    x.arrived = l->pace_gate == EFAX_BENCH_GATE_AUTO ? x.size < EFAX_BENCH_GATE_LANDED
-                                                     : l->pace_gate == EFAX_BENCH_GATE_ARRIVED;
-    if (x.msgs > efaxb__msgs(b) ||
-        (uint64_t)x.msgs * (l->per_target ? (uint64_t)n : 1) * x.size > x.src->len ||
-        (uint64_t)x.msgs * (l->per_writer ? (uint64_t)n : 1) * x.size > x.dst->len)
-        return efax_bench_usage(
-            b, "efax_bench_exchange: %d message(s) of %llu bytes do not fit the layout (%d, %zu bytes)",
-            x.msgs, (unsigned long long)x.size, efaxb__msgs(b), x.dst->len);
-    if (!(x.to = (int *)calloc(2 * (size_t)n, sizeof(int)))) return -FI_ENOMEM;
-    x.from = x.to + n;
-    for (int k = 1; k < n;
-         k++) { /* targets from the next rank on, writers from the last one back: spreads the load */
-        if (mv->writes(mv->user, x.me, (x.me + k) % n, n)) x.to[x.nto++] = (x.me + k) % n;
-        if (mv->writes(mv->user, (x.me + n - k) % n, x.me, n)) x.from[x.nfrom++] = (x.me + n - k) % n;
-    }
-    x.self = mv->writes(mv->user, x.me, x.me, n);
-    if (!(l->unconfirmed && !mv->poster && !x.tag_per_msg && x.msgs == 1 && n > 2 && x.nto == n - 1 &&
-          x.nfrom == n - 1 && x.depth * (x.nto + 1) <= EFAX_BUF_MARKS))
-        x.pace = 0; /* paced: an all-to-all of one message a pair, its marks in efax_buf_mark's slots */
-    timed = l->unconfirmed ? x.nto + x.nfrom + x.self > 0 : x.nto > 0;
-    for (int i = 0; b->o.check && i < x.nfrom + x.self; i++) /* what lands is checked against this */
-        for (int m = 0; m < x.msgs; m++)
-            x.dst->ops->poison(x.dst, efaxb__dslot(&x, i < x.nfrom ? x.from[i] : x.me, m) * x.size, x.size);
-    efaxb__describe(&x);
-    rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS); /* every rank's turn begins together */
-    for (int it = -warm; it < st->iters && !rc; it++) {
-        double us[2] = {0, 0};
-        int nus = 0;
-        if (it == 0) { /* the row counts the timed iterations: counters read between two barriers */
-            efaxb__timed_begin(b);
-            if ((rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS))) break;
-        }
-        if (it == -warm || it == 0) {
-            x.first = (uint64_t)(it + warm);
-            x.end = (uint64_t)(it < 0 ? warm : warm + st->iters);
-        }
-        if (x.nto + x.nfrom + x.self > 0 && x.depth > 1) {
-            if (x.pace > 0)
-                rc = efaxb__iteration_paced(&x, (uint64_t)(it + warm), x.end, &us[0]);
-            else
-                rc = efaxb__iteration_ahead(&x, (uint64_t)(it + warm), x.end, &us[0]);
-            nus = 1;
-        } else if (x.nto + x.nfrom + x.self > 0) {
-            rc = efaxb__iteration(&x, (uint64_t)(it + warm), us, &nus, wrong);
-        }
-        for (int k = 0; it >= 0 && timed && k < nus; k++) lat[(*nlat)++] = us[k];
-    }
-    if (!rc && st->iters > 0) rc = efax_boot_barrier(&b->boot, EFAX_TURN_MS);
-    if (!rc && st->iters > 0) efaxb__timed_end(b);
-    for (int i = 0; b->o.check && i < x.nto && !rc;
-         i++) { /* the targets' last "cleared" notices are this step's */
-        uint64_t t;
-        rc = efaxb__notice(&x, x.to[i], EFAX_BENCH_TAG_READY, (uint32_t)(st->iters + warm - 1), -1, &t);
-    }
-    free(x.to);
-    return rc;
 }
 
 // >>doctor (implementation) ------------------------------------------------------------------
