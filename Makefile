@@ -57,10 +57,10 @@ $(B):
 	@mkdir -p $(B)
 
 $(B)/%: drivers/%.c efax.h efax_bench.h | deps $(B)
-	$(CC) -std=c11 $(CFLAGS) $(WARN) $(EFAX_DEFS) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(EFAX_DEFS) -pthread -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
 
 $(B)/%: tests/%.c efax.h efax_bench.h | deps $(B)
-	$(CC) -std=c11 $(CFLAGS) $(WARN) $(EFAX_DEFS) -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(EFAX_DEFS) -pthread -I. $< -o $@ $(PKG_CFLAGS) $(PKG_LIBS)
 
 $(B)/%_cuda: drivers/%.c efax.h efax_cuda.h efax_bench.h | deps $(B)
 	$(NVCC) $(NVFLAGS) $(EFAX_DEFS) -x cu -I. $< -o $@ $(PKG_CFLAGS) $(NV_LIBS) $(CUDA_LIBS)

@@ -1247,7 +1247,7 @@ EFAX_API int efax_ctx_route_in(const efax_ctx *ctx, int peer, int peer_nic);
 // >>topology --------------------------------------------------------------------------------
 
 /* Reads one sysfs (or /proc) value into buf (at most len - 1 bytes), trailing newlines and spaces cut.
-   Returns 0, or -FI_ENOENT when the file cannot be opened. Thread safe. */
+   Returns 0, -FI_EINVAL for len 0, or -FI_ENOENT when the file cannot be opened. Thread safe. */
 EFAX_API int efax_read_sysfs(const char *path, char *buf, size_t len);
 
 /* Lists the NICs `provider` offers on this host (RDM endpoints with messages, tagged
@@ -7847,8 +7847,10 @@ EFAX_PRIVATE int efax__getinfo(const char *prov, bool hmem, struct fi_info **out
 }
 
 EFAX_API int efax_read_sysfs(const char *path, char *buf, size_t len) {
-    FILE *f = fopen(path, "r");
+    FILE *f;
     size_t n;
+    if (!len) return -FI_EINVAL;
+    f = fopen(path, "r");
     if (!f) return -FI_ENOENT;
     n = fread(buf, 1, len - 1, f);
     fclose(f);

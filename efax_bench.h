@@ -22,7 +22,7 @@
        #include "efax_cuda.h"    (CUDA builds only: nvcc -x cu)
        #include "efax_bench.h"
 
-       cc -O2 -I. drivers/write.c -o write $(pkg-config --cflags --libs libfabric pmix)
+       cc -O2 -pthread -I. drivers/write.c -o write $(pkg-config --cflags --libs libfabric pmix)
 
    A driver, in steps (drivers/incast.c reads as an example):
        efax_bench_open      options, memory kinds, the launcher (rank, size)
@@ -591,8 +591,6 @@ EFAX_API int efax_bench_in_flight(const efax_bench *b, const efax_bench_step *st
 
 /* What the drivers' experiments share beyond the sweep: each driver states its experiment in steps,
    and the loops, checks and tables those steps run live here. */
-typedef struct efax_bench efax_bench; /* the steps section says what they hold */
-typedef struct efax_bench_step efax_bench_step;
 
 /* Two-sided messages between rank 0 and one other rank at a time (sendrecv), in two variants.
    Stream: rank 0 keeps a window of messages in flight, the other rank receives them all and confirms;
@@ -641,7 +639,9 @@ EFAX_API int efax_bench_echo_open(efax_bench *b, efax_bench_echo *e);
    reading each (their average is the total time over the iterations, as fi_pingpong's), with -c each
    timed alone and checked between. Every rank calls it; ranks past 1 move nothing. Leaves in e->lat on
    rank 0 st->iters one-way times and in *secs the round trips' total (seconds); adds the wrong bytes
-   this rank found to *wrong. Returns 0 or a negative code. Not thread-safe: b's thread only. */
+   this rank found to *wrong. Returns 0 or a negative code; after a failure a receive may still be
+   posted into this call's own transfers, so close the context (efax_bench_close) before anything else
+   progresses it. Not thread-safe: b's thread only. */
 EFAX_API int efax_bench_echo_time(efax_bench *b, efax_bench_echo *e, const efax_bench_step *st, bool writeimm,
                                   double *secs, int64_t *wrong);
 
@@ -819,7 +819,8 @@ EFAX_API int efax_rails_open(efax_rails *r, const efax_rails_desc *d);
    (EFAX_RAILS_ALL: every NIC at once, Split), each end reading its OS counters around it; every
    rank takes the barrier and the gather. With round >= 0 rank 0 files it under its rail as that
    round (r->d.rounds: the confirmation round), prints it (not quiet) and writes its JSON record.
-   Collective. Returns 0 or a negative code. Not thread safe. */
+   Collective. Returns 0, -FI_EINVAL for ranks, a NIC or a round out of range, or a negative code.
+   Not thread safe. */
 EFAX_API int efax_rails_measure(efax_rails *r, int from, int to, int nic, uint64_t iters, int round);
 
 /* Step 2: every pair, both ways, every NIC alone, two iterations each, not recorded (TCP opens its
@@ -958,7 +959,6 @@ EFAX_API int efax_bench_gpu(const char *driver);
 #include <sched.h>
 #include <unistd.h>
 #include <dirent.h>
-#include <errno.h>
 #include <pthread.h>
 #include <time.h>
 #include <sys/resource.h>
@@ -4531,13 +4531,14 @@ EFAX_PRIVATE void efaxb__bits(char *buf, size_t len, uint64_t v, const uint64_t 
     if (!u) snprintf(buf, len, "-");
 }
 
-/* A domain's mr_mode bits by name. */
-EFAX_PRIVATE void efaxb__mr_mode_str(char *buf, size_t len, uint64_t v) {
+/* A domain's mr_mode bits by name, into buf; returns buf. */
+EFAX_PRIVATE const char *efaxb__mr_mode_str(char *buf, size_t len, uint64_t v) {
     static const uint64_t f[] = {FI_MR_LOCAL,    FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY,
                                  FI_MR_ENDPOINT, FI_MR_HMEM,      FI_MR_RAW,       FI_MR_RMA_EVENT};
     static const char *const n[] = {"LOCAL",    "VIRT_ADDR", "ALLOCATED", "PROV_KEY",
                                     "ENDPOINT", "HMEM",      "RAW",       "RMA_EVENT"};
     efaxb__bits(buf, len, v, f, n, 8);
+    return buf;
 }
 
 /* A provider's mode bits by name. */
@@ -4831,8 +4832,13 @@ EFAX_PRIVATE void efaxb__rails_record(efax_rails *r, int round, int a, int b, in
 }
 
 EFAX_API int efax_rails_measure(efax_rails *r, int a, int b, int nic, uint64_t iters, int round) {
-    efaxb__rails_sample *before = (efaxb__rails_sample *)calloc(1, r->slen), *s = r->mine;
+    efaxb__rails_sample *before, *s = r->mine;
     int rc, me = r->boot.rank;
+    bool ranks_ok = a >= 0 && b >= 0 && a < r->boot.size && b < r->boot.size && a != b;
+    /* round indexes the rail's per-round rates; nic its NICs (or all at once) */
+    bool nic_ok = nic >= EFAX_RAILS_ALL && nic < r->nnic;
+    if (!ranks_ok || !nic_ok || round < -1 || round > r->d.rounds) return -FI_EINVAL;
+    before = (efaxb__rails_sample *)calloc(1, r->slen);
     if (!before) return -FI_ENOMEM;
     memset(s, 0, r->slen);
     if ((rc = efax_boot_barrier(&r->boot, EFAX_TURN_MS))) goto out;
@@ -5216,26 +5222,6 @@ EFAX_API const char *efax_doctor_level_name(int level) {
 
 EFAX_PRIVATE double efaxb__doc_ms_since(uint64_t t0) { return (double)(efax_now_ns() - t0) / 1e6; }
 
-/* "a|b|c" of the bits of v that are set (names[i] for flags[i]), "-" for none */
-EFAX_PRIVATE const char *efaxb__doc_bits(char *buf, size_t len, uint64_t v, const uint64_t *flags,
-                                         const char *const *names, int n) {
-    size_t u = 0;
-    buf[0] = 0;
-    for (int i = 0; i < n; i++)
-        if ((v & flags[i]) && u < len)
-            u += (size_t)snprintf(buf + u, len - u, "%s%s", u ? "|" : "", names[i]);
-    if (!u) snprintf(buf, len, "-");
-    return buf;
-}
-
-EFAX_PRIVATE const char *efaxb__doc_mr_mode_str(char *buf, size_t len, uint64_t v) {
-    static const uint64_t f[] = {FI_MR_LOCAL,    FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY,
-                                 FI_MR_ENDPOINT, FI_MR_HMEM,      FI_MR_RAW,       FI_MR_RMA_EVENT};
-    static const char *const n[] = {"LOCAL",    "VIRT_ADDR", "ALLOCATED", "PROV_KEY",
-                                    "ENDPOINT", "HMEM",      "RAW",       "RMA_EVENT"};
-    return efaxb__doc_bits(buf, len, v, f, n, 8);
-}
-
 /* ---------------------------------------------------------------------------------- libfabric */
 
 EFAX_PRIVATE void efaxb__doc_check_libfabric(efax_doctor *d, char *provs, size_t plen, char *pick,
@@ -5503,7 +5489,7 @@ EFAX_PRIVATE void efaxb__doc_check_nic(efax_doctor *d, const char *prov, const e
         "%s: PCI %s, NUMA %d, %s, mr_mode %s, max_msg %s, inject %zu B, cq_data %zu B, FI_HMEM %s, "
         "tx/rx queues %zu/%zu",
         ni->provider, ni->pci[0] ? ni->pci : "-", ni->numa, gb,
-        efaxb__doc_mr_mode_str(mr, sizeof mr, ni->mr_mode), mm, ni->inject_size, ni->cq_data_size,
+        efaxb__mr_mode_str(mr, sizeof mr, ni->mr_mode), mm, ni->inject_size, ni->cq_data_size,
         ni->hmem ? "yes" : "no", ni->tx_size, ni->rx_size);
     if (ni->cq_data_size < 4)
         efax_doctor_add(
@@ -5789,11 +5775,6 @@ EFAX_PRIVATE void *efaxb__doc_partner(void *arg) {
     return NULL;
 }
 
-EFAX_PRIVATE int efaxb__doc_cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Round trips of a cache line between CPUs a and b: EFAXB__DOC_BOUNCE_SAMPLES samples into *out. Returns 0,
    or an errno-style reason (EINVAL: a CPU this process may not run on; ETIMEDOUT). */
 EFAX_PRIVATE int efaxb__doc_bounce_pair(int a, int b, int timeout_ms, efaxb__doc_bounce_run *out) {
@@ -5828,7 +5809,7 @@ EFAX_PRIVATE int efaxb__doc_bounce_pair(int a, int b, int timeout_ms, efaxb__doc
     __atomic_store_n(&bo.turn, 2, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
     if (!rc && bo.late) rc = ETIMEDOUT;
-    qsort(out->ns, (size_t)out->n, sizeof *out->ns, efaxb__doc_cmp_double);
+    qsort(out->ns, (size_t)out->n, sizeof *out->ns, efaxb__cmp_double);
     return rc;
 }
 
@@ -5954,25 +5935,6 @@ EFAX_PRIVATE void efaxb__doc_check_launcher(efax_doctor *d) {
 
 /* ---------------------------------------------------------------------------------------- GPUs */
 
-/* NVIDIA GPUs on the PCI bus (vendor 0x10de, class 0x03xxxx): what a build without CUDA can see. */
-EFAX_PRIVATE int efaxb__doc_pci_gpus(void) {
-    char dir[PATH_MAX], path[PATH_MAX + 300], v[32], c[32];
-    DIR *dp;
-    struct dirent *de;
-    int n = 0;
-    snprintf(dir, sizeof dir, "%s/sys/bus/pci/devices", efax_topo_sysfs_root());
-    if (!(dp = opendir(dir))) return 0;
-    while ((de = readdir(dp))) {
-        if (de->d_name[0] == '.') continue;
-        snprintf(path, sizeof path, "%s/%s/vendor", dir, de->d_name);
-        if (efax_read_sysfs(path, v, sizeof v) || strcmp(v, "0x10de")) continue;
-        snprintf(path, sizeof path, "%s/%s/class", dir, de->d_name);
-        if (!efax_read_sysfs(path, c, sizeof c) && !strncmp(c, "0x03", 4)) n++;
-    }
-    closedir(dp);
-    return n;
-}
-
 /* With efax_cuda.h included first, each GPU is checked here rather than in the cuda glue below:
    the check opens a context, registers device memory and writes into it as the NIC checks do, with
    this section's helpers (efaxb__doc_cold_start), which the glue comes after. */
@@ -6063,7 +6025,7 @@ EFAX_PRIVATE void efaxb__doc_check_gpu(efax_doctor *d, int g, const char *prov, 
 #endif
 
 EFAX_PRIVATE void efaxb__doc_check_gpus(efax_doctor *d, const char *prov) {
-    int seen = efaxb__doc_pci_gpus();
+    int seen = efax_topo_gpus(efax_topo_sysfs_root(), NULL, 0);
 #ifdef EFAX_CUDA_H
     char why[256] = "";
     int n = efax_cuda_devices(why, sizeof why), nn = 0;

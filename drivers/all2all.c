@@ -21,7 +21,7 @@
    on NIC (p + rank + iteration) mod NICs), Stripe. The harness runs both sides
    (efax_bench_exchange).
 
-   cc -O2 -I. drivers/all2all.c -o all2all $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/all2all.c -o all2all $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/all2all.c -o all2all_cuda \
        $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
    mpirun -np 4 ./all2all -b 64K -e 256M --mode single,split,roundrobin -c

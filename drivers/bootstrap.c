@@ -3,7 +3,7 @@
    NIC, with the data checked. Prints the pair matrix and "all N×(N−1) pairs OK", or names
    the pairs that failed.
 
-   cc -O2 -I. drivers/bootstrap.c -o bootstrap $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/bootstrap.c -o bootstrap $(pkg-config --cflags --libs libfabric pmix)
    mpirun -np 4 ./bootstrap
 */
 #define EFAX_IMPLEMENTATION

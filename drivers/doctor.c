@@ -13,7 +13,7 @@
    Under a launcher (mpirun, srun, EFAX_RANK...) the first rank of each host checks it, and rank 0
    prints every host's findings and what differs between hosts.
 
-   cc -O2 -I. drivers/doctor.c -o doctor $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/doctor.c -o doctor $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/doctor.c -o doctor_cuda $(pkg-config --cflags --libs libfabric pmix)
    ./doctor                       # this host
    mpirun -H a,b --map-by node ./doctor --json doctor.jsonl

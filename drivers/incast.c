@@ -5,7 +5,7 @@
    writer's per iteration; bandwidth: all the writers' bytes over it, held against rank 0's line
    rate (its links carry everything).
 
-   cc -O2 -I. drivers/incast.c -o incast $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/incast.c -o incast $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/incast.c -o incast_cuda \
        $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
    mpirun -np 4 ./incast -b 4K -e 64M --mode all -c

@@ -1,7 +1,7 @@
 /* info — the "efa" experiment: every provider and NIC efax can use on this host, with the
    attributes that decide how efax drives it.
 
-   cc -O2 -I. drivers/info.c -o info $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/info.c -o info $(pkg-config --cflags --libs libfabric pmix)
    ./info                      # every provider with RDM + RMA
    ./info --provider efa --json -
 */

@@ -8,7 +8,7 @@
    (p50/p99, clocks read on both sides after a barrier). -c checks every page, outside the time.
    --staged moves host memory through staging buffers, as device memory without GPUDirect moves.
 
-   cc -O2 -I. drivers/kvcache.c -o kvcache $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/kvcache.c -o kvcache $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/kvcache.c -o kvcache_cuda \
        $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
    mpirun -np 2 ./kvcache -b 64K -e 64K --layers 32 --pages 64 -c

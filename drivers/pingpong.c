@@ -6,7 +6,7 @@
    would make the peer read cache lines another core just wrote (on shm that halves the
    bandwidth at 4 MiB) and measure that instead of the transport.
 
-   cc -O2 -I. drivers/pingpong.c -o pingpong $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/pingpong.c -o pingpong $(pkg-config --cflags --libs libfabric pmix)
    mpirun -np 2 ./pingpong -b 1 -e 1M -c
 */
 #define EFAX_IMPLEMENTATION

@@ -8,7 +8,7 @@
    host and NIC name; with --expect-healthy a flag exits 1. One rank per host. The measurements,
    verdicts and table are efax_bench.h's rails section (efax_rails_*); this is the recipe.
 
-   cc -O2 -I. drivers/rails.c -o rails $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/rails.c -o rails $(pkg-config --cflags --libs libfabric pmix)
    mpirun -H a,b --map-by node ./rails --expect-healthy
    srun --mpi=pmix -N 4 --ntasks-per-node=1 ./rails --json rails.jsonl
 */

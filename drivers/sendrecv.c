@@ -15,7 +15,7 @@
    time runs from the end of the one before. With -c every iteration stands alone (its bytes are
    checked between them).
 
-   cc -O2 -I. drivers/sendrecv.c -o sendrecv $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/sendrecv.c -o sendrecv $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/sendrecv.c -o sendrecv_cuda \
        $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
    mpirun -np 2 ./sendrecv -b 1K -e 64M -c

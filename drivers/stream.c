@@ -8,7 +8,7 @@
    (the path of device memory without GPUDirect). Time: the writer's first post to the last
    credit, per message the time between credits; bandwidth is one way.
 
-   cc -O2 -I. drivers/stream.c -o stream $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/stream.c -o stream $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/stream.c -o stream_cuda \
        $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
    mpirun -np 2 ./stream -b 4K -e 1M -c --slots 4

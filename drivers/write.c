@@ -10,7 +10,7 @@
    host's ranks to the other's, each rank on its own NICs: --nics "r0,r1;r2,r3"), reported per
    rank, per host and in aggregate. The harness runs both sides (efax_bench_exchange).
 
-   cc -O2 -I. drivers/write.c -o write $(pkg-config --cflags --libs libfabric pmix)
+   cc -O2 -pthread -I. drivers/write.c -o write $(pkg-config --cflags --libs libfabric pmix)
    nvcc -O2 -x cu -I. drivers/write.c -o write_cuda \
        $(pkg-config --cflags --libs-only-L libfabric pmix) -lfabric -lpmix
    mpirun -np 2 ./write -b 4K -e 256M --mode all -c

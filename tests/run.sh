@@ -347,9 +347,11 @@ doctor_cores() {
   command -v taskset >/dev/null || { echo "skipped: no taskset (util-linux)"; return 77; }
   taskset -c 1 "$B/doctor" -q --json "$j" || return 1
   jq -r 'select(.check == "cores") | "\(.level) \(.subject): \(.text)"' "$j"
+  # the pair is probed across the launcher's pinning; on a loaded host the probe may say it was
+  # preempted instead of a round trip, which is the doctor telling the truth, not a failure
   jq -e -s 'any(.[]; .check == "cores" and .subject == "1,0" and (.level == "WARN" or .level == "INFO") and
-                     (.text | test("^CPUs 1 and 0 hand a cache line back in [1-9][0-9]* ns")))' "$j" >/dev/null ||
-    { echo "no cores finding for CPUs 1 and 0 with a round trip in ns"; return 1; }
+                     (.text | test("^CPUs 1 and 0 (hand a cache line back in [1-9][0-9]* ns|: other programs took them)")))' \
+    "$j" >/dev/null || { echo "no cores finding for CPUs 1 and 0 (a round trip in ns, or preempted)"; return 1; }
 }
 export -f doctor_here doctor_fails doctor_hosts doctor_cuda doctor_cores
 t doctor/this-host-ready          120 doctor_here
@@ -697,7 +699,7 @@ wait_for() {
 # version mismatch: one rank built with another wire version
 version_mismatch() {
   local port=$((20000 + RANDOM % 12000)) rc0 rc1
-  cc -std=c11 -O1 -DEFAX_WIRE_VERSION=99 -I. drivers/bootstrap.c -o "$B/bootstrap_v99" $(pkg-config --cflags --libs libfabric pmix) || return 1
+  cc -std=c11 -O1 -DEFAX_WIRE_VERSION=99 -pthread -I. drivers/bootstrap.c -o "$B/bootstrap_v99" $(pkg-config --cflags --libs libfabric pmix) || return 1
   EFAX_TIMEOUT_MS=20000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=v "$B/bootstrap_v99" >"$LOGS/v1.log" 2>&1 &
   EFAX_TIMEOUT_MS=20000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=v "$B/bootstrap" >"$LOGS/v0.log" 2>&1; rc0=$?
   wait $!; rc1=$?
