@@ -977,12 +977,13 @@ EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit);
 EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx);
 
 /* The chunk a write uses when its desc names none (efax_write_desc.chunk 0): EFAX_CHUNK_DEFAULT; on shm
-   whole messages (but into staged regions); on tcp between two hosts EFAX_CHUNK_TCP_FAR. In words
+   whole messages (into staged regions EFAX_CHUNK_SHM_STAGED); on tcp between two hosts EFAX_CHUNK_TCP_FAR. In words
    once, so that a program's help and its run header print what efax_write_chunk decides (a test
    holds the words to the numbers). */
 #define EFAX_CHUNK_DEFAULT (1ull << 20)
+#define EFAX_CHUNK_SHM_STAGED (4ull << 20)
 #define EFAX_CHUNK_TCP_FAR (128ull << 10)
-#define EFAX_CHUNK_POLICY "1M; on shm whole messages (staged regions: 1M); on tcp between hosts 128K"
+#define EFAX_CHUNK_POLICY "1M; on shm whole messages (staged regions: 4M); on tcp between hosts 128K"
 
 
 /* How many posts (chunks of at most `chunk` bytes; 0 or more than EFAX_MAX_CHUNK count as
@@ -5354,8 +5355,11 @@ static inline uint64_t efax__chunk_auto(const efax_ctx *ctx, const efax_write_de
        device memory; on 2.x efax itself splits a large one between the writer's copy and the
        target's, efax__post_split), so whole messages: each chunk only adds a command, a response
        and a completion, and a device copy's fixed cost that small posts cannot hide (journal:
-       shm's whole writes). A staged region is taken cell by cell, so 1 MiB. */
-    if (ctx->caps.whole_writes && !staged) return EFAX_MAX_CHUNK;
+       shm's whole writes). A staged region is taken cell by cell (efax_stage_unit: an eighth of
+       the write, or a chunk if larger), its source copied out a post at a time: posts small
+       enough for the copies to run beside the transfer, each costing a split's three operations
+       (both halves and the marker), so a middle size (journal: staged device memory's chunk). */
+    if (ctx->caps.whole_writes) return staged ? EFAX_CHUNK_SHM_STAGED : EFAX_MAX_CHUNK;
     /* tcp between two hosts moves writes of 64-128 KiB several times faster than larger ones; on one
        host whole posts up to 1 MiB stay ahead (journal: tcp's chunk between hosts) */
     if (ctx->caps.chunk_between_hosts && ctx->peer_far[peer]) return EFAX_CHUNK_TCP_FAR;

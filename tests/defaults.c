@@ -43,12 +43,14 @@ int main(void) {
     wrong += resolved_as("EFAX_TIMEOUT_MS", EFAX_TIMEOUT_MS_DEFAULT);
     wrong += resolved_as("EFAX_SHM_SPLIT", EFAX_SHM_SPLIT_DEFAULT);
     wrong += policy_names(EFAX_CHUNK_DEFAULT, "EFAX_CHUNK_DEFAULT");
+    wrong += policy_names(EFAX_CHUNK_SHM_STAGED, "EFAX_CHUNK_SHM_STAGED");
     wrong += policy_names(EFAX_CHUNK_TCP_FAR, "EFAX_CHUNK_TCP_FAR");
     if (wrong) return 1;
     printf("timeout_ms=%d\n", EFAX_TIMEOUT_MS_DEFAULT);
     printf("shm_split=%d\n", EFAX_SHM_SPLIT_DEFAULT);
     printf("shm_split_kib=%d\n", EFAX_SHM_SPLIT_DEFAULT >> 10);
     printf("chunk=%s\n", efax_fmt_size(EFAX_CHUNK_DEFAULT, size, sizeof size));
+    printf("chunk_shm_staged=%s\n", efax_fmt_size(EFAX_CHUNK_SHM_STAGED, size, sizeof size));
     printf("chunk_tcp_far=%s\n", efax_fmt_size(EFAX_CHUNK_TCP_FAR, size, sizeof size));
     printf("chunk_policy=%s\n", EFAX_CHUNK_POLICY);
     printf("window=%d\n", EFAX_WINDOW_DEFAULT);

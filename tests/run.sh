@@ -256,6 +256,7 @@ defaults_agree() {
   has() { grep -qF -- "$2" <<<"$1" || { echo "missing: $2 (in $3)"; bad=1; }; }
   has "$help" "fail any wait longer than this (default $(val timeout_ms))" "write --help"
   has "$help" "most bytes one post carries (default $(val chunk_policy))" "write --help"
+  has "$(tr '\n' ' ' <docs/manual.md)" "every run header print: $(val chunk_policy) (" docs/manual.md
   has "$(cat docs/manual.md)" "how long any wait lasts before it fails (default $(val timeout_ms);" docs/manual.md
   has "$(cat docs/manual.md)" "half each, at once (default $(val shm_split);" docs/manual.md
   has "$(cat docs/manual.md)" "a write of $(val shm_split_kib) KiB or more" docs/manual.md
