@@ -538,6 +538,12 @@ typedef struct efax_stage_ops {
     /* blocking copies for two-sided messages: out before a send, in after a receive */
     int (*out_sync)(void *user, uint64_t off, uint64_t len);
     int (*in_sync)(void *user, uint64_t off, uint64_t len);
+    /* optional (both NULL: a wait takes in_wait): in_mark puts a mark after every copy in_cell has
+       started, in *mark (0 or a negative code); in_marked says whether the copies before `mark`
+       finished (1), not yet (0), or failed (a negative code). A wait then drives the fabric while
+       its own copies run, and waits for no copy started after them. */
+    int (*in_mark)(void *user, uint64_t *mark);
+    int (*in_marked)(void *user, uint64_t mark);
 } efax_stage_ops;
 
 /* Writes into a staged region carry the index of their cell (cells of efax_stage_unit bytes)
@@ -1087,6 +1093,8 @@ typedef struct efax_expect {
                                              on every provider: tcp reports 0) */
     uint32_t want[EFAX_STAGE_CELLS], got[EFAX_STAGE_CELLS]; /* staged: each cell's pieces */
     efax_batch_desc batch; /* staged: a batch (batch.dst set), one cell copied in piece by piece */
+    uint64_t in_mark;      /* staged, every cell's copy in started: the mark after them (marked) */
+    bool marked;
 } efax_expect;
 
 /* Tells a context that writes into staged region `dst` arrive under `tag` (cells are taken
@@ -6272,7 +6280,11 @@ EFAX_PRIVATE void efax__stage_cell(efax_ctx *ctx, efax_expect *e, unsigned cell,
         } else if (len)
             rc = e->mr->stage->in_cell(e->mr->stage_user, e->off + off, len);
         if (rc && !e->status) e->status = rc;
-        e->cells_done++;
+        if (++e->cells_done == e->ncells && !e->status && e->mr->stage->in_mark) {
+            rc = e->mr->stage->in_mark(e->mr->stage_user, &e->in_mark);
+            if (rc) e->status = rc;
+            e->marked = rc == 0;
+        }
     }
 }
 
@@ -6708,6 +6720,33 @@ EFAX_API int efax_expect_arrived(efax_ctx *ctx, efax_expect *e, int timeout_ms) 
                         : efax__expect_chunks(ctx, e, timeout_ms, false);
 }
 
+/* Staged expectation e's copies into the real memory finished, every cell having arrived (or e
+   failed): with a mark (efax_stage_ops.in_mark), polled while the context progresses, so the next
+   writes land meanwhile; else, or once e failed, by in_wait, which waits for every copy started.
+   Returns 0 or a negative code (-FI_ETIMEDOUT past the deadline, logged). */
+EFAX_PRIVATE int efax__stage_copied(efax_ctx *ctx, efax_expect *e, uint64_t deadline, int timeout_ms) {
+    const efax_stage_ops *ops = e->mr->stage;
+    unsigned spins = 0, idle = 0;
+    int rc = 0, got;
+    while (e->marked && !e->status && (rc = ops->in_marked(e->mr->stage_user, e->in_mark)) == 0) {
+        if ((got = efax_progress(ctx)) < 0) {
+            e->status = got; /* in_wait below: no copy may still run once the wait returns */
+            break;
+        }
+        efax__idle(got, &idle);
+        if ((++spins & 15) == 0 && efax_now_ns() > deadline) {
+            efax_log(
+                ctx, 0,
+                "staged write from rank %d (%s), tag %d, sequence %u: every cell arrived, and its copies "
+                "into the memory did not finish within %d ms",
+                e->peer, efax__host(ctx, e->peer), e->tag, (unsigned)e->seq, timeout_ms);
+            return -FI_ETIMEDOUT;
+        }
+    }
+    if (e->marked && !e->status) return rc < 0 ? rc : 0;
+    return ops->in_wait(e->mr->stage_user, efax_remaining_ms(deadline) + 1);
+}
+
 EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
     uint64_t deadline;
     unsigned spins = 0, idle = 0;
@@ -6749,7 +6788,7 @@ EFAX_API int efax_expect_wait(efax_ctx *ctx, efax_expect *e, int timeout_ms) {
             e->status = -FI_ETIMEDOUT;
         }
     }
-    rc = e->mr->stage->in_wait(e->mr->stage_user, efax_remaining_ms(deadline) + 1);
+    rc = efax__stage_copied(ctx, e, deadline, timeout_ms);
     efax__stage_done(r, e);
     e->active = false;
     if (!e->status && !rc) efax__credit_rx(ctx, e);
@@ -6962,6 +7001,8 @@ EFAX_API int efax_expect_test(efax_ctx *ctx, efax_expect *e) {
     if (e->mr->stage) { /* every cell in: its copies in are finished by the wait, at once */
         efax__stage_rx *r = &ctx->stage_rx[e->tag][e->peer];
         if (e->cells_done < e->ncells && !e->status && !r->fault.err && !ctx->last_cq_error) return 0;
+        if (e->marked && !e->status && (rc = e->mr->stage->in_marked(e->mr->stage_user, e->in_mark)) == 0)
+            return 0; /* its copies in are running */
         rc = efax_expect_wait(ctx, e, -1);
         return rc ? rc : 1;
     }

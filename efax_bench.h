@@ -2883,11 +2883,28 @@ EFAX_API int efax_bench_connect(efax_bench *b) {
     return b->d.xchg ? efaxb__xchg_init(b) : 0;
 }
 
-/* efax_bench_mem_staged: the bytes live in b->ptr, the NICs see bounce (same offsets). */
+/* efax_bench_mem_staged: the bytes live in b->ptr, the NICs see bounce (same offsets). Copies in
+   are deferred as a GPU's run behind the host: they run once a mark is asked about (every other
+   ask answers "not yet"), a wait or a two-sided copy comes, or too many are pending, so the core's
+   waits on marks are tested without a GPU. */
+#define EFAXB__HS_PENDING 64
 typedef struct efaxb__hstage {
     uint8_t *bounce;
-    unsigned long asks;
+    unsigned long asks, in_asks;
+    uint64_t marks;
+    struct {
+        uint64_t off, len;
+    } pend[EFAXB__HS_PENDING];
+    unsigned npend;
 } efaxb__hstage;
+
+/* Runs the copies in that are pending, oldest first. */
+EFAX_PRIVATE void efaxb__hs_run(efax_buf *b) {
+    efaxb__hstage *h = (efaxb__hstage *)b->impl;
+    for (unsigned i = 0; i < h->npend; i++)
+        memcpy((uint8_t *)b->ptr + h->pend[i].off, h->bounce + h->pend[i].off, h->pend[i].len);
+    h->npend = 0;
+}
 
 EFAX_PRIVATE int efaxb__hs_out_begin(void *u, uint64_t off, uint64_t len, uint64_t unit) {
     efax_buf *b = (efax_buf *)u;
@@ -2899,8 +2916,18 @@ EFAX_PRIVATE bool efaxb__hs_out_ready(void *u, uint64_t off, uint64_t len) {
     (void)off, (void)len;
     return (++((efaxb__hstage *)((efax_buf *)u)->impl)->asks & 1) == 0;
 }
+EFAX_PRIVATE int efaxb__hs_in_cell(void *u, uint64_t off, uint64_t len) {
+    efax_buf *b = (efax_buf *)u;
+    efaxb__hstage *h = (efaxb__hstage *)b->impl;
+    if (h->npend == EFAXB__HS_PENDING) efaxb__hs_run(b);
+    h->pend[h->npend].off = off;
+    h->pend[h->npend].len = len;
+    h->npend++;
+    return 0;
+}
 EFAX_PRIVATE int efaxb__hs_in(void *u, uint64_t off, uint64_t len) {
     efax_buf *b = (efax_buf *)u;
+    efaxb__hs_run(b); /* earlier copies first, as one stream runs them */
     memcpy((uint8_t *)b->ptr + off, ((efaxb__hstage *)b->impl)->bounce + off, len);
     return 0;
 }
@@ -2908,11 +2935,24 @@ EFAX_PRIVATE int efaxb__hs_out(void *u, uint64_t off, uint64_t len) {
     return efaxb__hs_out_begin(u, off, len, 0);
 }
 EFAX_PRIVATE int efaxb__hs_in_wait(void *u, int timeout_ms) {
-    (void)u, (void)timeout_ms;
+    (void)timeout_ms;
+    efaxb__hs_run((efax_buf *)u);
     return 0;
 }
-static const efax_stage_ops efaxb__hs_ops = {efaxb__hs_out_begin, efaxb__hs_out_ready, efaxb__hs_in,
-                                             efaxb__hs_in_wait,   efaxb__hs_out,       efaxb__hs_in};
+EFAX_PRIVATE int efaxb__hs_in_mark(void *u, uint64_t *mark) {
+    *mark = ((efaxb__hstage *)((efax_buf *)u)->impl)->marks++;
+    return 0;
+}
+EFAX_PRIVATE int efaxb__hs_in_marked(void *u, uint64_t mark) {
+    efax_buf *b = (efax_buf *)u;
+    (void)mark;
+    if ((++((efaxb__hstage *)b->impl)->in_asks & 1) != 0) return 0;
+    efaxb__hs_run(b);
+    return 1;
+}
+static const efax_stage_ops efaxb__hs_ops = {efaxb__hs_out_begin, efaxb__hs_out_ready, efaxb__hs_in_cell,
+                                             efaxb__hs_in_wait,   efaxb__hs_out,       efaxb__hs_in,
+                                             efaxb__hs_in_mark,   efaxb__hs_in_marked};
 
 EFAX_PRIVATE int efaxb__hs_alloc(efax_ctx *ctx, efax_buf *b, size_t len, unsigned access) {
     efaxb__hstage *h = (efaxb__hstage *)calloc(1, sizeof *h);

@@ -680,6 +680,7 @@ EFAX_PRIVATE void efax__pinned_release(efax_buf *b) {
    the event of its last cell fired (a stream runs its copies in order). A range is reused only
    after its copies finished, so a range no longer in the ring is in the bounce buffer. */
 #define EFAX__OUTS 256
+#define EFAX__IN_MARKS 256 /* marks on the copies in (efax_stage_ops.in_mark), reused in turn */
 typedef struct efax__dev {
     uint8_t *raw, *d; /* cudaMalloc'ed, and 64 KiB aligned within it */
     int device;
@@ -697,6 +698,8 @@ typedef struct efax__dev {
         unsigned nev;
     } out[EFAX__OUTS];
     unsigned nout;
+    cudaEvent_t in_ev[EFAX__IN_MARKS]; /* mark m's event is in_ev[m % EFAX__IN_MARKS] */
+    uint64_t in_marks;                 /* marks made */
     unsigned long long *bad_d;
     bool flush; /* NIC writes need cudaDeviceFlushGPUDirectRDMAWrites before the GPU reads */
 } efax__dev;
@@ -760,6 +763,27 @@ EFAX_PRIVATE int efax__st_in_wait(void *u, int timeout_ms) {
     return EFAX_CUDA(e);
 }
 
+/* A mark after every copy in so far: an event recorded on their stream. A slot is recorded again
+   EFAX__IN_MARKS marks later without waiting; its event then stands for a later mark, whose copies
+   include the earlier one's (a stream runs its copies in order), so efax__st_in_marked may answer
+   "not yet" late, never "finished" early. */
+EFAX_PRIVATE int efax__st_in_mark(void *u, uint64_t *mark) {
+    efax__dev *s = (efax__dev *)u;
+    cudaEvent_t *ev = &s->in_ev[s->in_marks % EFAX__IN_MARKS];
+    int rc;
+    if (!*ev && (rc = EFAX_CUDA(cudaEventCreateWithFlags(ev, cudaEventDisableTiming)))) return rc;
+    if ((rc = EFAX_CUDA(cudaEventRecord(*ev, s->in_s)))) return rc;
+    *mark = s->in_marks++;
+    return 0;
+}
+
+EFAX_PRIVATE int efax__st_in_marked(void *u, uint64_t mark) {
+    efax__dev *s = (efax__dev *)u;
+    cudaError_t e = cudaEventQuery(s->in_ev[mark % EFAX__IN_MARKS]);
+    if (e == cudaErrorNotReady) return 0;
+    return e == cudaSuccess ? 1 : EFAX_CUDA(e);
+}
+
 EFAX_PRIVATE int efax__st_out_sync(void *u, uint64_t off, uint64_t len) {
     efax__dev *s = (efax__dev *)u;
     return EFAX_CUDA(cudaMemcpy(s->bounce + off, s->d + off, len, cudaMemcpyDeviceToHost));
@@ -772,7 +796,8 @@ EFAX_PRIVATE int efax__st_in_sync(void *u, uint64_t off, uint64_t len) {
 
 EFAX_PRIVATE const efax_stage_ops *efax__cuda_stage_ops(void) {
     static const efax_stage_ops ops = {efax__st_out_begin, efax__st_out_ready, efax__st_in_cell,
-                                       efax__st_in_wait,   efax__st_out_sync,  efax__st_in_sync};
+                                       efax__st_in_wait,   efax__st_out_sync,  efax__st_in_sync,
+                                       efax__st_in_mark,   efax__st_in_marked};
     return &ops;
 }
 
@@ -1089,6 +1114,8 @@ EFAX_PRIVATE void efax__dev_release(efax_buf *b) {
             if (s->mark_ev[k][i]) cudaEventDestroy(s->mark_ev[k][i]);
     for (unsigned k = 0; k < EFAX__OUTS; k++)
         for (unsigned c = 0; c < s->out[k].nev; c++) cudaEventDestroy(s->out[k].ev[c]);
+    for (unsigned k = 0; k < EFAX__IN_MARKS; k++)
+        if (s->in_ev[k]) cudaEventDestroy(s->in_ev[k]);
     if (s->bounce) cudaFreeHost(s->bounce);
     if (s->dmabuf_fd >= 0) close(s->dmabuf_fd);
     if (s->raw) cudaFree(s->raw);

@@ -87,7 +87,7 @@ static int stage_wait(void *u, int ms) {
     return 0;
 }
 static void fuzz_imm(const uint8_t *d, size_t n) {
-    static const efax_stage_ops ops = {NULL, NULL, stage_in, stage_wait, NULL, NULL};
+    static const efax_stage_ops ops = {NULL, NULL, stage_in, stage_wait, NULL, NULL, NULL, NULL};
     efax_ctx ctx;
     efax_mr dst;
     efax_expect e;
