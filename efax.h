@@ -983,9 +983,9 @@ EFAX_API uint64_t efax_chunk_clamp(uint64_t chunk, uint64_t limit);
 EFAX_API uint64_t efax_ctx_max_chunk(const efax_ctx *ctx);
 
 /* The chunk a write uses when its desc names none (efax_write_desc.chunk 0): EFAX_CHUNK_DEFAULT; on shm
-   whole messages (into staged regions EFAX_CHUNK_SHM_STAGED); on tcp between two hosts EFAX_CHUNK_TCP_FAR. In words
-   once, so that a program's help and its run header print what efax_write_chunk decides (a test
-   holds the words to the numbers). */
+   whole messages (into staged regions EFAX_CHUNK_SHM_STAGED); on tcp between two hosts
+   EFAX_CHUNK_TCP_FAR. In words once, so that a program's help and its run header print what
+   efax_write_chunk decides (a test holds the words to the numbers). */
 #define EFAX_CHUNK_DEFAULT (1ull << 20)
 #define EFAX_CHUNK_SHM_STAGED (4ull << 20)
 #define EFAX_CHUNK_TCP_FAR (128ull << 10)
