@@ -6998,7 +6998,7 @@ EFAX_API int efax_expect_test(efax_ctx *ctx, efax_expect *e) {
     int rc;
     if (!e->active && !e->landed) return -FI_EINVAL;
     if ((rc = efax_progress(ctx)) < 0) return rc;
-    if (e->mr->stage) { /* every cell in: its copies in are finished by the wait, at once */
+    if (e->mr->stage) { /* every cell in, and its copies in finished (its mark; without one the wait's) */
         efax__stage_rx *r = &ctx->stage_rx[e->tag][e->peer];
         if (e->cells_done < e->ncells && !e->status && !r->fault.err && !ctx->last_cq_error) return 0;
         if (e->marked && !e->status && (rc = e->mr->stage->in_marked(e->mr->stage_user, e->in_mark)) == 0)
