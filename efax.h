@@ -401,7 +401,7 @@ typedef struct efax_caps {
     bool eq_required;           /* without a bound event queue the provider abort()s on some errors
                                    (efa: efa_base_ep_write_eq_error) */
     bool whole_writes;          /* a write is one copy however it is cut (shm): write whole messages */
-    bool chunk_between_hosts;   /* writes between hosts go in 128 KiB posts (tcp: efax_ctx_chunk) */
+    bool chunk_between_hosts;   /* writes between hosts go in 128 KiB posts (tcp: efax_write_chunk) */
     bool split_writes;          /* shm on 2.x: large writes are copied half by each side */
     bool small_pages;           /* host buffers without huge pages (tcp: efax_ctx_host_alloc says why) */
     bool stale_name_retry;      /* fi_enable's -FI_EBUSY means a dead process's region: rename (shm) */
@@ -538,7 +538,7 @@ typedef struct efax_stage_ops {
     /* blocking copies for two-sided messages: out before a send, in after a receive */
     int (*out_sync)(void *user, uint64_t off, uint64_t len);
     int (*in_sync)(void *user, uint64_t off, uint64_t len);
-    /* optional (both NULL: a wait takes in_wait): in_mark puts a mark after every copy in_cell has
+    /* optional (both set, or a wait takes in_wait): in_mark puts a mark after every copy in_cell has
        started, in *mark (0 or a negative code); in_marked says whether the copies before `mark`
        finished (1), not yet (0), or failed (a negative code). A wait then drives the fabric while
        its own copies run, and waits for no copy started after them. */
@@ -6280,7 +6280,7 @@ EFAX_PRIVATE void efax__stage_cell(efax_ctx *ctx, efax_expect *e, unsigned cell,
         } else if (len)
             rc = e->mr->stage->in_cell(e->mr->stage_user, e->off + off, len);
         if (rc && !e->status) e->status = rc;
-        if (++e->cells_done == e->ncells && !e->status && e->mr->stage->in_mark) {
+        if (++e->cells_done == e->ncells && !e->status && e->mr->stage->in_mark && e->mr->stage->in_marked) {
             rc = e->mr->stage->in_mark(e->mr->stage_user, &e->in_mark);
             if (rc) e->status = rc;
             e->marked = rc == 0;
@@ -6743,7 +6743,8 @@ EFAX_PRIVATE int efax__stage_copied(efax_ctx *ctx, efax_expect *e, uint64_t dead
             return -FI_ETIMEDOUT;
         }
     }
-    if (e->marked && !e->status) return rc < 0 ? rc : 0;
+    if (rc < 0 && !e->status) e->status = rc; /* the mark failed: in_wait below, as for a failure */
+    if (e->marked && !e->status) return 0;
     return ops->in_wait(e->mr->stage_user, efax_remaining_ms(deadline) + 1);
 }
 

@@ -373,7 +373,9 @@ EFAX_API void *efax_bench_calloc(efax_bench *b, size_t n, size_t size);
 /* Host memory that the NICs reach only through a registered bounce buffer of the same size, copied
    cell by cell by its staging hooks (efax_stage_ops) as device memory without GPUDirect is: the
    staged engine, tested and rehearsed on any machine. Its out_ready says "not yet" to every
-   other ask, as a copy still in flight would. Name "host", path "staged". */
+   other ask, as a copy still in flight would, and its copies in are deferred until a mark is
+   asked about (again every other ask "not yet"), a wait or a receive's copy. Name "host", path
+   "staged". */
 EFAX_API const efax_mem_ops *efax_bench_mem_staged(void);
 
 /* A driver's own check of its options or ranks failed: prints "driver: <message>" on stderr and

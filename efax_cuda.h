@@ -791,6 +791,10 @@ EFAX_PRIVATE int efax__st_out_sync(void *u, uint64_t off, uint64_t len) {
 
 EFAX_PRIVATE int efax__st_in_sync(void *u, uint64_t off, uint64_t len) {
     efax__dev *s = (efax__dev *)u;
+    int rc;
+    /* after the copies in already started (in_s does not wait for the legacy stream's copy), so an
+       older write's bytes cannot land over this receive's */
+    if ((rc = EFAX_CUDA(cudaStreamSynchronize(s->in_s)))) return rc;
     return EFAX_CUDA(cudaMemcpy(s->d + off, s->bounce + off, len, cudaMemcpyHostToDevice));
 }
 
