@@ -63,11 +63,16 @@ done
 
 # efax_pair OUT BIN ARGS...: two ranks here through the TCP rendezvous, rank 0 under callgrind
 # (profile OUT), rank 1 natively; CG_RANK=1: the other way round
+# The pair runs ahead of other work on the host where it may (nice -n -10, as root): a rank that
+# waits its turn for a core polls hundreds of times a message, and a wait past its first spins pays
+# its deadline's set-up, a cost of timing the count must not carry
+NICE=()
+nice -n -10 true 2>/dev/null && NICE=(nice -n -10)
 efax_pair() {
   local out=$1 port=$((20000 + RANDOM % 12000)) peer rc=0 me=${CG_RANK:-0}; shift
-  EFAX_RANK=$((1 - me)) EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=instr$$ "$@" >"$out.peer.log" 2>&1 &
+  EFAX_RANK=$((1 - me)) EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=instr$$ "${NICE[@]}" "$@" >"$out.peer.log" 2>&1 &
   peer=$!
-  EFAX_RANK=$me EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=instr$$ "${CG[@]}" --callgrind-out-file="$out" "$@" \
+  EFAX_RANK=$me EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$port EFAX_TOKEN=instr$$ "${NICE[@]}" "${CG[@]}" --callgrind-out-file="$out" "$@" \
     >"$out.log" 2>&1 || rc=1
   wait "$peer" || rc=1
   [ $rc = 0 ] || { echo "instr.sh: $* failed (logs $out.log, $out.peer.log):"; tail -n 5 "$out.log" "$out.peer.log"; }
@@ -128,13 +133,25 @@ for p in ${EFAX_INSTR_PROVIDERS:-tcp shm}; do
   }
   pp=(--provider $p -b 8 -e 8 -n 10 --variant sendrecv --quiet)
   wr=(--provider $p -b 8 -e 8 -n 2 --window 64 --quiet)
-  efax_pair "$work/pp-$p.a" "$B/pingpong" "${pp[@]}" -w $W1 &&
-    efax_pair "$work/pp-$p.b" "$B/pingpong" "${pp[@]}" -w $W2 &&
-    efax_pair "$work/w-$p.a" "$B/write" "${wr[@]}" -w $((W1 / 10)) &&
+  # empty polls are taken out at the idle runs' cost, an estimate a few hundredths of an instruction
+  # off, which a loaded host's hundreds of polls a round trip add up to: such a pair runs again (at
+  # most three pairs; the one that polled least counts)
+  rt_polls=
+  for try in 1 2 3; do
+    efax_pair "$work/pp-$p.a" "$B/pingpong" "${pp[@]}" -w $W1 &&
+      efax_pair "$work/pp-$p.b" "$B/pingpong" "${pp[@]}" -w $W2 || { fail=1; continue 2; }
+    read -r own polls < <(per_msg "$work/pp-$p.a" "$work/pp-$p.b" "$B/pingpong" $((W2 - W1)) 1 0 $W1) ||
+      { fail=1; continue 2; }
+    if [ -z "$rt_polls" ] || awk -v x="$polls" -v y="$rt_polls" 'BEGIN { exit !(x < y) }'; then
+      rt=$own rt_polls=$polls
+    fi
+    awk -v x="$rt_polls" 'BEGIN { exit !(x > 20) }' || break
+    [ $try = 3 ] || echo "instr.sh: $p: the ping-pong polled $polls times a round trip (a loaded host); again"
+  done
+  efax_pair "$work/w-$p.a" "$B/write" "${wr[@]}" -w $((W1 / 10)) &&
     efax_pair "$work/w-$p.b" "$B/write" "${wr[@]}" -w $((W2 / 10)) &&
     CG_RANK=1 efax_pair "$work/t-$p.a" "$B/write" "${wr[@]}" -w $((W1 / 10)) &&
     CG_RANK=1 efax_pair "$work/t-$p.b" "$B/write" "${wr[@]}" -w $((W2 / 10)) || { fail=1; continue; }
-  read -r rt rt_polls < <(per_msg "$work/pp-$p.a" "$work/pp-$p.b" "$B/pingpong" $((W2 - W1)) 1 0 $W1) || { fail=1; continue; }
   read -r wi wi_polls < <(per_msg "$work/w-$p.a" "$work/w-$p.b" "$B/write" $(((W2 - W1) / 10)) 0 1 $((W1 / 10))) || { fail=1; continue; }
   # the target waits in efax_wait_imm once a window (for its first write; the rest have landed)
   read -r ti ti_polls < <(per_msg "$work/t-$p.a" "$work/t-$p.b" "$B/write" $(((W2 - W1) / 10)) 0 1 $((W1 / 10))) || { fail=1; continue; }
