@@ -1086,7 +1086,7 @@ wire_rows() {
   kill $pid; wait $pid 2>/dev/null
   cat "$out.log"
   grep -q "^#   ^ Single: counters moved: .* lo: tx_dropped +[0-9]*: the interface dropped packets it was to send" "$out.log" &&
-    jq -e -s 'any(.[]; .wire | test("tx_dropped"))' "$out.jsonl" >/dev/null || { echo "no row said what moved"; return 1; }
+    jq -e -s 'any(.[]; (.wire // "") | test("tx_dropped"))' "$out.jsonl" >/dev/null || { echo "no row said what moved"; return 1; }
 }
 write_proof() {
   local tree=$PWD/$LOGS/topo-proof out=$LOGS/write-proof pid
