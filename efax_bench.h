@@ -525,9 +525,10 @@ struct efax_bench_xchg {
                                a confirmation's round trip between windows (fi_rma_bw's writer waits for
                                none); at most two iterations' messages are unconfirmed, and an
                                iteration's time runs from the confirmation before. Not with -c (it checks
-                               each iteration apart), a poster, a staged destination (its cells are
-                               taken by tag), or one message an iteration (a write's time to its
-                               confirmation is what that measures) */
+                               each iteration apart), a poster, or one message an iteration (a write's
+                               time to its confirmation is what that measures). Into a staged region the
+                               next window's pieces that come before it is announced are held by
+                               sequence (two a tag outstanding, of the engine's window) */
     uint64_t bytes;         /* each buffer's size (0: the slots that messages of -e bytes need) */
     /* unconfirmed, every rank writing every other, one message each, more than two ranks: a rank's
        writes leave one at a time, the next rank on first, write k + pace of a phase once this rank's
@@ -1254,7 +1255,8 @@ EFAX_API int efax_opts_parse(efax_opts *o, int argc, char **argv, const efax_opt
         EFAXB__OPT("duration", 0, EFAX_OPT_DOUBLE, &o->duration_s, 0, 31536000, NULL, "S",
                    "repeat the sweep until S seconds have passed (soak)");
         EFAXB__OPT("mem", 0, EFAX_OPT_STR, &o->mem, 0, 0, NULL, "LIST",
-                   "memory kinds: host, pin, dma, all (pin/dma in CUDA builds)");
+                   "memory kinds: host, pin, dma, all (pin/dma in CUDA builds); staged: host memory "
+                   "through staging buffers");
         EFAXB__OPT("efa-shm", 0, EFAX_OPT_FLAG, &o->efa_shm, 0, 0, NULL, NULL,
                    "efa: let its own shared memory carry same-host peers (default: the NIC does)");
         EFAXB__OPT("no-cuda-api", 0, EFAX_OPT_FLAG, &o->no_cuda_api, 0, 0, NULL, NULL,
@@ -2618,6 +2620,34 @@ EFAX_API int efax_bench_usage(const efax_bench *b, const char *fmt, ...) {
     return -EFAX_E_USAGE;
 }
 
+/* --mem's list: the kinds this build has (efax_mem_select; efax_cuda_mem_select in CUDA builds) and
+   "staged", host memory through staging buffers (efax_bench_mem_staged): the exchange into and out
+   of staged regions, as device memory without GPUDirect makes it, on any machine. */
+EFAX_PRIVATE int efaxb__mem_select(const char *list, const efax_mem_ops **kinds, int max, int *n, char *err,
+                                   size_t len) {
+    char buf[128], rest[128], *tok, *save = NULL;
+    size_t u = 0;
+    bool staged = false;
+    int rc = 0;
+    efax__copy(buf, sizeof buf, list && *list ? list : "host");
+    rest[0] = 0;
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, "staged"))
+            staged = true;
+        else
+            efaxb__cat(rest, sizeof rest, &u, "%s%s", u ? "," : "", tok);
+    }
+    *n = 0;
+    err[0] = 0;
+#ifdef EFAX_CUDA_H
+    if (rest[0]) rc = efax_cuda_mem_select(rest, kinds, max - staged, n, err, len);
+#else
+    if (rest[0]) rc = efax_mem_select(rest, kinds, max - staged, n, err, len);
+#endif
+    if (rc >= 0 && staged) kinds[(*n)++] = efax_bench_mem_staged();
+    return rc;
+}
+
 EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, char **argv) {
     efax_boot_desc bd;
     char err[256] = "";
@@ -2651,11 +2681,7 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
             "--window %d with -c: -c fills and checks every iteration apart, one in flight; "
             "drop --window to check, or -c to measure iterations in flight",
             b->o.window);
-#ifdef EFAX_CUDA_H
-    rc = efax_cuda_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
-#else
-    rc = efax_mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
-#endif
+    rc = efaxb__mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
     if (rc < 0) return efax_bench_usage(b, "%s", err);
     if (d->one_kind && b->nk > 1)
         return efax_bench_usage(b, "--mem: name one memory kind (host, pin or dma)");
@@ -2729,7 +2755,7 @@ EFAX_PRIVATE int efaxb__xchg_init(efax_bench *b) {
 EFAX_PRIVATE void efaxb__cuda_probe_off(efax_bench *b) {
     int k, gpus = efax_topo_gpus(efax_topo_sysfs_root(), NULL, 0);
     for (k = 0; k < b->nk; k++)
-        if (b->kinds[k] != efax_mem_host()) return;
+        if (b->kinds[k] != efax_mem_host() && b->kinds[k] != efax_bench_mem_staged()) return;
     if (!gpus) return;
     if (getenv("FI_HMEM")) {
         snprintf(b->cuda_note, sizeof b->cuda_note,
@@ -2997,7 +3023,7 @@ EFAX_API const efax_mem_ops *efax_bench_mem_staged(void) {
     /* in efax_mem_ops' order, each field named: C++17 (g++, nvcc) has no designated initializers */
     static const efax_mem_ops ops = {
         "host",            /* name */
-        "",                /* label */
+        "Staged",          /* label: Single + Staged, as --mem staged's columns */
         efaxb__hs_alloc,   /* alloc */
         efaxb__hs_release, /* release */
         efaxb__hs_fill,    /* fill */
@@ -3037,7 +3063,14 @@ EFAX_PRIVATE int efaxb__ceiling(efax_bench *b, size_t bytes);
 EFAX_API int efax_bench_begin(efax_bench *b, const char *memory) {
     char names[64];
     int rc;
-    if (!memory) memory = efax_mem_names(b->kinds, b->nk, names, sizeof names);
+    if (!memory) { /* the kinds' names; host memory through staging buffers (--mem staged) as "staged" */
+        size_t u = 0;
+        names[0] = 0;
+        for (int k = 0; k < b->nk; k++)
+            efaxb__cat(names, sizeof names, &u, "%s%s", k ? "," : "",
+                       b->kinds[k] == efax_bench_mem_staged() ? "staged" : b->kinds[k]->name);
+        memory = names;
+    }
     if (!(b->rep = (efax_report *)calloc(1, sizeof *b->rep))) return -FI_ENOMEM;
     b->begun = true;
     if ((rc = efax_report_init(b->rep, &b->o, b->d.driver, memory, b->connected ? &b->ctx : NULL, &b->boot)))
@@ -3759,8 +3792,7 @@ EFAX_API int efax_bench_exchange(efax_bench *b, const efax_bench_step *st, const
     x.tag_stride = x.tag_per_msg ? efaxb__msgs(b) : 1;
     x.tag_sets = efaxb__kind_tags(b) / x.tag_stride;
     x.depth = mv->poster ? 1 : efax_bench_in_flight(b, st);
-    x.behind =
-        l->confirm_behind && !l->unconfirmed && !b->o.check && !mv->poster && !x.tag_per_msg && x.msgs > 1;
+    x.behind = l->confirm_behind && !l->unconfirmed && !b->o.check && !mv->poster && x.msgs > 1;
     x.pace = l->pace >= 0 ? l->pace : x.dst->ops->mark && x.size >= EFAX_BENCH_PACE_MIN ? EFAX_BENCH_PACE : 0;
     x.arrived = l->pace_gate == EFAX_BENCH_GATE_AUTO ? x.size < EFAX_BENCH_GATE_LANDED
                                                      : l->pace_gate == EFAX_BENCH_GATE_ARRIVED;
@@ -4252,7 +4284,12 @@ EFAX_PRIVATE EFAXB__NOINLINE int efaxb__echo_ping_all(efaxb__echo *e, int warm, 
 
 EFAX_API int efax_bench_echo_open(efax_bench *b, efax_bench_echo *e) {
     size_t iters = (size_t)efax_opts_iters(&b->o, b->o.min_size);
-    int rc = efax_bench_buf(b, b->kinds[0], 2 * b->o.max_size, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &e->tx);
+    int rc;
+    if (b->kinds[0] ==
+        efax_bench_mem_staged()) /* its writes count arrivals, which staged regions take by cell */
+        return efax_bench_usage(b,
+                                "--mem staged: the echo moves host memory only; drop --mem (or name host)");
+    rc = efax_bench_buf(b, b->kinds[0], 2 * b->o.max_size, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &e->tx);
     if (!rc) rc = efax_bench_buf(b, b->kinds[0], 2 * b->o.max_size, EFAX_MR_RECV | EFAX_MR_WRITE_DST, &e->rx);
     if (!rc && !(e->lat = (double *)efax_bench_calloc(b, iters, sizeof *e->lat))) rc = -FI_ENOMEM;
     return rc;

@@ -405,6 +405,11 @@ for p in tcp shm; do
   t $p/sendrecv-3ranks      300 bash -c "$MPI -np 3 $B/sendrecv --provider $p -c -b 4K -e 1M -f 16 -n 20 --json $LOGS/sr3-$p.jsonl && json_ok $LOGS/sr3-$p.jsonl 6"
   t $p/write-check          300 bash -c "$MPI -np 2 $B/write --provider $p --nics $nics -c -b 1 -e 64M -f 8 -n 10 --mode all --window 2 --json $LOGS/w-$p.jsonl --csv $LOGS/w-$p.csv && json_ok $LOGS/w-$p.jsonl 40 && [ \$(wc -l < $LOGS/w-$p.csv) = 41 ]"
   t $p/write-targets-all    300 bash -c "$MPI -np 4 $B/write --provider $p -c -b 4K -e 4M -f 32 -n 10 --targets all --mode split,rr --json $LOGS/wa-$p.jsonl && json_ok $LOGS/wa-$p.jsonl 6 && jq -e -s 'all(.[]; .peers == 3)' $LOGS/wa-$p.jsonl"
+  # the exchange into and out of staged regions (device memory without GPUDirect makes them; --mem staged
+  # on the CPU): every byte checked; then unchecked, confirmed a window behind under reordering, so
+  # the next window's pieces come before it is announced
+  t $p/write-staged         300 bash -c "$MPI -np 2 $B/write --provider $p --nics $nics --mem host,staged -c -b 4K -e 16M -f 8 -n 4 --mode single,split --window 4 --json $LOGS/ws-$p.jsonl && json_ok $LOGS/ws-$p.jsonl 20 && jq -e -s '[.[] | select(.mem_path == \"staged\")] | length == 10' $LOGS/ws-$p.jsonl && EFAX_FAULTS=reorder $MPI -x EFAX_FAULTS -np 2 $B/write --provider $p --mem staged -b 256K -e 4M -f 4 -n 20 --window 16 --json $LOGS/wsb-$p.jsonl && jq -e -s 'length == 3 and all(.[]; .mem_path == \"staged\" and .gbps > 0)' $LOGS/wsb-$p.jsonl"
+  t $p/all2all-staged       300 bash -c "$MPI -np 3 $B/all2all --provider $p --mem staged -c -b 4K -e 4M -f 32 -n 10 --json $LOGS/a2as-$p.jsonl && json_ok $LOGS/a2as-$p.jsonl 3"
   t $p/all2all-4ranks       300 bash -c "$MPI -np 4 $B/all2all --provider $p --nics $nics -c -b 4K -e 4M -f 32 -n 10 --mode all --json $LOGS/a2a-$p.jsonl && json_ok $LOGS/a2a-$p.jsonl 12 && jq -e -s 'all(.[]; .kind == \"alltoall\" and .busbw_gbs > 0 and (.busbw_gbs - .algbw_gbs * 3 / 4 | fabs) < 1e-4 * .algbw_gbs + 1e-9)' $LOGS/a2a-$p.jsonl"
   t $p/all2all-3ranks       300 bash -c "$MPI -np 3 $B/all2all --provider $p -c -b 3K -e 3M -f 32 -n 10 --json $LOGS/a2a3-$p.jsonl && json_ok $LOGS/a2a3-$p.jsonl 3"
   # iterations in flight (--window 4: a rank runs up to 7 iterations ahead of a peer's, on 8 tag
