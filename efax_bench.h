@@ -2629,7 +2629,7 @@ EFAX_PRIVATE int efaxb__mem_select(const char *list, const efax_mem_ops **kinds,
     size_t u = 0;
     bool staged = false;
     int rc = 0;
-    efax__copy(buf, sizeof buf, list && *list ? list : "host");
+    snprintf(buf, sizeof buf, "%s", list && *list ? list : "host");
     rest[0] = 0;
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (!strcmp(tok, "staged"))
