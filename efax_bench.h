@@ -2629,7 +2629,7 @@ EFAX_PRIVATE int efaxb__mem_select(const char *list, const efax_mem_ops **kinds,
     size_t u = 0;
     bool staged = false;
     int rc = 0;
-    snprintf(buf, sizeof buf, "%s", list && *list ? list : "host");
+    snprintf(buf, sizeof buf, "%s", list ? list : "");
     rest[0] = 0;
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (!strcmp(tok, "staged"))
@@ -2639,12 +2639,21 @@ EFAX_PRIVATE int efaxb__mem_select(const char *list, const efax_mem_ops **kinds,
     }
     *n = 0;
     err[0] = 0;
+    if (staged && !rest[0]) {
+        kinds[(*n)++] = efax_bench_mem_staged();
+        return 0;
+    }
 #ifdef EFAX_CUDA_H
-    if (rest[0]) rc = efax_cuda_mem_select(rest, kinds, max - staged, n, err, len);
+    rc = efax_cuda_mem_select(staged ? rest : list, kinds, max, n, err, len);
 #else
-    if (rest[0]) rc = efax_mem_select(rest, kinds, max - staged, n, err, len);
+    rc = efax_mem_select(staged ? rest : list, kinds, max, n, err, len);
 #endif
-    if (rc >= 0 && staged) kinds[(*n)++] = efax_bench_mem_staged();
+    if (rc < 0 || !staged) return rc;
+    if (*n == max) {
+        snprintf(err, len, "--mem %s: at most %d memory kinds a run; name fewer", list, max);
+        return -EFAX_E_USAGE;
+    }
+    kinds[(*n)++] = efax_bench_mem_staged();
     return rc;
 }
 
