@@ -295,6 +295,8 @@ typedef struct efax_bench_desc {
     bool sends;       /* the experiment sends messages whole: sizes above the largest message the
                          provider carries (efax_caps.max_send: efa-direct's MTU) are left out, said */
     const efax_bench_xchg *xchg; /* the layout of the driver's exchange (efax_bench_exchange); NULL: none */
+    const char *no_staged;       /* why --mem staged is refused (NULL: taken): the driver moves host memory
+                                    only, or stages it through its own option */
 } efax_bench_desc;
 
 /* efax_bench_open's answer when there is nothing to run (help printed, or no memory kind this
@@ -2648,6 +2650,10 @@ EFAX_PRIVATE int efaxb__mem_select(const char *list, const efax_mem_ops **kinds,
 #else
     rc = efax_mem_select(staged ? rest : list, kinds, max, n, err, len);
 #endif
+    if (rc < 0 && strstr(err, "is not valid")) { /* the library's kinds; the bench adds one */
+        size_t used = strlen(err);
+        efaxb__cat(err, len, &used, " (or staged)");
+    }
     if (rc < 0 || !staged) return rc;
     if (*n == max) {
         snprintf(err, len, "--mem %s: at most %d memory kinds a run; name fewer", list, max);
@@ -2692,8 +2698,11 @@ EFAX_API int efax_bench_open(efax_bench *b, const efax_bench_desc *d, int argc, 
             b->o.window);
     rc = efaxb__mem_select(b->o.mem, b->kinds, 3, &b->nk, err, sizeof err);
     if (rc < 0) return efax_bench_usage(b, "%s", err);
+    for (int k = 0; k < b->nk && d->no_staged; k++)
+        if (b->kinds[k] == efax_bench_mem_staged())
+            return efax_bench_usage(b, "--mem staged: %s", d->no_staged);
     if (d->one_kind && b->nk > 1)
-        return efax_bench_usage(b, "--mem: name one memory kind (host, pin or dma)");
+        return efax_bench_usage(b, "--mem: name one memory kind (host, pin, dma or staged)");
 #ifdef EFAX_CUDA_H
     if (d->gpu && !efax_bench_gpu(d->driver)) return EFAX_BENCH_DONE;
 #endif
@@ -4293,12 +4302,7 @@ EFAX_PRIVATE EFAXB__NOINLINE int efaxb__echo_ping_all(efaxb__echo *e, int warm, 
 
 EFAX_API int efax_bench_echo_open(efax_bench *b, efax_bench_echo *e) {
     size_t iters = (size_t)efax_opts_iters(&b->o, b->o.min_size);
-    int rc;
-    if (b->kinds[0] ==
-        efax_bench_mem_staged()) /* its writes count arrivals, which staged regions take by cell */
-        return efax_bench_usage(b,
-                                "--mem staged: the echo moves host memory only; drop --mem (or name host)");
-    rc = efax_bench_buf(b, b->kinds[0], 2 * b->o.max_size, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &e->tx);
+    int rc = efax_bench_buf(b, b->kinds[0], 2 * b->o.max_size, EFAX_MR_SEND | EFAX_MR_WRITE_SRC, &e->tx);
     if (!rc) rc = efax_bench_buf(b, b->kinds[0], 2 * b->o.max_size, EFAX_MR_RECV | EFAX_MR_WRITE_DST, &e->rx);
     if (!rc && !(e->lat = (double *)efax_bench_calloc(b, iters, sizeof *e->lat))) rc = -FI_ENOMEM;
     return rc;

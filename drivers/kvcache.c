@@ -129,6 +129,8 @@ int main(int argc, char **argv) {
     r.kv.layers = 32;
     r.kv.pages = 64;
     d.driver = "kvcache";
+    d.no_staged = "kvcache stages host memory with --staged (its layers checked against the staged window "
+                  "there): use it";
     d.about =
         "Prefill writes L layers x P scattered pages into decode, a batch a layer; beside one write a layer.";
     d.extra = extra;

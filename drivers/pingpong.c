@@ -49,6 +49,8 @@ int main(int argc, char **argv) {
     memset(&st, 0, sizeof st);
     memset(&e, 0, sizeof e);
     d.driver = "pingpong";
+    d.no_staged = "the echo moves host memory only (its writes count arrivals; a staged region takes them by "
+                  "cell): drop it";
     d.about = "Ping-pong (echo) between rank 0 and rank 1 over SEND/RECV and WRITE with immediate\n"
               "data. Latency is one-way: half the measured round trip. Other ranks wait.";
     d.extra = extra;

@@ -143,6 +143,7 @@ int main(int argc, char **argv) {
     r.budget = 256ull << 20;
     x.msgs = MAX_CMDS;
     d.driver = "proxy";
+    d.no_staged = "device memory staged through host memory is EFAX_MEM_PATH=staged with --mem dma";
     d.about = "GPU-initiated writes through a CPU proxy, against CPU-initiated writes.";
     d.extra = extra;
     d.min_size = 64 << 10;

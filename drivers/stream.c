@@ -135,6 +135,8 @@ int main(int argc, char **argv) {
     memset(&d, 0, sizeof d);
     r.slots = 4;
     d.driver = "stream";
+    d.no_staged =
+        "stream stages host memory with --staged (the ring checked against the staged window there): use it";
     d.about = "A writer streams into a ring of slots under one tag; the target hands slots back by credits.";
     d.extra = extra;
     d.min_size = 4096;
@@ -144,6 +146,9 @@ int main(int argc, char **argv) {
     if (!rc && r.b.size % 2) rc = efax_bench_usage(&r.b, "needs an even number of ranks (%d)", r.b.size);
     if (!rc && r.staged && strcmp(r.b.kinds[0]->name, "host"))
         rc = efax_bench_usage(&r.b, "--staged stages host memory: leave --mem at host");
+    if (!rc && r.staged && r.slots > EFAX_STAGE_WINDOW) /* a slot a write outstanding, one tag */
+        rc = efax_bench_usage(&r.b, "--staged: at most %d slots (staged writes outstanding a tag)",
+                              EFAX_STAGE_WINDOW);
     if (!rc) rc = efax_bench_connect(&r.b); /* NICs, connections, warm-up */
     if (!rc) {                              /* a write a slot; a step's times */
         r.xs = (efax_xfer *)efax_bench_calloc(&r.b, (size_t)r.slots, sizeof *r.xs);

@@ -408,7 +408,7 @@ for p in tcp shm; do
   # the exchange into and out of staged regions (device memory without GPUDirect makes them; --mem staged
   # on the CPU): every byte checked; then unchecked, confirmed a window behind under reordering, so
   # the next window's pieces come before it is announced
-  t $p/write-staged         300 bash -c "$MPI -np 2 $B/write --provider $p --nics $nics --mem host,staged -c -b 4K -e 16M -f 8 -n 4 --mode single,split --window 4 --json $LOGS/ws-$p.jsonl && json_ok $LOGS/ws-$p.jsonl 20 && jq -e -s '[.[] | select(.mem_path == \"staged\")] | length == 10' $LOGS/ws-$p.jsonl && EFAX_FAULTS=reorder $MPI -x EFAX_FAULTS -np 2 $B/write --provider $p --mem staged -b 256K -e 4M -f 4 -n 20 --window 16 --json $LOGS/wsb-$p.jsonl && jq -e -s 'length == 3 and all(.[]; .mem_path == \"staged\" and .gbps > 0)' $LOGS/wsb-$p.jsonl"
+  t $p/write-staged         300 bash -c "$MPI -np 2 $B/write --provider $p --nics $nics --mem host,staged -c -b 4K -e 16M -f 8 -n 4 --mode single,split --window 4 --json $LOGS/ws-$p.jsonl && json_ok $LOGS/ws-$p.jsonl 20 && jq -e -s '[.[] | select(.mem_path == \"staged\")] | length == 10' $LOGS/ws-$p.jsonl && EFAX_FAULTS=reorder $MPI -x EFAX_FAULTS -np 2 $B/write --provider $p --nics $nics --mode single,split --mem staged -b 256K -e 4M -f 4 -n 20 --window 16 --json $LOGS/wsb-$p.jsonl && jq -e -s 'length == 6 and all(.[]; .mem_path == \"staged\" and .gbps > 0)' $LOGS/wsb-$p.jsonl"
   t $p/all2all-staged       300 bash -c "$MPI -np 3 $B/all2all --provider $p --mem staged -c -b 4K -e 4M -f 32 -n 10 --json $LOGS/a2as-$p.jsonl && json_ok $LOGS/a2as-$p.jsonl 3"
   t $p/all2all-4ranks       300 bash -c "$MPI -np 4 $B/all2all --provider $p --nics $nics -c -b 4K -e 4M -f 32 -n 10 --mode all --json $LOGS/a2a-$p.jsonl && json_ok $LOGS/a2a-$p.jsonl 12 && jq -e -s 'all(.[]; .kind == \"alltoall\" and .busbw_gbs > 0 and (.busbw_gbs - .algbw_gbs * 3 / 4 | fabs) < 1e-4 * .algbw_gbs + 1e-9)' $LOGS/a2a-$p.jsonl"
   t $p/all2all-3ranks       300 bash -c "$MPI -np 3 $B/all2all --provider $p -c -b 3K -e 3M -f 32 -n 10 --json $LOGS/a2a3-$p.jsonl && json_ok $LOGS/a2a3-$p.jsonl 3"
@@ -642,6 +642,8 @@ t soak/rss-flat-under-mpirun 180 rss_flat
 t fault/no-launcher        30 expect_fail 2 "no launcher found" env -u PMIX_NAMESPACE -u PMIX_RANK "$B/write" -n 1
 t fault/unknown-provider   60 expect_fail 2 "providers on this host" "${MPIRUN[@]}" -np 2 "$B/write" --provider nosuch -n 1
 t fault/efa-direct         60 expect_fail 2 "provider efa-direct is not offered here" "${MPIRUN[@]}" -np 2 "$B/write" --provider efa-direct -n 1
+t fault/mem-staged-echo    60 expect_fail 2 "the echo moves host memory only" "${MPIRUN[@]}" -np 2 "$B/pingpong" --mem host,staged -n 1
+t fault/stream-staged-slots 60 expect_fail 2 "at most 16 slots" "${MPIRUN[@]}" -np 2 "$B/stream" --staged --slots 24 -n 1
 t fault/unknown-nic        60 expect_fail 2 "its NICs here" "${MPIRUN[@]}" -np 2 "$B/write" --provider tcp --nics nosuch0 -n 1
 t fault/peer-never-starts  60 expect_fail 1 "waiting for rank(s) 1 to join" env EFAX_TIMEOUT_MS=2000 EFAX_RANK=0 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:$((20000 + RANDOM % 12000)) EFAX_TOKEN=x "$B/bootstrap"
 t fault/rendezvous-unreachable 60 expect_fail 1 "could not reach rank 0" env EFAX_TIMEOUT_MS=2000 EFAX_RANK=1 EFAX_SIZE=2 EFAX_ROOT=127.0.0.1:9 EFAX_TOKEN=x "$B/bootstrap"
