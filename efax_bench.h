@@ -334,7 +334,10 @@ typedef struct efax_bench {
     uint64_t sends_cut;          /* -e before efax_bench_connect cut it to the largest message (desc.sends) */
     char *proof;                 /* rank 0: whether the NICs moved the warm-up's proof writes by device RDMA
                                     write (efaxb__write_proof); NULL: not asked (no NIC counts it) */
-    char cuda_note[224]; /* whether libfabric may initialize CUDA (efaxb__cuda_probe_off); "" unsaid */
+    char cuda_note[224];       /* whether libfabric may initialize CUDA (efaxb__cuda_probe_off); "" unsaid */
+    uint64_t confirmed_behind; /* this rank's windows of the step whose confirmation it took after the next
+                                  window went out (efax_bench_exchange, confirming a window behind);
+                                  summed over the ranks into the record's "confirmed_behind" */
 } efax_bench;
 
 /* One point of the sweep. Zero it before the first efax_bench_next. */
@@ -428,7 +431,8 @@ EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, con
                                 const char *suffix, efax_result_kind kind, int window, int peers);
 
 /* Step 5: records a result. Collective: every rank passes the wrong bytes it counted (the sum is
-   the result's, or -1 without -c); rank 0 adds the NIC counters and reports it (table row cell,
+   the result's, or -1 without -c); rank 0 adds the NIC counters and, where the exchange confirms a
+   window behind, the windows that were over every rank ("confirmed_behind"), and reports it (table row cell,
    JSON, CSV); the other ranks' res is not read. Returns 0 or the bootstrap's error. */
 EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong);
 
@@ -3178,6 +3182,7 @@ EFAX_API bool efax_bench_next(efax_bench *b, efax_bench_step *st, int *rc) {
     st->warmup = efax_opts_warmup(&b->o, st->size);
     if (b->connected) efax_ctx_stats_reset(&b->ctx);
     efaxb__count_begin(b);
+    b->confirmed_behind = 0;
     if (b->begun)
         efax_report_progress(b->rep, "%s %llu bytes", efax_mode_label(st->mode),
                              (unsigned long long)st->size);
@@ -3249,11 +3254,19 @@ EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, con
 }
 
 EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong) {
-    int64_t total = 0;
+    int64_t total = 0, behind = 0;
+    bool behind_kept = b->d.xchg && b->d.xchg->confirm_behind;
     int rc = efax_boot_sum(&b->boot, wrong, &total, EFAX_TURN_MS);
     if (!rc) rc = efaxb__count_row(b, res); /* collective: where the bytes went, every rank's NICs */
+    if (!rc && behind_kept) rc = efax_boot_sum(&b->boot, (int64_t)b->confirmed_behind, &behind, EFAX_TURN_MS);
     if (rc || b->rank != 0) return rc;
     res->wrong = b->o.check ? total : -1;
+    if (behind_kept) { /* whether the windows overlapped their confirmations: the time alone cannot say */
+        size_t u = strlen(res->extra);
+        if (u < sizeof res->extra)
+            snprintf(res->extra + u, sizeof res->extra - u, "%s\"confirmed_behind\":%lld", u ? "," : "",
+                     (long long)behind);
+    }
     if (b->connected) efaxb__result_nics(res, &b->ctx);
     efax_report_add(b->rep, res);
     return 0;
@@ -3564,10 +3577,12 @@ EFAX_PRIVATE int efaxb__confirmed(efaxb__xstep *x, uint64_t seq, double *us, int
    iteration seq's own, so that nothing is unconfirmed across a phase's barrier. */
 EFAX_PRIVATE int efaxb__confirm_behind(efaxb__xstep *x, uint64_t seq, uint64_t t0, double *us, int *nus) {
     int rc = 0;
-    if (seq == x->first)
+    if (seq == x->first) {
         x->t_end = t0;
-    else
+    } else {
         rc = efaxb__confirmed(x, seq - 1, us, nus);
+        x->b->confirmed_behind++;
+    }
     if (!rc && seq + 1 == x->end) rc = efaxb__confirmed(x, seq, us, nus);
     return rc;
 }
