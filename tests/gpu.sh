@@ -8,10 +8,12 @@
 # device-memory run's ceiling: best and spread) and summary.txt (checks, then the ratios the docs
 # quote: efax's write beside fi_rma_bw at every size) in $OUT (or build/gpu-out).
 #
-#   tests/gpu.sh [all|quick|checks|bench|ipc|compare]
+#   tests/gpu.sh [all|quick|checks|bench|ipc|compare|staged]
 #       all     checks (4K..256M), benchmarks and compare  quick   checks with small sizes
 #       checks  the checks only                            bench   the benchmarks only
 #       ipc     the NVLink IPC checks and benchmarks only
+#       staged  device memory without GPUDirect (EFAX_MEM_PATH=staged) against the pinned host path
+#               and a device-to-host copy, in EFAX_ROUNDS interleaved rounds: each ratio's spread
 #       compare efax beside NCCL and NVSHMEM on every GPU count (tests/gpu_compare.sh: one rank per
 #               GPU, interleaved rounds, ratios with their spreads, scaling.png and scaling.md)
 #   EFAX_GPU_LINES="2.6 1.17"   which libfabric lines (default both that are carried in)
@@ -31,7 +33,7 @@ RES=$OUT/results.jsonl
 SUM=$OUT/summary.txt
 : >"$LOG"; : >"$RES"; : >"$SUM"; : >"$OUT/ceilings.txt"
 WHAT=${1:-all}
-case $WHAT in all|quick|checks|bench|ipc|compare) ;; *) echo "gpu.sh: '$WHAT': use all, quick, checks, bench, ipc or compare" >&2; exit 2 ;; esac
+case $WHAT in all|quick|checks|bench|ipc|compare|staged) ;; *) echo "gpu.sh: '$WHAT': use all, quick, checks, bench, ipc, compare or staged" >&2; exit 2 ;; esac
 exec > >(tee -a "$LOG") 2>&1
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -91,6 +93,7 @@ for L in $LINES; do
   t0=$SECONDS
   what="host cuda"
   [ "$WHAT" != compare ] || what="$B/all2all_cuda $B/write_cuda $B/proxy $B/ipc $B/gpu_share $B/cuda_test $B/incast_cuda" # compare's
+  [ "$WHAT" != staged ] || what="$B/write_cuda $B/gpu_share"
   # shellcheck disable=SC2086
   make -j"$(nproc)" $what B="$B" EFAX_SKIP_DEPS=1 EFAX_DEFS=-DEFAX_NO_PMIX PKG_CFLAGS="-I$inc" PKG_LIBS="-L$lib -lfabric -Wl,-rpath,$lib" \
     NV_LIBS="-L$lib -lfabric -Xlinker -rpath -Xlinker $lib" 2>&1 | grep -v "^cc \|^nvcc \|^/usr/local" | tail -20
@@ -151,7 +154,7 @@ checks() {
   t "$L/$P/kvcache-check" 300 launch 2 $e $B/kvcache_cuda -c -b 64K -e 64K -n 3 --layers 16 --pages 32 --mem dma \
     --mode single,split --nics shm,shm $J
 }
-if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ] && [ "$WHAT" != compare ]; then
+if [ "$WHAT" != bench ] && [ "$WHAT" != ipc ] && [ "$WHAT" != compare ] && [ "$WHAT" != staged ]; then
   for L in $LINES; do
     B=build/gpu-$L
     if [ "$L" = 1.17 ]; then checks 1.17 staged; else for P in ${EFAX_GPU_PATHS:-dmabuf hmem staged}; do checks "$L" "$P"; done; fi
@@ -261,7 +264,7 @@ fi
 if { [ "$WHAT" = all ] || [ "$WHAT" = bench ]; } && [[ " $LINES " == *" 1.17 "* ]]; then
   t "bench/1.17-write-staged" 600 launch 2 env $(env_for 1.17) build/gpu-1.17/write_cuda -b 1M -e 256M -f 4 --mem dma --window 16 $J
 fi
-if [ "$NGPU" -ge 2 ] && [ "$WHAT" != checks ] && [ "$WHAT" != quick ] && [ "$WHAT" != compare ]; then
+if [ "$NGPU" -ge 2 ] && [ "$WHAT" != checks ] && [ "$WHAT" != quick ] && [ "$WHAT" != compare ] && [ "$WHAT" != staged ]; then
   L=${LINES%% *} B=build/gpu-${LINES%% *}
   t ipc-check 600 launch 2 env $(env_for "$L") $B/ipc -b 1M -e 16M -f 16 $J
   t ipc-check-pull 600 launch 2 env $(env_for "$L") $B/ipc -b 1M -e 16M -f 16 --dir pull $J
@@ -270,8 +273,47 @@ if [ "$NGPU" -ge 2 ] && [ "$WHAT" != checks ] && [ "$WHAT" != quick ] && [ "$WHA
   fi
 fi
 
+# ---- staged device memory (no GPUDirect) against what it is made of, round by round: the pinned
+# host path (same machine, same round) and a device-to-host copy (gpu_share's d2h, issue to done).
+# The goal is 80% of the slower of the two at every size; each round runs pinned then staged back
+# to back, so a ratio is taken within one round and its spread over the rounds is what is quoted.
+# On two GPUs once more with both ranks on GPU 0, as a one-GPU machine runs it.
+if [ "$WHAT" = staged ]; then
+  L=${LINES%% *} B=build/gpu-${LINES%% *}
+  E="env $(env_for "$L")"
+  if [ "$NGPU" -ge 2 ]; then t "staged/gpu-share" 300 $B/gpu_share -d 0,1 -s 64M -n 20; else t "staged/gpu-share" 300 $B/gpu_share -s 64M -n 20; fi
+  cp "$OUT/cur.log" "$OUT/gpu_share.txt"
+  SHAPES="as-launched"; [ "$NGPU" -lt 2 ] || SHAPES="as-launched gpu0"
+  for R in $(seq "${EFAX_ROUNDS:-3}"); do
+    for S in $SHAPES; do
+      V=""; [ "$S" = gpu0 ] && V="CUDA_VISIBLE_DEVICES=0"
+      t "staged/r$R/$S/pinned" 600 launch 2 $E $V EFAX_ROUND=$R $B/write_cuda -b 1M -e 256M -f 4 --mem pin --window 16 $J
+      t "staged/r$R/$S/staged" 600 launch 2 $E $V EFAX_ROUND=$R EFAX_MEM_PATH=staged $B/write_cuda -b 1M -e 256M -f 4 \
+        --mem dma --window 16 $J
+    done
+  done
+  d2h=$(grep -m1 '^d2h ' "$OUT/gpu_share.txt" 2>/dev/null | awk '{print $4}')
+  {
+    echo; echo "== staged against pinned (same round) and a device-to-host copy (${d2h:-?} GB/s): min..max over ${EFAX_ROUNDS:-3} rounds"
+    jq -r -s --arg d2h "${d2h:-0}" '
+      def gpus: if (.run.env.CUDA_VISIBLE_DEVICES // "") == "0" then "1 GPU" else "GPUs as launched" end;
+      def r2: . * 100 | round / 100;
+      def span(f): (map(f) | "\(min | r2)..\(max | r2)");
+      [.[] | select(.driver == "write" and (.run.env.EFAX_ROUND // "") != "")]
+      | group_by([gpus, .size, .run.env.EFAX_ROUND])
+      | map((map(select(.mem_path | test("staged"))) | .[0]) as $st | (map(select(.memory == "pinned")) | .[0]) as $pin
+            | select($st != null and $pin != null)
+            | ([($pin.gbps / 8), ($d2h | tonumber)] | map(select(. > 0)) | min) as $ceil
+            | {g: ($st | gpus), size: $st.size, behind: $st.confirmed_behind, st: ($st.gbps / 8), pin: ($pin.gbps / 8),
+               ratio: ($st.gbps / $pin.gbps), of_slower: ($st.gbps / 8 / $ceil)})
+      | group_by([.g, .size])[]
+      | "\(.[0].g) \(.[0].size / 1048576)M: staged \(span(.st)) GB/s, pinned \(span(.pin)) GB/s; staged/pinned \(span(.ratio)), of the slower \(span(.of_slower)) (goal 0.8; \(length) rounds; windows confirmed behind \(span(.behind)))"' "$RES" 2>&1
+    echo; echo "wrong bytes in any row: $(jq -s '[.[] | select((.wrong // 0) > 0)] | length' "$RES") row(s)"
+  } | tee -a "$SUM"
+fi
+
 # ---- the ratios the issue and docs quote, from this run's rows
-if [ -s "$RES" ] && command -v jq >/dev/null; then
+if [ "$WHAT" != staged ] && [ -s "$RES" ] && command -v jq >/dev/null; then
   {
     echo; echo "== ratios (this run)"
     # every device-memory run measured its own ceiling: best and spread, as its header said
