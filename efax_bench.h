@@ -432,8 +432,8 @@ EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, con
 
 /* Step 5: records a result. Collective: every rank passes the wrong bytes it counted (the sum is
    the result's, or -1 without -c); rank 0 adds the NIC counters and, where the exchange confirms a
-   window behind, the windows that were over every rank ("confirmed_behind"), and reports it (table row cell,
-   JSON, CSV); the other ranks' res is not read. Returns 0 or the bootstrap's error. */
+   window behind, how many windows were (over every rank: "confirmed_behind"), and reports it
+   (table row cell, JSON, CSV); the other ranks' res is not read. Returns 0 or the bootstrap's error. */
 EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong);
 
 /* Step 6: with rc 0, the report's verdict (efax_report_status: a refused or, with -c, a wrong
@@ -3263,9 +3263,8 @@ EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong) {
     res->wrong = b->o.check ? total : -1;
     if (behind_kept) { /* whether the windows overlapped their confirmations: the time alone cannot say */
         size_t u = strlen(res->extra);
-        if (u < sizeof res->extra)
-            snprintf(res->extra + u, sizeof res->extra - u, "%s\"confirmed_behind\":%lld", u ? "," : "",
-                     (long long)behind);
+        efaxb__cat(res->extra, sizeof res->extra, &u, "%s\"confirmed_behind\":%lld", u ? "," : "",
+                   (long long)behind);
     }
     if (b->connected) efaxb__result_nics(res, &b->ctx);
     efax_report_add(b->rep, res);
