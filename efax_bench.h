@@ -3255,13 +3255,14 @@ EFAX_API void efax_bench_result(efax_result *res, const efax_bench_step *st, con
 
 EFAX_API int efax_bench_record(efax_bench *b, efax_result *res, int64_t wrong) {
     int64_t total = 0, behind = 0;
-    bool behind_kept = b->d.xchg && b->d.xchg->confirm_behind;
+    bool counts_behind = b->d.xchg && b->d.xchg->confirm_behind;
     int rc = efax_boot_sum(&b->boot, wrong, &total, EFAX_TURN_MS);
     if (!rc) rc = efaxb__count_row(b, res); /* collective: where the bytes went, every rank's NICs */
-    if (!rc && behind_kept) rc = efax_boot_sum(&b->boot, (int64_t)b->confirmed_behind, &behind, EFAX_TURN_MS);
+    if (!rc && counts_behind)
+        rc = efax_boot_sum(&b->boot, (int64_t)b->confirmed_behind, &behind, EFAX_TURN_MS);
     if (rc || b->rank != 0) return rc;
     res->wrong = b->o.check ? total : -1;
-    if (behind_kept) { /* whether the windows overlapped their confirmations: the time alone cannot say */
+    if (counts_behind) { /* whether the windows overlapped their confirmations: the time alone cannot say */
         size_t u = strlen(res->extra);
         efaxb__cat(res->extra, sizeof res->extra, &u, "%s\"confirmed_behind\":%lld", u ? "," : "",
                    (long long)behind);

@@ -1079,10 +1079,10 @@ wire_tree() {
   echo 20 >"$1/sys/class/net/lo/statistics/lifespan"
 }
 # bump FILE STEP: adds STEP to FILE every 2 ms (each value replaces the file whole) until killed.
-# One perl process (perl-base is essential on Debian) that forks nothing: a shell loop forked mv and
-# sleep each step, and beside two ranks that poll without sleeping it advanced about once in 30 ms on
-# two cores, so a short path could end before the counter moved at all. Run it with & only: the
-# background subshell becomes perl (exec), so the caller's kill stops it.
+# One perl process (perl-base is essential on Debian) that forks nothing: a shell loop that forked mv
+# and sleep each step waited behind the ranks, which poll without sleeping, so on two cores a short
+# path could end before the counter moved at all. Run it with & only: the background subshell
+# becomes perl (exec), so the caller's kill stops it.
 bump() {
   exec perl -e 'my ($f, $step, $v) = (@ARGV, 0);
     while (1) { $v += $step; open(my $o, ">", "$f.new") or die "$f.new: $!"; print $o "$v\n"; close $o;
