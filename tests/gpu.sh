@@ -273,6 +273,28 @@ if [ "$NGPU" -ge 2 ] && [ "$WHAT" != checks ] && [ "$WHAT" != quick ] && [ "$WHA
   fi
 fi
 
+# staged_summary: staged device memory (no GPUDirect) against the slower of the pinned host path and
+# gpu_share's device-to-host copy (issue to done), per libfabric line, GPUs and size. Rows are compared
+# within their round (EFAX_ROUND; one round outside `staged`), and each figure is min..max over them.
+staged_summary() {
+  local d2h
+  d2h=$(grep -m1 '^d2h ' "$OUT/gpu_share.txt" 2>/dev/null | awk '{print $4}')
+  echo; echo "== staged device memory against the pinned host path (same round) and a device-to-host copy (${d2h:-?} GB/s)"
+  jq -r -s --arg d2h "${d2h:-0}" '
+    def gpus: if (.run.env.CUDA_VISIBLE_DEVICES // "") == "0" then "1 GPU" else "GPUs as launched" end;
+    def r2: . * 100 | round / 100;
+    def span(f): map(f) | map(select(. != null)) | if length == 0 then "-" elif min == max then "\(min | r2)"
+      else "\(min | r2)..\(max | r2)" end;
+    [.[] | select(.driver == "write" and (.run.check | not))]
+    | group_by([.run.libfabric, gpus, .size, (.run.env.EFAX_ROUND // "")])
+    | map((map(select(.mem_path | test("staged"))) | .[0]) as $st | (map(select(.memory == "pinned")) | .[0]) as $pin
+          | select($st != null and $pin != null)
+          | ([($pin.gbps / 8), ($d2h | tonumber)] | map(select(. > 0)) | min) as $ceil
+          | {lf: $st.run.libfabric, g: ($st | gpus), size: $st.size, behind: $st.confirmed_behind, st: ($st.gbps / 8),
+             pin: ($pin.gbps / 8), ratio: ($st.gbps / $pin.gbps), of_slower: ($st.gbps / 8 / $ceil)})
+    | group_by([.lf, .g, .size])[]
+    | "libfabric \(.[0].lf) \(.[0].g) \(.[0].size / 1048576)M: staged \(span(.st)) GB/s, pinned \(span(.pin)) GB/s; staged/pinned \(span(.ratio)), of the slower \(span(.of_slower)) (goal 0.8; \(length) round(s); windows confirmed behind \(span(.behind)))"' "$RES" 2>&1
+}
 # ---- staged device memory (no GPUDirect) against what it is made of, round by round: the pinned
 # host path (same machine, same round) and a device-to-host copy (gpu_share's d2h, issue to done).
 # The goal is 80% of the slower of the two at every size; each round runs pinned then staged back
@@ -292,22 +314,8 @@ if [ "$WHAT" = staged ]; then
         --mem dma --window 16 $J
     done
   done
-  d2h=$(grep -m1 '^d2h ' "$OUT/gpu_share.txt" 2>/dev/null | awk '{print $4}')
   {
-    echo; echo "== staged against pinned (same round) and a device-to-host copy (${d2h:-?} GB/s): min..max over ${EFAX_ROUNDS:-3} rounds"
-    jq -r -s --arg d2h "${d2h:-0}" '
-      def gpus: if (.run.env.CUDA_VISIBLE_DEVICES // "") == "0" then "1 GPU" else "GPUs as launched" end;
-      def r2: . * 100 | round / 100;
-      def span(f): (map(f) | "\(min | r2)..\(max | r2)");
-      [.[] | select(.driver == "write" and (.run.env.EFAX_ROUND // "") != "")]
-      | group_by([gpus, .size, .run.env.EFAX_ROUND])
-      | map((map(select(.mem_path | test("staged"))) | .[0]) as $st | (map(select(.memory == "pinned")) | .[0]) as $pin
-            | select($st != null and $pin != null)
-            | ([($pin.gbps / 8), ($d2h | tonumber)] | map(select(. > 0)) | min) as $ceil
-            | {g: ($st | gpus), size: $st.size, behind: $st.confirmed_behind, st: ($st.gbps / 8), pin: ($pin.gbps / 8),
-               ratio: ($st.gbps / $pin.gbps), of_slower: ($st.gbps / 8 / $ceil)})
-      | group_by([.g, .size])[]
-      | "\(.[0].g) \(.[0].size / 1048576)M: staged \(span(.st)) GB/s, pinned \(span(.pin)) GB/s; staged/pinned \(span(.ratio)), of the slower \(span(.of_slower)) (goal 0.8; \(length) rounds; windows confirmed behind \(span(.behind)))"' "$RES" 2>&1
+    staged_summary
     echo; echo "wrong bytes in any row: $(jq -s '[.[] | select((.wrong // 0) > 0)] | length' "$RES") row(s)"
   } | tee -a "$SUM"
 fi
@@ -347,17 +355,7 @@ if [ "$WHAT" != staged ] && [ -s "$RES" ] && command -v jq >/dev/null; then
       echo; echo "== two processes without efax ($(grep -m1 '^gpu_share:' "$OUT/gpu_share.txt" | cut -d: -f2-); GB/s; a2a busbw as all2all_cuda reports it)"
       grep -E '^(pull|h2d|d2h|a2a)' "$OUT/gpu_share.txt"
     fi
-    # staged device memory against the slower of the pinned host path (same run, same GPUs) and a
-    # device-to-host copy (gpu_share's d2h, issue to done): the pipeline's goal is 80% of that
-    d2h=$(grep -m1 '^d2h ' "$OUT/gpu_share.txt" 2>/dev/null | awk '{print $4}')
-    echo; echo "== staged device memory against the pinned host path and a device-to-host copy (${d2h:-?} GB/s)"
-    jq -r -s --arg d2h "${d2h:-0}" '
-      def gpus: if (.run.env.CUDA_VISIBLE_DEVICES // "") == "0" then "1 GPU" else "GPUs as launched" end;
-      (map(select(.driver == "write" and (.run.libfabric // "") == "2.6" and (.run.check | not))) | group_by([gpus, .size])[]
-       | (map(select(.mem_path | test("staged"))) | .[0]) as $st | (map(select(.memory == "pinned")) | .[0]) as $pin
-       | select($st != null and $pin != null)
-       | ([($pin.gbps / 8), ($d2h | tonumber)] | map(select(. > 0)) | min) as $ceil
-       | "\($st | gpus) \($st.size / 1048576)M: staged \($st.gbps / 8 * 100 | round / 100) GB/s, pinned \($pin.gbps / 8 * 100 | round / 100) = \($st.gbps / 8 / $ceil * 100 | round)% of the slower (goal 80%)")' "$RES" 2>&1
+    staged_summary
     echo; echo "wrong bytes in any row: $(jq -s '[.[] | select((.wrong // 0) > 0)] | length' "$RES") row(s)"
   } | tee -a "$SUM"
 fi
