@@ -166,8 +166,9 @@
    (Overridable only so the tests can build a mismatched peer.) */
 #ifndef EFAX_WIRE_VERSION
 #define EFAX_WIRE_VERSION                                                                                    \
-    4u /* 4: staged writes carry a sequence beside their cell; addresses and regions as
-                                 bytes; an address carries each NIC's control region (efa-direct) */
+    5u /* 5: a staged write's cells are at least EFAX_STAGE_MIN_CELL; 4: staged writes carry a
+                                 sequence beside their cell; addresses and regions as bytes; an address
+                                 carries each NIC's control region (efa-direct) */
 #endif
 
 #ifndef EFAX_API
@@ -549,8 +550,8 @@ typedef struct efax_stage_ops {
 /* Writes into a staged region carry the index of their cell (cells of efax_stage_unit bytes)
    beside their sequence in the immediate data's sequence bits, so the target copies each cell
    in as its last piece lands. At most EFAX_STAGE_CELLS cells per transfer, each at least `chunk`
-   (the write desc's, 0: none) and a multiple of 4 KiB; a cell larger than a post is written in
-   several, each carrying the cell's index. Pure. */
+   (the write desc's, 0: none) and EFAX_STAGE_MIN_CELL, a multiple of 4 KiB; a cell larger than a
+   post is written in several, each carrying the cell's index. Pure. */
 EFAX_API uint64_t efax_stage_unit(uint64_t size, uint64_t chunk);
 
 /* A buffer to register. iface/device/dmabuf describe device memory (efax_cuda.h fills them). */
@@ -785,6 +786,10 @@ EFAX_API int efax_buf_marked(efax_buf *b, unsigned slot);
 #define EFAX_IMM_WINDOW 32   /* sequences outstanding per (peer, tag) */
 #define EFAX_STAGE_CELLS 8   /* cells of a write into a staged region */
 #define EFAX_STAGE_WINDOW 16 /* sequences outstanding per (peer, tag) into staged regions */
+/* A staged cell costs two device copies, a post split in three operations and a completion
+   whatever its size, and the writes of a window already overlap one another's copies: a smaller
+   cell only adds those costs (journal: staged device memory's smallest cell) */
+#define EFAX_STAGE_MIN_CELL (1ull << 20)
 
 /* Packs (rank, tag, seq) into 32-bit immediate data. Returns 0 or -FI_EINVAL when a field
    does not fit. Pure. */
@@ -3831,8 +3836,8 @@ EFAX_API int efax_mr_reg(efax_ctx *ctx, efax_mr *mr, const efax_mr_desc *desc) {
 
 EFAX_API uint64_t efax_stage_unit(uint64_t size, uint64_t chunk) {
     uint64_t u = (size + EFAX_STAGE_CELLS - 1) / EFAX_STAGE_CELLS;
+    if (u < EFAX_STAGE_MIN_CELL) u = EFAX_STAGE_MIN_CELL;
     if (chunk > u) u = chunk;
-    if (!u) u = 1;
     return (u + 4095) & ~4095ull;
 }
 
@@ -5364,9 +5369,10 @@ static inline uint64_t efax__chunk_auto(const efax_ctx *ctx, const efax_write_de
        target's, efax__post_split), so whole messages: each chunk only adds a command, a response
        and a completion, and a device copy's fixed cost that small posts cannot hide (journal:
        shm's whole writes). A staged region is taken cell by cell (efax_stage_unit: an eighth of
-       the write, or a chunk if larger), its source copied out a post at a time: posts small
-       enough for the copies to run beside the transfer, each costing a split's three operations
-       (both halves and the marker), so a middle size (journal: staged device memory's chunk). */
+       the write, at least EFAX_STAGE_MIN_CELL or a chunk), its source copied out a post at a
+       time: posts small enough for the copies to run beside the transfer, each costing a split's
+       three operations (both halves and the marker), so a middle size (journal: staged device
+       memory's chunk). */
     if (ctx->caps.whole_writes) return staged ? EFAX_CHUNK_SHM_STAGED : EFAX_MAX_CHUNK;
     /* tcp between two hosts moves writes of 64-128 KiB several times faster than larger ones; on one
        host whole posts up to 1 MiB stay ahead (journal: tcp's chunk between hosts) */

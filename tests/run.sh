@@ -395,7 +395,8 @@ for p in tcp shm; do
   t $p/xfer-4ranks-2nics    600 "${MPIRUN[@]}" -np 4 "$B/xfer_test" --provider $p --nics $nics
   t $p/xfer-window1         300 "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --nics $nics --window 1 --chunk 4K --max 4M
   t $p/xfer-staged          300 "${MPIRUN[@]}" -np 3 "$B/xfer_test" --provider $p --nics $nics --staged --chunk 16K --max 16M
-  # staged regions cut by efax's own chunk (EFAX_CHUNK_POLICY: 4M on shm), cells of an eighth up to 64 MiB
+  # staged regions cut by efax's own chunk (EFAX_CHUNK_POLICY: 4M on shm), cells of an eighth (at least
+  # EFAX_STAGE_MIN_CELL) up to 64 MiB
   t $p/xfer-staged-own-chunk 300 "${MPIRUN[@]}" -np 2 "$B/xfer_test" --provider $p --staged --chunk 0 --max 64M
   # --- drivers
   t $p/bootstrap-4ranks     120 expect_fail 0 "all 4×3 pairs OK" "${MPIRUN[@]}" -np 4 "$B/bootstrap" --provider $p
