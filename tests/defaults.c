@@ -58,5 +58,6 @@ int main(void) {
     printf("max_nics=%d\n", EFAX_MAX_NICS);
     printf("imm_window=%d\n", EFAX_IMM_WINDOW);
     printf("stage_window=%d\n", EFAX_STAGE_WINDOW);
+    printf("stage_min_cell=%s\n", efax_fmt_size(EFAX_STAGE_MIN_CELL, size, sizeof size));
     return 0;
 }

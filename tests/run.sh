@@ -263,6 +263,7 @@ defaults_agree() {
   has "$(cat docs/manual.md)" "up to **$(val imm_window) sequences** (\`EFAX_IMM_WINDOW\`)" docs/manual.md
   has "$(cat docs/manual.md)" "the window ($(val imm_window); $(val stage_window) into staged regions)" docs/manual.md
   has "$(cat docs/manual.md)" "a sequence $(val imm_window) or more ahead" docs/manual.md
+  has "$(tr '\n' ' ' <docs/manual.md)" "cells of an eighth of the write, at least $(val stage_min_cell) (" docs/manual.md
   has "$(cat efax.h)" "(default EFAX_TIMEOUT_MS_DEFAULT: $(val timeout_ms))" "efax.h's top comment"
   has "$(cat efax.h)" "(default $(val max_nics): a p5 has 32 EFA devices)" "efax.h's top comment"
   echo "$d" | tr '\n' ' '; echo
