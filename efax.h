@@ -788,7 +788,7 @@ EFAX_API int efax_buf_marked(efax_buf *b, unsigned slot);
 #define EFAX_STAGE_WINDOW 16 /* sequences outstanding per (peer, tag) into staged regions */
 /* A staged cell costs two device copies, a post split in three operations and a completion
    whatever its size, and the writes of a window already overlap one another's copies: a smaller
-   cell only adds those costs (journal: staged device memory's smallest cell) */
+   cell only adds those costs (journal: cells of at least 1 MiB) */
 #define EFAX_STAGE_MIN_CELL (1ull << 20)
 
 /* Packs (rank, tag, seq) into 32-bit immediate data. Returns 0 or -FI_EINVAL when a field
