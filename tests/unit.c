@@ -176,6 +176,23 @@ static void test_imm(void) {
     CHECK(efax_imm_encode(0, 256, 0, &imm) == -FI_EINVAL);
 }
 
+/* A staged write's cells: an eighth of the write, at least EFAX_STAGE_MIN_CELL or the chunk asked,
+   whole 4 KiB pages; never more than EFAX_STAGE_CELLS of them. */
+static void test_stage_unit(void) {
+    const uint64_t M = 1ull << 20,
+                   sizes[] = {0, 4096, M - 1, M, 4 * M, 8 * M + 1, 16 * M, 256 * M, 1ull << 34};
+    CHECK(efax_stage_unit(0, 0) == EFAX_STAGE_MIN_CELL &&
+          efax_stage_unit(64 << 10, 0) == EFAX_STAGE_MIN_CELL);
+    CHECK(efax_stage_unit(M, 0) == M && efax_stage_unit(4 * M, 0) == M &&
+          efax_stage_unit(16 * M, 0) == 2 * M);
+    CHECK(efax_stage_unit(256 * M, 0) == 32 * M && efax_stage_unit(16 * M, 4 * M) == 4 * M);
+    CHECK(efax_stage_unit(M, 16 << 10) == M && efax_stage_unit(M, 3 * M + 1) == 3 * M + 4096);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        uint64_t u = efax_stage_unit(sizes[i], 0);
+        CHECK(u >= EFAX_STAGE_MIN_CELL && u % 4096 == 0 && (sizes[i] + u - 1) / u <= EFAX_STAGE_CELLS);
+    }
+}
+
 /* Every plan covers [0, size) exactly once, in order, on valid NICs. */
 static int plan_ok(uint64_t size, int nnic, efax_mode m, uint64_t idx, efax_plan_seg *seg, int n) {
     uint64_t off = 0;
@@ -940,6 +957,7 @@ static const test tests[] = {{"sizes", test_sizes},
                              {"options", test_options},
                              {"iters", test_iters},
                              {"imm", test_imm},
+                             {"stage-unit", test_stage_unit},
                              {"plan", test_plan},
                              {"pattern", test_pattern},
                              {"stats", test_stats},
